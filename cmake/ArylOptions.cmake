@@ -1,0 +1,32 @@
+# Tri-state options: AUTO (use when found), ON (configure error when missing), OFF.
+set(ARYL_WITH_TORCH AUTO CACHE STRING "Build the libtorch runtime and examples (AUTO|ON|OFF)")
+set(ARYL_WITH_CUDA AUTO CACHE STRING "Use the CUDA toolkit (AUTO|ON|OFF)")
+set(ARYL_WITH_NCCL AUTO CACHE STRING "Build the NCCL communicator (AUTO|ON|OFF)")
+set_property(CACHE ARYL_WITH_TORCH PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE ARYL_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE ARYL_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+option(ARYL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(ARYL_FUZZ "Build libFuzzer targets (clang only)" OFF)
+
+if(ARYL_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Warnings for the project's own targets (not for third-party code).
+function(aryl_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+endfunction()
+
+# aryl_optional(NAME FOUND_VAR WHAT_IS_MISSING): resolves ARYL_WITH_<NAME> to ARYL_HAVE_<NAME>.
+macro(aryl_resolve_option name found missing)
+  if(ARYL_WITH_${name} STREQUAL "OFF")
+    set(ARYL_HAVE_${name} OFF)
+  elseif(${found})
+    set(ARYL_HAVE_${name} ON)
+  elseif(ARYL_WITH_${name} STREQUAL "ON")
+    message(FATAL_ERROR "ARYL_WITH_${name}=ON but ${missing} was not found")
+  else()
+    set(ARYL_HAVE_${name} OFF)
+  endif()
+endmacro()
