@@ -1,0 +1,126 @@
+// The scheduling core's data model: servers, jobs, events and plans.
+//
+// This header is the contract between the pure scheduling core (scheduler/core),
+// the trace-driven simulator (scheduler/sim) and the live daemon (scheduler/daemon).
+// Everything here is a plain value: no sockets, no threads, no clock. Time arrives
+// with each event as seconds (virtual time in the simulator, wall time in the
+// daemon). The core's owners may refine this header; drivers depend only on it
+// and on scheduler.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace aryl::sched {
+
+using JobId = std::uint64_t;
+using ServerId = std::uint32_t;
+using Seconds = double;
+
+// --- Servers -------------------------------------------------------------------
+
+enum class Pool : std::uint8_t { kTraining, kInference };
+
+struct ServerSpec {
+  ServerId id = 0;
+  std::string name;      // human name ("train-03"); unique
+  Pool pool = Pool::kTraining;
+  std::string gpu_type;  // "A100", "T4", "cpu", ...
+  int gpus = 0;          // > 0
+};
+
+// Who may place training workers on a server right now.
+enum class ServerState : std::uint8_t {
+  kAvailable,  // training server, usable by training
+  kHeld,       // inference server held by inference (not usable by training)
+  kLoaned,     // inference server loaned to training
+  kFailed,     // failed; its workers are gone until it recovers
+};
+
+// --- Jobs ----------------------------------------------------------------------
+
+enum class JobKind : std::uint8_t { kInelastic, kElastic };
+
+// Which worker counts an elastic job may run at, inside [min, max].
+struct Granularity {
+  enum class Kind : std::uint8_t { kAny, kPowerOfTwo, kMultiple } kind = Kind::kAny;
+  int multiple = 1;  // for kMultiple: w % multiple == 0
+  bool Allows(int w) const {
+    if (w <= 0) return false;
+    switch (kind) {
+      case Kind::kAny: return true;
+      case Kind::kPowerOfTwo: return (w & (w - 1)) == 0;
+      case Kind::kMultiple: return multiple > 0 && w % multiple == 0;
+    }
+    return false;
+  }
+};
+
+struct JobSpec {
+  JobId id = 0;
+  std::string name;                    // trace id or user-given name
+  Seconds submit_time = 0;
+  JobKind kind = JobKind::kInelastic;
+  int min_workers = 1;                 // inelastic: min == max == n
+  int max_workers = 1;
+  Granularity granularity;
+  std::vector<std::string> gpu_types;  // allowed GPU types; empty = any
+  std::string model;                   // key into the ThroughputCatalog
+  double total_work = 0;               // iterations
+};
+
+// GPUs per server a job holds: server -> worker count on it.
+using Placement = std::map<ServerId, int>;
+
+// --- Events (inputs) -------------------------------------------------------------
+
+struct JobSubmitted { JobSpec spec; };
+struct JobFinished { JobId job = 0; };
+struct JobCancelled { JobId job = 0; };
+// Progress report from the driver: the job's remaining work now (iterations).
+struct JobProgress { JobId job = 0; double remaining_work = 0; };
+struct ServersLoaned { std::vector<ServerId> servers; };
+// The inference side wants servers back: `count` of any loaned servers, or exactly
+// the named ones (when `servers` is non-empty), returned by `deadline`.
+struct Reclaim { int count = 0; std::vector<ServerId> servers; Seconds deadline = 0; };
+struct ServerFailed { ServerId server = 0; };
+struct ServerRecovered { ServerId server = 0; };
+struct Tick {};
+
+using EventBody = std::variant<JobSubmitted, JobFinished, JobCancelled, JobProgress,
+                               ServersLoaned, Reclaim, ServerFailed, ServerRecovered, Tick>;
+
+struct Event {
+  Seconds time = 0;
+  EventBody body;
+};
+
+// --- Plans (outputs) -------------------------------------------------------------
+
+enum class ActionType : std::uint8_t {
+  kStart,         // start `job` on `placement`
+  kResize,        // change `job` to `placement` (a rescale; stayers keep running)
+  kPreempt,       // stop `job` (checkpoint first when possible); it goes back to the queue
+  kReturnServer,  // give `server` back to inference (it must be empty of workers)
+};
+
+struct Action {
+  ActionType type = ActionType::kStart;
+  JobId job = 0;          // kStart, kResize, kPreempt
+  Placement placement;    // kStart, kResize
+  ServerId server = 0;    // kReturnServer
+  std::string reason;     // why, for logs and replay ("sjf admit", "reclaim: shrink", ...)
+};
+
+// The answer to one event. The driver executes the actions in order; the core
+// has already applied them to its state through ClusterState::Apply.
+struct Plan {
+  std::vector<Action> actions;
+  bool empty() const { return actions.empty(); }
+};
+
+}  // namespace aryl::sched
