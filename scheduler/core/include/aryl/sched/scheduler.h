@@ -1,38 +1,46 @@
 // Scheduler: the one entry point drivers (aryl-sim, aryl-scheduler) use.
 //
-// A Scheduler owns the cluster state and a Policy. Handle(event) validates the
-// event (a bad event returns an error and leaves the state unchanged), asks the
-// policy for a Plan, applies every action through ClusterState::Apply (the one
-// code path that mutates state) and returns the plan for the driver to execute.
+// A Scheduler owns the cluster state and a Policy. Handle(event):
+//   1. validates the event against the state; a bad event (unknown job id, a
+//      reclaim of more servers than are loaned, min > max, ...) returns an error
+//      that names it and leaves the state unchanged;
+//   2. advances the state to event.time (running jobs progress, see state.h);
+//   3. applies the event itself (a new job is queued, a finished job frees its
+//      GPUs, loaned servers join, a reclaim's shrinks/preemptions/returns, a failed
+//      server's jobs shrink or are preempted);
+//   4. asks the policy for the round's changes (admission, elastic allocation,
+//      placement) and applies them;
+// and returns every action of steps 3-4 as one Plan, in an order the driver can
+// execute (see the ordering contract in types.h). Every action goes through
+// ClusterState::Apply, the one code path that mutates placements.
 // Deterministic: the same sequence of events gives the same plans.
+//
+// Policy names: PolicyNames(); a reclaim strategy other than the policy's own can
+// be chosen with a suffix: "aryl:random", "aryl:fewest-gpus", "aryl:exact",
+// "aryl:greedy" (the default for every policy that loans).
 //
 // Thread safety: not thread-safe; a driver calls it from one thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "aryl/result.h"
+#include "aryl/sched/config.h"
 #include "aryl/sched/types.h"
 
 namespace aryl::sched {
 
-class ClusterState;     // state.h
-class Policy;           // policy.h
+class ClusterState;       // state.h
+class Policy;             // policy.h
 class ThroughputCatalog;  // throughput.h
-
-struct SchedulerConfig {
-  Seconds rescale_pause = 30;       // cost of one rescale (s)
-  Seconds restart_pause = 60;       // cost of a restart after preemption (s)
-  Seconds checkpoint_interval = 1800;  // work since the last checkpoint is lost on preemption
-  bool fifo = false;                // admission order: SJF (default) or FIFO
-  bool inelastic_on_loaned = true;  // inelastic jobs may use loaned servers when no training server fits
-};
 
 class Scheduler {
  public:
-  // `policy` names one of PolicyNames().
+  // `policy` names one of PolicyNames(), optionally with ":<reclaim strategy>".
+  // Errors: unknown policy, no servers, a server with 0 GPUs, duplicate ids/names.
   static Result<std::unique_ptr<Scheduler>> Create(const std::string& policy,
                                                    std::vector<ServerSpec> servers,
                                                    std::shared_ptr<const ThroughputCatalog> thr,
@@ -42,6 +50,12 @@ class Scheduler {
   Result<Plan> Handle(const Event& event);
   const ClusterState& state() const;
   const std::string& policy_name() const;
+  const SchedulerConfig& config() const;
+
+  // Called after every action is applied, with the state it left. For tests
+  // (invariant checks after every action) and tracing; not needed by drivers.
+  using ActionObserver = std::function<void(const Action&, const ClusterState&)>;
+  void set_action_observer(ActionObserver observer);
 
  private:
   Scheduler();
@@ -49,7 +63,9 @@ class Scheduler {
   std::unique_ptr<Impl> impl_;
 };
 
-// "aryl", "baseline", "loan-only", "elastic-only", "optimus", "afs", "tiresias", ...
+// "aryl", "baseline", "loan-only", "elastic-only", "optimus", "afs", "tiresias".
 std::vector<std::string> PolicyNames();
+// "greedy", "random", "fewest-gpus", "exact".
+std::vector<std::string> ReclaimStrategyNames();
 
 }  // namespace aryl::sched

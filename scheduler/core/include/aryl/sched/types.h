@@ -67,10 +67,14 @@ struct JobSpec {
   JobKind kind = JobKind::kInelastic;
   int min_workers = 1;                 // inelastic: min == max == n
   int max_workers = 1;
+  // The size the user asked for: what policies without elasticity (baseline,
+  // loan-only, tiresias) run an elastic job at. 0 = max_workers. Ignored for
+  // inelastic jobs (they always run at min_workers == max_workers).
+  int requested_workers = 0;
   Granularity granularity;
   std::vector<std::string> gpu_types;  // allowed GPU types; empty = any
   std::string model;                   // key into the ThroughputCatalog
-  double total_work = 0;               // iterations
+  double total_work = 0;               // iterations, > 0
 };
 
 // GPUs per server a job holds: server -> worker count on it.
@@ -79,13 +83,19 @@ using Placement = std::map<ServerId, int>;
 // --- Events (inputs) -------------------------------------------------------------
 
 struct JobSubmitted { JobSpec spec; };
+// The job completed (the simulator sends it at ClusterState::EstimatedFinishTime).
 struct JobFinished { JobId job = 0; };
+// The job is withdrawn; the driver stops its workers itself (no action is emitted).
 struct JobCancelled { JobId job = 0; };
 // Progress report from the driver: the job's remaining work now (iterations).
+// Overrides the core's own estimate (see state.h, "Progress").
 struct JobProgress { JobId job = 0; double remaining_work = 0; };
 struct ServersLoaned { std::vector<ServerId> servers; };
 // The inference side wants servers back: `count` of any loaned servers, or exactly
 // the named ones (when `servers` is non-empty), returned by `deadline`.
+// The core meets every reclaim in the plan that answers it (never refused, never
+// late); more servers than are loaned, or a named server that is not loaned, is
+// an error and changes nothing.
 struct Reclaim { int count = 0; std::vector<ServerId> servers; Seconds deadline = 0; };
 struct ServerFailed { ServerId server = 0; };
 struct ServerRecovered { ServerId server = 0; };
@@ -100,11 +110,20 @@ struct Event {
 };
 
 // --- Plans (outputs) -------------------------------------------------------------
+//
+// Ordering contract: within a plan, every action fits the cluster as left by
+// the actions before it (shrinks and preemptions come before the starts and
+// grows that use the GPUs they free; a kReturnServer comes after the actions
+// that empty that server). A driver that executes actions in order therefore
+// never double-books a GPU.
 
 enum class ActionType : std::uint8_t {
   kStart,         // start `job` on `placement`
-  kResize,        // change `job` to `placement` (a rescale; stayers keep running)
-  kPreempt,       // stop `job` (checkpoint first when possible); it goes back to the queue
+  kResize,        // change `job` to `placement` (a rescale; stayers keep running;
+                  // costs SchedulerConfig::rescale_pause, loses no work)
+  kPreempt,       // stop `job`; it loses the work since its last checkpoint and goes
+                  // back to the queue keeping its place (submit time); the next start
+                  // costs SchedulerConfig::restart_pause
   kReturnServer,  // give `server` back to inference (it must be empty of workers)
 };
 

@@ -1,0 +1,36 @@
+// SchedulerConfig: the knobs of the scheduling core, shared by the state's cost
+// model (pauses, checkpoints) and the policies.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "aryl/sched/types.h"
+
+namespace aryl::sched {
+
+struct SchedulerConfig {
+  Seconds rescale_pause = 30;          // a rescale stops the job this long (s); no work lost
+  Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s)
+  Seconds checkpoint_interval = 1800;  // a running job checkpoints this often (s of wall time
+                                       // since its last start or rescale); a preemption loses
+                                       // the work done since the last checkpoint
+  bool fifo = false;                   // admission order: SJF (default) or FIFO
+  bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
+                                       // training server fits
+  std::uint64_t seed = 1;              // for the `random` reclaim strategy
+  // The knapsack is solved exactly (DP over capacity) while groups x capacity x
+  // options stays under this many steps; above it, the convex-hull greedy (see
+  // knapsack.h) is used.
+  std::int64_t knapsack_exact_budget = 20'000'000;
+  // The `exact` reclaim strategy enumerates at most this many server subsets;
+  // larger instances fall back to the greedy strategy (the action reason says so).
+  std::int64_t exact_reclaim_limit = 200'000;
+  // tiresias: attained-service thresholds (GPU-seconds) between priority queues,
+  // and the starvation limit (a queued job waiting longer than this factor times
+  // its executed time is promoted to the top queue).
+  std::vector<double> tiresias_thresholds = {3600.0, 36000.0};
+  double tiresias_starve_factor = 2.0;
+};
+
+}  // namespace aryl::sched

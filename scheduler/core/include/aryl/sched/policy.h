@@ -1,0 +1,43 @@
+// Policy: one scheduling policy, a pure and synchronous function of the state.
+//
+// The Scheduler applies the event to the state first (a queued job, freed GPUs,
+// loaned servers), then calls the policy. A policy never mutates the state: it
+// returns the actions it wants; the Scheduler orders them (frees before uses),
+// applies them through ClusterState::Apply and returns them as the plan.
+// Implementations: one file per policy under scheduler/core/policy/.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/sched/config.h"
+#include "aryl/sched/reclaim.h"
+#include "aryl/sched/types.h"
+
+namespace aryl::sched {
+
+class ClusterState;
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual const std::string& name() const = 0;
+
+  // The round's changes after an event: admissions (kStart), elastic
+  // reallocation (kResize), and, for preemptive policies, kPreempt.
+  virtual std::vector<Action> Schedule(const ClusterState& state) = 0;
+
+  // Whether training may place workers on loaned servers. Policies that do not
+  // loan still answer reclaims (their loaned servers are idle).
+  virtual bool uses_loaned_servers() const = 0;
+
+  // The reclaim strategy used to choose servers (see reclaim.h).
+  virtual ReclaimStrategy reclaim_strategy() const = 0;
+};
+
+// `name` is one of PolicyNames() with an optional ":<strategy>" suffix.
+Result<std::unique_ptr<Policy>> MakePolicy(const std::string& name, const SchedulerConfig& config);
+
+}  // namespace aryl::sched

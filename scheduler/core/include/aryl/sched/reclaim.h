@@ -1,0 +1,67 @@
+// Reclaim: choosing which loaned servers to give back, and what that costs.
+//
+// Cost of returning a set of servers (jointly):
+//   - a job with workers there that can drop them and stay at an allowed size
+//     >= its base size (elastic) is shrunk: no preemption; lost GPU-time =
+//     its remaining workers x rescale_pause;
+//   - any other job is preempted: lost GPU-time = its workers x (time since its
+//     last checkpoint + restart_pause).
+//   Costs compare by (preemptions, lost GPU-time).
+//
+// Strategies (all return idle loaned servers first, failed ones included):
+//   - greedy (Aryl): return the busy server of least cost, apply its shrinks and
+//     preemptions (a preempted job frees its workers elsewhere, lowering other
+//     servers' costs), recompute, repeat until enough are returned;
+//   - random: busy servers in a seeded random order;
+//   - fewest-gpus: busy servers with the fewest used GPUs first;
+//   - exact: every subset of the busy servers of the needed size, least joint
+//     cost (small instances only; above SchedulerConfig::exact_reclaim_limit
+//     subsets it falls back to greedy and says so in the actions' reason).
+// A reclaim is never refused or late: the actions are in the plan answering it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/sched/types.h"
+
+namespace aryl::sched {
+
+class ClusterState;
+
+enum class ReclaimStrategy : std::uint8_t { kGreedy, kRandom, kFewestGpus, kExact };
+const char* ReclaimStrategyName(ReclaimStrategy strategy);
+Result<ReclaimStrategy> ParseReclaimStrategy(const std::string& name);
+
+struct ReclaimCost {
+  int preemptions = 0;
+  double lost_gpu_seconds = 0;
+  friend bool operator<(const ReclaimCost& a, const ReclaimCost& b) {
+    if (a.preemptions != b.preemptions) return a.preemptions < b.preemptions;
+    return a.lost_gpu_seconds < b.lost_gpu_seconds - 1e-9;
+  }
+};
+
+struct ReclaimDecision {
+  std::vector<ServerId> servers;  // to return, in order
+  // Shrinks and preemptions, then one kReturnServer per server.
+  std::vector<Action> actions;
+  ReclaimCost cost;               // joint cost of `servers`
+  int shrinks = 0;
+  bool fell_back = false;         // exact was too large; greedy was used
+};
+
+// Validates the reclaim against `state` (count <= loaned servers, named servers
+// loaned, no duplicates, count > 0 or names given) and decides it. `seed` drives
+// the random strategy.
+Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
+                                      ReclaimStrategy strategy, std::uint64_t seed);
+
+// The joint cost of returning `servers` now, and the shrink/preempt actions it
+// takes (without the kReturnServer actions).
+ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
+                            std::vector<Action>* actions = nullptr, int* shrinks = nullptr);
+
+}  // namespace aryl::sched

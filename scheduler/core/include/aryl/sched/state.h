@@ -1,0 +1,217 @@
+// ClusterState: what the scheduling core knows about the cluster, and the one
+// code path that changes it.
+//
+// Drivers read it (Scheduler::state()); only the Scheduler mutates it (the
+// mutators below are public so that tests and replay tools can drive it
+// directly, but a driver that mutates it bypasses the policy).
+//
+// Progress (how remaining work is kept current):
+//   1. Every event carries a time. Before handling it, the state advances every
+//      running job from the previous event's time to the new one:
+//        remaining -= thr(placement) * (time the job was not paused in between)
+//      where thr(placement) is the job's throughput at its total worker count on
+//      the slowest GPU type in its placement (synchronous data parallelism), and
+//      the job is paused until `paused_until` after a start-after-preemption
+//      (restart_pause) or a rescale (rescale_pause).
+//   2. A JobProgress event overrides the estimate with the driver's measurement.
+//   3. Checkpoints: a running job checkpoints every checkpoint_interval seconds
+//      of wall time since its last start or rescale (a rescale carries the state
+//      over, so it counts as a checkpoint). A preemption sets remaining back to
+//      the value at the last checkpoint (JobStats::lost_work records the loss).
+//   4. The simulator asks EstimatedFinishTime(job) / NextCompletion() for when to
+//      send JobFinished; the estimate holds until the next event changes the
+//      job's placement. CompletedBy(t) lists the jobs that finish by t if nothing
+//      else happens.
+//
+// Thread safety: not thread-safe.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/sched/config.h"
+#include "aryl/sched/types.h"
+#include "aryl/status.h"
+
+namespace aryl::sched {
+
+class ThroughputCatalog;
+
+inline constexpr Seconds kNever = std::numeric_limits<double>::infinity();
+
+enum class JobStatus : std::uint8_t { kQueued, kRunning, kFinished, kCancelled };
+
+struct JobStats {
+  Seconds first_start = -1;   // -1 until the job first starts
+  Seconds finish_time = -1;   // -1 until finished or cancelled
+  int preemptions = 0;
+  int rescales = 0;
+  double gpu_seconds = 0;     // attained service: sum of workers x running time
+  Seconds run_time = 0;       // wall time spent running (including pauses)
+  double lost_work = 0;       // iterations lost to preemptions
+};
+
+struct JobInfo {
+  JobSpec spec;
+  JobStatus status = JobStatus::kQueued;
+  Placement placement;        // empty unless running
+  int workers = 0;            // total workers in `placement`
+  int base_workers = 0;       // smallest allowed size >= min (inelastic: n)
+  int requested_workers = 0;  // size for policies without elasticity (allowed, <= max)
+  double remaining_work = 0;  // iterations
+  Seconds paused_until = 0;   // no progress before this time (restart/rescale pause)
+  Seconds checkpoint_time = 0;
+  double checkpoint_remaining = 0;  // remaining work at the last checkpoint
+  double throughput = 0;      // iterations/s at the current placement (0 when queued)
+  Seconds queued_since = 0;   // submit time, or the last preemption
+  JobStats stats;
+  // Per GPU type index (ClusterState::type_index): thr at w workers, w = 0..max
+  // (0 where the size is not allowed: table cell, granularity, inelastic size).
+  // Empty for types the job may not use.
+  std::vector<std::vector<double>> curves;
+
+  bool elastic() const { return spec.kind == JobKind::kElastic; }
+  // Throughput on `type` at `w` workers; 0 when not allowed.
+  double Thr(int type, int w) const {
+    if (type < 0 || type >= static_cast<int>(curves.size())) return 0;
+    const auto& c = curves[type];
+    return w >= 0 && w < static_cast<int>(c.size()) ? c[w] : 0;
+  }
+  bool Allowed(int type, int w) const { return Thr(type, w) > 0; }
+};
+
+struct ServerInfo {
+  ServerSpec spec;
+  ServerState state = ServerState::kAvailable;  // kLoaned/kHeld for inference servers
+  bool failed = false;    // a failed server keeps `state` (its pool role) for recovery
+  int type = 0;           // GPU type index
+  int used = 0;           // GPUs holding workers
+  std::vector<std::pair<JobId, int>> jobs;  // job -> workers on this server
+  double busy_gpu_seconds = 0;  // sum over time of `used` (per-server usage)
+  Seconds loaned_seconds = 0;   // time spent loaned to training
+
+  int free() const { return spec.gpus - used; }
+  // Training may place workers here now.
+  bool usable() const {
+    return !failed && (state == ServerState::kAvailable || state == ServerState::kLoaned);
+  }
+  bool loaned() const { return state == ServerState::kLoaned; }
+  // The reported state: kFailed overrides the pool role.
+  ServerState reported_state() const { return failed ? ServerState::kFailed : state; }
+};
+
+// One reclaim and how it was met. Reclaims are met in the plan that answers
+// them, so `met_time` == `time` <= `deadline` always; the record keeps the
+// deadline for reports.
+struct ReclaimRecord {
+  Seconds time = 0;
+  Seconds deadline = 0;
+  int requested = 0;
+  std::vector<ServerId> returned;
+  int preemptions = 0;  // jobs preempted to meet it
+  int shrinks = 0;      // jobs shrunk to meet it
+  Seconds met_time = -1;
+  bool met() const { return met_time >= 0 && met_time <= deadline &&
+                            static_cast<int>(returned.size()) == requested; }
+};
+
+class ClusterState {
+ public:
+  // Errors: no servers, 0 GPUs, duplicate id or name, empty GPU type.
+  static Result<ClusterState> Create(std::vector<ServerSpec> servers,
+                                     std::shared_ptr<const ThroughputCatalog> thr,
+                                     SchedulerConfig config);
+
+  Seconds now() const { return now_; }
+  const SchedulerConfig& config() const { return config_; }
+  const ThroughputCatalog& catalog() const { return *thr_; }
+
+  // --- Servers ---
+  const std::vector<ServerInfo>& servers() const { return servers_; }
+  const ServerInfo* server(ServerId id) const;
+  int server_index(ServerId id) const;  // -1 when unknown
+  int num_types() const { return static_cast<int>(type_names_.size()); }
+  int type_index(const std::string& gpu_type) const;  // -1 when no server has it
+  const std::string& type_name(int type) const { return type_names_[type]; }
+  std::vector<ServerId> LoanedServers() const;
+  std::vector<ServerId> HeldServers() const;
+  int total_gpus() const;
+  int used_gpus() const;
+
+  // --- Jobs ---
+  const JobInfo* job(JobId id) const;
+  const std::map<JobId, JobInfo>& jobs() const { return jobs_; }  // every job ever seen
+  const std::set<JobId>& running() const { return running_; }
+  const std::set<JobId>& queued() const { return queued_; }
+  // Iterations/s of `job` on `placement`: its throughput at the total worker count
+  // on the slowest GPU type used; 0 when any part is not allowed.
+  double PlacementThroughput(const JobInfo& job, const Placement& placement) const;
+
+  // --- Progress and completion (see the file comment) ---
+  // kNever when the job is not running or makes no progress.
+  Seconds EstimatedFinishTime(JobId id) const;
+  // The earliest estimated completion among running jobs (time, job).
+  std::optional<std::pair<Seconds, JobId>> NextCompletion() const;
+  // Running jobs whose estimated finish time is <= t, earliest first.
+  std::vector<JobId> CompletedBy(Seconds t) const;
+
+  // --- Reclaims ---
+  const std::vector<ReclaimRecord>& reclaims() const { return reclaims_; }
+  // Reclaims not met by their deadline (always empty: an invariant).
+  std::vector<const ReclaimRecord*> PendingReclaims() const;
+
+  // Checks: no GPU double-booked (server.used == sum of placements <= gpus), job
+  // and server bookkeeping agree, every running job inside its allowed sizes
+  // ([min, max], granularity, inelastic n), workers only on usable servers
+  // (loaned servers used only while loaned, none on failed or held servers),
+  // every reclaim met. Returns Internal naming the first violation.
+  Status CheckInvariants() const;
+
+  // --- Mutators (the Scheduler's code path; each validates first and changes
+  // nothing on error) ---
+  // Moves time forward to t (progress, checkpoints, usage). Error if t < now.
+  Status AdvanceTo(Seconds t);
+  // Validates and queues a job. Errors name the job and the field.
+  Status AddJob(const JobSpec& spec);
+  Status FinishJob(JobId id);     // running or queued -> finished, frees its GPUs
+  Status CancelJob(JobId id);     // running or queued -> cancelled, frees its GPUs
+  Status SetRemainingWork(JobId id, double remaining);
+  // Whether `action` fits the current state (the checks Apply makes).
+  Status CanApply(const Action& action) const;
+  Status Apply(const Action& action);
+  // Server pool changes: kHeld -> kLoaned (loan); failure and recovery. A server
+  // must be empty before it is marked failed.
+  Status LoanServer(ServerId id);
+  Status MarkFailed(ServerId id);
+  Status MarkRecovered(ServerId id);
+  void RecordReclaim(ReclaimRecord record) { reclaims_.push_back(std::move(record)); }
+
+ private:
+  ClusterState() = default;
+  Status ValidatePlacement(const JobInfo& job, const Placement& placement, bool resize) const;
+  void SetPlacement(JobInfo& job, const Placement& placement);
+  JobInfo* mutable_job(JobId id);
+  void AdvanceJob(JobInfo& job, Seconds t);
+  double RemainingAt(const JobInfo& job, Seconds t) const;
+
+  SchedulerConfig config_;
+  std::shared_ptr<const ThroughputCatalog> thr_;
+  Seconds now_ = 0;
+  std::vector<ServerInfo> servers_;
+  std::unordered_map<ServerId, int> server_index_;
+  std::vector<std::string> type_names_;
+  std::map<JobId, JobInfo> jobs_;
+  std::set<JobId> running_;
+  std::set<JobId> queued_;
+  std::vector<ReclaimRecord> reclaims_;
+};
+
+}  // namespace aryl::sched
