@@ -1,0 +1,899 @@
+// The Aryl wire protocol: every message the scheduler, agents, workers, the
+// rendezvous store and the command-line clients exchange.
+//
+// Who sends what to whom (→ request or push, ⇠ reply):
+//
+//  Agent ↔ scheduler (agent DEALER, routing id = agent id → scheduler ROUTER):
+//   1. Agent → AgentRegister {agent id, host, pool, gpu type, slots, the workers it
+//      already runs}. Sent on start and again after any reconnect, so a restarted
+//      scheduler reconciles from what agents report. ⇠ AgentRegistered (or Error).
+//   2. Agent → Heartbeat {seq, free slots, running workers} every
+//      AgentRegistered.heartbeat_interval_seconds, one-way. A scheduler that does
+//      not know the agent (it restarted) pushes Error{FailedPrecondition}; the
+//      agent then registers again (step 1) without touching its workers.
+//   3. Scheduler → StartWorkers {job, generation, workers to start here, members,
+//      argv, env, checkpoint dir, store endpoint}, pushed by routing id. The agent
+//      forks the workers and answers with nothing; failures come as WorkerExited.
+//   4. Scheduler → NewGeneration {job, generation, full member list, local leavers}
+//      to every agent that hosts stayers or leavers of the job. Joiners of the same
+//      generation arrive as StartWorkers. The agent relays it (step 12).
+//   5. Scheduler → StopWorkers {job, workers (empty = all here), grace, checkpoint
+//      first}. The agent sends WorkerCheckpointRequest first when asked, then
+//      SIGTERM, then SIGKILL after the grace period.
+//   6. Scheduler → WorkerCheckpointRequest {job, reason, deadline}: a preemption
+//      notice; the agent relays it to the job's local workers (step 15).
+//   7. Agent → WorkerExited {job, worker, exit code or signal}, one-way.
+//   8. Agent → ResizeReport {job, generation, per-phase timings}, one-way, once
+//      per resize (from the rank-0 worker's WorkerResizeReport).
+//   9. Agent → JobProgress {job, step, loss, steps/s, remaining work}, one-way,
+//      from the rank-0 worker's WorkerProgress, at most a few times per second.
+//
+//  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
+//  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply; JobStatus ⇠
+//      JobStatusReply; CancelJob ⇠ Ok; ListNodes ⇠ NodesReply; PoolOffer ⇠ Ok;
+//      PoolReclaim ⇠ Ok; StatusRequest ⇠ StatusReply. Any request may instead be
+//      answered with Error{code, message}.
+//  11. WatchJob ⇠ Ok, then the scheduler pushes JobEvent {state, size, rank-0
+//      output lines} to that client until a JobEvent with final = true. A client
+//      re-sends WatchJob after a reconnect.
+//
+//  Worker (runtime) ↔ agent or a test coordinator (worker DEALER → ROUTER on ipc://):
+//  12. Worker → WorkerHello {job, worker, pid, generation} once at start ⇠ the
+//      current GenerationAnnounce. The agent pushes every later
+//      GenerationAnnounce {job, generation, members in rank order, store endpoint
+//      and prefix}; a worker not among the members leaves at the switch step.
+//  13. Worker → WorkerResizeReport {phase timings} after each resize, one-way.
+//  14. Worker → WorkerProgress {step, loss, rate}, one-way.
+//  15. Agent → WorkerCheckpointRequest: checkpoint now (e.g. a preemption notice).
+//  16. Worker → WorkerLeave {job, worker, generation, step} when it leaves
+//      cleanly (it then exits 0), one-way.
+//
+//  Rendezvous store (StoreClient → StoreServer, embedded in an agent, the daemon
+//  or a test coordinator; it outlives every worker):
+//  17. StoreSet, StoreGet (waits up to timeout_ms for the key), StoreAdd,
+//      StoreCompareSet, StoreWait (waits until every key exists), StoreCheck,
+//      StoreDeleteKey ⇠ StoreReply, or Error{Timeout | NotFound | ...}.
+//
+// Encoding: one UTF-8 JSON object per frame, {"v": 1, "type": "<type>", fields...}.
+// Decoding is strict and total (see Decode). Unknown fields are rejected, so adding
+// a field is a protocol version bump; peers built from one tree always agree.
+// Binary values (store values) travel as base64 strings. Non-finite doubles are
+// rejected, except fields documented as "NaN allowed", which carry NaN as null.
+//
+// Thread safety: messages are plain values; Encode and Decode are reentrant.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "aryl/result.h"
+#include "aryl/status.h"
+
+namespace aryl::protocol {
+
+inline constexpr int kProtocolVersion = 1;
+// Largest frame Decode accepts (and the transport lets through).
+inline constexpr std::size_t kMaxFrameBytes = std::size_t{1} << 20;
+
+using JobId = std::uint64_t;   // matches aryl::sched::JobId
+using WorkerId = std::int64_t;  // stable across a job's generations; rank is per generation
+
+// Per-field validation rule used by the field lists below. For containers, `non_empty`
+// and `max_size` apply to the container and `min`/`max`/`elem_non_empty` to elements.
+struct Rule {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool non_empty = false;       // strings, vectors, maps: at least one element/char
+  bool elem_non_empty = false;  // vector<string>: every element non-empty
+  bool nan_allowed = false;     // double: NaN is legal (carried as JSON null)
+};
+
+// Binary data (store values); base64 on the wire.
+struct Bytes {
+  std::string data;
+  bool operator==(const Bytes&) const = default;
+};
+
+// --- Enumerations (strings on the wire) ------------------------------------------
+
+enum class Pool : std::uint8_t { kTraining, kInference };
+enum class JobState : std::uint8_t {
+  kQueued, kStarting, kRunning, kResizing, kCheckpointing, kPreempted, kCompleted, kFailed,
+  kCancelled,
+};
+enum class NodeState : std::uint8_t { kAvailable, kHeld, kLoaned, kReclaiming, kFailed, kDisconnected };
+
+std::string_view ToString(Pool v);          // "training" | "inference"
+std::string_view ToString(JobState v);      // "queued", "running", ...
+std::string_view ToString(NodeState v);     // "available", "loaned", ...
+std::string_view ToString(Status::Code v);  // Status::CodeName
+bool FromString(std::string_view s, Pool* out);
+bool FromString(std::string_view s, JobState* out);
+bool FromString(std::string_view s, NodeState* out);
+bool FromString(std::string_view s, Status::Code* out);
+// True for completed, failed and cancelled.
+bool IsTerminal(JobState s);
+
+// --- Shared parts ----------------------------------------------------------------
+
+// A worker an agent runs (reconciliation after a scheduler restart, heartbeats).
+struct RunningWorker {
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;
+  std::int64_t rank = 0;
+  std::int64_t local_slot = 0;
+  std::int64_t pid = 1;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("rank", rank, {.min = 0});
+    v("local_slot", local_slot, {.min = 0});
+    v("pid", pid, {.min = 1});
+  }
+  bool operator==(const RunningWorker&) const = default;
+};
+
+// One worker to start on an agent.
+struct WorkerPlacement {
+  WorkerId worker = 0;
+  std::int64_t rank = 0;
+  std::int64_t local_slot = 0;  // index of the GPU (or CPU slot) on the agent
+  template <typename V> void Visit(V& v) {
+    v("worker", worker, {.min = 0});
+    v("rank", rank, {.min = 0});
+    v("local_slot", local_slot, {.min = 0});
+  }
+  bool operator==(const WorkerPlacement&) const = default;
+};
+
+// Seconds spent in each phase of one resize (see the runtime's resize protocol).
+struct PhaseTimings {
+  double detect = 0;
+  double agree = 0;
+  double rendezvous = 0;
+  double communicator = 0;
+  double state_transfer = 0;
+  double total = 0;  // pause seen by training, first phase start to resume
+  template <typename V> void Visit(V& v) {
+    v("detect", detect, {.min = 0});
+    v("agree", agree, {.min = 0});
+    v("rendezvous", rendezvous, {.min = 0});
+    v("communicator", communicator, {.min = 0});
+    v("state_transfer", state_transfer, {.min = 0});
+    v("total", total, {.min = 0});
+  }
+  bool operator==(const PhaseTimings&) const = default;
+};
+
+// One row of `aryl jobs`.
+struct JobRow {
+  JobId job = 0;
+  std::string name;
+  JobState state = JobState::kQueued;
+  std::int64_t workers = 0;  // current size
+  std::int64_t min_workers = 1;
+  std::int64_t max_workers = 1;
+  std::string gpu_type;      // empty = any
+  std::int64_t generation = 0;
+  std::int64_t step = 0;
+  double steps_per_second = 0;
+  double submit_time = 0;    // seconds since the Unix epoch
+  std::int64_t rescales = 0;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("name", name);
+    v("state", state);
+    v("workers", workers, {.min = 0});
+    v("min_workers", min_workers, {.min = 1});
+    v("max_workers", max_workers, {.min = 1});
+    v("gpu_type", gpu_type);
+    v("generation", generation, {.min = 0});
+    v("step", step, {.min = 0});
+    v("steps_per_second", steps_per_second, {.min = 0});
+    v("submit_time", submit_time, {.min = 0});
+    v("rescales", rescales, {.min = 0});
+  }
+  bool operator==(const JobRow&) const = default;
+};
+
+// Where a job's workers run: agent -> worker count.
+struct PlacementRow {
+  std::string agent_id;
+  std::int64_t workers = 0;
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("workers", workers, {.min = 1});
+  }
+  bool operator==(const PlacementRow&) const = default;
+};
+
+// One row of `aryl nodes`.
+struct NodeRow {
+  std::string agent_id;
+  std::string host;
+  Pool pool = Pool::kTraining;
+  NodeState state = NodeState::kAvailable;
+  std::string gpu_type;
+  std::int64_t slots = 0;
+  std::int64_t used_slots = 0;
+  bool connected = false;
+  double last_heartbeat_age = 0;  // seconds
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("host", host);
+    v("pool", pool);
+    v("state", state);
+    v("gpu_type", gpu_type);
+    v("slots", slots, {.min = 0});
+    v("used_slots", used_slots, {.min = 0});
+    v("connected", connected);
+    v("last_heartbeat_age", last_heartbeat_age, {.min = 0});
+  }
+  bool operator==(const NodeRow&) const = default;
+};
+
+// --- Agent ↔ scheduler -------------------------------------------------------------
+
+struct AgentRegister {
+  static constexpr std::string_view kType = "agent_register";
+  std::string agent_id;  // also the DEALER routing id
+  std::string host;
+  Pool pool = Pool::kTraining;
+  std::string gpu_type;  // "A100", "T4", "cpu", ...
+  std::int64_t slots = 1;
+  std::vector<RunningWorker> workers;  // already running (reconciliation)
+  std::string store_endpoint;          // the agent's embedded store; empty = none
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("host", host, {.non_empty = true});
+    v("pool", pool);
+    v("gpu_type", gpu_type, {.non_empty = true});
+    v("slots", slots, {.min = 1, .max = 4096});
+    v("workers", workers);
+    v("store_endpoint", store_endpoint);
+  }
+  bool operator==(const AgentRegister&) const = default;
+};
+
+struct AgentRegistered {
+  static constexpr std::string_view kType = "agent_registered";
+  std::string agent_id;
+  double heartbeat_interval_seconds = 1.0;
+  std::uint64_t scheduler_epoch = 0;  // changes on every scheduler start
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("heartbeat_interval_seconds", heartbeat_interval_seconds, {.min = 0.001, .max = 3600});
+    v("scheduler_epoch", scheduler_epoch);
+  }
+  bool operator==(const AgentRegistered&) const = default;
+};
+
+struct Heartbeat {
+  static constexpr std::string_view kType = "heartbeat";
+  std::string agent_id;
+  std::uint64_t seq = 0;
+  std::int64_t free_slots = 0;
+  std::vector<RunningWorker> workers;
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("seq", seq);
+    v("free_slots", free_slots, {.min = 0});
+    v("workers", workers);
+  }
+  bool operator==(const Heartbeat&) const = default;
+};
+
+struct StartWorkers {
+  static constexpr std::string_view kType = "start_workers";
+  JobId job = 0;
+  std::int64_t generation = 0;
+  std::vector<WorkerPlacement> workers;  // to start on this agent
+  std::vector<WorkerId> members;         // whole generation, rank order
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string cwd;             // empty = the agent's working directory
+  std::string checkpoint_dir;  // empty = no checkpoints
+  std::string store_endpoint;
+  std::string store_prefix;    // keys of this job's rendezvous, e.g. "job/12/"
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("generation", generation, {.min = 0});
+    v("workers", workers, {.non_empty = true});
+    v("members", members, {.min = 0, .non_empty = true});
+    v("argv", argv, {.non_empty = true});
+    v("env", env);
+    v("cwd", cwd);
+    v("checkpoint_dir", checkpoint_dir);
+    v("store_endpoint", store_endpoint, {.non_empty = true});
+    v("store_prefix", store_prefix);
+  }
+  Status Validate() const;  // argv[0] non-empty, every started worker is a member
+  bool operator==(const StartWorkers&) const = default;
+};
+
+struct NewGeneration {
+  static constexpr std::string_view kType = "new_generation";
+  JobId job = 0;
+  std::int64_t generation = 1;
+  std::vector<WorkerId> members;  // rank order
+  std::vector<WorkerId> leaving;  // workers on this agent that leave at the switch
+  std::string store_endpoint;
+  std::string store_prefix;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("generation", generation, {.min = 1});
+    v("members", members, {.min = 0, .non_empty = true});
+    v("leaving", leaving, {.min = 0});
+    v("store_endpoint", store_endpoint, {.non_empty = true});
+    v("store_prefix", store_prefix);
+  }
+  Status Validate() const;  // no duplicates; leavers are not members
+  bool operator==(const NewGeneration&) const = default;
+};
+
+struct StopWorkers {
+  static constexpr std::string_view kType = "stop_workers";
+  JobId job = 0;
+  std::vector<WorkerId> workers;  // empty = every worker of the job on this agent
+  double grace_seconds = 10;
+  bool checkpoint_first = false;
+  std::string reason;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("workers", workers, {.min = 0});
+    v("grace_seconds", grace_seconds, {.min = 0, .max = 86400});
+    v("checkpoint_first", checkpoint_first);
+    v("reason", reason);
+  }
+  bool operator==(const StopWorkers&) const = default;
+};
+
+struct WorkerExited {
+  static constexpr std::string_view kType = "worker_exited";
+  std::string agent_id;
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;
+  std::optional<std::int64_t> exit_code;  // exactly one of exit_code and signal
+  std::optional<std::int64_t> signal;
+  template <typename V> void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("exit_code", exit_code, {.min = 0, .max = 255});
+    v("signal", signal, {.min = 1, .max = 128});
+  }
+  Status Validate() const;
+  bool operator==(const WorkerExited&) const = default;
+};
+
+struct ResizeReport {
+  static constexpr std::string_view kType = "resize_report";
+  JobId job = 0;
+  std::int64_t generation = 1;
+  std::int64_t from_workers = 0;
+  std::int64_t to_workers = 1;
+  bool planned = true;  // false: a fault (a worker died)
+  PhaseTimings phases;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("generation", generation, {.min = 1});
+    v("from_workers", from_workers, {.min = 0});
+    v("to_workers", to_workers, {.min = 1});
+    v("planned", planned);
+    v("phases", phases);
+  }
+  bool operator==(const ResizeReport&) const = default;
+};
+
+struct JobProgress {
+  static constexpr std::string_view kType = "job_progress";
+  JobId job = 0;
+  std::int64_t generation = 0;
+  std::int64_t step = 0;
+  double loss = 0;  // NaN allowed (a diverged run)
+  double steps_per_second = 0;
+  double remaining_work = 0;  // steps left, estimated by the job
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("generation", generation, {.min = 0});
+    v("step", step, {.min = 0});
+    v("loss", loss, {.nan_allowed = true});
+    v("steps_per_second", steps_per_second, {.min = 0});
+    v("remaining_work", remaining_work, {.min = 0});
+  }
+  bool operator==(const JobProgress&) const = default;
+};
+
+// --- Client ↔ scheduler ------------------------------------------------------------
+
+struct SubmitJob {
+  static constexpr std::string_view kType = "submit_job";
+  std::string name;  // empty = the scheduler derives one from argv[0]
+  std::optional<std::int64_t> workers;  // fixed size, or
+  std::optional<std::int64_t> min_workers;  // elastic: both min and max
+  std::optional<std::int64_t> max_workers;
+  std::string gpu_type;  // empty = any
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string checkpoint_dir;
+  std::string cwd;
+  std::string model;     // throughput catalog key; empty = unknown
+  double total_work = 0;  // steps; 0 = unknown
+  template <typename V> void Visit(V& v) {
+    v("name", name);
+    v("workers", workers, {.min = 1, .max = 65536});
+    v("min_workers", min_workers, {.min = 1, .max = 65536});
+    v("max_workers", max_workers, {.min = 1, .max = 65536});
+    v("gpu_type", gpu_type);
+    v("argv", argv, {.non_empty = true});
+    v("env", env);
+    v("checkpoint_dir", checkpoint_dir);
+    v("cwd", cwd);
+    v("model", model);
+    v("total_work", total_work, {.min = 0});
+  }
+  // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
+  // argv[0] non-empty; env names non-empty without '='.
+  Status Validate() const;
+  bool operator==(const SubmitJob&) const = default;
+};
+
+struct SubmitReply {
+  static constexpr std::string_view kType = "submit_reply";
+  JobId job = 0;
+  std::string name;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("name", name);
+  }
+  bool operator==(const SubmitReply&) const = default;
+};
+
+struct ListJobs {
+  static constexpr std::string_view kType = "list_jobs";
+  bool include_finished = false;
+  template <typename V> void Visit(V& v) { v("include_finished", include_finished); }
+  bool operator==(const ListJobs&) const = default;
+};
+
+struct JobsReply {
+  static constexpr std::string_view kType = "jobs_reply";
+  std::vector<JobRow> jobs;
+  template <typename V> void Visit(V& v) { v("jobs", jobs); }
+  bool operator==(const JobsReply&) const = default;
+};
+
+struct JobStatus {
+  static constexpr std::string_view kType = "job_status";
+  JobId job = 0;
+  template <typename V> void Visit(V& v) { v("job", job); }
+  bool operator==(const JobStatus&) const = default;
+};
+
+struct JobStatusReply {
+  static constexpr std::string_view kType = "job_status_reply";
+  JobRow row;
+  std::vector<PlacementRow> placement;
+  std::vector<std::string> argv;
+  std::optional<std::int64_t> exit_code;  // once terminal
+  std::string message;                    // last state change's reason
+  template <typename V> void Visit(V& v) {
+    v("row", row);
+    v("placement", placement);
+    v("argv", argv);
+    v("exit_code", exit_code, {.min = 0, .max = 255});
+    v("message", message);
+  }
+  bool operator==(const JobStatusReply&) const = default;
+};
+
+struct CancelJob {
+  static constexpr std::string_view kType = "cancel_job";
+  JobId job = 0;
+  template <typename V> void Visit(V& v) { v("job", job); }
+  bool operator==(const CancelJob&) const = default;
+};
+
+struct ListNodes {
+  static constexpr std::string_view kType = "list_nodes";
+  template <typename V> void Visit(V&) {}
+  bool operator==(const ListNodes&) const = default;
+};
+
+struct NodesReply {
+  static constexpr std::string_view kType = "nodes_reply";
+  std::vector<NodeRow> nodes;
+  template <typename V> void Visit(V& v) { v("nodes", nodes); }
+  bool operator==(const NodesReply&) const = default;
+};
+
+// The inference side lends servers (agent ids of inference-pool agents).
+struct PoolOffer {
+  static constexpr std::string_view kType = "pool_offer";
+  std::vector<std::string> servers;
+  template <typename V> void Visit(V& v) {
+    v("servers", servers, {.non_empty = true, .elem_non_empty = true});
+  }
+  bool operator==(const PoolOffer&) const = default;
+};
+
+// The inference side wants `count` loaned servers (or exactly `servers`) back
+// within deadline_seconds.
+struct PoolReclaim {
+  static constexpr std::string_view kType = "pool_reclaim";
+  std::int64_t count = 0;
+  std::vector<std::string> servers;
+  double deadline_seconds = 120;
+  template <typename V> void Visit(V& v) {
+    v("count", count, {.min = 0, .max = 1 << 20});
+    v("servers", servers, {.elem_non_empty = true});
+    v("deadline_seconds", deadline_seconds, {.min = 0, .max = 86400});
+  }
+  Status Validate() const;  // count >= 1 or servers non-empty, not both
+  bool operator==(const PoolReclaim&) const = default;
+};
+
+struct WatchJob {
+  static constexpr std::string_view kType = "watch_job";
+  JobId job = 0;
+  bool output = true;  // also stream rank-0 output lines
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("output", output);
+  }
+  bool operator==(const WatchJob&) const = default;
+};
+
+struct JobEvent {
+  static constexpr std::string_view kType = "job_event";
+  JobId job = 0;
+  double time = 0;  // seconds since the Unix epoch
+  JobState state = JobState::kQueued;
+  std::int64_t workers = 0;
+  std::vector<std::string> output;  // new rank-0 output lines, oldest first
+  std::string message;              // why the state changed
+  std::optional<std::int64_t> exit_code;
+  bool final = false;  // no more events for this job
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("time", time, {.min = 0});
+    v("state", state);
+    v("workers", workers, {.min = 0});
+    v("output", output);
+    v("message", message);
+    v("exit_code", exit_code, {.min = 0, .max = 255});
+    v("final", final);
+  }
+  bool operator==(const JobEvent&) const = default;
+};
+
+struct StatusRequest {
+  static constexpr std::string_view kType = "status";
+  template <typename V> void Visit(V&) {}
+  bool operator==(const StatusRequest&) const = default;
+};
+
+// Cluster summary (pools, loans, jobs, counters); a JSON object whose shape the
+// scheduler daemon documents.
+struct StatusReply {
+  static constexpr std::string_view kType = "status_reply";
+  nlohmann::json summary = nlohmann::json::object();
+  template <typename V> void Visit(V& v) { v("summary", summary); }
+  bool operator==(const StatusReply&) const = default;
+};
+
+struct Ok {
+  static constexpr std::string_view kType = "ok";
+  std::string message;
+  template <typename V> void Visit(V& v) { v("message", message); }
+  bool operator==(const Ok&) const = default;
+};
+
+// A failed request. `code` is never kOk.
+struct Error {
+  static constexpr std::string_view kType = "error";
+  Status::Code code = Status::Code::kInternal;
+  std::string message;
+  template <typename V> void Visit(V& v) {
+    v("code", code);
+    v("message", message);
+  }
+  Status Validate() const;
+  static Error FromStatus(const Status& s);
+  Status ToStatus() const;
+  bool operator==(const Error&) const = default;
+};
+
+// --- Worker ↔ agent ----------------------------------------------------------------
+
+struct WorkerHello {
+  static constexpr std::string_view kType = "worker_hello";
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t pid = 1;
+  std::int64_t generation = 0;  // the generation it was started for
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("pid", pid, {.min = 1});
+    v("generation", generation, {.min = 0});
+  }
+  bool operator==(const WorkerHello&) const = default;
+};
+
+struct GenerationAnnounce {
+  static constexpr std::string_view kType = "generation_announce";
+  JobId job = 0;
+  std::int64_t generation = 0;
+  std::vector<WorkerId> members;  // rank order: members[r] has rank r
+  std::string store_endpoint;
+  std::string store_prefix;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("generation", generation, {.min = 0});
+    v("members", members, {.min = 0, .non_empty = true});
+    v("store_endpoint", store_endpoint, {.non_empty = true});
+    v("store_prefix", store_prefix);
+  }
+  Status Validate() const;  // no duplicate members
+  bool operator==(const GenerationAnnounce&) const = default;
+};
+
+struct WorkerResizeReport {
+  static constexpr std::string_view kType = "worker_resize_report";
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 1;
+  std::int64_t from_workers = 0;
+  std::int64_t to_workers = 1;
+  bool planned = true;
+  PhaseTimings phases;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 1});
+    v("from_workers", from_workers, {.min = 0});
+    v("to_workers", to_workers, {.min = 1});
+    v("planned", planned);
+    v("phases", phases);
+  }
+  bool operator==(const WorkerResizeReport&) const = default;
+};
+
+struct WorkerProgress {
+  static constexpr std::string_view kType = "worker_progress";
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;
+  std::int64_t step = 0;
+  double loss = 0;  // NaN allowed
+  double steps_per_second = 0;
+  double remaining_work = 0;
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("step", step, {.min = 0});
+    v("loss", loss, {.nan_allowed = true});
+    v("steps_per_second", steps_per_second, {.min = 0});
+    v("remaining_work", remaining_work, {.min = 0});
+  }
+  bool operator==(const WorkerProgress&) const = default;
+};
+
+// Checkpoint now; scheduler → agent (a preemption notice) and agent → worker.
+struct WorkerCheckpointRequest {
+  static constexpr std::string_view kType = "worker_checkpoint_request";
+  JobId job = 0;
+  std::string reason;
+  double deadline_seconds = 0;  // 0 = no deadline
+  bool stop_after = false;      // exit 0 once the checkpoint is durable
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("reason", reason);
+    v("deadline_seconds", deadline_seconds, {.min = 0, .max = 86400});
+    v("stop_after", stop_after);
+  }
+  bool operator==(const WorkerCheckpointRequest&) const = default;
+};
+
+struct WorkerLeave {
+  static constexpr std::string_view kType = "worker_leave";
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;  // the generation it left (it is not a member)
+  std::int64_t step = 0;        // the last step it completed
+  template <typename V> void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("step", step, {.min = 0});
+  }
+  bool operator==(const WorkerLeave&) const = default;
+};
+
+// --- Rendezvous store ----------------------------------------------------------------
+
+struct StoreSet {
+  static constexpr std::string_view kType = "store_set";
+  std::string key;
+  Bytes value;
+  template <typename V> void Visit(V& v) {
+    v("key", key, {.non_empty = true});
+    v("value", value);
+  }
+  bool operator==(const StoreSet&) const = default;
+};
+
+// Waits up to timeout_ms for the key to exist (0 = answer at once: NotFound).
+struct StoreGet {
+  static constexpr std::string_view kType = "store_get";
+  std::string key;
+  std::int64_t timeout_ms = 0;
+  template <typename V> void Visit(V& v) {
+    v("key", key, {.non_empty = true});
+    v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+  }
+  bool operator==(const StoreGet&) const = default;
+};
+
+// Adds delta to the integer stored at key (missing = 0); replies the new value.
+struct StoreAdd {
+  static constexpr std::string_view kType = "store_add";
+  std::string key;
+  std::int64_t delta = 0;
+  template <typename V> void Visit(V& v) {
+    v("key", key, {.non_empty = true});
+    v("delta", delta);
+  }
+  bool operator==(const StoreAdd&) const = default;
+};
+
+// Sets key to desired when its value equals expected (or it is missing and expected
+// is empty); replies the value now stored.
+struct StoreCompareSet {
+  static constexpr std::string_view kType = "store_compare_set";
+  std::string key;
+  Bytes expected;
+  Bytes desired;
+  template <typename V> void Visit(V& v) {
+    v("key", key, {.non_empty = true});
+    v("expected", expected);
+    v("desired", desired);
+  }
+  bool operator==(const StoreCompareSet&) const = default;
+};
+
+// Waits until every key exists; Error{Timeout} after timeout_ms.
+struct StoreWait {
+  static constexpr std::string_view kType = "store_wait";
+  std::vector<std::string> keys;
+  std::int64_t timeout_ms = 0;
+  template <typename V> void Visit(V& v) {
+    v("keys", keys, {.non_empty = true, .elem_non_empty = true});
+    v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+  }
+  bool operator==(const StoreWait&) const = default;
+};
+
+// Replies flag = whether every key exists, without waiting.
+struct StoreCheck {
+  static constexpr std::string_view kType = "store_check";
+  std::vector<std::string> keys;
+  template <typename V> void Visit(V& v) {
+    v("keys", keys, {.non_empty = true, .elem_non_empty = true});
+  }
+  bool operator==(const StoreCheck&) const = default;
+};
+
+// Replies flag = whether the key existed.
+struct StoreDeleteKey {
+  static constexpr std::string_view kType = "store_delete_key";
+  std::string key;
+  template <typename V> void Visit(V& v) { v("key", key, {.non_empty = true}); }
+  bool operator==(const StoreDeleteKey&) const = default;
+};
+
+// The answer to every store request: `value` for get/compare_set, `number` for add,
+// `flag` for check/delete_key; set and wait leave all three empty.
+struct StoreReply {
+  static constexpr std::string_view kType = "store_reply";
+  std::optional<Bytes> value;
+  std::optional<std::int64_t> number;
+  std::optional<bool> flag;
+  template <typename V> void Visit(V& v) {
+    v("value", value);
+    v("number", number);
+    v("flag", flag);
+  }
+  bool operator==(const StoreReply&) const = default;
+};
+
+// --- The message sum type --------------------------------------------------------
+
+// X(Type) for every message, in a fixed order (the variant's index order).
+#define ARYL_PROTOCOL_MESSAGES(X)                                                      \
+  X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)    \
+  X(StopWorkers) X(WorkerExited) X(ResizeReport) X(JobProgress) X(SubmitJob)           \
+  X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply) X(CancelJob)  \
+  X(ListNodes) X(NodesReply) X(PoolOffer) X(PoolReclaim) X(WatchJob) X(JobEvent)       \
+  X(StatusRequest) X(StatusReply) X(Ok) X(Error) X(WorkerHello) X(GenerationAnnounce) \
+  X(WorkerResizeReport) X(WorkerProgress) X(WorkerCheckpointRequest) X(WorkerLeave)    \
+  X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)    \
+  X(StoreDeleteKey) X(StoreReply)
+
+#define ARYL_PROTOCOL_COMMA_TYPE_(T) , T
+namespace internal {
+template <typename... Ts> struct TypeList {};
+template <typename L> struct VariantOfTail;
+template <typename F, typename... Ts> struct VariantOfTail<TypeList<F, Ts...>> {
+  using type = std::variant<Ts...>;
+};
+}  // namespace internal
+#define ARYL_PROTOCOL_COMMA_TYPE_(T) , T
+// Every message type; the index order is the list's order.
+using Message = internal::VariantOfTail<
+    internal::TypeList<void ARYL_PROTOCOL_MESSAGES(ARYL_PROTOCOL_COMMA_TYPE_)>>::type;
+#undef ARYL_PROTOCOL_COMMA_TYPE_
+
+// --- Encode / Decode ------------------------------------------------------------------
+
+// One JSON frame. Never throws; invalid UTF-8 in strings is replaced by U+FFFD.
+#define ARYL_PROTOCOL_DECLARE_ENCODE_(T) std::string Encode(const T& msg);
+ARYL_PROTOCOL_MESSAGES(ARYL_PROTOCOL_DECLARE_ENCODE_)
+#undef ARYL_PROTOCOL_DECLARE_ENCODE_
+std::string Encode(const Message& msg);
+
+// The frame's JSON object (e.g. for `aryl ... --json`).
+nlohmann::json ToJson(const Message& msg);
+
+// Strict, total decoding. Fails with InvalidArgument naming the problem and the field
+// ("start_workers: field 'workers[1].rank': expected integer >= 0, got -3") for: an
+// empty frame, a frame over kMaxFrameBytes, invalid JSON, a non-object, a missing or
+// unsupported "v", a missing or unknown "type", a missing field, a field of the wrong
+// type, a value out of range, an unknown field, a message-level inconsistency.
+// Never throws.
+Result<Message> Decode(std::string_view frame);
+
+// The message's "type" string ("agent_register", ...).
+std::string_view TypeName(const Message& msg);
+// Every message type string, in variant order.
+std::vector<std::string_view> AllTypeNames();
+
+// Decode that also requires a given type; an Error message decodes to its Status, so
+// `DecodeAs<StoreReply>(reply)` turns a remote failure into the caller's error.
+template <typename T>
+Result<T> DecodeAs(std::string_view frame);
+template <typename T>
+Result<T> As(Message msg);
+
+template <typename T>
+Result<T> As(Message msg) {
+  if (auto* v = std::get_if<T>(&msg)) return std::move(*v);
+  if constexpr (!std::is_same_v<T, Error>) {
+    if (auto* e = std::get_if<Error>(&msg)) return e->ToStatus();
+  }
+  return Status::InvalidArgument("expected a '" + std::string(T::kType) + "' message, got '" +
+                                 std::string(TypeName(msg)) + "'");
+}
+
+template <typename T>
+Result<T> DecodeAs(std::string_view frame) {
+  ARYL_ASSIGN_OR_RETURN(Message msg, Decode(frame));
+  return As<T>(std::move(msg));
+}
+
+}  // namespace aryl::protocol
