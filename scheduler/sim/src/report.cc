@@ -1,0 +1,248 @@
+#include "aryl/sim/report.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace aryl::sim {
+namespace {
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+struct Column {
+  const char* header;
+  int width;
+  // value of a run, as text
+  std::string (*value)(const RunMetrics&);
+  // ratio to baseline: +1 = run/baseline, -1 = baseline/run ("x lower"), 0 = none
+  int ratio_sense;
+  double (*number)(const RunMetrics&);
+};
+
+constexpr double kHour = 3600.0;
+
+const Column kColumns[] = {
+    {"jobs done", 9, [](const RunMetrics& m) { return std::to_string(m.jobs_completed); }, 0,
+     [](const RunMetrics& m) { return static_cast<double>(m.jobs_completed); }},
+    {"avg JCT h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.avg_jct_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.avg_jct_s; }},
+    {"p50 JCT h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.p50_jct_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p50_jct_s; }},
+    {"p95 JCT h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.p95_jct_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p95_jct_s; }},
+    {"p99 JCT h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.p99_jct_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p99_jct_s; }},
+    {"avg queue h", 11, [](const RunMetrics& m) { return Fmt("%.2f", m.avg_queue_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.avg_queue_s; }},
+    {"p99 queue h", 11, [](const RunMetrics& m) { return Fmt("%.2f", m.p99_queue_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p99_queue_s; }},
+    {"train use", 9, [](const RunMetrics& m) { return Fmt("%.1f%%", m.training_usage * 100); }, 1,
+     [](const RunMetrics& m) { return m.training_usage; }},
+    {"overall use", 11, [](const RunMetrics& m) { return Fmt("%.1f%%", m.overall_usage * 100); }, 1,
+     [](const RunMetrics& m) { return m.overall_usage; }},
+    {"loaned GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", m.loaned_gpu_hours); }, 0,
+     [](const RunMetrics& m) { return m.loaned_gpu_hours; }},
+    {"preempt", 7, [](const RunMetrics& m) { return std::to_string(m.preemptions); }, 0,
+     [](const RunMetrics& m) { return static_cast<double>(m.preemptions); }},
+    {"rescale", 7, [](const RunMetrics& m) { return std::to_string(m.rescales); }, 0,
+     [](const RunMetrics& m) { return static_cast<double>(m.rescales); }},
+    {"reclaims", 8, [](const RunMetrics& m) { return std::to_string(m.reclaims); }, 0,
+     [](const RunMetrics& m) { return static_cast<double>(m.reclaims); }},
+    {"late", 4, [](const RunMetrics& m) { return std::to_string(m.reclaims_late); }, 0,
+     [](const RunMetrics& m) { return static_cast<double>(m.reclaims_late); }},
+    {"wall s", 7, [](const RunMetrics& m) { return Fmt("%.2f", m.sim_wall_s); }, 0,
+     [](const RunMetrics& m) { return m.sim_wall_s; }},
+};
+
+std::string Pad(const std::string& s, int width, bool left = false) {
+  if (static_cast<int>(s.size()) >= width) return s;
+  std::string pad(width - s.size(), ' ');
+  return left ? s + pad : pad + s;
+}
+
+std::string SafeName(const std::string& policy) {
+  std::string s = policy;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string FormatTable(const std::vector<RunMetrics>& runs) {
+  int name_width = 6;
+  for (const auto& r : runs) name_width = std::max<int>(name_width, static_cast<int>(r.policy.size()));
+  std::ostringstream os;
+  os << Pad("policy", name_width, true);
+  for (const auto& c : kColumns) os << "  " << Pad(c.header, c.width);
+  os << "\n";
+  for (const auto& r : runs) {
+    os << Pad(r.policy, name_width, true);
+    for (const auto& c : kColumns) os << "  " << Pad(c.value(r), c.width);
+    os << "\n";
+  }
+  const RunMetrics* base = nullptr;
+  for (const auto& r : runs) {
+    if (r.policy == "baseline") {
+      base = &r;
+      break;
+    }
+  }
+  if (base != nullptr && runs.size() > 1) {
+    os << "\nratio to baseline (JCT and queue: baseline/policy, so >1 means lower; others: policy/baseline)\n";
+    os << Pad("policy", name_width, true);
+    for (const auto& c : kColumns) {
+      if (c.ratio_sense != 0) os << "  " << Pad(c.header, c.width);
+    }
+    os << "\n";
+    for (const auto& r : runs) {
+      os << Pad(r.policy, name_width, true);
+      for (const auto& c : kColumns) {
+        if (c.ratio_sense == 0) continue;
+        double a = c.number(r);
+        double b = c.number(*base);
+        double num = c.ratio_sense > 0 ? a : b;
+        double den = c.ratio_sense > 0 ? b : a;
+        os << "  " << Pad(den > 0 ? Fmt("%.2fx", num / den) : std::string("-"), c.width);
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+nlohmann::ordered_json RunToJson(const RunMetrics& m) {
+  nlohmann::ordered_json j;
+  j["policy"] = m.policy;
+  j["jobs_completed"] = m.jobs_completed;
+  j["avg_jct_s"] = m.avg_jct_s;
+  j["p50_jct_s"] = m.p50_jct_s;
+  j["p95_jct_s"] = m.p95_jct_s;
+  j["p99_jct_s"] = m.p99_jct_s;
+  j["avg_queue_s"] = m.avg_queue_s;
+  j["p99_queue_s"] = m.p99_queue_s;
+  j["training_usage"] = m.training_usage;
+  j["overall_usage"] = m.overall_usage;
+  j["loaned_gpu_hours"] = m.loaned_gpu_hours;
+  j["preemptions"] = m.preemptions;
+  j["rescales"] = m.rescales;
+  j["reclaims"] = m.reclaims;
+  j["reclaims_late"] = m.reclaims_late;
+  j["sim_wall_s"] = m.sim_wall_s;
+  return j;
+}
+
+Status WriteJson(const std::string& path, const nlohmann::ordered_json& config,
+                 const std::vector<RunMetrics>& runs) {
+  nlohmann::ordered_json doc;
+  doc["config"] = config;
+  doc["runs"] = nlohmann::ordered_json::array();
+  for (const auto& r : runs) doc["runs"].push_back(RunToJson(r));
+  std::ofstream out(path);
+  if (!out) return Status::IoError("--json: cannot write '" + path + "'");
+  out << doc.dump(2) << "\n";
+  if (!out) return Status::IoError("--json: error writing '" + path + "'");
+  return Status::Ok();
+}
+
+Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& runs) {
+  std::ofstream out(path);
+  if (!out) return Status::IoError("--timeline: cannot write '" + path + "'");
+  out << "policy,time_s,queued_jobs,running_jobs,busy_training_gpus,busy_loaned_gpus,loaned_servers,"
+         "demand_servers,held_servers\n";
+  for (const auto& r : runs) {
+    for (const auto& s : r.timeline) {
+      out << r.metrics.policy << ',' << Fmt("%.0f", s.time) << ',' << s.queued_jobs << ',' << s.running_jobs
+          << ',' << s.busy_training_gpus << ',' << s.busy_loaned_gpus << ',' << s.loaned_servers << ','
+          << s.demand_servers << ',' << s.held_servers << '\n';
+    }
+  }
+  if (!out) return Status::IoError("--timeline: error writing '" + path + "'");
+  return Status::Ok();
+}
+
+Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, int training_gpus,
+                  int inference_servers) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError("--plot: cannot create '" + dir + "': " + ec.message());
+  double t0 = 0;
+  bool have_t0 = false;
+  for (const auto& r : runs) {
+    if (!r.timeline.empty() && (!have_t0 || r.timeline.front().time < t0)) {
+      t0 = r.timeline.front().time;
+      have_t0 = true;
+    }
+  }
+  for (const auto& r : runs) {
+    std::string name = SafeName(r.metrics.policy);
+    std::ofstream tl(dir + "/timeline-" + name + ".dat");
+    tl << "# day queued running busy_training_gpus busy_loaned_gpus loaned_servers demand_servers\n";
+    for (const auto& s : r.timeline) {
+      tl << Fmt("%.5f", (s.time - t0) / 86400.0) << ' ' << s.queued_jobs << ' ' << s.running_jobs << ' '
+         << s.busy_training_gpus << ' ' << s.busy_loaned_gpus << ' ' << s.loaned_servers << ' '
+         << s.demand_servers << '\n';
+    }
+    std::ofstream jct(dir + "/jct-" + name + ".dat");
+    jct << "# jct_hours cumulative_fraction\n";
+    std::size_t n = r.jcts.size();
+    // At most ~2000 points per curve keeps the files small and the plot identical.
+    std::size_t stride = std::max<std::size_t>(1, n / 2000);
+    for (std::size_t i = 0; i < n; i += stride)
+      jct << Fmt("%.6g", std::max(r.jcts[i], 1.0) / kHour) << ' ' << Fmt("%.6f", (i + 1.0) / n) << '\n';
+    if (n > 0) jct << Fmt("%.6g", std::max(r.jcts.back(), 1.0) / kHour) << " 1\n";
+    if (!tl || !jct) return Status::IoError("--plot: error writing data files in '" + dir + "'");
+  }
+  std::ofstream gp(dir + "/plots.gp");
+  gp << "set terminal pngcairo size 1400,1000 font 'DejaVu Sans,11'\n"
+     << "set output 'timeline.png'\n"
+     << "set multiplot layout 3,1 title 'aryl-sim timeline (" << training_gpus << " training GPUs, "
+     << inference_servers << " inference servers)'\n"
+     << "set key outside right top\nset grid\nset xlabel 'day'\n";
+  auto plot_all = [&](const std::string& column, const std::string& ylabel, bool with_demand) {
+    gp << "set ylabel '" << ylabel << "'\nplot ";
+    bool first = true;
+    if (with_demand && !runs.empty()) {
+      gp << "'timeline-" << SafeName(runs.front().metrics.policy)
+         << ".dat' using 1:7 with steps lw 2 lc rgb 'black' title 'inference demand'";
+      first = false;
+    }
+    for (const auto& r : runs) {
+      if (!first) gp << ", ";
+      first = false;
+      gp << "'timeline-" << SafeName(r.metrics.policy) << ".dat' using 1:" << column
+         << " with steps lw 1.5 title '" << r.metrics.policy << "'";
+    }
+    gp << "\n";
+  };
+  plot_all("($4+$5)", "GPUs busy with training", false);
+  plot_all("2", "queued jobs", false);
+  plot_all("6", "inference servers (loaned / demand)", true);
+  gp << "unset multiplot\n";
+  gp << "set output 'jct_cdf.png'\nset size 1,1\nset origin 0,0\n"
+     << "set title 'JCT CDF'\nset logscale x\nset xlabel 'job completion time (hours, log scale)'\n"
+     << "set ylabel 'fraction of jobs'\nset yrange [0:1]\nset key right bottom\nplot ";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (i) gp << ", ";
+    gp << "'jct-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:2 with lines lw 2 title '"
+       << runs[i].metrics.policy << "'";
+  }
+  gp << "\n";
+  gp.close();
+  std::string cmd = "cd '" + dir + "' && gnuplot plots.gp 2>gnuplot.log";
+  int rc = std::system(cmd.c_str());
+  if (rc != 0)
+    return Status::Unavailable("--plot: gnuplot failed (exit " + std::to_string(rc) + "; is gnuplot installed? see " +
+                               dir + "/gnuplot.log)");
+  return Status::Ok();
+}
+
+}  // namespace aryl::sim
