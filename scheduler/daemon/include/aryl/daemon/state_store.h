@@ -1,0 +1,134 @@
+// StateStore: the scheduler daemon's durable state in one SQLite file (WAL mode).
+//
+// What survives a crash of aryl-scheduler (SIGKILL included):
+//   jobs        every job ever submitted: its spec (JSON, opaque here), its state,
+//               its current generation, exit code and message. A client token
+//               (unique) makes submission idempotent: a client that retries after
+//               a crash gets the same job back instead of a duplicate.
+//   placements  the workers each running job holds on each node.
+//   nodes       every node that ever registered: pool, GPU type, GPU count and its
+//               loan state (available | held | loaned).
+//   events      an append-only journal (never updated or deleted) of everything
+//               the daemon decided: submissions, starts, resizes, preemptions,
+//               loans, reclaims, exits. `aryl status JOB` reads a job's history
+//               from it.
+//
+// Every mutating call is one transaction: it is either wholly on disk or not at
+// all. Batch() groups several calls into one transaction (one fsync) for a round.
+// Schema versioning: the file records its schema version; opening a file written
+// by a newer Aryl is refused, an older one is migrated in place.
+//
+// Thread safety: not thread-safe; the daemon uses it from its one loop thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/status.h"
+
+struct sqlite3;
+
+namespace aryl::daemon {
+
+enum class JobState : std::uint8_t { kQueued, kRunning, kFinished, kFailed, kCancelled };
+std::string_view JobStateName(JobState s);
+Result<JobState> ParseJobState(std::string_view s);
+inline bool IsTerminal(JobState s) {
+  return s == JobState::kFinished || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+struct JobRecord {
+  std::uint64_t id = 0;
+  std::string name;
+  std::string client_token;  // empty: none
+  std::string spec_json;     // the submission, as the daemon encoded it
+  JobState state = JobState::kQueued;
+  double submit_time = 0;    // unix seconds
+  double start_time = 0;     // unix seconds of the last start; 0 when never started
+  double end_time = 0;       // unix seconds; 0 while not terminal
+  std::uint64_t generation = 0;
+  int exit_code = 0;
+  std::string message;
+  std::map<std::string, int> placement;  // node name -> workers
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string pool;        // "training" | "inference"
+  std::string gpu_type;
+  int gpus = 0;
+  std::string loan_state;  // "available" | "held" | "loaned"
+  std::uint32_t server_id = 0;
+};
+
+struct EventRecord {
+  std::int64_t seq = 0;
+  double time = 0;         // unix seconds
+  std::uint64_t job = 0;   // 0: not about one job
+  std::string kind;        // "submit", "start", "resize", "preempt", "exit", "loan", ...
+  std::string detail;      // human-readable or JSON
+};
+
+class StateStore {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating when missing) the store at `path`; ":memory:" for tests.
+  // Fails with Corruption when the file is not an Aryl store, FailedPrecondition
+  // when it was written by a newer schema.
+  static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+  // Runs `body` in one transaction; rolls back when it returns an error.
+  Status Batch(const std::function<Status()>& body);
+
+  // --- jobs ---
+  // Inserts a new job and returns its id. When `job.client_token` is not empty and
+  // a job with that token exists, returns AlreadyExists whose message is the id.
+  Result<std::uint64_t> InsertJob(const JobRecord& job);
+  Result<std::optional<std::uint64_t>> FindJobByToken(const std::string& token);
+  // Overwrites state, times, generation, exit code, message and placement.
+  Status UpdateJob(const JobRecord& job);
+  Result<JobRecord> GetJob(std::uint64_t id);
+  // Every job, oldest first; `only_live` keeps queued and running ones.
+  Result<std::vector<JobRecord>> ListJobs(bool only_live = false);
+  Result<std::uint64_t> MaxJobId();
+
+  // --- nodes ---
+  Status UpsertNode(const NodeRecord& node);
+  Result<std::vector<NodeRecord>> ListNodes();
+
+  // --- journal ---
+  Status AppendEvent(double time, std::uint64_t job, const std::string& kind,
+                     const std::string& detail);
+  // Events with seq > after, oldest first; job 0 means every job.
+  Result<std::vector<EventRecord>> Events(std::uint64_t job = 0, std::int64_t after = 0,
+                                          int limit = 1000);
+
+  // --- key/value (counters that must survive a restart) ---
+  Status SetMeta(const std::string& key, const std::string& value);
+  Result<std::optional<std::string>> GetMeta(const std::string& key);
+
+ private:
+  StateStore() = default;
+  Status Exec(const char* sql);
+  Status Migrate();
+
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  int schema_version_ = 0;
+  int batch_depth_ = 0;
+};
+
+}  // namespace aryl::daemon

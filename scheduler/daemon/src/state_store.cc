@@ -1,0 +1,452 @@
+#include "aryl/daemon/state_store.h"
+
+#include <sqlite3.h>
+
+#include <string>
+
+namespace aryl::daemon {
+namespace {
+
+// One prepared statement; finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Status status(const char* what) const {
+    if (rc_ == SQLITE_OK) return Status::Ok();
+    return Error(what, rc_);
+  }
+  void Bind(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void Bind(int i, std::int64_t v) { sqlite3_bind_int64(s_, i, v); }
+  void Bind(int i, double v) { sqlite3_bind_double(s_, i, v); }
+  void BindNull(int i) { sqlite3_bind_null(s_, i); }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(s_); }
+  void Reset() { sqlite3_reset(s_); sqlite3_clear_bindings(s_); }
+  std::string Text(int col) const {
+    const unsigned char* t = sqlite3_column_text(s_, col);
+    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, col)) : std::string();
+  }
+  std::int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
+  double Real(int col) const { return sqlite3_column_double(s_, col); }
+  Status Done(const char* what) {
+    int rc = Step();
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::Ok();
+    return Error(what, rc);
+  }
+  Status Error(const char* what, int rc) const {
+    std::string msg = std::string(what) + ": " + sqlite3_errmsg(db_);
+    if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) return Status::Corruption(msg);
+    if (rc == SQLITE_CONSTRAINT) return Status::AlreadyExists(msg);
+    return Status::IoError(msg);
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+  int rc_;
+};
+
+// Schema v1. Each later version appends its migration to kMigrations.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  client_token TEXT UNIQUE,
+  spec TEXT NOT NULL,
+  state TEXT NOT NULL,
+  submit_time REAL NOT NULL,
+  start_time REAL NOT NULL DEFAULT 0,
+  end_time REAL NOT NULL DEFAULT 0,
+  generation INTEGER NOT NULL DEFAULT 0,
+  exit_code INTEGER NOT NULL DEFAULT 0,
+  message TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS placements(
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  node TEXT NOT NULL,
+  workers INTEGER NOT NULL CHECK (workers > 0),
+  PRIMARY KEY(job_id, node));
+CREATE TABLE IF NOT EXISTS nodes(
+  name TEXT PRIMARY KEY,
+  pool TEXT NOT NULL,
+  gpu_type TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  loan_state TEXT NOT NULL,
+  server_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  time REAL NOT NULL,
+  job_id INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id, seq);
+-- The journal is append-only.
+CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
+  BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
+)sql";
+
+}  // namespace
+
+std::string_view JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kQueued: return "queued";
+    case JobState::kRunning: return "running";
+    case JobState::kFinished: return "finished";
+    case JobState::kFailed: return "failed";
+    case JobState::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Result<JobState> ParseJobState(std::string_view s) {
+  for (auto st : {JobState::kQueued, JobState::kRunning, JobState::kFinished, JobState::kFailed,
+                  JobState::kCancelled}) {
+    if (JobStateName(st) == s) return st;
+  }
+  return Status::Corruption("unknown job state '" + std::string(s) + "'");
+}
+
+StateStore::~StateStore() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Status StateStore::Exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return Status::Ok();
+  std::string msg = err ? err : sqlite3_errstr(rc);
+  sqlite3_free(err);
+  if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) {
+    return Status::Corruption(path_ + " is not an Aryl state file: " + msg);
+  }
+  return Status::IoError(path_ + ": " + msg);
+}
+
+Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
+  std::unique_ptr<StateStore> store(new StateStore());
+  store->path_ = path;
+  int rc = sqlite3_open_v2(path.c_str(), &store->db_,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    return Status::IoError("cannot open state file " + path + ": " +
+                           (store->db_ ? sqlite3_errmsg(store->db_) : sqlite3_errstr(rc)));
+  }
+  // Never block forever on a lock held by another process.
+  sqlite3_busy_timeout(store->db_, 5000);
+  // WAL + synchronous=NORMAL: a commit survives a process crash (SIGKILL); FULL
+  // also survives power loss. The daemon's durability promise is about its own
+  // crashes, and NORMAL keeps a round's commit well under a millisecond.
+  if (path != ":memory:") {
+    ARYL_RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL;"));
+    Stmt check(store->db_, "PRAGMA journal_mode;");
+    if (check.Step() == SQLITE_ROW && check.Text(0) != "wal") {
+      return Status::IoError(path + ": cannot switch to WAL mode (journal_mode=" + check.Text(0) + ")");
+    }
+  }
+  ARYL_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  ARYL_RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+Status StateStore::Migrate() {
+  // A fresh file has no tables; an Aryl file has meta.schema_version.
+  Stmt has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta';");
+  ARYL_RETURN_IF_ERROR(has_meta.status("read schema"));
+  int rc = has_meta.Step();
+  if (rc != SQLITE_ROW) return has_meta.Error(("read schema of " + path_).c_str(), rc);
+  bool fresh = has_meta.Int(0) == 0;
+  if (fresh) {
+    Stmt any(db_, "SELECT count(*) FROM sqlite_master;");
+    if (any.Step() == SQLITE_ROW && any.Int(0) > 0) {
+      return Status::Corruption(path_ + " is a SQLite file but not an Aryl state file (no meta table)");
+    }
+    ARYL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+    Status s = Exec(kSchemaV1);
+    if (s.ok()) {
+      s = Exec(("INSERT INTO meta(key, value) VALUES('schema_version', '" +
+                std::to_string(kSchemaVersion) + "');").c_str());
+    }
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK;");
+      return s;
+    }
+    ARYL_RETURN_IF_ERROR(Exec("COMMIT;"));
+    schema_version_ = kSchemaVersion;
+    return Status::Ok();
+  }
+  ARYL_ASSIGN_OR_RETURN(auto version, GetMeta("schema_version"));
+  if (!version) return Status::Corruption(path_ + ": meta has no schema_version");
+  int v = 0;
+  try {
+    v = std::stoi(*version);
+  } catch (const std::exception&) {
+    return Status::Corruption(path_ + ": bad schema_version '" + *version + "'");
+  }
+  if (v > kSchemaVersion) {
+    return Status::FailedPrecondition(path_ + " has schema version " + std::to_string(v) +
+                                      " but this aryl-scheduler supports up to " +
+                                      std::to_string(kSchemaVersion) + "; upgrade Aryl");
+  }
+  if (v < 1) return Status::Corruption(path_ + ": bad schema_version " + std::to_string(v));
+  // Migrations from v to kSchemaVersion go here, each in its own transaction.
+  schema_version_ = v;
+  return Status::Ok();
+}
+
+Status StateStore::Batch(const std::function<Status()>& body) {
+  if (batch_depth_ > 0) return body();  // nested: part of the outer transaction
+  ARYL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  ++batch_depth_;
+  Status s = body();
+  --batch_depth_;
+  if (!s.ok()) {
+    (void)Exec("ROLLBACK;");
+    return s;
+  }
+  Status c = Exec("COMMIT;");
+  if (!c.ok()) (void)Exec("ROLLBACK;");
+  return c;
+}
+
+static Status WritePlacement(sqlite3* db, const JobRecord& job) {
+  Stmt del(db, "DELETE FROM placements WHERE job_id = ?;");
+  ARYL_RETURN_IF_ERROR(del.status("prepare delete placement"));
+  del.Bind(1, static_cast<std::int64_t>(job.id));
+  ARYL_RETURN_IF_ERROR(del.Done("delete placement"));
+  Stmt ins(db, "INSERT INTO placements(job_id, node, workers) VALUES(?, ?, ?);");
+  ARYL_RETURN_IF_ERROR(ins.status("prepare insert placement"));
+  for (const auto& [node, workers] : job.placement) {
+    if (workers <= 0) {
+      return Status::InvalidArgument("job " + std::to_string(job.id) + ": placement on " + node +
+                                     " has " + std::to_string(workers) + " workers");
+    }
+    ins.Reset();
+    ins.Bind(1, static_cast<std::int64_t>(job.id));
+    ins.Bind(2, node);
+    ins.Bind(3, static_cast<std::int64_t>(workers));
+    ARYL_RETURN_IF_ERROR(ins.Done("insert placement"));
+  }
+  return Status::Ok();
+}
+
+Result<std::uint64_t> StateStore::InsertJob(const JobRecord& job) {
+  if (!job.client_token.empty()) {
+    ARYL_ASSIGN_OR_RETURN(auto existing, FindJobByToken(job.client_token));
+    if (existing) return Status::AlreadyExists(std::to_string(*existing));
+  }
+  std::uint64_t id = 0;
+  Status s = Batch([&]() -> Status {
+    Stmt ins(db_,
+             "INSERT INTO jobs(id, name, client_token, spec, state, submit_time, start_time, end_time,"
+             " generation, exit_code, message) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);");
+    ARYL_RETURN_IF_ERROR(ins.status("prepare insert job"));
+    if (job.id != 0) ins.Bind(1, static_cast<std::int64_t>(job.id)); else ins.BindNull(1);
+    ins.Bind(2, job.name);
+    if (job.client_token.empty()) ins.BindNull(3); else ins.Bind(3, job.client_token);
+    ins.Bind(4, job.spec_json);
+    ins.Bind(5, std::string(JobStateName(job.state)));
+    ins.Bind(6, job.submit_time);
+    ins.Bind(7, job.start_time);
+    ins.Bind(8, job.end_time);
+    ins.Bind(9, static_cast<std::int64_t>(job.generation));
+    ins.Bind(10, static_cast<std::int64_t>(job.exit_code));
+    ins.Bind(11, job.message);
+    ARYL_RETURN_IF_ERROR(ins.Done("insert job"));
+    id = static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_));
+    JobRecord with_id = job;
+    with_id.id = id;
+    return WritePlacement(db_, with_id);
+  });
+  if (!s.ok()) return s;
+  return id;
+}
+
+Result<std::optional<std::uint64_t>> StateStore::FindJobByToken(const std::string& token) {
+  Stmt q(db_, "SELECT id FROM jobs WHERE client_token = ?;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare find job"));
+  q.Bind(1, token);
+  int rc = q.Step();
+  if (rc == SQLITE_ROW) return std::optional<std::uint64_t>(static_cast<std::uint64_t>(q.Int(0)));
+  if (rc == SQLITE_DONE) return std::optional<std::uint64_t>();
+  return q.Error("find job by token", rc);
+}
+
+Status StateStore::UpdateJob(const JobRecord& job) {
+  return Batch([&]() -> Status {
+    Stmt up(db_,
+            "UPDATE jobs SET state = ?, start_time = ?, end_time = ?, generation = ?, exit_code = ?,"
+            " message = ? WHERE id = ?;");
+    ARYL_RETURN_IF_ERROR(up.status("prepare update job"));
+    up.Bind(1, std::string(JobStateName(job.state)));
+    up.Bind(2, job.start_time);
+    up.Bind(3, job.end_time);
+    up.Bind(4, static_cast<std::int64_t>(job.generation));
+    up.Bind(5, static_cast<std::int64_t>(job.exit_code));
+    up.Bind(6, job.message);
+    up.Bind(7, static_cast<std::int64_t>(job.id));
+    ARYL_RETURN_IF_ERROR(up.Done("update job"));
+    if (sqlite3_changes(db_) != 1) return Status::NotFound("job " + std::to_string(job.id));
+    return WritePlacement(db_, job);
+  });
+}
+
+namespace {
+constexpr const char* kJobColumns =
+    "SELECT id, name, IFNULL(client_token, ''), spec, state, submit_time, start_time, end_time,"
+    " generation, exit_code, message FROM jobs";
+
+Result<JobRecord> ReadJobRow(const Stmt& q) {
+  JobRecord j;
+  j.id = static_cast<std::uint64_t>(q.Int(0));
+  j.name = q.Text(1);
+  j.client_token = q.Text(2);
+  j.spec_json = q.Text(3);
+  ARYL_ASSIGN_OR_RETURN(j.state, ParseJobState(q.Text(4)));
+  j.submit_time = q.Real(5);
+  j.start_time = q.Real(6);
+  j.end_time = q.Real(7);
+  j.generation = static_cast<std::uint64_t>(q.Int(8));
+  j.exit_code = static_cast<int>(q.Int(9));
+  j.message = q.Text(10);
+  return j;
+}
+}  // namespace
+
+Result<JobRecord> StateStore::GetJob(std::uint64_t id) {
+  Stmt q(db_, (std::string(kJobColumns) + " WHERE id = ?;").c_str());
+  ARYL_RETURN_IF_ERROR(q.status("prepare get job"));
+  q.Bind(1, static_cast<std::int64_t>(id));
+  int rc = q.Step();
+  if (rc == SQLITE_DONE) return Status::NotFound("job " + std::to_string(id) + " does not exist");
+  if (rc != SQLITE_ROW) return q.Error("get job", rc);
+  ARYL_ASSIGN_OR_RETURN(JobRecord j, ReadJobRow(q));
+  Stmt p(db_, "SELECT node, workers FROM placements WHERE job_id = ? ORDER BY node;");
+  p.Bind(1, static_cast<std::int64_t>(id));
+  while ((rc = p.Step()) == SQLITE_ROW) j.placement[p.Text(0)] = static_cast<int>(p.Int(1));
+  if (rc != SQLITE_DONE) return p.Error("get placement", rc);
+  return j;
+}
+
+Result<std::vector<JobRecord>> StateStore::ListJobs(bool only_live) {
+  std::string sql = kJobColumns;
+  if (only_live) sql += " WHERE state IN ('queued', 'running')";
+  sql += " ORDER BY id;";
+  Stmt q(db_, sql.c_str());
+  ARYL_RETURN_IF_ERROR(q.status("prepare list jobs"));
+  std::vector<JobRecord> jobs;
+  std::map<std::uint64_t, size_t> index;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    ARYL_ASSIGN_OR_RETURN(JobRecord j, ReadJobRow(q));
+    index[j.id] = jobs.size();
+    jobs.push_back(std::move(j));
+  }
+  if (rc != SQLITE_DONE) return q.Error("list jobs", rc);
+  Stmt p(db_, "SELECT job_id, node, workers FROM placements;");
+  while ((rc = p.Step()) == SQLITE_ROW) {
+    auto it = index.find(static_cast<std::uint64_t>(p.Int(0)));
+    if (it != index.end()) jobs[it->second].placement[p.Text(1)] = static_cast<int>(p.Int(2));
+  }
+  if (rc != SQLITE_DONE) return p.Error("list placements", rc);
+  return jobs;
+}
+
+Result<std::uint64_t> StateStore::MaxJobId() {
+  Stmt q(db_, "SELECT IFNULL(MAX(id), 0) FROM jobs;");
+  int rc = q.Step();
+  if (rc != SQLITE_ROW) return q.Error("max job id", rc);
+  return static_cast<std::uint64_t>(q.Int(0));
+}
+
+Status StateStore::UpsertNode(const NodeRecord& node) {
+  return Batch([&]() -> Status {
+    Stmt q(db_,
+           "INSERT INTO nodes(name, pool, gpu_type, gpus, loan_state, server_id) VALUES(?, ?, ?, ?, ?, ?)"
+           " ON CONFLICT(name) DO UPDATE SET pool = excluded.pool, gpu_type = excluded.gpu_type,"
+           " gpus = excluded.gpus, loan_state = excluded.loan_state, server_id = excluded.server_id;");
+    ARYL_RETURN_IF_ERROR(q.status("prepare upsert node"));
+    q.Bind(1, node.name);
+    q.Bind(2, node.pool);
+    q.Bind(3, node.gpu_type);
+    q.Bind(4, static_cast<std::int64_t>(node.gpus));
+    q.Bind(5, node.loan_state);
+    q.Bind(6, static_cast<std::int64_t>(node.server_id));
+    return q.Done("upsert node");
+  });
+}
+
+Result<std::vector<NodeRecord>> StateStore::ListNodes() {
+  Stmt q(db_, "SELECT name, pool, gpu_type, gpus, loan_state, server_id FROM nodes ORDER BY server_id;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare list nodes"));
+  std::vector<NodeRecord> nodes;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    nodes.push_back({q.Text(0), q.Text(1), q.Text(2), static_cast<int>(q.Int(3)), q.Text(4),
+                     static_cast<std::uint32_t>(q.Int(5))});
+  }
+  if (rc != SQLITE_DONE) return q.Error("list nodes", rc);
+  return nodes;
+}
+
+Status StateStore::AppendEvent(double time, std::uint64_t job, const std::string& kind,
+                               const std::string& detail) {
+  return Batch([&]() -> Status {
+    Stmt q(db_, "INSERT INTO events(time, job_id, kind, detail) VALUES(?, ?, ?, ?);");
+    ARYL_RETURN_IF_ERROR(q.status("prepare append event"));
+    q.Bind(1, time);
+    q.Bind(2, static_cast<std::int64_t>(job));
+    q.Bind(3, kind);
+    q.Bind(4, detail);
+    return q.Done("append event");
+  });
+}
+
+Result<std::vector<EventRecord>> StateStore::Events(std::uint64_t job, std::int64_t after, int limit) {
+  std::string sql = "SELECT seq, time, job_id, kind, detail FROM events WHERE seq > ?";
+  if (job != 0) sql += " AND job_id = ?";
+  sql += " ORDER BY seq LIMIT ?;";
+  Stmt q(db_, sql.c_str());
+  ARYL_RETURN_IF_ERROR(q.status("prepare events"));
+  int i = 1;
+  q.Bind(i++, after);
+  if (job != 0) q.Bind(i++, static_cast<std::int64_t>(job));
+  q.Bind(i++, static_cast<std::int64_t>(limit));
+  std::vector<EventRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    out.push_back({q.Int(0), q.Real(1), static_cast<std::uint64_t>(q.Int(2)), q.Text(3), q.Text(4)});
+  }
+  if (rc != SQLITE_DONE) return q.Error("read events", rc);
+  return out;
+}
+
+Status StateStore::SetMeta(const std::string& key, const std::string& value) {
+  return Batch([&]() -> Status {
+    Stmt q(db_, "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value;");
+    ARYL_RETURN_IF_ERROR(q.status("prepare set meta"));
+    q.Bind(1, key);
+    q.Bind(2, value);
+    return q.Done("set meta");
+  });
+}
+
+Result<std::optional<std::string>> StateStore::GetMeta(const std::string& key) {
+  Stmt q(db_, "SELECT value FROM meta WHERE key = ?;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare get meta"));
+  q.Bind(1, key);
+  int rc = q.Step();
+  if (rc == SQLITE_ROW) return std::optional<std::string>(q.Text(0));
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  return q.Error(("read meta of " + path_).c_str(), rc);
+}
+
+}  // namespace aryl::daemon
