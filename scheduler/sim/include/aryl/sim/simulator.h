@@ -1,0 +1,84 @@
+// Simulator: replays a workload against a simulated training cluster and
+// inference cluster, driving the scheduling core through Scheduler::Handle in
+// virtual time, exactly as the live daemon drives it in wall time.
+//
+// Event loop (one run = one policy):
+//   1. The next virtual time is the earliest of: the next job arrival, the core's
+//      next estimated completion (ClusterState::NextCompletion), the next change
+//      of inference demand, the next periodic tick (only while jobs are queued or
+//      running), and the next pending reclaim deadline.
+//   2. At one time, events go to the core in this order: completions
+//      (JobFinished), demand (a Reclaim of the missing servers due by
+//      now + reclaim_deadline when demand rises above what inference holds, or
+//      ServersLoaned of the surplus when it falls below), arrivals
+//      (JobSubmitted, in trace order), then a Tick when one is due.
+//   3. Each Plan is executed action by action on the simulator's own model of
+//      the cluster (the "executor"): placements per server, server roles, and
+//      each job's progress (throughput of its worker count on its slowest GPU
+//      type, restart/rescale pauses, checkpoints, work lost on preemption) kept
+//      independently of the core's bookkeeping.
+//   4. Fidelity checks (any violation fails the run with an Internal error):
+//      a GPU is never double-booked and workers sit only on training servers or
+//      servers loaned at that instant (checked after every action); every job
+//      finishes exactly once, and at the moment the core declares it finished the
+//      executor agrees its work is done; at the end, work executed - work lost ==
+//      work submitted; every reclaim is met (its servers returned empty) by its
+//      deadline.
+// Metrics are computed from the executor, not from the core (metrics.h).
+//
+// Thread safety: Run() is const and uses only its own state; runs of different
+// policies may proceed on different threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/sched/config.h"
+#include "aryl/sched/types.h"
+#include "aryl/sim/cluster_spec.h"
+#include "aryl/sim/demand.h"
+#include "aryl/sim/metrics.h"
+
+namespace aryl::sched {
+class ThroughputCatalog;
+}
+
+namespace aryl::sim {
+
+struct SimConfig {
+  sched::SchedulerConfig scheduler;
+  PoolSpec training;
+  PoolSpec inference;
+  double reclaim_deadline = 300;    // seconds from the reclaim to its deadline
+  double tick = 600;                // periodic rebalancing; 0 = none
+  double timeline_interval = 3600;  // seconds between timeline samples; 0 = none
+  // A run with nothing running, no arrivals left and jobs still queued (they can
+  // never fit) fails after this much virtual time.
+  double stall_limit = 14 * 86400.0;
+  bool progress = true;             // progress bar when stderr is a terminal
+};
+
+class Simulator {
+ public:
+  Simulator(SimConfig config, std::vector<sched::JobSpec> jobs, DemandCurve demand,
+            std::shared_ptr<const sched::ThroughputCatalog> catalog);
+
+  // One full run of `policy` (a name accepted by Scheduler::Create).
+  Result<RunResult> Run(const std::string& policy) const;
+
+  const SimConfig& config() const { return config_; }
+  const std::vector<sched::JobSpec>& jobs() const { return jobs_; }
+
+ private:
+  SimConfig config_;
+  std::vector<sched::JobSpec> jobs_;
+  DemandCurve demand_;
+  std::shared_ptr<const sched::ThroughputCatalog> catalog_;
+};
+
+}  // namespace aryl::sim

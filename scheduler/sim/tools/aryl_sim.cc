@@ -1,0 +1,223 @@
+// aryl-sim: replays job traces against a simulated training + inference cluster
+// under one or more scheduling policies and prints a comparison table.
+// See docs/simulator.md.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "aryl/flags.h"
+#include "aryl/sched/scheduler.h"
+#include "aryl/sched/throughput.h"
+#include "aryl/sim/cluster_spec.h"
+#include "aryl/sim/demand.h"
+#include "aryl/sim/report.h"
+#include "aryl/sim/simulator.h"
+#include "aryl/sim/trace.h"
+#include "aryl/sim/workload.h"
+
+namespace {
+
+constexpr char kProgram[] = "aryl-sim";
+
+[[noreturn]] void Fail(const aryl::Status& s) {
+  std::cerr << kProgram << ": error: " << s.message() << "\n";
+  std::exit(1);
+}
+
+template <typename T>
+T OrUsage(aryl::Result<T> r) {
+  if (!r.ok()) aryl::UsageError(kProgram, r.status().message());
+  return std::move(r).value();
+}
+
+std::vector<std::string> SplitList(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+// data/throughput next to the working directory, else in the source tree.
+std::string DefaultThroughputDir() {
+  if (std::filesystem::is_directory("data/throughput")) return "data/throughput";
+  return std::string(ARYL_SOURCE_DIR) + "/data/throughput";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options(kProgram, "Trace-driven simulator of Aryl and its baselines (see docs/simulator.md)");
+  options.add_options("input")
+      ("trace", "Job trace CSV (ITP or Aryl format); repeat or comma-separate to merge",
+       cxxopts::value<std::vector<std::string>>())
+      ("skip-bad-rows", "Skip (and count) bad trace rows instead of failing")
+      ("window", "START:END seconds: keep jobs submitted in [START, END)", cxxopts::value<std::string>())
+      ("load", "Compress inter-arrival times by this factor", cxxopts::value<double>()->default_value("1"))
+      ("throughput", "Directory of throughput tables <TYPE>/<model>.csv",
+       cxxopts::value<std::string>()->default_value(DefaultThroughputDir()))
+      ("relative-speed", "Speed of a GPU type without a table for a model, relative to the training type",
+       cxxopts::value<double>()->default_value("0.25"))
+      ("elastic-fraction", "Fraction of jobs (without an elastic column) made elastic",
+       cxxopts::value<double>()->default_value("0"))
+      ("elastic-range", "LO:HI: elastic jobs run on [LO x n, HI x n] GPUs (powers of two)",
+       cxxopts::value<std::string>()->default_value("0.5:2"))
+      ("seed", "Seed for elastic assignment, demand noise and random reclaim",
+       cxxopts::value<std::uint64_t>()->default_value("1"));
+  options.add_options("cluster")
+      ("training", "Training cluster, SERVERSxGPUSxTYPE", cxxopts::value<std::string>()->default_value("64x8xA100"))
+      ("inference", "Inference cluster, SERVERSxGPUSxTYPE or none",
+       cxxopts::value<std::string>()->default_value("48x8xT4"))
+      ("inference-demand", "FILE (CSV time_s,servers), daily:peak=..,trough=..,peak_hour=..,weekend=..,"
+       "noise=..,step=.., constant:F or none",
+       cxxopts::value<std::string>()->default_value("daily"))
+      ("reclaim-deadline", "Seconds the training side has to return reclaimed servers",
+       cxxopts::value<double>()->default_value("300"));
+  options.add_options("scheduler")
+      ("policy", "Comma-separated policies to run side by side",
+       cxxopts::value<std::string>()->default_value("baseline,aryl"))
+      ("fifo", "FIFO admission instead of shortest-job-first")
+      ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
+      ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
+      ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
+      ("tick", "Seconds between periodic rebalancing rounds (0: none)",
+       cxxopts::value<double>()->default_value("600"));
+  options.add_options("output")
+      ("json", "Write the results as JSON to FILE", cxxopts::value<std::string>())
+      ("timeline", "Write the per-interval timeline CSV to FILE", cxxopts::value<std::string>())
+      ("timeline-interval", "Seconds between timeline samples", cxxopts::value<double>()->default_value("3600"))
+      ("plot", "Write timeline.png and jct_cdf.png (gnuplot) into DIR", cxxopts::value<std::string>())
+      ("no-progress", "Never draw the progress bar");
+  aryl::AddCommonFlags(options);
+  auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
+
+  if (!flags.count("trace")) aryl::UsageError(kProgram, "--trace is required");
+  const std::vector<std::string> trace_paths = SplitList(flags["trace"].as<std::vector<std::string>>());
+  const std::vector<std::string> policies = SplitList({flags["policy"].as<std::string>()});
+  if (policies.empty()) aryl::UsageError(kProgram, "--policy: no policy named");
+  const std::uint64_t seed = flags["seed"].as<std::uint64_t>();
+
+  aryl::sim::SimConfig config;
+  config.training = OrUsage(aryl::sim::ParsePoolSpec(flags["training"].as<std::string>(), "--training"));
+  config.inference = OrUsage(aryl::sim::ParsePoolSpec(flags["inference"].as<std::string>(), "--inference"));
+  if (config.training.Servers() == 0) aryl::UsageError(kProgram, "--training: the training cluster is empty");
+  if (config.training.groups.size() != 1)
+    aryl::UsageError(kProgram, "--training: one server group (the reference GPU type) is supported");
+  config.reclaim_deadline = flags["reclaim-deadline"].as<double>();
+  config.tick = flags["tick"].as<double>();
+  config.timeline_interval = flags["timeline-interval"].as<double>();
+  config.progress = !flags.count("no-progress");
+  config.scheduler.fifo = flags.count("fifo") > 0;
+  config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
+  config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
+  config.scheduler.restart_pause = flags["restart-pause"].as<double>();
+  config.scheduler.seed = seed;
+  if (!(config.reclaim_deadline >= 0)) aryl::UsageError(kProgram, "--reclaim-deadline: must be >= 0");
+  if (!(config.tick >= 0)) aryl::UsageError(kProgram, "--tick: must be >= 0");
+  if (!(config.timeline_interval > 0)) aryl::UsageError(kProgram, "--timeline-interval: must be > 0");
+  const double elastic_fraction = flags["elastic-fraction"].as<double>();
+  if (!(elastic_fraction >= 0 && elastic_fraction <= 1))
+    aryl::UsageError(kProgram, "--elastic-fraction: must be in [0,1]");
+  const auto elastic_range = OrUsage(aryl::sim::ParseElasticRange(flags["elastic-range"].as<std::string>()));
+  const double load = flags["load"].as<double>();
+  if (!(load > 0)) aryl::UsageError(kProgram, "--load: must be > 0");
+  std::pair<double, double> window{0, std::numeric_limits<double>::infinity()};
+  if (flags.count("window")) window = OrUsage(aryl::sim::ParseWindow(flags["window"].as<std::string>()));
+  const std::string training_type = config.training.groups.front().gpu_type;
+  for (const std::string& p : policies) {
+    std::string base = p.substr(0, p.find(':'));
+    auto names = aryl::sched::PolicyNames();
+    if (std::find(names.begin(), names.end(), base) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      aryl::UsageError(kProgram, "--policy: unknown policy '" + p + "' (known: " + known + ")");
+    }
+  }
+
+  // Inputs.
+  auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags.count("skip-bad-rows") > 0});
+  if (!trace.ok()) Fail(trace.status());
+  for (const auto& bad : trace->skipped) std::cerr << kProgram << ": skipped " << bad.where << ": " << bad.reason << "\n";
+  aryl::sim::ApplyWindow(*trace, window.first, window.second);
+  if (auto s = aryl::sim::ApplyLoad(*trace, load); !s.ok()) Fail(s);
+  if (trace->jobs.empty()) Fail(aryl::Status::InvalidArgument("no jobs left after --window"));
+
+  aryl::sim::CatalogOptions catalog_options;
+  catalog_options.reference_type = training_type;
+  catalog_options.relative_speed = flags["relative-speed"].as<double>();
+  for (const auto& g : config.inference.groups) catalog_options.other_types.push_back(g.gpu_type);
+  auto catalog = aryl::sim::LoadCatalog(flags["throughput"].as<std::string>(), catalog_options);
+  if (!catalog.ok()) Fail(catalog.status());
+
+  aryl::sim::WorkloadOptions workload;
+  workload.reference_type = training_type;
+  workload.elastic_fraction = elastic_fraction;
+  workload.elastic_lo = elastic_range.first;
+  workload.elastic_hi = elastic_range.second;
+  workload.seed = seed;
+  auto jobs = aryl::sim::BuildJobs(*trace, **catalog, workload);
+  if (!jobs.ok()) Fail(jobs.status());
+  int elastic_jobs = 0;
+  for (const auto& j : *jobs) elastic_jobs += j.kind == aryl::sched::JobKind::kElastic;
+
+  auto demand = aryl::sim::ParseDemand(flags["inference-demand"].as<std::string>(), config.inference.Servers(), seed);
+  if (!demand.ok()) Fail(demand.status());
+
+  std::printf("aryl-sim: %zu jobs (%d elastic, %zu bad rows skipped) from %zu trace file(s); training %s, "
+              "inference %s, demand %s\n\n",
+              jobs->size(), elastic_jobs, trace->skipped.size(), trace_paths.size(),
+              config.training.ToString().c_str(), config.inference.ToString().c_str(), demand->Describe().c_str());
+  std::fflush(stdout);
+
+  aryl::sim::Simulator sim(config, std::move(*jobs), std::move(*demand), std::move(*catalog));
+  std::vector<aryl::sim::RunResult> results;
+  std::vector<aryl::sim::RunMetrics> metrics;
+  for (const std::string& policy : policies) {
+    auto r = sim.Run(policy);
+    if (!r.ok()) Fail(r.status().WithContext("policy " + policy));
+    metrics.push_back(r->metrics);
+    results.push_back(std::move(*r));
+  }
+  std::cout << aryl::sim::FormatTable(metrics) << std::flush;
+
+  if (flags.count("json")) {
+    nlohmann::ordered_json cfg;
+    cfg["traces"] = trace_paths;
+    cfg["jobs"] = sim.jobs().size();
+    cfg["elastic_jobs"] = elastic_jobs;
+    cfg["skipped_rows"] = trace->skipped.size();
+    cfg["window"] = {window.first, std::isfinite(window.second) ? nlohmann::ordered_json(window.second)
+                                                                : nlohmann::ordered_json(nullptr)};
+    cfg["load"] = load;
+    cfg["seed"] = seed;
+    cfg["training"] = config.training.ToString();
+    cfg["inference"] = config.inference.ToString();
+    cfg["inference_demand"] = flags["inference-demand"].as<std::string>();
+    cfg["reclaim_deadline_s"] = config.reclaim_deadline;
+    cfg["elastic_fraction"] = elastic_fraction;
+    cfg["elastic_range"] = {elastic_range.first, elastic_range.second};
+    cfg["relative_speed"] = catalog_options.relative_speed;
+    cfg["fifo"] = config.scheduler.fifo;
+    cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
+    cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
+    cfg["restart_pause_s"] = config.scheduler.restart_pause;
+    cfg["tick_s"] = config.tick;
+    cfg["policies"] = policies;
+    if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);
+  }
+  if (flags.count("timeline")) {
+    if (auto s = aryl::sim::WriteTimelineCsv(flags["timeline"].as<std::string>(), results); !s.ok()) Fail(s);
+  }
+  if (flags.count("plot")) {
+    if (auto s = aryl::sim::WritePlots(flags["plot"].as<std::string>(), results, config.training.Gpus(),
+                                       config.inference.Servers());
+        !s.ok())
+      Fail(s);
+  }
+  return 0;
+}

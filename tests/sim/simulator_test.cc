@@ -1,0 +1,178 @@
+#include "aryl/sim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "aryl/sched/throughput.h"
+#include "aryl/sim/report.h"
+#include "aryl/sim/trace.h"
+#include "aryl/sim/workload.h"
+
+namespace aryl::sim {
+namespace {
+
+// A catalog with one model "m" whose throughput is linear: w workers -> w it/s on
+// A100, so a job of duration d at n GPUs has n*d iterations and runs exactly d s.
+std::shared_ptr<const sched::ThroughputCatalog> LinearCatalog() {
+  auto c = std::make_shared<sched::ThroughputCatalog>();
+  EXPECT_TRUE(c->AddTable("m", "A100", {{1, 2, 4, 8, 16}, {1, 2, 4, 8, 16}}).ok());
+  return c;
+}
+
+sched::JobSpec Job(sched::JobId id, double submit, double duration, int gpus) {
+  sched::JobSpec j;
+  j.id = id;
+  j.name = "j" + std::to_string(id);
+  j.submit_time = submit;
+  j.min_workers = j.max_workers = gpus;
+  j.model = "m";
+  j.total_work = duration * gpus;
+  return j;
+}
+
+SimConfig OneServer() {
+  SimConfig c;
+  c.training = *ParsePoolSpec("1x8xA100", "--training");
+  c.inference = {};
+  c.tick = 0;
+  c.progress = false;
+  c.timeline_interval = 10;
+  return c;
+}
+
+std::vector<sched::JobSpec> ThreeJobs() {
+  // Each job needs the whole server; durations 100, 50, 10 submitted at 0, 1, 2.
+  return {Job(1, 0, 100, 8), Job(2, 1, 50, 8), Job(3, 2, 10, 8)};
+}
+
+TEST(SimulatorTest, ThreeJobsOnOneServerFifo) {
+  // FIFO: A 0-100, B 100-150, C 150-160 -> JCT 100, 149, 158; queue 0, 99, 148.
+  SimConfig c = OneServer();
+  c.scheduler.fifo = true;
+  Simulator sim(c, ThreeJobs(), DemandCurve::Constant(0), LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->metrics.jobs_completed, 3);
+  EXPECT_NEAR(r->metrics.avg_jct_s, (100 + 149 + 158) / 3.0, 1e-6);
+  EXPECT_NEAR(r->metrics.avg_queue_s, (0 + 99 + 148) / 3.0, 1e-6);
+  EXPECT_NEAR(r->metrics.p50_jct_s, 149, 1e-6);
+  EXPECT_EQ(r->metrics.preemptions, 0);
+  EXPECT_NEAR(r->metrics.end_time_s, 160, 1e-6);
+  // Busy all the time between the first and last submission.
+  EXPECT_NEAR(r->metrics.training_usage, 1.0, 1e-9);
+}
+
+TEST(SimulatorTest, ThreeJobsOnOneServerSjf) {
+  // SJF: A 0-100 (alone at t=0), then C 100-110, B 110-160 -> JCT 100, 159, 108.
+  Simulator sim(OneServer(), ThreeJobs(), DemandCurve::Constant(0), LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->metrics.avg_jct_s, (100 + 159 + 108) / 3.0, 1e-6);
+  EXPECT_NEAR(r->metrics.avg_queue_s, (0 + 109 + 98) / 3.0, 1e-6);
+  EXPECT_EQ(r->jcts, (std::vector<double>{100, 108, 159}));
+}
+
+SimConfig WithLoanedServer(const std::string& demand_csv, DemandCurve* demand) {
+  SimConfig c = OneServer();
+  c.inference = *ParsePoolSpec("1x8xA100", "--inference");
+  c.reclaim_deadline = 30;
+  *demand = *ParseDemandCsv(demand_csv, "d.csv", 1);
+  return c;
+}
+
+TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
+  // The inference server is loaned at t=0 and reclaimed at t=100. J1 (8 GPUs, 1000 s)
+  // takes the training server, J2 (8 GPUs, 1000 s, t=1) the loaned one. The reclaim
+  // preempts J2 (no checkpoint yet: 99 s lost); it restarts when J1 ends at 1000,
+  // pays the 60 s restart pause and ends at 2060: JCT 2059.
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
+  auto r = sim.Run("loan-only");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->metrics.reclaims, 1);
+  EXPECT_EQ(r->metrics.reclaims_late, 0);
+  EXPECT_EQ(r->metrics.preemptions, 1);
+  EXPECT_NEAR(r->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
+  EXPECT_NEAR(r->metrics.loaned_gpu_hours, 8 * 99 / 3600.0, 1e-9);
+  // The baseline never uses the loaned server: J2 waits for J1.
+  auto b = sim.Run("baseline");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->metrics.preemptions, 0);
+  EXPECT_EQ(b->metrics.loaned_gpu_hours, 0);
+  EXPECT_NEAR(b->metrics.avg_jct_s, (1000 + 1999) / 2.0, 1e-6);
+}
+
+TEST(SimulatorTest, ReclaimShrinksAnElasticJobInsteadOfPreempting) {
+  // An elastic job [8, 16] grows onto the loaned server; the reclaim at t=100 shrinks
+  // it back to 8 on the training server: a rescale, no preemption.
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  sched::JobSpec j = Job(1, 0, 1000, 8);
+  j.kind = sched::JobKind::kElastic;
+  j.max_workers = 16;
+  j.requested_workers = 8;
+  Simulator sim(c, {j}, demand, LinearCatalog());
+  auto r = sim.Run("aryl");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->metrics.preemptions, 0);
+  EXPECT_EQ(r->metrics.reclaims, 1);
+  EXPECT_GE(r->metrics.rescales, 1);
+  EXPECT_GT(r->metrics.loaned_gpu_hours, 0);
+  EXPECT_LT(r->metrics.avg_jct_s, 1000);  // faster than at its requested size
+}
+
+TEST(SimulatorTest, JobTooLargeForTheClusterFailsTheRun) {
+  // A 16-GPU inelastic job can never fit on one 8-GPU server: the run is an error.
+  SimConfig c = OneServer();
+  c.stall_limit = 100;
+  c.tick = 50;
+  Simulator sim(c, {Job(1, 0, 10, 16)}, DemandCurve::Constant(0), LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("never finished"), std::string::npos) << r.status();
+}
+
+// The shipped trace of cluster10 on a small cluster with a daily inference cycle.
+Simulator RealTraceSim() {
+  auto trace = ReadTraces({std::string(ARYL_SOURCE_DIR) + "/data/traces/itp/cluster10.csv"});
+  EXPECT_TRUE(trace.ok()) << trace.status();
+  auto catalog = LoadCatalog(std::string(ARYL_SOURCE_DIR) + "/data/throughput",
+                             {.reference_type = "A100", .relative_speed = 0.25, .other_types = {"T4"}});
+  EXPECT_TRUE(catalog.ok()) << catalog.status();
+  auto jobs = BuildJobs(*trace, **catalog, {.elastic_fraction = 0.5, .seed = 3});
+  EXPECT_TRUE(jobs.ok()) << jobs.status();
+  SimConfig c;
+  c.training = *ParsePoolSpec("2x8xA100", "--training");
+  c.inference = *ParsePoolSpec("2x8xT4", "--inference");
+  c.progress = false;
+  c.scheduler.seed = 3;
+  auto demand = ParseDemand("daily:noise=0.1", 2, 3);
+  EXPECT_TRUE(demand.ok());
+  return Simulator(c, std::move(*jobs), std::move(*demand), std::move(*catalog));
+}
+
+std::string JsonWithoutWallTime(const RunMetrics& m) {
+  auto j = RunToJson(m);
+  j["sim_wall_s"] = 0;
+  return j.dump();
+}
+
+TEST(SimulatorTest, SameInputsAndSeedGiveIdenticalResults) {
+  // Two runs of every policy on a real trace agree byte for byte (sim_wall_s aside),
+  // and every fidelity check passes.
+  Simulator sim = RealTraceSim();
+  for (const std::string policy : {"aryl", "baseline", "loan-only", "elastic-only", "optimus", "afs", "tiresias"}) {
+    auto a = sim.Run(policy);
+    auto b = sim.Run(policy);
+    ASSERT_TRUE(a.ok()) << policy << ": " << a.status();
+    ASSERT_TRUE(b.ok()) << policy << ": " << b.status();
+    EXPECT_EQ(JsonWithoutWallTime(a->metrics), JsonWithoutWallTime(b->metrics)) << policy;
+    EXPECT_EQ(a->metrics.jobs_completed, 260) << policy;
+    EXPECT_EQ(a->metrics.reclaims_late, 0) << policy;
+    EXPECT_LE(a->metrics.training_usage, 1.0) << policy;
+    EXPECT_LE(a->metrics.overall_usage, 1.0) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace aryl::sim
