@@ -181,6 +181,7 @@ class ClusterState {
   Status AdvanceTo(Seconds t);
   // Validates and queues a job. Errors name the job and the field.
   Status AddJob(const JobSpec& spec);
+  Status ValidateJob(const JobSpec& spec) const;
   Status FinishJob(JobId id);     // running or queued -> finished, frees its GPUs
   Status CancelJob(JobId id);     // running or queued -> cancelled, frees its GPUs
   Status SetRemainingWork(JobId id, double remaining);
@@ -196,6 +197,7 @@ class ClusterState {
 
  private:
   ClusterState() = default;
+  Result<JobInfo> BuildJob(const JobSpec& spec) const;
   Status ValidatePlacement(const JobInfo& job, const Placement& placement, bool resize) const;
   void SetPlacement(JobInfo& job, const Placement& placement);
   JobInfo* mutable_job(JobId id);

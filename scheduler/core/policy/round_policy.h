@@ -1,0 +1,39 @@
+// Internal: a Policy that runs the shared non-preemptive round with fixed
+// options (Aryl, its ablations, baseline, Optimus, AFS differ only in those).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../src/round.h"
+#include "aryl/sched/policy.h"
+
+namespace aryl::sched::policy {
+
+class RoundPolicy : public Policy {
+ public:
+  RoundPolicy(std::string name, internal::RoundOptions options, ReclaimStrategy reclaim)
+      : name_(std::move(name)), options_(options), reclaim_(reclaim) {}
+  const std::string& name() const override { return name_; }
+  std::vector<Action> Schedule(const ClusterState& state) override {
+    return internal::RunRound(state, options_);
+  }
+  bool uses_loaned_servers() const override { return options_.use_loaned; }
+  ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
+
+ private:
+  std::string name_;
+  internal::RoundOptions options_;
+  ReclaimStrategy reclaim_;
+};
+
+inline internal::RoundOptions OptionsFrom(const SchedulerConfig& c) {
+  internal::RoundOptions o;
+  o.fifo = c.fifo;
+  o.inelastic_on_loaned = c.inelastic_on_loaned;
+  o.knapsack_budget = c.knapsack_exact_budget;
+  o.rescale_pause = c.rescale_pause;
+  return o;
+}
+
+}  // namespace aryl::sched::policy

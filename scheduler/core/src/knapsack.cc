@@ -1,0 +1,161 @@
+#include "aryl/sched/knapsack.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace aryl::sched {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+void Finish(const std::vector<KnapsackGroup>& groups, KnapsackSolution* sol) {
+  sol->value = 0;
+  sol->weight = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& o = groups[g].options[sol->choice[g]];
+    sol->value += o.value;
+    sol->weight += o.weight;
+  }
+}
+
+}  // namespace
+
+KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, int capacity) {
+  KnapsackSolution sol;
+  sol.exact = true;
+  sol.choice.assign(groups.size(), 0);
+  capacity = std::max(capacity, 0);
+  const size_t width = static_cast<size_t>(capacity) + 1;
+  // best[c]: the best value of the groups so far using at most c GPUs.
+  std::vector<double> best(width, 0.0), next(width);
+  std::vector<std::uint16_t> pick(groups.size() * width, 0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& opts = groups[g].options;
+    std::uint16_t* row = &pick[g * width];
+    for (size_t c = 0; c < width; ++c) {
+      double v = kNegInf;
+      std::uint16_t arg = 0;
+      for (size_t o = 0; o < opts.size(); ++o) {
+        const int w = opts[o].weight;
+        if (w > static_cast<int>(c)) continue;
+        const double cand = best[c - w] + opts[o].value;
+        if (cand > v) {
+          v = cand;
+          arg = static_cast<std::uint16_t>(o);
+        }
+      }
+      next[c] = v;
+      row[c] = arg;
+    }
+    best.swap(next);
+  }
+  size_t c = width - 1;
+  for (size_t g = groups.size(); g-- > 0;) {
+    const std::uint16_t o = pick[g * width + c];
+    sol.choice[g] = o;
+    c -= groups[g].options[o].weight;
+  }
+  Finish(groups, &sol);
+  return sol;
+}
+
+KnapsackSolution SolveKnapsackGreedy(const std::vector<KnapsackGroup>& groups, int capacity) {
+  KnapsackSolution sol;
+  sol.choice.assign(groups.size(), 0);
+  capacity = std::max(capacity, 0);
+  // Upper concave hull of each group, as increments from the weight-0 option.
+  struct Increment {
+    double slope;
+    int group;
+    int from, to;  // option indices
+  };
+  std::vector<Increment> incs;
+  std::vector<int> order;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& opts = groups[g].options;
+    order.resize(opts.size());
+    for (size_t i = 0; i < opts.size(); ++i) order[i] = static_cast<int>(i);
+    // By weight, then best value first so that equal weights keep the best.
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      if (opts[a].weight != opts[b].weight) return opts[a].weight < opts[b].weight;
+      return opts[a].value > opts[b].value;
+    });
+    std::vector<int> hull = {0};
+    for (int idx : order) {
+      if (idx == 0 || opts[idx].weight <= 0) continue;
+      if (opts[idx].value <= opts[hull.back()].value) continue;  // dominated
+      while (hull.size() >= 2) {
+        const auto& a = opts[hull[hull.size() - 2]];
+        const auto& b = opts[hull.back()];
+        const auto& c = opts[idx];
+        // Drop b when it lies on or below the segment a-c.
+        const double cross = (b.value - a.value) * (c.weight - a.weight) -
+                             (c.value - a.value) * (b.weight - a.weight);
+        if (cross <= 0) {
+          hull.pop_back();
+        } else {
+          break;
+        }
+      }
+      if (opts[idx].weight > opts[hull.back()].weight) hull.push_back(idx);
+    }
+    for (size_t i = 1; i < hull.size(); ++i) {
+      const auto& a = opts[hull[i - 1]];
+      const auto& b = opts[hull[i]];
+      incs.push_back({(b.value - a.value) / (b.weight - a.weight), static_cast<int>(g),
+                      hull[i - 1], hull[i]});
+    }
+  }
+  std::stable_sort(incs.begin(), incs.end(),
+                   [](const Increment& a, const Increment& b) { return a.slope > b.slope; });
+  std::vector<char> closed(groups.size(), 0);
+  int left = capacity;
+  for (const auto& inc : incs) {
+    if (closed[inc.group] || sol.choice[inc.group] != inc.from) continue;
+    const auto& opts = groups[inc.group].options;
+    const int dw = opts[inc.to].weight - opts[inc.from].weight;
+    if (dw <= left) {
+      sol.choice[inc.group] = inc.to;
+      left -= dw;
+    } else {
+      closed[inc.group] = 1;
+    }
+  }
+  // Fill: the best single-group upgrade into the leftover capacity, repeated.
+  while (left > 0) {
+    double best_gain = 0;
+    int best_g = -1, best_o = -1;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto& opts = groups[g].options;
+      const auto& cur = opts[sol.choice[g]];
+      for (size_t o = 0; o < opts.size(); ++o) {
+        const int dw = opts[o].weight - cur.weight;
+        const double gain = opts[o].value - cur.value;
+        if (dw <= left && gain > best_gain + 1e-12) {
+          best_gain = gain;
+          best_g = static_cast<int>(g);
+          best_o = static_cast<int>(o);
+        }
+      }
+    }
+    if (best_g < 0) break;
+    left -= groups[best_g].options[best_o].weight - groups[best_g].options[sol.choice[best_g]].weight;
+    sol.choice[best_g] = best_o;
+  }
+  Finish(groups, &sol);
+  return sol;
+}
+
+KnapsackSolution SolveKnapsack(const std::vector<KnapsackGroup>& groups, int capacity,
+                               std::int64_t exact_budget) {
+  std::int64_t options = 0;
+  for (const auto& g : groups) options += static_cast<std::int64_t>(g.options.size());
+  const std::int64_t steps = options * (static_cast<std::int64_t>(std::max(capacity, 0)) + 1);
+  bool fits_u16 = true;
+  for (const auto& g : groups) fits_u16 = fits_u16 && g.options.size() <= 65535;
+  if (steps <= exact_budget && fits_u16) return SolveKnapsackExact(groups, capacity);
+  return SolveKnapsackGreedy(groups, capacity);
+}
+
+}  // namespace aryl::sched

@@ -1,0 +1,325 @@
+#include "aryl/sched/reclaim.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "aryl/sched/state.h"
+
+namespace aryl::sched {
+namespace {
+
+// Largest size <= `limit` the job may run at on every GPU type in `placement`
+// (by its curves), or 0 when none >= its base size exists.
+int LargestAllowedSize(const ClusterState& state, const JobInfo& job, const Placement& placement,
+                       int limit) {
+  std::vector<int> types;
+  for (const auto& [sid, n] : placement) {
+    int t = state.servers()[state.server_index(sid)].type;
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  }
+  if (types.empty()) return 0;
+  for (int w = limit; w >= job.base_workers; --w) {
+    bool ok = true;
+    for (int t : types) ok = ok && job.Allowed(t, w);
+    if (ok) return w;
+  }
+  return 0;
+}
+
+// Removes `extra` workers from `placement`, loaned servers first (a later reclaim
+// is then cheaper), then servers holding the fewest of the job's workers.
+void Trim(const ClusterState& state, Placement& placement, int extra) {
+  while (extra > 0 && !placement.empty()) {
+    auto victim = placement.begin();
+    auto key = [&](const Placement::value_type& e) {
+      const ServerInfo& s = state.servers()[state.server_index(e.first)];
+      return std::make_tuple(s.loaned() ? 0 : 1, e.second, e.first);
+    };
+    for (auto it = placement.begin(); it != placement.end(); ++it) {
+      if (key(*it) < key(*victim)) victim = it;
+    }
+    const int take = std::min(extra, victim->second);
+    victim->second -= take;
+    extra -= take;
+    if (victim->second == 0) placement.erase(victim);
+  }
+}
+
+double PreemptLoss(const ClusterState& state, const JobInfo& job) {
+  const SchedulerConfig& c = state.config();
+  return job.workers * (std::max(0.0, state.now() - job.checkpoint_time) + c.restart_pause);
+}
+
+// What happens to `job` (with current placement `cur`) when it loses its workers
+// on `removed`: the new placement (empty = preempted).
+Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
+                       const std::unordered_set<ServerId>& removed) {
+  Placement rest;
+  int left = 0;
+  for (const auto& [sid, n] : cur) {
+    if (!removed.count(sid)) {
+      rest[sid] = n;
+      left += n;
+    }
+  }
+  if (!job.elastic() || left == 0) return {};
+  const int size = LargestAllowedSize(state, job, rest, left);
+  if (size == 0) return {};
+  Trim(state, rest, left - size);
+  return rest;
+}
+
+// Scratch view for the greedy strategy: placements after the servers chosen so
+// far are returned.
+struct Scratch {
+  const ClusterState& state;
+  std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
+
+  const Placement& Of(const JobInfo& job) const {
+    auto it = placement.find(job.spec.id);
+    return it == placement.end() ? job.placement : it->second;
+  }
+  // Cost of returning `sid` next; `apply` commits it.
+  ReclaimCost Cost(ServerId sid, bool apply) {
+    ReclaimCost cost;
+    const ServerInfo& s = *state.server(sid);
+    const std::unordered_set<ServerId> removed = {sid};
+    for (const auto& [jid, unused] : s.jobs) {
+      const JobInfo& job = *state.job(jid);
+      const Placement& cur = Of(job);
+      if (cur.empty() || !cur.count(sid)) continue;
+      Placement next = AfterRemoval(state, job, cur, removed);
+      if (next.empty()) {
+        cost.preemptions++;
+        cost.lost_gpu_seconds += PreemptLoss(state, job);
+      } else {
+        int w = 0;
+        for (const auto& [x, n] : next) w += n;
+        cost.lost_gpu_seconds += w * state.config().rescale_pause;
+      }
+      if (apply) placement[jid] = std::move(next);
+    }
+    return cost;
+  }
+  int Used(ServerId sid) const {
+    int used = 0;
+    for (const auto& [jid, unused] : state.server(sid)->jobs) {
+      const Placement& cur = Of(*state.job(jid));
+      auto it = cur.find(sid);
+      if (it != cur.end()) used += it->second;
+    }
+    return used;
+  }
+};
+
+std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
+  if (k < 0 || k > n) return 0;
+  k = std::min(k, n - k);
+  std::uint64_t r = 1;
+  for (int i = 1; i <= k; ++i) {
+    r = r * static_cast<std::uint64_t>(n - k + i) / static_cast<std::uint64_t>(i);
+    if (r > cap) return cap + 1;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* ReclaimStrategyName(ReclaimStrategy strategy) {
+  switch (strategy) {
+    case ReclaimStrategy::kGreedy: return "greedy";
+    case ReclaimStrategy::kRandom: return "random";
+    case ReclaimStrategy::kFewestGpus: return "fewest-gpus";
+    case ReclaimStrategy::kExact: return "exact";
+  }
+  return "?";
+}
+
+Result<ReclaimStrategy> ParseReclaimStrategy(const std::string& name) {
+  for (auto s : {ReclaimStrategy::kGreedy, ReclaimStrategy::kRandom, ReclaimStrategy::kFewestGpus,
+                 ReclaimStrategy::kExact}) {
+    if (name == ReclaimStrategyName(s)) return s;
+  }
+  return Status::InvalidArgument("unknown reclaim strategy '" + name +
+                                 "' (greedy, random, fewest-gpus, exact)");
+}
+
+ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
+                            std::vector<Action>* actions, int* shrinks) {
+  ReclaimCost cost;
+  const std::unordered_set<ServerId> removed(servers.begin(), servers.end());
+  std::set<JobId> affected;
+  for (ServerId sid : servers) {
+    const ServerInfo* s = state.server(sid);
+    if (!s) continue;
+    for (const auto& [jid, n] : s->jobs) affected.insert(jid);
+  }
+  int n_shrinks = 0;
+  std::vector<Action> preempts;
+  for (JobId jid : affected) {
+    const JobInfo& job = *state.job(jid);
+    Placement next = AfterRemoval(state, job, job.placement, removed);
+    if (next.empty()) {
+      cost.preemptions++;
+      cost.lost_gpu_seconds += PreemptLoss(state, job);
+      if (actions) {
+        Action a;
+        a.type = ActionType::kPreempt;
+        a.job = jid;
+        a.reason = "reclaim: preempt (cannot stay at an allowed size >= its base)";
+        preempts.push_back(std::move(a));
+      }
+    } else {
+      int w = 0;
+      for (const auto& [x, n] : next) w += n;
+      cost.lost_gpu_seconds += w * state.config().rescale_pause;
+      ++n_shrinks;
+      if (actions) {
+        Action a;
+        a.type = ActionType::kResize;
+        a.job = jid;
+        a.placement = std::move(next);
+        a.reason = "reclaim: shrink";
+        actions->push_back(std::move(a));
+      }
+    }
+  }
+  if (actions) actions->insert(actions->end(), preempts.begin(), preempts.end());
+  if (shrinks) *shrinks = n_shrinks;
+  return cost;
+}
+
+Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
+                                      ReclaimStrategy strategy, std::uint64_t seed) {
+  const std::vector<ServerId> loaned = state.LoanedServers();
+  ReclaimDecision d;
+  if (!reclaim.servers.empty()) {
+    if (reclaim.count != 0 && reclaim.count != static_cast<int>(reclaim.servers.size())) {
+      return Status::InvalidArgument("reclaim: count " + std::to_string(reclaim.count) +
+                                     " differs from the " + std::to_string(reclaim.servers.size()) +
+                                     " named servers");
+    }
+    std::set<ServerId> seen;
+    for (ServerId sid : reclaim.servers) {
+      const ServerInfo* s = state.server(sid);
+      if (!s) return Status::NotFound("reclaim: unknown server " + std::to_string(sid));
+      if (s->state != ServerState::kLoaned) {
+        return Status::FailedPrecondition("reclaim: server " + std::to_string(sid) +
+                                          " is not loaned");
+      }
+      if (!seen.insert(sid).second) {
+        return Status::InvalidArgument("reclaim: server " + std::to_string(sid) + " named twice");
+      }
+    }
+    d.servers = reclaim.servers;
+  } else {
+    if (reclaim.count <= 0) {
+      return Status::InvalidArgument("reclaim: count must be > 0, got " +
+                                     std::to_string(reclaim.count));
+    }
+    if (reclaim.count > static_cast<int>(loaned.size())) {
+      return Status::OutOfRange("reclaim of " + std::to_string(reclaim.count) +
+                                " servers but only " + std::to_string(loaned.size()) +
+                                " are loaned");
+    }
+    // Idle servers first (failed ones before healthy ones), lowest id first.
+    std::vector<ServerId> idle, busy;
+    for (ServerId sid : loaned) (state.server(sid)->used == 0 ? idle : busy).push_back(sid);
+    std::stable_sort(idle.begin(), idle.end(), [&](ServerId a, ServerId b) {
+      return state.server(a)->failed > state.server(b)->failed;
+    });
+    for (ServerId sid : idle) {
+      if (static_cast<int>(d.servers.size()) == reclaim.count) break;
+      d.servers.push_back(sid);
+    }
+    const int need = reclaim.count - static_cast<int>(d.servers.size());
+    if (need > 0) {
+      if (strategy == ReclaimStrategy::kExact) {
+        const std::uint64_t limit = static_cast<std::uint64_t>(state.config().exact_reclaim_limit);
+        if (Binomial(static_cast<int>(busy.size()), need, limit) > limit) {
+          strategy = ReclaimStrategy::kGreedy;
+          d.fell_back = true;
+        }
+      }
+      switch (strategy) {
+        case ReclaimStrategy::kGreedy: {
+          Scratch scratch{state, {}};
+          std::vector<ServerId> left = busy;
+          for (int i = 0; i < need; ++i) {
+            size_t best = 0;
+            ReclaimCost best_cost;
+            int best_used = 0;
+            for (size_t c = 0; c < left.size(); ++c) {
+              const int used = scratch.Used(left[c]);
+              ReclaimCost cost = used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false);
+              if (c == 0 || cost < best_cost ||
+                  (!(best_cost < cost) && used < best_used)) {
+                best = c;
+                best_cost = cost;
+                best_used = used;
+              }
+            }
+            scratch.Cost(left[best], true);
+            d.servers.push_back(left[best]);
+            left.erase(left.begin() + best);
+          }
+          break;
+        }
+        case ReclaimStrategy::kRandom: {
+          std::mt19937_64 rng(seed ^ (0x9E3779B97F4A7C15ull * (state.reclaims().size() + 1)));
+          std::shuffle(busy.begin(), busy.end(), rng);
+          d.servers.insert(d.servers.end(), busy.begin(), busy.begin() + need);
+          break;
+        }
+        case ReclaimStrategy::kFewestGpus: {
+          std::stable_sort(busy.begin(), busy.end(), [&](ServerId a, ServerId b) {
+            return state.server(a)->used < state.server(b)->used;
+          });
+          d.servers.insert(d.servers.end(), busy.begin(), busy.begin() + need);
+          break;
+        }
+        case ReclaimStrategy::kExact: {
+          const int n = static_cast<int>(busy.size());
+          std::vector<int> idx(need);
+          for (int i = 0; i < need; ++i) idx[i] = i;
+          std::vector<ServerId> best_set;
+          ReclaimCost best_cost;
+          std::vector<ServerId> cand(need);
+          while (true) {
+            for (int i = 0; i < need; ++i) cand[i] = busy[idx[i]];
+            std::vector<ServerId> all = d.servers;
+            all.insert(all.end(), cand.begin(), cand.end());
+            ReclaimCost cost = CostOfReturning(state, all);
+            if (best_set.empty() || cost < best_cost) {
+              best_cost = cost;
+              best_set = cand;
+            }
+            int i = need - 1;
+            while (i >= 0 && idx[i] == n - need + i) --i;
+            if (i < 0) break;
+            ++idx[i];
+            for (int j = i + 1; j < need; ++j) idx[j] = idx[j - 1] + 1;
+          }
+          d.servers.insert(d.servers.end(), best_set.begin(), best_set.end());
+          break;
+        }
+      }
+    }
+  }
+  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks);
+  const std::string suffix = d.fell_back ? " (exact too large: greedy used)" : "";
+  for (auto& a : d.actions) a.reason += std::string(" [") + ReclaimStrategyName(strategy) + "]" + suffix;
+  for (ServerId sid : d.servers) {
+    Action a;
+    a.type = ActionType::kReturnServer;
+    a.server = sid;
+    a.reason = "reclaim: return";
+    d.actions.push_back(std::move(a));
+  }
+  return d;
+}
+
+}  // namespace aryl::sched

@@ -1,0 +1,399 @@
+#include "round.h"
+
+#include <algorithm>
+#include <queue>
+#include <tuple>
+
+#include "aryl/sched/knapsack.h"
+
+namespace aryl::sched::internal {
+
+bool Usable(const ServerInfo& s, bool use_loaned) {
+  if (!s.usable()) return false;
+  return s.state == ServerState::kAvailable || use_loaned;
+}
+
+// --- FreeIndex -----------------------------------------------------------------------
+
+FreeIndex::FreeIndex(const ClusterState& state, const std::vector<int>& avail,
+                     const std::vector<bool>& enabled)
+    : state_(state), avail_(avail), group_of_(avail.size(), -1) {
+  for (const auto& s : state.servers()) max_gpus_ = std::max(max_gpus_, s.spec.gpus);
+  const int groups = state.num_types() * 2;
+  buckets_.assign(groups, std::vector<std::set<int>>(max_gpus_ + 1));
+  totals_.assign(groups, 0);
+  for (size_t i = 0; i < avail.size(); ++i) {
+    if (!enabled[i]) {
+      avail_[i] = 0;
+      continue;
+    }
+    const ServerInfo& s = state.servers()[i];
+    group_of_[i] = Group(s.type, s.loaned());
+    avail_[i] = std::clamp(avail_[i], 0, s.spec.gpus);
+    buckets_[group_of_[i]][avail_[i]].insert(static_cast<int>(i));
+    totals_[group_of_[i]] += avail_[i];
+  }
+}
+
+void FreeIndex::Set(int server, int value) {
+  const int g = group_of_[server];
+  if (g < 0) return;
+  buckets_[g][avail_[server]].erase(server);
+  totals_[g] += value - avail_[server];
+  avail_[server] = value;
+  buckets_[g][value].insert(server);
+}
+
+int FreeIndex::Total(int type, bool training, bool loaned) const {
+  return (training ? totals_[Group(type, false)] : 0) + (loaned ? totals_[Group(type, true)] : 0);
+}
+
+int FreeIndex::Pick(int type, bool training, bool loaned, int n, bool prefer_loaned) const {
+  int order[2];
+  int count = 0;
+  if (prefer_loaned) {
+    if (loaned) order[count++] = Group(type, true);
+    if (training) order[count++] = Group(type, false);
+  } else {
+    if (training) order[count++] = Group(type, false);
+    if (loaned) order[count++] = Group(type, true);
+  }
+  for (int k = 0; k < count; ++k) {
+    const auto& b = buckets_[order[k]];
+    for (int a = std::max(n, 1); a <= max_gpus_; ++a) {
+      if (!b[a].empty()) return *b[a].begin();
+    }
+  }
+  for (int k = 0; k < count; ++k) {
+    const auto& b = buckets_[order[k]];
+    for (int a = std::min(n, max_gpus_); a >= 1; --a) {
+      if (!b[a].empty()) return *b[a].begin();
+    }
+  }
+  return -1;
+}
+
+Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool prefer_loaned) const {
+  if (n <= 0 || Total(type, training, loaned) < n) return {};
+  // Largest servers first until the rest fits one server (best fit): as few
+  // servers as possible. Works on a copy of the touched entries only.
+  auto* self = const_cast<FreeIndex*>(this);
+  std::vector<std::pair<int, int>> taken;  // server, amount
+  Placement placement;
+  int need = n;
+  while (need > 0) {
+    int s = Pick(type, training, loaned, need, prefer_loaned);
+    if (s < 0) break;
+    const int take = std::min(need, avail_[s]);
+    taken.emplace_back(s, take);
+    placement[state_.servers()[s].spec.id] += take;
+    self->Take(s, take);
+    need -= take;
+  }
+  for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
+    self->Set(it->first, avail_[it->first] + it->second);
+  }
+  if (need > 0) return {};
+  return placement;
+}
+
+// --- The round -----------------------------------------------------------------------
+
+namespace {
+
+struct Alloc {
+  const JobInfo* job = nullptr;
+  bool is_new = false;
+  bool flexible = false;  // takes part in the elastic allocation
+  int home = -1;          // GPU type of its base workers
+  Placement base;
+  Placement flex;         // current flexible workers (running jobs)
+  int extra = 0;          // extra workers decided by the elastic allocation
+  Placement kept;         // flexible workers after placement
+};
+
+int Sum(const Placement& p) {
+  int n = 0;
+  for (const auto& [s, c] : p) n += c;
+  return n;
+}
+
+// Splits a running elastic job's placement into `base_workers` base workers
+// (training servers first, then where it has most workers) and the rest.
+void Split(const ClusterState& state, const JobInfo& job, Placement* base, Placement* flex) {
+  std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
+  for (const auto& [sid, n] : job.placement) {
+    order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, sid);
+  }
+  std::sort(order.begin(), order.end());
+  int need = job.base_workers;
+  for (const auto& [loaned, neg, sid] : order) {
+    const int n = -neg;
+    const int b = std::min(need, n);
+    need -= b;
+    if (b > 0) (*base)[sid] = b;
+    if (n - b > 0) (*flex)[sid] = n - b;
+  }
+}
+
+double RemainingTime(const JobInfo& job, int type, int w) {
+  const double thr = job.Thr(type, w);
+  return thr > 0 ? job.remaining_work / thr : kNever;
+}
+
+// The elastic allocation of `capacity` GPUs of one type among `group`.
+void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt) {
+  if (group.empty() || capacity <= 0) return;
+  if (opt.extra == ExtraRule::kKnapsack) {
+    std::vector<KnapsackGroup> groups;
+    std::vector<Alloc*> owners;
+    for (Alloc* a : group) {
+      const JobInfo& j = *a->job;
+      const int base = Sum(a->base);
+      const int cur = a->is_new ? 0 : j.workers;
+      const double r0 = RemainingTime(j, a->home, base);
+      auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
+      KnapsackGroup g;
+      g.options.push_back({0, -pause(base)});
+      for (int k = 1; k <= j.spec.max_workers - base && k <= capacity; ++k) {
+        const int w = base + k;
+        if (!j.Allowed(a->home, w)) continue;
+        g.options.push_back({k, r0 - RemainingTime(j, a->home, w) - pause(w)});
+      }
+      if (g.options.size() > 1) {
+        groups.push_back(std::move(g));
+        owners.push_back(a);
+      }
+    }
+    KnapsackSolution sol = SolveKnapsack(groups, capacity, opt.knapsack_budget);
+    for (size_t i = 0; i < owners.size(); ++i) {
+      owners[i]->extra = groups[i].options[sol.choice[i]].weight;
+    }
+    return;
+  }
+  // Optimus / AFS: hand out one size step at a time to the job of highest priority.
+  struct Step {
+    double priority;
+    size_t idx;
+    int from, to;
+    bool operator<(const Step& o) const {
+      return priority != o.priority ? priority < o.priority : idx > o.idx;
+    }
+  };
+  auto next_step = [&](size_t i, int from, Step* out) {
+    const Alloc& a = *group[i];
+    const JobInfo& j = *a.job;
+    for (int w = from + 1; w <= j.spec.max_workers; ++w) {
+      if (!j.Allowed(a.home, w)) {
+        if (w >= static_cast<int>(j.curves[a.home].size())) return false;
+        continue;
+      }
+      double pr;
+      if (opt.extra == ExtraRule::kOptimus) {
+        pr = (RemainingTime(j, a.home, from) - RemainingTime(j, a.home, w)) / (w - from);
+      } else {
+        const double t0 = j.Thr(a.home, from), t1 = j.Thr(a.home, w);
+        pr = (t1 - t0) / t1 / (w - from) / RemainingTime(j, a.home, from);
+      }
+      if (!(pr > 0)) return false;
+      *out = {pr, i, from, w};
+      return true;
+    }
+    return false;
+  };
+  std::priority_queue<Step> pq;
+  for (size_t i = 0; i < group.size(); ++i) {
+    Step s;
+    if (next_step(i, Sum(group[i]->base), &s)) pq.push(s);
+  }
+  int left = capacity;
+  while (!pq.empty() && left > 0) {
+    Step s = pq.top();
+    pq.pop();
+    if (s.to - s.from > left) continue;  // this job cannot grow further
+    left -= s.to - s.from;
+    group[s.idx]->extra += s.to - s.from;
+    Step n;
+    if (next_step(s.idx, s.to, &n)) pq.push(n);
+  }
+}
+
+}  // namespace
+
+std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt) {
+  const auto& servers = state.servers();
+  const int n_servers = static_cast<int>(servers.size());
+  std::vector<bool> enabled(n_servers);
+  std::vector<int> avail(n_servers);
+  for (int i = 0; i < n_servers; ++i) {
+    enabled[i] = Usable(servers[i], opt.use_loaned);
+    avail[i] = enabled[i] ? servers[i].spec.gpus : 0;
+  }
+  std::vector<Alloc> allocs;
+  allocs.reserve(state.running().size() + state.queued().size());
+  // 1. Running jobs keep their base workers; flexible workers count as free.
+  for (JobId id : state.running()) {
+    const JobInfo& j = *state.job(id);
+    Alloc a;
+    a.job = &j;
+    a.flexible = opt.elastic && j.elastic();
+    if (a.flexible) {
+      Split(state, j, &a.base, &a.flex);
+    } else {
+      a.base = j.placement;
+    }
+    // Home type: the slowest type its base uses (the pace of the job).
+    double slowest = kNever;
+    for (const auto& [sid, n] : a.base) {
+      const int i = state.server_index(sid);
+      avail[i] -= n;
+      const double thr = j.Thr(servers[i].type, j.workers);
+      if (a.home < 0 || thr < slowest) {
+        slowest = thr;
+        a.home = servers[i].type;
+      }
+    }
+    allocs.push_back(std::move(a));
+  }
+  FreeIndex index(state, avail, enabled);
+
+  // 2. Admission: SJF (remaining time at base size) or FIFO, with backfill.
+  struct Queued {
+    double key;
+    Seconds submit;
+    JobId id;
+    int demand;
+  };
+  std::vector<Queued> queue;
+  queue.reserve(state.queued().size());
+  for (JobId id : state.queued()) {
+    const JobInfo& j = *state.job(id);
+    const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
+    double best = 0;
+    for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
+    const double key = opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever);
+    queue.push_back({key, j.spec.submit_time, id, d});
+  }
+  std::sort(queue.begin(), queue.end(), [](const Queued& a, const Queued& b) {
+    return std::tie(a.key, a.submit, a.id) < std::tie(b.key, b.submit, b.id);
+  });
+  std::vector<int> types;
+  for (const Queued& q : queue) {
+    const JobInfo& j = *state.job(q.id);
+    types.clear();
+    for (int t = 0; t < state.num_types(); ++t) {
+      if (j.Allowed(t, q.demand)) types.push_back(t);
+    }
+    std::stable_sort(types.begin(), types.end(),
+                     [&](int a, int b) { return j.Thr(a, q.demand) > j.Thr(b, q.demand); });
+    const bool flexible = opt.elastic && j.elastic();
+    const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
+    Placement p;
+    int home = -1;
+    for (int phase = 0; phase < (may_loan ? 2 : 1) && p.empty(); ++phase) {
+      for (int t : types) {
+        p = index.Find(t, true, phase == 1, q.demand, false);
+        if (!p.empty()) {
+          home = t;
+          break;
+        }
+      }
+    }
+    if (p.empty()) continue;  // backfill: later jobs may still fit
+    for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
+    Alloc a;
+    a.job = &j;
+    a.is_new = true;
+    a.flexible = flexible;
+    a.home = home;
+    a.base = std::move(p);
+    allocs.push_back(std::move(a));
+  }
+
+  // 3. Elastic allocation of the GPUs left, per GPU type.
+  if (opt.elastic) {
+    std::vector<std::vector<Alloc*>> by_type(state.num_types());
+    for (Alloc& a : allocs) {
+      if (a.flexible && a.home >= 0) by_type[a.home].push_back(&a);
+    }
+    for (int t = 0; t < state.num_types(); ++t) {
+      AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt);
+    }
+    // 4. Placement of flexible workers: keep current ones (loaned first) ...
+    for (Alloc& a : allocs) {
+      if (!a.flexible) continue;
+      std::vector<std::tuple<int, int, ServerId>> order;
+      for (const auto& [sid, n] : a.flex) {
+        order.emplace_back(state.server(sid)->loaned() ? 0 : 1, -n, sid);
+      }
+      std::sort(order.begin(), order.end());
+      int want = a.extra;
+      for (const auto& [l, neg, sid] : order) {
+        const int i = state.server_index(sid);
+        if (servers[i].type != a.home) continue;
+        const int keep = std::min({-neg, index.avail(i), want});
+        if (keep <= 0) continue;
+        a.kept[sid] = keep;
+        index.Take(i, keep);
+        want -= keep;
+      }
+    }
+    // ... then add new ones where the job already is, then on loaned servers
+    // (so that returning a loaned server usually needs only shrinks), best fit.
+    for (Alloc& a : allocs) {
+      if (!a.flexible) continue;
+      int want = a.extra - Sum(a.kept);
+      for (const Placement* p : {&a.base, &a.kept}) {
+        for (const auto& [sid, n] : *p) {
+          if (want == 0) break;
+          const int i = state.server_index(sid);
+          if (servers[i].type != a.home) continue;
+          const int take = std::min(index.avail(i), want);
+          if (take <= 0) continue;
+          a.kept[sid] += take;
+          index.Take(i, take);
+          want -= take;
+        }
+      }
+      while (want > 0) {
+        const int i = index.Pick(a.home, true, opt.use_loaned, want, true);
+        if (i < 0) break;  // cannot happen: the allocation respected the capacity
+        const int take = std::min(index.avail(i), want);
+        a.kept[servers[i].spec.id] += take;
+        index.Take(i, take);
+        want -= take;
+      }
+    }
+  }
+
+  // 5. The actions: starts for admitted jobs, resizes for changed ones.
+  std::vector<Action> actions;
+  for (Alloc& a : allocs) {
+    Placement desired = a.base;
+    for (const auto& [sid, n] : a.kept) desired[sid] += n;
+    if (a.flexible && !a.job->Allowed(a.home, Sum(desired))) {
+      desired = a.base;  // defensive: never emit a size the job may not run at
+    }
+    if (a.is_new) {
+      Action act;
+      act.type = ActionType::kStart;
+      act.job = a.job->spec.id;
+      act.placement = std::move(desired);
+      act.reason = opt.fifo ? "admit (fifo)" : "admit (sjf)";
+      actions.push_back(std::move(act));
+    } else if (desired != a.job->placement) {
+      const int before = a.job->workers, after = Sum(desired);
+      Action act;
+      act.type = ActionType::kResize;
+      act.job = a.job->spec.id;
+      act.placement = std::move(desired);
+      act.reason = after > before   ? "elastic: grow"
+                   : after < before ? "elastic: shrink (base demand or better use)"
+                                    : "elastic: move";
+      actions.push_back(std::move(act));
+    }
+  }
+  return actions;
+}
+
+}  // namespace aryl::sched::internal

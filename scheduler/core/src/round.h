@@ -1,0 +1,69 @@
+// Internal: the shared machinery of a scheduling round (admission, elastic
+// allocation, placement), used by the policies under policy/.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "aryl/sched/state.h"
+#include "aryl/sched/types.h"
+
+namespace aryl::sched::internal {
+
+// Free GPUs per server, indexed by (GPU type, pool) and by free count, so that
+// best-fit and largest-first queries do not scan every server.
+class FreeIndex {
+ public:
+  // `avail[i]` is the free count of servers()[i]; servers with `enabled[i]` false
+  // are left out.
+  FreeIndex(const ClusterState& state, const std::vector<int>& avail,
+            const std::vector<bool>& enabled);
+  int avail(int server) const { return avail_[server]; }
+  void Set(int server, int value);
+  void Take(int server, int n) { Set(server, avail_[server] - n); }
+  // Total free GPUs of `type` in the pools (training, loaned) selected.
+  int Total(int type, bool training, bool loaned) const;
+  // The server of `type` in the selected pools with the smallest free count >= n
+  // (best fit), or the one with the largest free count when none has n; -1 when
+  // none has any. Ties: lowest index, training before loaned only when
+  // `prefer_loaned` is false.
+  int Pick(int type, bool training, bool loaned, int n, bool prefer_loaned) const;
+  // Best-fit placement of `n` workers on as few servers as possible; empty when
+  // the selected pools do not hold n free GPUs of `type`. Does not take them.
+  Placement Find(int type, bool training, bool loaned, int n, bool prefer_loaned) const;
+
+ private:
+  int Group(int type, bool loaned) const { return type * 2 + (loaned ? 1 : 0); }
+  const ClusterState& state_;
+  int max_gpus_ = 0;
+  std::vector<int> avail_;
+  std::vector<int> group_of_;                       // per server, -1 when disabled
+  std::vector<std::vector<std::set<int>>> buckets_;  // [group][free] -> servers
+  std::vector<int> totals_;                         // [group]
+};
+
+enum class ExtraRule : std::uint8_t {
+  kKnapsack,  // Aryl: multiple-choice knapsack over completion-time reduction
+  kOptimus,   // largest marginal completion-time gain per GPU first
+  kAfs,       // AFS-L reading: relative throughput gain per GPU over remaining time
+};
+
+struct RoundOptions {
+  bool use_loaned = true;          // place on loaned servers
+  bool elastic = true;             // false: every job runs at requested_workers
+  ExtraRule extra = ExtraRule::kKnapsack;
+  bool fifo = false;
+  bool inelastic_on_loaned = true;
+  std::int64_t knapsack_budget = 20'000'000;
+  Seconds rescale_pause = 30;
+};
+
+// The actions of one non-preemptive round: admissions (kStart) in SJF/FIFO
+// order with backfill, then the elastic allocation of the GPUs left (kResize).
+std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& options);
+
+// Whether training may use server `s` under these options.
+bool Usable(const ServerInfo& s, bool use_loaned);
+
+}  // namespace aryl::sched::internal

@@ -1,0 +1,263 @@
+#include "aryl/sched/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "aryl/sched/policy.h"
+#include "aryl/sched/reclaim.h"
+#include "aryl/sched/state.h"
+#include "aryl/sched/throughput.h"
+
+namespace aryl::sched {
+
+struct Scheduler::Impl {
+  std::string name;
+  SchedulerConfig config;
+  std::unique_ptr<Policy> policy;
+  std::optional<ClusterState> state;
+  ActionObserver observer;
+
+  Status Validate(const Event& e) const;
+  Status ApplyOne(const Action& a, Plan* plan);
+  Status OrderAndApply(std::vector<Action> actions, Plan* plan);
+};
+
+Scheduler::Scheduler() : impl_(std::make_unique<Impl>()) {}
+Scheduler::~Scheduler() = default;
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
+                                                     std::vector<ServerSpec> servers,
+                                                     std::shared_ptr<const ThroughputCatalog> thr,
+                                                     SchedulerConfig config) {
+  ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
+  ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::Create(std::move(servers), std::move(thr), config));
+  std::unique_ptr<Scheduler> s(new Scheduler());
+  s->impl_->name = policy;
+  s->impl_->config = config;
+  s->impl_->policy = std::move(p);
+  s->impl_->state.emplace(std::move(state));
+  return s;
+}
+
+const ClusterState& Scheduler::state() const { return *impl_->state; }
+const std::string& Scheduler::policy_name() const { return impl_->name; }
+const SchedulerConfig& Scheduler::config() const { return impl_->config; }
+void Scheduler::set_action_observer(ActionObserver observer) {
+  impl_->observer = std::move(observer);
+}
+
+namespace {
+
+Status ActiveJob(const ClusterState& state, JobId id) {
+  const JobInfo* j = state.job(id);
+  if (!j) return Status::NotFound("job " + std::to_string(id) + ": unknown job id");
+  if (j->status == JobStatus::kFinished || j->status == JobStatus::kCancelled) {
+    return Status::FailedPrecondition("job " + std::to_string(id) +
+                                      ": already finished or cancelled");
+  }
+  return Status::Ok();
+}
+
+int Total(const Placement& p) {
+  int n = 0;
+  for (const auto& [s, c] : p) n += c;
+  return n;
+}
+
+}  // namespace
+
+Status Scheduler::Impl::Validate(const Event& e) const {
+  const ClusterState& st = *state;
+  if (!std::isfinite(e.time) || e.time < st.now()) {
+    return Status::InvalidArgument("event time " + std::to_string(e.time) + " is before now (" +
+                                   std::to_string(st.now()) + ")");
+  }
+  return std::visit(
+      [&](const auto& body) -> Status {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, JobSubmitted>) {
+          return st.ValidateJob(body.spec);
+        } else if constexpr (std::is_same_v<T, JobFinished> || std::is_same_v<T, JobCancelled>) {
+          return ActiveJob(st, body.job);
+        } else if constexpr (std::is_same_v<T, JobProgress>) {
+          ARYL_RETURN_IF_ERROR(ActiveJob(st, body.job));
+          if (!(body.remaining_work >= 0) || std::isinf(body.remaining_work)) {
+            return Status::InvalidArgument("job " + std::to_string(body.job) +
+                                           ": remaining_work must be >= 0, got " +
+                                           std::to_string(body.remaining_work));
+          }
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, ServersLoaned>) {
+          if (body.servers.empty()) return Status::InvalidArgument("loan of no servers");
+          std::set<ServerId> seen;
+          for (ServerId id : body.servers) {
+            const ServerInfo* s = st.server(id);
+            if (!s) return Status::NotFound("loan of unknown server " + std::to_string(id));
+            if (s->spec.pool != Pool::kInference) {
+              return Status::InvalidArgument("loan of server " + std::to_string(id) +
+                                             ", a training server");
+            }
+            if (s->state != ServerState::kHeld) {
+              return Status::FailedPrecondition("loan of server " + std::to_string(id) +
+                                                ", already loaned");
+            }
+            if (s->failed) {
+              return Status::FailedPrecondition("loan of server " + std::to_string(id) +
+                                                ", which failed");
+            }
+            if (!seen.insert(id).second) {
+              return Status::InvalidArgument("loan names server " + std::to_string(id) + " twice");
+            }
+          }
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, Reclaim>) {
+          // DecideReclaim validates without changing anything.
+          return DecideReclaim(st, body, ReclaimStrategy::kFewestGpus, 0).status();
+        } else if constexpr (std::is_same_v<T, ServerFailed>) {
+          const ServerInfo* s = st.server(body.server);
+          if (!s) return Status::NotFound("failure of unknown server " + std::to_string(body.server));
+          if (s->failed) {
+            return Status::FailedPrecondition("server " + std::to_string(body.server) +
+                                              " already failed");
+          }
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, ServerRecovered>) {
+          const ServerInfo* s = st.server(body.server);
+          if (!s) {
+            return Status::NotFound("recovery of unknown server " + std::to_string(body.server));
+          }
+          if (!s->failed) {
+            return Status::FailedPrecondition("server " + std::to_string(body.server) +
+                                              " has not failed");
+          }
+          return Status::Ok();
+        } else {
+          return Status::Ok();
+        }
+      },
+      e.body);
+}
+
+Status Scheduler::Impl::ApplyOne(const Action& a, Plan* plan) {
+  ARYL_RETURN_IF_ERROR(state->Apply(a));
+  plan->actions.push_back(a);
+  if (observer) observer(plan->actions.back(), *state);
+  return Status::Ok();
+}
+
+// Applies a policy's actions in an order the driver can execute: frees first,
+// then whatever fits, repeatedly. A resize stuck in a cycle (it needs GPUs that
+// another stuck action frees) is split into its shrink part first when that is
+// an allowed size; what still cannot be applied is dropped (the state stays
+// consistent; the next event's round tries again).
+Status Scheduler::Impl::OrderAndApply(std::vector<Action> actions, Plan* plan) {
+  auto rank = [&](const Action& a) {
+    switch (a.type) {
+      case ActionType::kPreempt: return 0;
+      case ActionType::kResize: {
+        const JobInfo* j = state->job(a.job);
+        return j && Total(a.placement) < j->workers ? 1 : 2;
+      }
+      case ActionType::kReturnServer: return 1;
+      case ActionType::kStart: return 3;
+    }
+    return 4;
+  };
+  std::stable_sort(actions.begin(), actions.end(),
+                   [&](const Action& a, const Action& b) { return rank(a) < rank(b); });
+  std::vector<Action> pending = std::move(actions);
+  while (!pending.empty()) {
+    bool progress = false;
+    std::vector<Action> next;
+    for (auto& a : pending) {
+      if (state->CanApply(a).ok()) {
+        ARYL_RETURN_IF_ERROR(ApplyOne(a, plan));
+        progress = true;
+      } else {
+        next.push_back(std::move(a));
+      }
+    }
+    pending = std::move(next);
+    if (progress || pending.empty()) continue;
+    // Stuck: split one resize into its shrink part.
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (it->type != ActionType::kResize) continue;
+      const JobInfo* j = state->job(it->job);
+      if (!j) continue;
+      Action shrink = *it;
+      shrink.placement.clear();
+      for (const auto& [sid, n] : j->placement) {
+        auto f = it->placement.find(sid);
+        if (f != it->placement.end()) shrink.placement[sid] = std::min(n, f->second);
+      }
+      shrink.reason += " (shrink part)";
+      if (!shrink.placement.empty() && shrink.placement != j->placement &&
+          state->CanApply(shrink).ok()) {
+        ARYL_RETURN_IF_ERROR(ApplyOne(shrink, plan));
+        progress = true;
+        break;
+      }
+    }
+    if (!progress) break;  // drop the rest
+  }
+  return Status::Ok();
+}
+
+Result<Plan> Scheduler::Handle(const Event& event) {
+  Impl& m = *impl_;
+  ClusterState& st = *m.state;
+  ARYL_RETURN_IF_ERROR(m.Validate(event));
+  ARYL_RETURN_IF_ERROR(st.AdvanceTo(event.time));
+  Plan plan;
+  Status status = std::visit(
+      [&](const auto& body) -> Status {
+        using T = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<T, JobSubmitted>) {
+          return st.AddJob(body.spec);
+        } else if constexpr (std::is_same_v<T, JobFinished>) {
+          return st.FinishJob(body.job);
+        } else if constexpr (std::is_same_v<T, JobCancelled>) {
+          return st.CancelJob(body.job);
+        } else if constexpr (std::is_same_v<T, JobProgress>) {
+          return st.SetRemainingWork(body.job, body.remaining_work);
+        } else if constexpr (std::is_same_v<T, ServersLoaned>) {
+          for (ServerId id : body.servers) ARYL_RETURN_IF_ERROR(st.LoanServer(id));
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, Reclaim>) {
+          ARYL_ASSIGN_OR_RETURN(ReclaimDecision d,
+                                DecideReclaim(st, body, m.policy->reclaim_strategy(),
+                                              m.config.seed));
+          for (const auto& a : d.actions) ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
+          ReclaimRecord r;
+          r.time = event.time;
+          r.deadline = std::max(body.deadline, event.time);
+          r.requested = static_cast<int>(d.servers.size());
+          r.returned = d.servers;
+          r.preemptions = d.cost.preemptions;
+          r.shrinks = d.shrinks;
+          r.met_time = st.now();
+          st.RecordReclaim(std::move(r));
+          return Status::Ok();
+        } else if constexpr (std::is_same_v<T, ServerFailed>) {
+          std::vector<Action> actions;
+          CostOfReturning(st, {body.server}, &actions);
+          for (auto& a : actions) {
+            a.reason = a.type == ActionType::kPreempt ? "server failed: preempt"
+                                                      : "server failed: shrink";
+            ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
+          }
+          return st.MarkFailed(body.server);
+        } else if constexpr (std::is_same_v<T, ServerRecovered>) {
+          return st.MarkRecovered(body.server);
+        } else {
+          return Status::Ok();  // Tick
+        }
+      },
+      event.body);
+  if (!status.ok()) return Status::Internal("applying a validated event failed: " + status.ToString());
+  ARYL_RETURN_IF_ERROR(m.OrderAndApply(m.policy->Schedule(st), &plan));
+  return plan;
+}
+
+}  // namespace aryl::sched

@@ -1,0 +1,624 @@
+#include "aryl/sched/state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "aryl/sched/throughput.h"
+
+namespace aryl::sched {
+namespace {
+
+std::string JobName(JobId id) { return "job " + std::to_string(id); }
+std::string ServerName(ServerId id) { return "server " + std::to_string(id); }
+
+std::string PlacementString(const Placement& p) {
+  std::ostringstream os;
+  os << "{";
+  bool first = true;
+  for (const auto& [s, n] : p) {
+    os << (first ? "" : ", ") << s << ":" << n;
+    first = false;
+  }
+  os << "}";
+  return os.str();
+}
+
+}  // namespace
+
+Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
+                                          std::shared_ptr<const ThroughputCatalog> thr,
+                                          SchedulerConfig config) {
+  if (servers.empty()) return Status::InvalidArgument("no servers");
+  if (!thr) return Status::InvalidArgument("no throughput catalog");
+  if (config.rescale_pause < 0 || config.restart_pause < 0 || config.checkpoint_interval < 0) {
+    return Status::InvalidArgument("pauses and checkpoint_interval must be >= 0");
+  }
+  ClusterState state;
+  state.config_ = std::move(config);
+  state.thr_ = std::move(thr);
+  std::set<std::string> names;
+  std::set<std::string> types;
+  for (const auto& s : servers) {
+    if (s.gpus <= 0) {
+      return Status::InvalidArgument(ServerName(s.id) + " (" + s.name + "): gpus must be > 0, got " +
+                                     std::to_string(s.gpus));
+    }
+    if (s.gpu_type.empty()) return Status::InvalidArgument(ServerName(s.id) + ": empty gpu_type");
+    if (state.server_index_.count(s.id)) {
+      return Status::AlreadyExists(ServerName(s.id) + ": duplicate server id");
+    }
+    if (!s.name.empty() && !names.insert(s.name).second) {
+      return Status::AlreadyExists(ServerName(s.id) + ": duplicate server name '" + s.name + "'");
+    }
+    state.server_index_[s.id] = static_cast<int>(state.servers_.size());
+    types.insert(s.gpu_type);
+    ServerInfo info;
+    info.spec = s;
+    info.state = s.pool == Pool::kTraining ? ServerState::kAvailable : ServerState::kHeld;
+    state.servers_.push_back(std::move(info));
+  }
+  state.type_names_.assign(types.begin(), types.end());
+  for (auto& s : state.servers_) s.type = state.type_index(s.spec.gpu_type);
+  return state;
+}
+
+const ServerInfo* ClusterState::server(ServerId id) const {
+  int i = server_index(id);
+  return i < 0 ? nullptr : &servers_[i];
+}
+
+int ClusterState::server_index(ServerId id) const {
+  auto it = server_index_.find(id);
+  return it == server_index_.end() ? -1 : it->second;
+}
+
+int ClusterState::type_index(const std::string& gpu_type) const {
+  auto it = std::lower_bound(type_names_.begin(), type_names_.end(), gpu_type);
+  return it != type_names_.end() && *it == gpu_type ? static_cast<int>(it - type_names_.begin())
+                                                    : -1;
+}
+
+std::vector<ServerId> ClusterState::LoanedServers() const {
+  std::vector<ServerId> out;
+  for (const auto& s : servers_) {
+    if (s.state == ServerState::kLoaned) out.push_back(s.spec.id);
+  }
+  return out;
+}
+
+std::vector<ServerId> ClusterState::HeldServers() const {
+  std::vector<ServerId> out;
+  for (const auto& s : servers_) {
+    if (s.state == ServerState::kHeld) out.push_back(s.spec.id);
+  }
+  return out;
+}
+
+int ClusterState::total_gpus() const {
+  int n = 0;
+  for (const auto& s : servers_) n += s.spec.gpus;
+  return n;
+}
+
+int ClusterState::used_gpus() const {
+  int n = 0;
+  for (const auto& s : servers_) n += s.used;
+  return n;
+}
+
+const JobInfo* ClusterState::job(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+JobInfo* ClusterState::mutable_job(JobId id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+double ClusterState::PlacementThroughput(const JobInfo& job, const Placement& placement) const {
+  int w = 0;
+  for (const auto& [s, n] : placement) w += n;
+  double thr = kNever;
+  for (const auto& [s, n] : placement) {
+    int i = server_index(s);
+    if (i < 0 || n <= 0) return 0;
+    thr = std::min(thr, job.Thr(servers_[i].type, w));
+  }
+  return placement.empty() ? 0 : thr;
+}
+
+// --- Progress ----------------------------------------------------------------------
+
+double ClusterState::RemainingAt(const JobInfo& job, Seconds t) const {
+  const Seconds productive = std::max(0.0, t - std::max(now_, job.paused_until));
+  return std::max(0.0, job.remaining_work - job.throughput * productive);
+}
+
+void ClusterState::AdvanceJob(JobInfo& job, Seconds t) {
+  const Seconds dt = t - now_;
+  job.stats.gpu_seconds += job.workers * dt;
+  job.stats.run_time += dt;
+  const Seconds interval = config_.checkpoint_interval;
+  if (interval > 0 && t >= job.checkpoint_time + interval) {
+    const double n = std::floor((t - job.checkpoint_time) / interval);
+    const Seconds ck = job.checkpoint_time + n * interval;
+    job.checkpoint_remaining = RemainingAt(job, ck);
+    job.checkpoint_time = ck;
+  }
+  job.remaining_work = RemainingAt(job, t);
+}
+
+Status ClusterState::AdvanceTo(Seconds t) {
+  if (std::isnan(t) || t < now_) {
+    return Status::InvalidArgument("event time " + std::to_string(t) + " is before now (" +
+                                   std::to_string(now_) + ")");
+  }
+  if (t == now_) return Status::Ok();
+  const Seconds dt = t - now_;
+  for (JobId id : running_) AdvanceJob(jobs_.at(id), t);
+  for (auto& s : servers_) {
+    s.busy_gpu_seconds += s.used * dt;
+    if (s.state == ServerState::kLoaned) s.loaned_seconds += dt;
+  }
+  now_ = t;
+  return Status::Ok();
+}
+
+Seconds ClusterState::EstimatedFinishTime(JobId id) const {
+  const JobInfo* j = job(id);
+  if (!j || j->status != JobStatus::kRunning || j->throughput <= 0) return kNever;
+  return std::max(now_, j->paused_until) + j->remaining_work / j->throughput;
+}
+
+std::optional<std::pair<Seconds, JobId>> ClusterState::NextCompletion() const {
+  std::optional<std::pair<Seconds, JobId>> best;
+  for (JobId id : running_) {
+    Seconds t = EstimatedFinishTime(id);
+    if (t < kNever && (!best || t < best->first)) best = std::make_pair(t, id);
+  }
+  return best;
+}
+
+std::vector<JobId> ClusterState::CompletedBy(Seconds t) const {
+  std::vector<std::pair<Seconds, JobId>> done;
+  for (JobId id : running_) {
+    Seconds f = EstimatedFinishTime(id);
+    if (f <= t) done.emplace_back(f, id);
+  }
+  std::sort(done.begin(), done.end());
+  std::vector<JobId> out;
+  for (const auto& [f, id] : done) out.push_back(id);
+  return out;
+}
+
+std::vector<const ReclaimRecord*> ClusterState::PendingReclaims() const {
+  std::vector<const ReclaimRecord*> out;
+  for (const auto& r : reclaims_) {
+    if (!r.met()) out.push_back(&r);
+  }
+  return out;
+}
+
+// --- Jobs ----------------------------------------------------------------------------
+
+Status ClusterState::ValidateJob(const JobSpec& spec) const { return BuildJob(spec).status(); }
+
+Status ClusterState::AddJob(const JobSpec& spec) {
+  ARYL_ASSIGN_OR_RETURN(JobInfo job, BuildJob(spec));
+  job.queued_since = now_;
+  jobs_.emplace(spec.id, std::move(job));
+  queued_.insert(spec.id);
+  return Status::Ok();
+}
+
+Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec) const {
+  const std::string who = JobName(spec.id);
+  if (jobs_.count(spec.id)) return Status::AlreadyExists(who + ": already submitted");
+  if (spec.min_workers < 1) {
+    return Status::InvalidArgument(who + ": min_workers must be >= 1, got " +
+                                   std::to_string(spec.min_workers));
+  }
+  if (spec.min_workers > spec.max_workers) {
+    return Status::InvalidArgument(who + ": min_workers " + std::to_string(spec.min_workers) +
+                                   " > max_workers " + std::to_string(spec.max_workers));
+  }
+  if (spec.kind == JobKind::kInelastic && spec.min_workers != spec.max_workers) {
+    return Status::InvalidArgument(who + ": an inelastic job needs min_workers == max_workers, got " +
+                                   std::to_string(spec.min_workers) + " and " +
+                                   std::to_string(spec.max_workers));
+  }
+  if (spec.granularity.kind == Granularity::Kind::kMultiple && spec.granularity.multiple <= 0) {
+    return Status::InvalidArgument(who + ": granularity multiple must be > 0, got " +
+                                   std::to_string(spec.granularity.multiple));
+  }
+  if (!(spec.total_work > 0) || std::isinf(spec.total_work)) {
+    return Status::InvalidArgument(who + ": total_work must be > 0, got " +
+                                   std::to_string(spec.total_work));
+  }
+  if (spec.requested_workers != 0 &&
+      (spec.requested_workers < spec.min_workers || spec.requested_workers > spec.max_workers)) {
+    return Status::InvalidArgument(who + ": requested_workers " +
+                                   std::to_string(spec.requested_workers) + " outside [" +
+                                   std::to_string(spec.min_workers) + ", " +
+                                   std::to_string(spec.max_workers) + "]");
+  }
+  if (!thr_->HasModel(spec.model)) {
+    return Status::NotFound(who + ": unknown model '" + spec.model + "' (no throughput table)");
+  }
+  std::vector<bool> allowed_type(type_names_.size(), spec.gpu_types.empty());
+  for (const auto& t : spec.gpu_types) {
+    int i = type_index(t);
+    if (i < 0) {
+      std::string have;
+      for (const auto& n : type_names_) have += (have.empty() ? "" : ", ") + n;
+      return Status::InvalidArgument(who + ": unknown GPU type '" + t + "' (cluster has " + have +
+                                     ")");
+    }
+    allowed_type[i] = true;
+  }
+  std::vector<int> type_gpus(type_names_.size(), 0);
+  for (const auto& s : servers_) type_gpus[s.type] += s.spec.gpus;
+
+  JobInfo job;
+  job.spec = spec;
+  job.curves.resize(type_names_.size());
+  int base = 0;
+  for (size_t t = 0; t < type_names_.size(); ++t) {
+    if (!allowed_type[t]) continue;
+    const int cap = std::min(spec.max_workers, type_gpus[t]);
+    auto& curve = job.curves[t];
+    curve.assign(cap + 1, 0.0);
+    for (int w = spec.min_workers; w <= cap; ++w) {
+      if (spec.kind == JobKind::kElastic && !spec.granularity.Allows(w)) continue;
+      double v = thr_->Throughput(spec.model, type_names_[t], w);
+      if (v > 0 && std::isfinite(v)) {
+        curve[w] = v;
+        if (base == 0 || w < base) base = w;
+      }
+    }
+  }
+  if (base == 0) {
+    std::string types;
+    for (size_t t = 0; t < type_names_.size(); ++t) {
+      if (allowed_type[t]) types += (types.empty() ? "" : ", ") + type_names_[t];
+    }
+    return Status::InvalidArgument(
+        who + ": no allowed size in [" + std::to_string(spec.min_workers) + ", " +
+        std::to_string(spec.max_workers) + "] for model '" + spec.model + "' on " + types +
+        " (throughput cells empty, nan or 0, granularity, or more workers than GPUs)");
+  }
+  job.base_workers = base;
+  int requested = spec.kind == JobKind::kInelastic
+                      ? spec.min_workers
+                      : (spec.requested_workers > 0 ? spec.requested_workers : spec.max_workers);
+  // Snap down to a size some type allows (never below base).
+  auto allowed_anywhere = [&](int w) {
+    for (size_t t = 0; t < job.curves.size(); ++t) {
+      if (job.Allowed(static_cast<int>(t), w)) return true;
+    }
+    return false;
+  };
+  while (requested > base && !allowed_anywhere(requested)) --requested;
+  job.requested_workers = std::max(requested, base);
+  job.remaining_work = spec.total_work;
+  job.checkpoint_remaining = spec.total_work;
+  job.status = JobStatus::kQueued;
+  return job;
+}
+
+void ClusterState::SetPlacement(JobInfo& job, const Placement& placement) {
+  for (const auto& [sid, n] : job.placement) {
+    auto& s = servers_[server_index(sid)];
+    s.used -= n;
+    auto it = std::find_if(s.jobs.begin(), s.jobs.end(),
+                           [&](const auto& e) { return e.first == job.spec.id; });
+    if (it != s.jobs.end()) s.jobs.erase(it);
+  }
+  job.placement = placement;
+  job.workers = 0;
+  for (const auto& [sid, n] : placement) {
+    auto& s = servers_[server_index(sid)];
+    s.used += n;
+    s.jobs.emplace_back(job.spec.id, n);
+    job.workers += n;
+  }
+  job.throughput = placement.empty() ? 0 : PlacementThroughput(job, placement);
+}
+
+Status ClusterState::FinishJob(JobId id) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status == JobStatus::kFinished || j->status == JobStatus::kCancelled) {
+    return Status::FailedPrecondition(JobName(id) + ": already finished or cancelled");
+  }
+  SetPlacement(*j, {});
+  running_.erase(id);
+  queued_.erase(id);
+  j->status = JobStatus::kFinished;
+  j->remaining_work = 0;
+  j->stats.finish_time = now_;
+  return Status::Ok();
+}
+
+Status ClusterState::CancelJob(JobId id) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status == JobStatus::kFinished || j->status == JobStatus::kCancelled) {
+    return Status::FailedPrecondition(JobName(id) + ": already finished or cancelled");
+  }
+  SetPlacement(*j, {});
+  running_.erase(id);
+  queued_.erase(id);
+  j->status = JobStatus::kCancelled;
+  j->stats.finish_time = now_;
+  return Status::Ok();
+}
+
+Status ClusterState::SetRemainingWork(JobId id, double remaining) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status != JobStatus::kRunning && j->status != JobStatus::kQueued) {
+    return Status::FailedPrecondition(JobName(id) + ": progress for a job that is not active");
+  }
+  if (!(remaining >= 0) || std::isinf(remaining)) {
+    return Status::InvalidArgument(JobName(id) + ": remaining_work must be >= 0, got " +
+                                   std::to_string(remaining));
+  }
+  j->remaining_work = remaining;
+  j->checkpoint_remaining = std::max(j->checkpoint_remaining, remaining);
+  return Status::Ok();
+}
+
+// --- Actions -------------------------------------------------------------------------
+
+Status ClusterState::ValidatePlacement(const JobInfo& job, const Placement& placement,
+                                       bool resize) const {
+  const std::string who = JobName(job.spec.id);
+  if (placement.empty()) return Status::InvalidArgument(who + ": empty placement");
+  int w = 0;
+  for (const auto& [sid, n] : placement) {
+    int i = server_index(sid);
+    if (i < 0) return Status::NotFound(who + ": unknown " + ServerName(sid));
+    const ServerInfo& s = servers_[i];
+    if (n <= 0) return Status::InvalidArgument(who + ": " + std::to_string(n) + " workers on " +
+                                               ServerName(sid));
+    if (!s.usable()) {
+      return Status::FailedPrecondition(who + ": " + ServerName(sid) +
+                                        " is not usable by training (held, failed or returned)");
+    }
+    if (job.curves[s.type].empty()) {
+      return Status::InvalidArgument(who + ": may not use GPU type " + type_names_[s.type] +
+                                     " of " + ServerName(sid));
+    }
+    int mine = 0;
+    if (resize) {
+      auto it = job.placement.find(sid);
+      if (it != job.placement.end()) mine = it->second;
+    }
+    if (n > s.free() + mine) {
+      return Status::FailedPrecondition(who + ": " + std::to_string(n) + " workers on " +
+                                        ServerName(sid) + " but only " +
+                                        std::to_string(s.free() + mine) + " GPUs free");
+    }
+    w += n;
+  }
+  if (w < job.spec.min_workers || w > job.spec.max_workers) {
+    return Status::OutOfRange(who + ": " + std::to_string(w) + " workers outside [" +
+                              std::to_string(job.spec.min_workers) + ", " +
+                              std::to_string(job.spec.max_workers) + "]");
+  }
+  if (PlacementThroughput(job, placement) <= 0) {
+    return Status::InvalidArgument(who + ": size " + std::to_string(w) +
+                                   " not allowed on placement " + PlacementString(placement) +
+                                   " (granularity or throughput table)");
+  }
+  return Status::Ok();
+}
+
+Status ClusterState::CanApply(const Action& a) const {
+  switch (a.type) {
+    case ActionType::kStart: {
+      const JobInfo* j = job(a.job);
+      if (!j) return Status::NotFound(JobName(a.job) + ": unknown job id");
+      if (j->status != JobStatus::kQueued) {
+        return Status::FailedPrecondition(JobName(a.job) + ": start of a job that is not queued");
+      }
+      return ValidatePlacement(*j, a.placement, false);
+    }
+    case ActionType::kResize: {
+      const JobInfo* j = job(a.job);
+      if (!j) return Status::NotFound(JobName(a.job) + ": unknown job id");
+      if (j->status != JobStatus::kRunning) {
+        return Status::FailedPrecondition(JobName(a.job) + ": resize of a job that is not running");
+      }
+      if (a.placement == j->placement) {
+        return Status::InvalidArgument(JobName(a.job) + ": resize to the same placement");
+      }
+      return ValidatePlacement(*j, a.placement, true);
+    }
+    case ActionType::kPreempt: {
+      const JobInfo* j = job(a.job);
+      if (!j) return Status::NotFound(JobName(a.job) + ": unknown job id");
+      if (j->status != JobStatus::kRunning) {
+        return Status::FailedPrecondition(JobName(a.job) + ": preempt of a job that is not running");
+      }
+      return Status::Ok();
+    }
+    case ActionType::kReturnServer: {
+      const ServerInfo* s = server(a.server);
+      if (!s) return Status::NotFound("unknown " + ServerName(a.server));
+      if (s->state != ServerState::kLoaned) {
+        return Status::FailedPrecondition(ServerName(a.server) + " is not loaned");
+      }
+      if (s->used > 0) {
+        return Status::FailedPrecondition(ServerName(a.server) + " still holds " +
+                                          std::to_string(s->used) + " workers");
+      }
+      return Status::Ok();
+    }
+  }
+  return Status::Internal("unknown action type");
+}
+
+Status ClusterState::Apply(const Action& a) {
+  ARYL_RETURN_IF_ERROR(CanApply(a));
+  switch (a.type) {
+    case ActionType::kStart: {
+      JobInfo& j = *mutable_job(a.job);
+      SetPlacement(j, a.placement);
+      j.status = JobStatus::kRunning;
+      queued_.erase(a.job);
+      running_.insert(a.job);
+      if (j.stats.first_start < 0) j.stats.first_start = now_;
+      j.paused_until = now_ + (j.stats.preemptions > 0 ? config_.restart_pause : 0);
+      j.checkpoint_time = now_;
+      j.checkpoint_remaining = j.remaining_work;
+      break;
+    }
+    case ActionType::kResize: {
+      JobInfo& j = *mutable_job(a.job);
+      SetPlacement(j, a.placement);
+      j.stats.rescales++;
+      j.paused_until = std::max(j.paused_until, now_ + config_.rescale_pause);
+      j.checkpoint_time = now_;
+      j.checkpoint_remaining = j.remaining_work;
+      break;
+    }
+    case ActionType::kPreempt: {
+      JobInfo& j = *mutable_job(a.job);
+      SetPlacement(j, {});
+      j.stats.lost_work += std::max(0.0, j.checkpoint_remaining - j.remaining_work);
+      j.remaining_work = std::max(j.remaining_work, j.checkpoint_remaining);
+      j.status = JobStatus::kQueued;
+      j.stats.preemptions++;
+      j.queued_since = now_;
+      j.paused_until = now_;
+      running_.erase(a.job);
+      queued_.insert(a.job);
+      break;
+    }
+    case ActionType::kReturnServer:
+      servers_[server_index(a.server)].state = ServerState::kHeld;
+      break;
+  }
+  return Status::Ok();
+}
+
+// --- Servers -------------------------------------------------------------------------
+
+Status ClusterState::LoanServer(ServerId id) {
+  int i = server_index(id);
+  if (i < 0) return Status::NotFound("loan of unknown " + ServerName(id));
+  ServerInfo& s = servers_[i];
+  if (s.spec.pool != Pool::kInference) {
+    return Status::InvalidArgument("loan of " + ServerName(id) + ", a training server");
+  }
+  if (s.state != ServerState::kHeld) {
+    return Status::FailedPrecondition("loan of " + ServerName(id) + ", already loaned");
+  }
+  if (s.failed) return Status::FailedPrecondition("loan of " + ServerName(id) + ", which failed");
+  s.state = ServerState::kLoaned;
+  return Status::Ok();
+}
+
+Status ClusterState::MarkFailed(ServerId id) {
+  int i = server_index(id);
+  if (i < 0) return Status::NotFound("failure of unknown " + ServerName(id));
+  ServerInfo& s = servers_[i];
+  if (s.failed) return Status::FailedPrecondition(ServerName(id) + " already failed");
+  if (s.used > 0) {
+    return Status::FailedPrecondition(ServerName(id) + " still holds workers; move them first");
+  }
+  s.failed = true;
+  return Status::Ok();
+}
+
+Status ClusterState::MarkRecovered(ServerId id) {
+  int i = server_index(id);
+  if (i < 0) return Status::NotFound("recovery of unknown " + ServerName(id));
+  ServerInfo& s = servers_[i];
+  if (!s.failed) return Status::FailedPrecondition(ServerName(id) + " has not failed");
+  s.failed = false;
+  return Status::Ok();
+}
+
+// --- Invariants ----------------------------------------------------------------------
+
+Status ClusterState::CheckInvariants() const {
+  std::vector<int> used(servers_.size(), 0);
+  size_t entries = 0;
+  for (const auto& [id, j] : jobs_) {
+    const std::string who = JobName(id);
+    const bool running = j.status == JobStatus::kRunning;
+    if (running != (running_.count(id) > 0) ||
+        (j.status == JobStatus::kQueued) != (queued_.count(id) > 0)) {
+      return Status::Internal(who + ": status disagrees with the running/queued sets");
+    }
+    if (!running) {
+      if (!j.placement.empty()) return Status::Internal(who + ": placement while not running");
+      continue;
+    }
+    int w = 0;
+    for (const auto& [sid, n] : j.placement) {
+      int i = server_index(sid);
+      if (i < 0 || n <= 0) return Status::Internal(who + ": bad placement entry");
+      const ServerInfo& s = servers_[i];
+      if (!s.usable()) {
+        return Status::Internal(who + ": workers on " + ServerName(sid) +
+                                " which is not usable (held, returned or failed)");
+      }
+      auto it = std::find_if(s.jobs.begin(), s.jobs.end(),
+                             [&](const auto& e) { return e.first == id; });
+      if (it == s.jobs.end() || it->second != n) {
+        return Status::Internal(who + ": " + ServerName(sid) + " does not record its workers");
+      }
+      used[i] += n;
+      w += n;
+      ++entries;
+    }
+    if (w != j.workers) return Status::Internal(who + ": worker count disagrees with placement");
+    if (w < j.spec.min_workers || w > j.spec.max_workers) {
+      return Status::Internal(who + ": " + std::to_string(w) + " workers outside [" +
+                              std::to_string(j.spec.min_workers) + ", " +
+                              std::to_string(j.spec.max_workers) + "]");
+    }
+    if (j.spec.kind == JobKind::kInelastic && w != j.spec.min_workers) {
+      return Status::Internal(who + ": inelastic job at another size");
+    }
+    if (j.spec.kind == JobKind::kElastic && !j.spec.granularity.Allows(w)) {
+      return Status::Internal(who + ": size " + std::to_string(w) + " off its granularity");
+    }
+    if (PlacementThroughput(j, j.placement) <= 0) {
+      return Status::Internal(who + ": running at a size its throughput table does not allow");
+    }
+  }
+  size_t server_entries = 0;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    const ServerInfo& s = servers_[i];
+    server_entries += s.jobs.size();
+    if (used[i] != s.used) {
+      return Status::Internal(ServerName(s.spec.id) + ": used " + std::to_string(s.used) +
+                              " but placements hold " + std::to_string(used[i]));
+    }
+    if (s.used > s.spec.gpus || s.used < 0) {
+      return Status::Internal(ServerName(s.spec.id) + ": GPU double-booked (" +
+                              std::to_string(s.used) + " workers on " +
+                              std::to_string(s.spec.gpus) + " GPUs)");
+    }
+    if (s.spec.pool == Pool::kTraining && s.state != ServerState::kAvailable) {
+      return Status::Internal(ServerName(s.spec.id) + ": training server in an inference state");
+    }
+  }
+  if (server_entries != entries) return Status::Internal("servers record workers of no job");
+  for (const auto& r : reclaims_) {
+    if (!r.met()) {
+      return Status::Internal("reclaim at " + std::to_string(r.time) + " not met by its deadline");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace aryl::sched
