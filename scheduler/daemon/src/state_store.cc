@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS jobs(
   end_time REAL NOT NULL DEFAULT 0,
   generation INTEGER NOT NULL DEFAULT 0,
   exit_code INTEGER NOT NULL DEFAULT 0,
-  message TEXT NOT NULL DEFAULT '');
+  message TEXT NOT NULL DEFAULT '',
+  workers TEXT NOT NULL DEFAULT '{}');
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS placements(
   job_id INTEGER NOT NULL REFERENCES jobs(id),
@@ -87,6 +88,12 @@ CREATE TABLE IF NOT EXISTS events(
   kind TEXT NOT NULL,
   detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id, seq);
+CREATE TABLE IF NOT EXISTS core_events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  time REAL NOT NULL,
+  body TEXT NOT NULL);
+CREATE TRIGGER IF NOT EXISTS core_events_no_update BEFORE UPDATE ON core_events
+  BEGIN SELECT RAISE(ABORT, 'the core journal is append-only'); END;
 -- The journal is append-only.
 CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
   BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
@@ -247,7 +254,7 @@ Result<std::uint64_t> StateStore::InsertJob(const JobRecord& job) {
   Status s = Batch([&]() -> Status {
     Stmt ins(db_,
              "INSERT INTO jobs(id, name, client_token, spec, state, submit_time, start_time, end_time,"
-             " generation, exit_code, message) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);");
+             " generation, exit_code, message, workers) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);");
     ARYL_RETURN_IF_ERROR(ins.status("prepare insert job"));
     if (job.id != 0) ins.Bind(1, static_cast<std::int64_t>(job.id)); else ins.BindNull(1);
     ins.Bind(2, job.name);
@@ -260,6 +267,7 @@ Result<std::uint64_t> StateStore::InsertJob(const JobRecord& job) {
     ins.Bind(9, static_cast<std::int64_t>(job.generation));
     ins.Bind(10, static_cast<std::int64_t>(job.exit_code));
     ins.Bind(11, job.message);
+    ins.Bind(12, job.workers_json);
     ARYL_RETURN_IF_ERROR(ins.Done("insert job"));
     id = static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_));
     JobRecord with_id = job;
@@ -284,7 +292,7 @@ Status StateStore::UpdateJob(const JobRecord& job) {
   return Batch([&]() -> Status {
     Stmt up(db_,
             "UPDATE jobs SET state = ?, start_time = ?, end_time = ?, generation = ?, exit_code = ?,"
-            " message = ? WHERE id = ?;");
+            " message = ?, workers = ? WHERE id = ?;");
     ARYL_RETURN_IF_ERROR(up.status("prepare update job"));
     up.Bind(1, std::string(JobStateName(job.state)));
     up.Bind(2, job.start_time);
@@ -292,7 +300,8 @@ Status StateStore::UpdateJob(const JobRecord& job) {
     up.Bind(4, static_cast<std::int64_t>(job.generation));
     up.Bind(5, static_cast<std::int64_t>(job.exit_code));
     up.Bind(6, job.message);
-    up.Bind(7, static_cast<std::int64_t>(job.id));
+    up.Bind(7, job.workers_json);
+    up.Bind(8, static_cast<std::int64_t>(job.id));
     ARYL_RETURN_IF_ERROR(up.Done("update job"));
     if (sqlite3_changes(db_) != 1) return Status::NotFound("job " + std::to_string(job.id));
     return WritePlacement(db_, job);
@@ -302,7 +311,7 @@ Status StateStore::UpdateJob(const JobRecord& job) {
 namespace {
 constexpr const char* kJobColumns =
     "SELECT id, name, IFNULL(client_token, ''), spec, state, submit_time, start_time, end_time,"
-    " generation, exit_code, message FROM jobs";
+    " generation, exit_code, message, workers FROM jobs";
 
 Result<JobRecord> ReadJobRow(const Stmt& q) {
   JobRecord j;
@@ -317,6 +326,7 @@ Result<JobRecord> ReadJobRow(const Stmt& q) {
   j.generation = static_cast<std::uint64_t>(q.Int(8));
   j.exit_code = static_cast<int>(q.Int(9));
   j.message = q.Text(10);
+  j.workers_json = q.Text(11);
   return j;
 }
 }  // namespace
@@ -426,6 +436,26 @@ Result<std::vector<EventRecord>> StateStore::Events(std::uint64_t job, std::int6
     out.push_back({q.Int(0), q.Real(1), static_cast<std::uint64_t>(q.Int(2)), q.Text(3), q.Text(4)});
   }
   if (rc != SQLITE_DONE) return q.Error("read events", rc);
+  return out;
+}
+
+Status StateStore::AppendCoreEvent(double time, const std::string& body) {
+  return Batch([&]() -> Status {
+    Stmt q(db_, "INSERT INTO core_events(time, body) VALUES(?, ?);");
+    ARYL_RETURN_IF_ERROR(q.status("prepare append core event"));
+    q.Bind(1, time);
+    q.Bind(2, body);
+    return q.Done("append core event");
+  });
+}
+
+Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
+  Stmt q(db_, "SELECT time, body FROM core_events ORDER BY seq;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
+  std::vector<std::pair<double, std::string>> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.emplace_back(q.Real(0), q.Text(1));
+  if (rc != SQLITE_DONE) return q.Error("read core events", rc);
   return out;
 }
 

@@ -10,7 +10,8 @@
 //               loan state (available | held | loaned).
 //   events      an append-only journal (never updated or deleted) of everything
 //               the daemon decided: submissions, starts, resizes, preemptions,
-//               loans, reclaims, exits. `aryl status JOB` reads a job's history
+//               loans, reclaims, exits.
+//   core_events the inputs of the scheduling core, in order, for replay. `aryl status JOB` reads a job's history
 //               from it.
 //
 // Every mutating call is one transaction: it is either wholly on disk or not at
@@ -56,6 +57,7 @@ struct JobRecord {
   int exit_code = 0;
   std::string message;
   std::map<std::string, int> placement;  // node name -> workers
+  std::string workers_json = "{}";        // the daemon's per-worker bookkeeping (opaque here)
 };
 
 struct NodeRecord {
@@ -115,6 +117,10 @@ class StateStore {
   // Events with seq > after, oldest first; job 0 means every job.
   Result<std::vector<EventRecord>> Events(std::uint64_t job = 0, std::int64_t after = 0,
                                           int limit = 1000);
+
+  // --- core journal (replayed into the scheduling core on restart) ---
+  Status AppendCoreEvent(double time, const std::string& body);
+  Result<std::vector<std::pair<double, std::string>>> CoreEvents();
 
   // --- key/value (counters that must survive a restart) ---
   Status SetMeta(const std::string& key, const std::string& value);

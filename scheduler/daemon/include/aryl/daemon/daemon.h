@@ -1,0 +1,85 @@
+// Daemon: the live scheduler (aryl-scheduler). It owns a protocol::Server
+// (ROUTER) for agents and clients, drives the scheduling core with real
+// events and a real clock, executes the core's plans by commanding agents, and
+// keeps everything that must survive a crash in a StateStore.
+//
+// How a decision is made durable (event sourcing):
+//  1. Every input to the core (job submitted/finished/cancelled, progress,
+//     servers loaned, reclaim, server failed/recovered) is first appended to the
+//     core journal in SQLite, with its time (seconds since the daemon's epoch,
+//     stored once in the state file).
+//  2. The core handles it and returns a plan; the daemon executes the plan
+//     (start, resize, preempt, return server) and records the jobs' new state,
+//     placements and workers, all in one transaction per event.
+//  3. On restart the daemon rebuilds the core by replaying the journal (the core
+//     is deterministic: the same events give the same plans), so the core's
+//     state after a crash is exactly the state before it. Agents reconnect and
+//     report the workers they run; the daemon reconciles: workers it does not
+//     know are stopped, workers it expected but that are gone count as exits,
+//     and each job is converged to the core's placement.
+// A node that registers for the first time also rebuilds the core: the journal
+// is replayed with the new server present but failed from time 0, then the
+// server recovers now. Nodes are never forgotten: a node that stops
+// heartbeating fails (its jobs shrink or are requeued) and recovers when its
+// agent comes back.
+//
+// Thread safety: all state lives on the protocol::Server thread (its handler
+// and tick); Run() only waits. The HTTP endpoint reads a snapshot published
+// under a mutex.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "aryl/protocol/transport.h"
+#include "aryl/result.h"
+
+namespace aryl::daemon {
+
+struct DaemonOptions {
+  std::string endpoint = "tcp://*:7117";
+  std::string state_path = "aryl-state.db";  // ":memory:" for tests without restarts
+  std::string http_address = "127.0.0.1";
+  int http_port = -1;                    // -1: no HTTP endpoint; 0: any free port
+  std::string policy = "aryl";
+  double heartbeat_interval = 0.5;       // seconds, told to agents
+  double agent_timeout = 3.0;            // no heartbeat for this long: the node failed
+  double restart_grace = 3.0;            // after a restart, wait this long for agents
+  double rescale_pause = 2.0;            // core cost model (seconds)
+  double restart_pause = 5.0;
+  double checkpoint_interval = 60.0;
+  double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
+  int max_worker_failures = 3;           // unexpected worker exits before a job fails
+  std::string throughput_dir;            // optional measured tables (data/throughput)
+  std::string inference_demand;          // FILE or daily:... (aryl-sim's format); empty: none
+  double demand_time_scale = 1.0;        // demand-curve seconds per wall second
+  std::string curve_secret_key;          // scheduler .key file; empty: no CURVE
+  std::string curve_allow;               // allow-list: directory of .pub or file of keys
+  std::string log_dir;                   // where agents put worker logs (informational)
+};
+
+class Daemon {
+ public:
+  static Result<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+  ~Daemon();  // Stop()
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  const std::string& endpoint() const;  // bound endpoint (port resolved)
+  int http_port() const;                // -1 when off
+  // The public key clients need (empty without CURVE).
+  const std::string& public_key() const;
+
+  // Blocks until `stop` becomes true (checked every 100 ms) or Stop().
+  void Run(const std::atomic<bool>& stop);
+  void Stop();
+
+  class Impl;
+
+ private:
+  explicit Daemon(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aryl::daemon

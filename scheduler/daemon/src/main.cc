@@ -1,0 +1,77 @@
+// aryl-scheduler: the live scheduler daemon (see daemon.h and docs/operations.md).
+#include <csignal>
+#include <atomic>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "aryl/daemon/daemon.h"
+#include "aryl/flags.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("aryl-scheduler", "Aryl's scheduler daemon: one per cluster, on the head node.");
+  aryl::daemon::DaemonOptions d;
+  options.add_options()
+      ("endpoint", "ZeroMQ endpoint for agents and clients", cxxopts::value<std::string>()->default_value(d.endpoint))
+      ("state", "SQLite state file (WAL); survives restarts", cxxopts::value<std::string>()->default_value(d.state_path))
+      ("http-port", "Port for Prometheus /metrics and JSON /status (-1: off, 0: any)",
+       cxxopts::value<int>()->default_value("9117"))
+      ("http-address", "Address the HTTP endpoint binds", cxxopts::value<std::string>()->default_value(d.http_address))
+      ("policy", "Scheduling policy (aryl, baseline, loan-only, elastic-only, optimus, afs, tiresias)",
+       cxxopts::value<std::string>()->default_value(d.policy))
+      ("heartbeat", "Agent heartbeat interval (s)", cxxopts::value<double>()->default_value("0.5"))
+      ("agent-timeout", "An agent silent this long has failed (s)", cxxopts::value<double>()->default_value("3"))
+      ("rescale-pause", "Cost model: pause of one rescale (s)", cxxopts::value<double>()->default_value("2"))
+      ("restart-pause", "Cost model: pause of a restart after preemption (s)", cxxopts::value<double>()->default_value("5"))
+      ("checkpoint-interval", "Cost model: jobs checkpoint this often (s)", cxxopts::value<double>()->default_value("60"))
+      ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s)", cxxopts::value<double>()->default_value("10"))
+      ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
+      ("inference-demand", "Replay an inference demand curve: FILE (time_s,servers) or daily:peak=..,trough=..",
+       cxxopts::value<std::string>()->default_value(""))
+      ("demand-time-scale", "Demand-curve seconds per wall second (1440: a day per minute)",
+       cxxopts::value<double>()->default_value("1"))
+      ("curve-key", "The scheduler's CURVE secret key file (aryl keygen); enables CURVE",
+       cxxopts::value<std::string>()->default_value(""))
+      ("curve-allow", "Allowed client public keys: a directory of .pub files or a file of keys",
+       cxxopts::value<std::string>()->default_value(""));
+  aryl::AddCommonFlags(options);
+  auto r = aryl::ParseFlagsOrExit(options, argc, argv);
+  d.endpoint = r["endpoint"].as<std::string>();
+  d.state_path = r["state"].as<std::string>();
+  d.http_port = r["http-port"].as<int>();
+  d.http_address = r["http-address"].as<std::string>();
+  d.policy = r["policy"].as<std::string>();
+  d.heartbeat_interval = r["heartbeat"].as<double>();
+  d.agent_timeout = r["agent-timeout"].as<double>();
+  d.rescale_pause = r["rescale-pause"].as<double>();
+  d.restart_pause = r["restart-pause"].as<double>();
+  d.checkpoint_interval = r["checkpoint-interval"].as<double>();
+  d.stop_grace = r["stop-grace"].as<double>();
+  d.throughput_dir = r["throughput-dir"].as<std::string>();
+  d.inference_demand = r["inference-demand"].as<std::string>();
+  d.demand_time_scale = r["demand-time-scale"].as<double>();
+  d.curve_secret_key = r["curve-key"].as<std::string>();
+  d.curve_allow = r["curve-allow"].as<std::string>();
+  if (d.heartbeat_interval <= 0 || d.agent_timeout <= d.heartbeat_interval)
+    aryl::UsageError("aryl-scheduler", "--agent-timeout must exceed --heartbeat, both > 0");
+  if (d.http_port < -1 || d.http_port > 65535) aryl::UsageError("aryl-scheduler", "--http-port out of range");
+  if (d.demand_time_scale <= 0) aryl::UsageError("aryl-scheduler", "--demand-time-scale must be > 0");
+
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  auto daemon = aryl::daemon::Daemon::Start(d);
+  if (!daemon.ok()) {
+    std::cerr << "aryl-scheduler: error: " << daemon.status().ToString() << "\n";
+    return 1;
+  }
+  (*daemon)->Run(g_stop);
+  spdlog::info("aryl-scheduler: stopping");
+  (*daemon)->Stop();
+  return 0;
+}
