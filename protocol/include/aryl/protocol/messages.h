@@ -99,7 +99,7 @@ struct Rule {
 
 // Binary data (store values); base64 on the wire.
 struct Bytes {
-  std::string data;
+  std::string data{};
   bool operator==(const Bytes&) const = default;
 };
 
@@ -179,12 +179,12 @@ struct PhaseTimings {
 // One row of `aryl jobs`.
 struct JobRow {
   JobId job = 0;
-  std::string name;
+  std::string name{};
   JobState state = JobState::kQueued;
   std::int64_t workers = 0;  // current size
   std::int64_t min_workers = 1;
   std::int64_t max_workers = 1;
-  std::string gpu_type;      // empty = any
+  std::string gpu_type{};      // empty = any
   std::int64_t generation = 0;
   std::int64_t step = 0;
   double steps_per_second = 0;
@@ -209,7 +209,7 @@ struct JobRow {
 
 // Where a job's workers run: agent -> worker count.
 struct PlacementRow {
-  std::string agent_id;
+  std::string agent_id{};
   std::int64_t workers = 0;
   template <typename V> void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -220,11 +220,11 @@ struct PlacementRow {
 
 // One row of `aryl nodes`.
 struct NodeRow {
-  std::string agent_id;
-  std::string host;
+  std::string agent_id{};
+  std::string host{};
   Pool pool = Pool::kTraining;
   NodeState state = NodeState::kAvailable;
-  std::string gpu_type;
+  std::string gpu_type{};
   std::int64_t slots = 0;
   std::int64_t used_slots = 0;
   bool connected = false;
@@ -247,13 +247,13 @@ struct NodeRow {
 
 struct AgentRegister {
   static constexpr std::string_view kType = "agent_register";
-  std::string agent_id;  // also the DEALER routing id
-  std::string host;
+  std::string agent_id{};  // also the DEALER routing id
+  std::string host{};
   Pool pool = Pool::kTraining;
-  std::string gpu_type;  // "A100", "T4", "cpu", ...
+  std::string gpu_type{};  // "A100", "T4", "cpu", ...
   std::int64_t slots = 1;
-  std::vector<RunningWorker> workers;  // already running (reconciliation)
-  std::string store_endpoint;          // the agent's embedded store; empty = none
+  std::vector<RunningWorker> workers{};  // already running (reconciliation)
+  std::string store_endpoint{};          // the agent's embedded store; empty = none
   template <typename V> void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("host", host, {.non_empty = true});
@@ -268,7 +268,7 @@ struct AgentRegister {
 
 struct AgentRegistered {
   static constexpr std::string_view kType = "agent_registered";
-  std::string agent_id;
+  std::string agent_id{};
   double heartbeat_interval_seconds = 1.0;
   std::uint64_t scheduler_epoch = 0;  // changes on every scheduler start
   template <typename V> void Visit(V& v) {
@@ -281,10 +281,10 @@ struct AgentRegistered {
 
 struct Heartbeat {
   static constexpr std::string_view kType = "heartbeat";
-  std::string agent_id;
+  std::string agent_id{};
   std::uint64_t seq = 0;
   std::int64_t free_slots = 0;
-  std::vector<RunningWorker> workers;
+  std::vector<RunningWorker> workers{};
   template <typename V> void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("seq", seq);
@@ -298,14 +298,14 @@ struct StartWorkers {
   static constexpr std::string_view kType = "start_workers";
   JobId job = 0;
   std::int64_t generation = 0;
-  std::vector<WorkerPlacement> workers;  // to start on this agent
-  std::vector<WorkerId> members;         // whole generation, rank order
-  std::vector<std::string> argv;
-  std::map<std::string, std::string> env;
-  std::string cwd;             // empty = the agent's working directory
-  std::string checkpoint_dir;  // empty = no checkpoints
-  std::string store_endpoint;
-  std::string store_prefix;    // keys of this job's rendezvous, e.g. "job/12/"
+  std::vector<WorkerPlacement> workers{};  // to start on this agent
+  std::vector<WorkerId> members{};         // whole generation, rank order
+  std::vector<std::string> argv{};
+  std::map<std::string, std::string> env{};
+  std::string cwd{};             // empty = the agent's working directory
+  std::string checkpoint_dir{};  // empty = no checkpoints
+  std::string store_endpoint{};
+  std::string store_prefix{};    // keys of this job's rendezvous, e.g. "job/12/"
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 0});
@@ -326,10 +326,10 @@ struct NewGeneration {
   static constexpr std::string_view kType = "new_generation";
   JobId job = 0;
   std::int64_t generation = 1;
-  std::vector<WorkerId> members;  // rank order
-  std::vector<WorkerId> leaving;  // workers on this agent that leave at the switch
-  std::string store_endpoint;
-  std::string store_prefix;
+  std::vector<WorkerId> members{};  // rank order
+  std::vector<WorkerId> leaving{};  // workers on this agent that leave at the switch
+  std::string store_endpoint{};
+  std::string store_prefix{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 1});
@@ -345,10 +345,10 @@ struct NewGeneration {
 struct StopWorkers {
   static constexpr std::string_view kType = "stop_workers";
   JobId job = 0;
-  std::vector<WorkerId> workers;  // empty = every worker of the job on this agent
+  std::vector<WorkerId> workers{};  // empty = every worker of the job on this agent
   double grace_seconds = 10;
   bool checkpoint_first = false;
-  std::string reason;
+  std::string reason{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("workers", workers, {.min = 0});
@@ -361,12 +361,12 @@ struct StopWorkers {
 
 struct WorkerExited {
   static constexpr std::string_view kType = "worker_exited";
-  std::string agent_id;
+  std::string agent_id{};
   JobId job = 0;
   WorkerId worker = 0;
   std::int64_t generation = 0;
-  std::optional<std::int64_t> exit_code;  // exactly one of exit_code and signal
-  std::optional<std::int64_t> signal;
+  std::optional<std::int64_t> exit_code{};  // exactly one of exit_code and signal
+  std::optional<std::int64_t> signal{};
   template <typename V> void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("job", job);
@@ -386,7 +386,7 @@ struct ResizeReport {
   std::int64_t from_workers = 0;
   std::int64_t to_workers = 1;
   bool planned = true;  // false: a fault (a worker died)
-  PhaseTimings phases;
+  PhaseTimings phases{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 1});
@@ -421,16 +421,16 @@ struct JobProgress {
 
 struct SubmitJob {
   static constexpr std::string_view kType = "submit_job";
-  std::string name;  // empty = the scheduler derives one from argv[0]
-  std::optional<std::int64_t> workers;  // fixed size, or
-  std::optional<std::int64_t> min_workers;  // elastic: both min and max
-  std::optional<std::int64_t> max_workers;
-  std::string gpu_type;  // empty = any
-  std::vector<std::string> argv;
-  std::map<std::string, std::string> env;
-  std::string checkpoint_dir;
-  std::string cwd;
-  std::string model;     // throughput catalog key; empty = unknown
+  std::string name{};  // empty = the scheduler derives one from argv[0]
+  std::optional<std::int64_t> workers{};  // fixed size, or
+  std::optional<std::int64_t> min_workers{};  // elastic: both min and max
+  std::optional<std::int64_t> max_workers{};
+  std::string gpu_type{};  // empty = any
+  std::vector<std::string> argv{};
+  std::map<std::string, std::string> env{};
+  std::string checkpoint_dir{};
+  std::string cwd{};
+  std::string model{};     // throughput catalog key; empty = unknown
   double total_work = 0;  // steps; 0 = unknown
   template <typename V> void Visit(V& v) {
     v("name", name);
@@ -454,7 +454,7 @@ struct SubmitJob {
 struct SubmitReply {
   static constexpr std::string_view kType = "submit_reply";
   JobId job = 0;
-  std::string name;
+  std::string name{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("name", name);
@@ -471,7 +471,7 @@ struct ListJobs {
 
 struct JobsReply {
   static constexpr std::string_view kType = "jobs_reply";
-  std::vector<JobRow> jobs;
+  std::vector<JobRow> jobs{};
   template <typename V> void Visit(V& v) { v("jobs", jobs); }
   bool operator==(const JobsReply&) const = default;
 };
@@ -485,11 +485,11 @@ struct JobStatus {
 
 struct JobStatusReply {
   static constexpr std::string_view kType = "job_status_reply";
-  JobRow row;
-  std::vector<PlacementRow> placement;
-  std::vector<std::string> argv;
-  std::optional<std::int64_t> exit_code;  // once terminal
-  std::string message;                    // last state change's reason
+  JobRow row{};
+  std::vector<PlacementRow> placement{};
+  std::vector<std::string> argv{};
+  std::optional<std::int64_t> exit_code{};  // once terminal
+  std::string message{};                    // last state change's reason
   template <typename V> void Visit(V& v) {
     v("row", row);
     v("placement", placement);
@@ -515,7 +515,7 @@ struct ListNodes {
 
 struct NodesReply {
   static constexpr std::string_view kType = "nodes_reply";
-  std::vector<NodeRow> nodes;
+  std::vector<NodeRow> nodes{};
   template <typename V> void Visit(V& v) { v("nodes", nodes); }
   bool operator==(const NodesReply&) const = default;
 };
@@ -523,7 +523,7 @@ struct NodesReply {
 // The inference side lends servers (agent ids of inference-pool agents).
 struct PoolOffer {
   static constexpr std::string_view kType = "pool_offer";
-  std::vector<std::string> servers;
+  std::vector<std::string> servers{};
   template <typename V> void Visit(V& v) {
     v("servers", servers, {.non_empty = true, .elem_non_empty = true});
   }
@@ -535,7 +535,7 @@ struct PoolOffer {
 struct PoolReclaim {
   static constexpr std::string_view kType = "pool_reclaim";
   std::int64_t count = 0;
-  std::vector<std::string> servers;
+  std::vector<std::string> servers{};
   double deadline_seconds = 120;
   template <typename V> void Visit(V& v) {
     v("count", count, {.min = 0, .max = 1 << 20});
@@ -563,9 +563,9 @@ struct JobEvent {
   double time = 0;  // seconds since the Unix epoch
   JobState state = JobState::kQueued;
   std::int64_t workers = 0;
-  std::vector<std::string> output;  // new rank-0 output lines, oldest first
-  std::string message;              // why the state changed
-  std::optional<std::int64_t> exit_code;
+  std::vector<std::string> output{};  // new rank-0 output lines, oldest first
+  std::string message{};              // why the state changed
+  std::optional<std::int64_t> exit_code{};
   bool final = false;  // no more events for this job
   template <typename V> void Visit(V& v) {
     v("job", job);
@@ -597,7 +597,7 @@ struct StatusReply {
 
 struct Ok {
   static constexpr std::string_view kType = "ok";
-  std::string message;
+  std::string message{};
   template <typename V> void Visit(V& v) { v("message", message); }
   bool operator==(const Ok&) const = default;
 };
@@ -606,7 +606,7 @@ struct Ok {
 struct Error {
   static constexpr std::string_view kType = "error";
   Status::Code code = Status::Code::kInternal;
-  std::string message;
+  std::string message{};
   template <typename V> void Visit(V& v) {
     v("code", code);
     v("message", message);
@@ -638,9 +638,9 @@ struct GenerationAnnounce {
   static constexpr std::string_view kType = "generation_announce";
   JobId job = 0;
   std::int64_t generation = 0;
-  std::vector<WorkerId> members;  // rank order: members[r] has rank r
-  std::string store_endpoint;
-  std::string store_prefix;
+  std::vector<WorkerId> members{};  // rank order: members[r] has rank r
+  std::string store_endpoint{};
+  std::string store_prefix{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 0});
@@ -660,7 +660,7 @@ struct WorkerResizeReport {
   std::int64_t from_workers = 0;
   std::int64_t to_workers = 1;
   bool planned = true;
-  PhaseTimings phases;
+  PhaseTimings phases{};
   template <typename V> void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
@@ -698,7 +698,7 @@ struct WorkerProgress {
 struct WorkerCheckpointRequest {
   static constexpr std::string_view kType = "worker_checkpoint_request";
   JobId job = 0;
-  std::string reason;
+  std::string reason{};
   double deadline_seconds = 0;  // 0 = no deadline
   bool stop_after = false;      // exit 0 once the checkpoint is durable
   template <typename V> void Visit(V& v) {
@@ -729,8 +729,8 @@ struct WorkerLeave {
 
 struct StoreSet {
   static constexpr std::string_view kType = "store_set";
-  std::string key;
-  Bytes value;
+  std::string key{};
+  Bytes value{};
   template <typename V> void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("value", value);
@@ -741,7 +741,7 @@ struct StoreSet {
 // Waits up to timeout_ms for the key to exist (0 = answer at once: NotFound).
 struct StoreGet {
   static constexpr std::string_view kType = "store_get";
-  std::string key;
+  std::string key{};
   std::int64_t timeout_ms = 0;
   template <typename V> void Visit(V& v) {
     v("key", key, {.non_empty = true});
@@ -753,7 +753,7 @@ struct StoreGet {
 // Adds delta to the integer stored at key (missing = 0); replies the new value.
 struct StoreAdd {
   static constexpr std::string_view kType = "store_add";
-  std::string key;
+  std::string key{};
   std::int64_t delta = 0;
   template <typename V> void Visit(V& v) {
     v("key", key, {.non_empty = true});
@@ -766,9 +766,9 @@ struct StoreAdd {
 // is empty); replies the value now stored.
 struct StoreCompareSet {
   static constexpr std::string_view kType = "store_compare_set";
-  std::string key;
-  Bytes expected;
-  Bytes desired;
+  std::string key{};
+  Bytes expected{};
+  Bytes desired{};
   template <typename V> void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("expected", expected);
@@ -780,7 +780,7 @@ struct StoreCompareSet {
 // Waits until every key exists; Error{Timeout} after timeout_ms.
 struct StoreWait {
   static constexpr std::string_view kType = "store_wait";
-  std::vector<std::string> keys;
+  std::vector<std::string> keys{};
   std::int64_t timeout_ms = 0;
   template <typename V> void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
@@ -792,7 +792,7 @@ struct StoreWait {
 // Replies flag = whether every key exists, without waiting.
 struct StoreCheck {
   static constexpr std::string_view kType = "store_check";
-  std::vector<std::string> keys;
+  std::vector<std::string> keys{};
   template <typename V> void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
   }
@@ -802,7 +802,7 @@ struct StoreCheck {
 // Replies flag = whether the key existed.
 struct StoreDeleteKey {
   static constexpr std::string_view kType = "store_delete_key";
-  std::string key;
+  std::string key{};
   template <typename V> void Visit(V& v) { v("key", key, {.non_empty = true}); }
   bool operator==(const StoreDeleteKey&) const = default;
 };
@@ -811,9 +811,9 @@ struct StoreDeleteKey {
 // `flag` for check/delete_key; set and wait leave all three empty.
 struct StoreReply {
   static constexpr std::string_view kType = "store_reply";
-  std::optional<Bytes> value;
-  std::optional<std::int64_t> number;
-  std::optional<bool> flag;
+  std::optional<Bytes> value{};
+  std::optional<std::int64_t> number{};
+  std::optional<bool> flag{};
   template <typename V> void Visit(V& v) {
     v("value", value);
     v("number", number);
