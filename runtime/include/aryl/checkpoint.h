@@ -1,0 +1,75 @@
+// Checkpoints: atomic, checksummed files of an ElasticState's bytes.
+//
+// File "<dir>/ckpt-<step, 12 digits>.aryl":
+//   magic "ARYLCKP1" | u32 version | u64 step | u32 world_size | u64 payload
+//   bytes | u64 FNV-1a 64 checksum of the payload | payload
+// (little-endian). A write goes to "<name>.tmp.<pid>", is fsync'ed, renamed
+// over the final name and the directory is fsync'ed: a reader sees either the
+// whole new file or none. LoadLatest() returns the newest file that passes
+// every check; each newer file that fails (truncated, wrong checksum, bad
+// header) is reported in `skipped` and left for an operator to inspect.
+//
+// File I/O goes through CheckpointFs so tests can inject failures.
+// Thread safety: CheckpointManager is not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/status.h"
+
+namespace aryl {
+
+// The file operations a checkpoint needs (LevelDB's Env, reduced).
+class CheckpointFs {
+ public:
+  virtual ~CheckpointFs() = default;
+  // Creates `path`, writes `data`, fsyncs it.
+  virtual Status WriteFileSynced(const std::string& path, std::string_view data) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  virtual Status SyncDir(const std::string& dir) = 0;
+  virtual Result<std::string> ReadFile(const std::string& path) = 0;
+  virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  virtual Status CreateDirs(const std::string& dir) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  static CheckpointFs* Posix();
+};
+
+struct CheckpointInfo {
+  std::string path;
+  int64_t step = 0;
+  int world_size = 0;
+};
+
+struct LoadedCheckpoint {
+  CheckpointInfo info;
+  std::string payload;
+  std::vector<Status> skipped;  // newer checkpoints rejected, newest first
+};
+
+class CheckpointManager {
+ public:
+  // Keeps the newest `keep` checkpoints (older ones are removed after a write).
+  explicit CheckpointManager(std::string dir, int keep = 3, CheckpointFs* fs = CheckpointFs::Posix());
+
+  Result<CheckpointInfo> Write(int64_t step, int world_size, std::string_view payload);
+  // NotFound when the directory holds no valid checkpoint.
+  Result<LoadedCheckpoint> LoadLatest();
+  // Validates and decodes one file.
+  Result<LoadedCheckpoint> Load(const std::string& path);
+  Result<std::vector<CheckpointInfo>> List();  // newest first, unvalidated
+
+  const std::string& dir() const { return dir_; }
+  static std::string FileName(int64_t step);
+
+ private:
+  std::string dir_;
+  int keep_;
+  CheckpointFs* fs_;
+};
+
+}  // namespace aryl

@@ -1,0 +1,226 @@
+#include "aryl/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace aryl {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'R', 'Y', 'L', 'C', 'K', 'P', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = 8 + 4 + 8 + 4 + 8 + 8;
+
+uint64_t Fnv1a64(std::string_view data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <typename T>
+void Put(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(char((uint64_t(v) >> (8 * i)) & 0xff));
+}
+template <typename T>
+T Get(std::string_view in, size_t at) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t(uint8_t(in[at + i])) << (8 * i);
+  return T(v);
+}
+
+Status Errno(std::string_view what, const std::string& path) {
+  return Status::IoError(std::string(what) + " " + path + ": " + std::strerror(errno));
+}
+
+class PosixFs final : public CheckpointFs {
+ public:
+  Status WriteFileSynced(const std::string& path, std::string_view data) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return Errno("open", path);
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Status s = Errno("write", path);
+        ::close(fd);
+        return s;
+      }
+      done += size_t(n);
+    }
+    if (::fsync(fd) != 0) {
+      Status s = Errno("fsync", path);
+      ::close(fd);
+      return s;
+    }
+    if (::close(fd) != 0) return Errno("close", path);
+    return Status::Ok();
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return Errno("rename to " + to + " from", from);
+    return Status::Ok();
+  }
+  Status SyncDir(const std::string& dir) override {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno("open dir", dir);
+    int rc = ::fsync(fd);
+    ::close(fd);
+    if (rc != 0) return Errno("fsync dir", dir);
+    return Status::Ok();
+  }
+  Result<std::string> ReadFile(const std::string& path) override {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Errno("open", path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) return Errno("read", path);
+    return ss.str();
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) {
+      if (errno == ENOENT) return out;
+      return Errno("opendir", dir);
+    }
+    while (dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
+    ::closedir(d);
+    return out;
+  }
+  Status CreateDirs(const std::string& dir) override {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::IoError("create_directories " + dir + ": " + ec.message());
+    return Status::Ok();
+  }
+  Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink", path);
+    return Status::Ok();
+  }
+};
+
+bool ParseName(const std::string& name, int64_t* step) {
+  if (name.size() != 5 + 12 + 5 || name.rfind("ckpt-", 0) != 0 || name.substr(17) != ".aryl") return false;
+  int64_t v = 0;
+  for (size_t i = 5; i < 17; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *step = v;
+  return true;
+}
+
+}  // namespace
+
+CheckpointFs* CheckpointFs::Posix() {
+  static PosixFs fs;
+  return &fs;
+}
+
+CheckpointManager::CheckpointManager(std::string dir, int keep, CheckpointFs* fs)
+    : dir_(std::move(dir)), keep_(std::max(1, keep)), fs_(fs) {}
+
+std::string CheckpointManager::FileName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "ckpt-%012lld.aryl", static_cast<long long>(step));
+  return buf;
+}
+
+Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, std::string_view payload) {
+  if (dir_.empty()) return Status::FailedPrecondition("checkpoint: no directory configured (ARYL_CHECKPOINT_DIR)");
+  ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
+  std::string data;
+  data.reserve(kHeaderBytes + payload.size());
+  data.append(kMagic, 8);
+  Put<uint32_t>(data, kVersion);
+  Put<uint64_t>(data, uint64_t(step));
+  Put<uint32_t>(data, uint32_t(world_size));
+  Put<uint64_t>(data, payload.size());
+  Put<uint64_t>(data, Fnv1a64(payload));
+  data.append(payload);
+  CheckpointInfo info{dir_ + "/" + FileName(step), step, world_size};
+  std::string tmp = info.path + ".tmp." + std::to_string(::getpid());
+  Status s = fs_->WriteFileSynced(tmp, data);
+  if (s.ok()) s = fs_->Rename(tmp, info.path);
+  if (!s.ok()) {
+    (void)fs_->Remove(tmp);
+    return s.WithContext("checkpoint step " + std::to_string(step));
+  }
+  ARYL_RETURN_IF_ERROR(fs_->SyncDir(dir_));
+  // Retention: keep the newest keep_ files.
+  auto listed = List();
+  if (listed.ok()) {
+    for (size_t i = size_t(keep_); i < listed->size(); ++i) (void)fs_->Remove((*listed)[i].path);
+  }
+  return info;
+}
+
+Result<std::vector<CheckpointInfo>> CheckpointManager::List() {
+  ARYL_ASSIGN_OR_RETURN(auto names, fs_->ListDir(dir_));
+  std::vector<CheckpointInfo> out;
+  for (const auto& n : names) {
+    int64_t step;
+    if (ParseName(n, &step)) out.push_back({dir_ + "/" + n, step, 0});
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.step > b.step; });
+  return out;
+}
+
+Result<LoadedCheckpoint> CheckpointManager::Load(const std::string& path) {
+  ARYL_ASSIGN_OR_RETURN(std::string data, fs_->ReadFile(path));
+  if (data.size() < kHeaderBytes) {
+    return Status::Corruption(path + ": truncated: " + std::to_string(data.size()) + " bytes < header " +
+                              std::to_string(kHeaderBytes));
+  }
+  if (std::memcmp(data.data(), kMagic, 8) != 0) return Status::Corruption(path + ": bad magic");
+  uint32_t version = Get<uint32_t>(data, 8);
+  if (version != kVersion) {
+    return Status::Corruption(path + ": version " + std::to_string(version) + " != " + std::to_string(kVersion));
+  }
+  LoadedCheckpoint out;
+  out.info.path = path;
+  out.info.step = int64_t(Get<uint64_t>(data, 12));
+  out.info.world_size = int(Get<uint32_t>(data, 20));
+  uint64_t size = Get<uint64_t>(data, 24);
+  uint64_t sum = Get<uint64_t>(data, 32);
+  if (data.size() - kHeaderBytes != size) {
+    return Status::Corruption(path + ": truncated: payload " + std::to_string(data.size() - kHeaderBytes) +
+                              " bytes, header says " + std::to_string(size));
+  }
+  std::string_view payload(data.data() + kHeaderBytes, size);
+  uint64_t actual = Fnv1a64(payload);
+  if (actual != sum) {
+    return Status::Corruption(path + ": checksum " + std::to_string(actual) + " != stored " + std::to_string(sum));
+  }
+  out.payload.assign(payload);
+  return out;
+}
+
+Result<LoadedCheckpoint> CheckpointManager::LoadLatest() {
+  ARYL_ASSIGN_OR_RETURN(auto files, List());
+  std::vector<Status> skipped;
+  for (const auto& f : files) {
+    auto loaded = Load(f.path);
+    if (loaded.ok()) {
+      loaded->skipped = std::move(skipped);
+      return loaded;
+    }
+    skipped.push_back(loaded.status());
+  }
+  std::string msg = "no valid checkpoint in '" + dir_ + "'";
+  for (const auto& s : skipped) msg += "; skipped " + s.ToString();
+  return Status::NotFound(msg);
+}
+
+}  // namespace aryl

@@ -1,0 +1,610 @@
+// The elastic runtime: see the numbered protocol in aryl/runtime.h.
+#include "aryl/runtime.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "aryl/checkpoint.h"
+#include "comm/fake/fake_communicator.h"
+#include "comm/gloo/gloo_communicator.h"
+#include "rendezvous.h"
+#ifdef ARYL_HAVE_NCCL
+#include "comm/nccl/nccl_communicator.h"
+#endif
+
+namespace aryl {
+namespace {
+
+std::atomic<bool> g_sigterm{false};
+void OnSigterm(int) { g_sigterm = true; }
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string ResizeReport::ToString() const {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "resize from_gen=%lld to_gen=%lld from_world=%d to_world=%d step=%lld planned=%d detect_s=%.4f "
+                "agree_s=%.4f rendezvous_s=%.4f communicator_s=%.4f transfer_s=%.4f total_s=%.4f",
+                (long long)from_generation, (long long)to_generation, from_world, to_world, (long long)step,
+                planned ? 1 : 0, detect_s, agree_s, rendezvous_s, communicator_s, transfer_s, total_s);
+  return buf;
+}
+
+class Runtime::Impl {
+ public:
+  explicit Impl(RuntimeOptions o) : opt_(std::move(o)) {}
+
+  Status Init() {
+    if (opt_.elastic()) {
+      ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Connect(opt_.store_endpoint, opt_.job_id, opt_.rendezvous_timeout));
+      store_ = std::make_unique<JobStore>(std::move(js));
+    } else if (opt_.world_size > 1) {
+      // Standalone, fixed world: rank 0 hosts the store (no elasticity, so
+      // nothing needs to outlive it).
+      if (opt_.rank == 0) {
+        ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Serve(opt_.master_port, opt_.job_id, opt_.rendezvous_timeout));
+        store_ = std::make_unique<JobStore>(std::move(js));
+      } else {
+        ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Connect(opt_.master_addr + ":" + std::to_string(opt_.master_port),
+                                                          opt_.job_id, opt_.rendezvous_timeout));
+        store_ = std::make_unique<JobStore>(std::move(js));
+      }
+    }
+    if (!opt_.checkpoint_dir.empty()) {
+      ckpt_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, opt_.checkpoint_keep);
+    }
+    struct sigaction sa {};
+    sa.sa_handler = OnSigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    return Status::Ok();
+  }
+
+  // ---- step boundary ----------------------------------------------------
+  bool Step(ElasticState& state) {
+    if (finished_) return false;
+    Status s;
+    if (!started_) {
+      started_ = true;
+      s = Start(state);
+      if (!s.ok()) return Fail(s);
+    } else if (last_ == LastStep::kFailed) {
+      s = RecoverLoop(state, fail_status_);
+      if (!s.ok()) return Fail(s);
+      if (finished_) return false;
+    } else {
+      state.set_step(state.step() + 1);
+      state.AdvanceSamplers(world_);
+      if (store_ && rank_ == 0 && opt_.elastic()) (void)store_->Set("progress", std::to_string(state.step()));
+    }
+    last_ = LastStep::kNone;
+
+    if (agreed_gen_ > gen_) {
+      s = PlannedResize(state, agreed_gen_);
+      if (!s.ok() && s.IsRetryable()) s = RecoverLoop(state, s);
+      if (!s.ok()) return Fail(s);
+      if (finished_) return false;
+    }
+    bool due = opt_.checkpoint_every > 0 && state.step() > 0 && state.step() % opt_.checkpoint_every == 0;
+    if (due || agreed_ckpt_) {
+      agreed_ckpt_ = false;
+      (void)CheckpointNow(state);
+    }
+    if (agreed_stop_) {
+      (void)CheckpointNow(state);
+      spdlog::info("aryl: {} stopping at step {} (stop requested)", opt_.worker_id, state.step());
+      finished_ = true;
+      return false;
+    }
+    return true;
+  }
+
+  bool AllReduceGradients(torch::nn::Module& module, double weight) {
+    if (finished_ || !comm_) return comm_ == nullptr && !finished_;
+    if (weight < 0) weight = 1.0 / double(world_);
+    PollControl();
+    try {
+      // Buckets of consecutive gradients (in parameter order, identical on
+      // every rank); the control vector rides in the last one.
+      std::vector<torch::Tensor> grads;
+      for (auto& p : module.parameters()) {
+        if (!p.requires_grad()) continue;
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        grads.push_back(p.grad());
+      }
+      const int64_t slots = world_ + 2;
+      auto device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
+      auto control = torch::zeros({slots}, torch::TensorOptions().dtype(torch::kFloat32));
+      auto c = control.accessor<float, 1>();
+      c[rank_] = float(std::max(seen_gen_, gen_));
+      c[world_] = ckpt_wanted_ ? 1.f : 0.f;
+      c[world_ + 1] = (g_sigterm || stop_wanted_) ? 1.f : 0.f;
+
+      std::vector<torch::Tensor> buckets;
+      std::vector<std::pair<size_t, size_t>> ranges;  // [first grad, last grad) per bucket
+      size_t begin = 0, bytes = 0;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        bytes += grads[i].numel() * 4;
+        if (bytes >= opt_.bucket_bytes || i + 1 == grads.size()) {
+          ranges.emplace_back(begin, i + 1);
+          begin = i + 1;
+          bytes = 0;
+        }
+      }
+      if (ranges.empty()) ranges.emplace_back(0, 0);
+      for (size_t b = 0; b < ranges.size(); ++b) {
+        std::vector<torch::Tensor> parts;
+        for (size_t i = ranges[b].first; i < ranges[b].second; ++i) {
+          if (grads[i].scalar_type() != torch::kFloat32) {
+            Fail(Status::InvalidArgument("AllReduceGradients: gradient " + std::to_string(i) + " is " +
+                                         std::string(c10::toString(grads[i].scalar_type())) + ", want float32"));
+            return false;
+          }
+          parts.push_back(grads[i].reshape({-1}));
+        }
+        if (b + 1 == ranges.size()) parts.push_back(control.to(device));
+        auto flat = torch::cat(parts);
+        if (weight != 1.0) {
+          int64_t n = flat.numel() - (b + 1 == ranges.size() ? slots : 0);
+          flat.narrow(0, 0, n).mul_(weight);
+        }
+        buckets.push_back(flat.contiguous());
+      }
+      std::vector<BufferView> views;
+      for (auto& t : buckets) views.push_back({t.data_ptr(), size_t(t.numel()), DataType::kFloat32});
+      Status s = comm_->AllReduceSum(views);
+      if (!s.ok()) {
+        if (!s.IsRetryable()) {
+          Fail(s);
+          return false;
+        }
+        spdlog::warn("aryl: {} rank {} gen {}: step abandoned: {}", opt_.worker_id, rank_, gen_, s.ToString());
+        last_ = LastStep::kFailed;
+        fail_status_ = s;
+        fail_time_ = Now();
+        return false;
+      }
+      for (size_t b = 0; b < ranges.size(); ++b) {
+        int64_t off = 0;
+        for (size_t i = ranges[b].first; i < ranges[b].second; ++i) {
+          int64_t n = grads[i].numel();
+          grads[i].copy_(buckets[b].narrow(0, off, n).view_as(grads[i]));
+          off += n;
+        }
+        if (b + 1 == ranges.size()) {
+          auto agreed = buckets[b].narrow(0, off, slots).to(torch::kCPU);
+          auto a = agreed.accessor<float, 1>();
+          int64_t g = 0;
+          for (int r = 0; r < world_; ++r) g = std::max<int64_t>(g, int64_t(a[r]));
+          if (g > gen_ && agreed_gen_ <= gen_) agree_time_ = Now();
+          agreed_gen_ = std::max(agreed_gen_, g);
+          if (a[world_] > 0) {
+            agreed_ckpt_ = true;
+            ckpt_wanted_ = false;
+          }
+          if (a[world_ + 1] > 0) agreed_stop_ = true;
+        }
+      }
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      Fail(Status::Internal("AllReduceGradients: " + what.substr(0, what.find('\n'))));
+      return false;
+    }
+    last_ = LastStep::kOk;
+    return true;
+  }
+
+  Status CheckpointNow(const ElasticState& state) {
+    if (rank_ != 0 || !ckpt_) return Status::Ok();
+    double t0 = Now();
+    auto bytes = state.Serialize();
+    if (!bytes.ok()) return bytes.status();
+    auto info = ckpt_->Write(state.step(), world_, *bytes);
+    if (!info.ok()) {
+      spdlog::error("aryl: checkpoint at step {} failed: {}", state.step(), info.status().ToString());
+      return info.status();
+    }
+    spdlog::info("aryl: checkpoint {} step={} world={} bytes={} seconds={:.3f}", info->path, state.step(), world_,
+                 bytes->size(), Now() - t0);
+    return Status::Ok();
+  }
+
+  // ---- membership ---------------------------------------------------------
+  Status Start(ElasticState& state) {
+    double t0 = Now();
+    GenerationRecord rec;
+    if (opt_.elastic()) {
+      ARYL_RETURN_IF_ERROR(store_->Set("ready/" + opt_.worker_id, "1"));
+      ARYL_ASSIGN_OR_RETURN(rec, store_->ReadGeneration(opt_.generation, opt_.rendezvous_timeout));
+      ARYL_ASSIGN_OR_RETURN(auto ck, store_->TryGet("control/checkpoint"));
+      if (ck) ckpt_seen_ = std::stoll(*ck);
+    } else {
+      rec.generation = 1;
+      for (int r = 0; r < opt_.world_size; ++r) rec.members.push_back("rank" + std::to_string(r));
+      opt_.worker_id = "rank" + std::to_string(opt_.rank);
+    }
+    double t_rdv = Now();
+    ARYL_RETURN_IF_ERROR(Enter(rec));
+    double t_comm = Now();
+    // A fresh start (prev == 0): rank 0 brings the state (its initialization
+    // or the newest valid checkpoint); a joiner brings none.
+    bool has_state = false;
+    if (rec.prev == 0 && rank_ == 0) {
+      has_state = true;
+      if (ckpt_) {
+        auto loaded = ckpt_->LoadLatest();
+        if (loaded.ok()) {
+          for (const auto& skipped : loaded->skipped) {
+            spdlog::error("aryl: skipping corrupt checkpoint: {}", skipped.ToString());
+            std::fprintf(stderr, "aryl: checkpoint skipped: %s\n", skipped.ToString().c_str());
+          }
+          ARYL_RETURN_IF_ERROR(state.Deserialize(loaded->payload).WithContext(loaded->info.path));
+          spdlog::info("aryl: restored {} (step {}, saved at world {}) into world {}", loaded->info.path,
+                       loaded->info.step, loaded->info.world_size, world_);
+          std::printf("aryl: restored checkpoint step=%lld saved_world=%d world=%d skipped=%zu\n",
+                      (long long)loaded->info.step, loaded->info.world_size, world_, loaded->skipped.size());
+          std::fflush(stdout);
+        } else if (!loaded.status().IsNotFound()) {
+          return loaded.status();
+        } else if (loaded.status().message().find("skipped") != std::string::npos) {
+          spdlog::error("aryl: {}", loaded.status().ToString());
+        }
+      }
+    }
+    ARYL_RETURN_IF_ERROR(SyncState(state, has_state));
+    spdlog::info("aryl: {} started in gen {} as rank {}/{} at step {} (rendezvous {:.3f}s comm {:.3f}s state {:.3f}s)",
+                 opt_.worker_id, gen_, rank_, world_, state.step(), t_rdv - t0, t_comm - t_rdv, Now() - t_comm);
+    return Status::Ok();
+  }
+
+  // Builds the communicator of `rec` (step 4).
+  Status Enter(const GenerationRecord& rec) {
+    auto it = std::find(rec.members.begin(), rec.members.end(), opt_.worker_id);
+    if (it == rec.members.end()) {
+      return Status::FailedPrecondition("worker '" + opt_.worker_id + "' is not a member of generation " +
+                                        std::to_string(rec.generation));
+    }
+    int rank = int(it - rec.members.begin());
+    int size = int(rec.members.size());
+#ifdef ARYL_HAVE_NCCL
+    // A pure planned shrink of a live NCCL group: ncclCommShrink, no new id.
+    if (opt_.backend == "nccl" && comm_ && rec.prev == gen_) {
+      std::vector<int> excluded;
+      bool subset = true;
+      for (const auto& id : rec.members) {
+        subset = subset && std::find(members_.begin(), members_.end(), id) != members_.end();
+      }
+      for (size_t r = 0; r < members_.size(); ++r) {
+        if (std::find(rec.members.begin(), rec.members.end(), members_[r]) == rec.members.end()) {
+          excluded.push_back(int(r));
+        }
+      }
+      if (subset && !excluded.empty()) {
+        auto shrunk = ShrinkNcclCommunicator(comm_.get(), excluded, opt_.collective_timeout);
+        if (shrunk.ok()) {
+          comm_ = std::move(*shrunk);
+          gen_ = rec.generation;
+          members_ = rec.members;
+          rank_ = rank;
+          world_ = size;
+          return Status::Ok();
+        }
+        spdlog::warn("aryl: ncclCommShrink failed ({}); building a fresh group", shrunk.status().ToString());
+      }
+    }
+#endif
+    if (comm_) comm_->Abort();
+    comm_.reset();
+    gen_ = rec.generation;
+    members_ = rec.members;
+    rank_ = rank;
+    world_ = size;
+    if (opt_.backend == "fake") {
+      comm_ = CreateFakeCommunicator(opt_.job_id + "/g" + std::to_string(gen_), rank, size, opt_.collective_timeout);
+      return Status::Ok();
+    }
+    if (opt_.backend == "nccl") {
+#ifdef ARYL_HAVE_NCCL
+      ARYL_ASSIGN_OR_RETURN(comm_, CreateNcclCommunicator(*store_, "g" + std::to_string(gen_) + "/nccl", rank, size,
+                                                          opt_.collective_timeout));
+      return Status::Ok();
+#else
+      return Status::InvalidArgument("ARYL_BACKEND=nccl but this build has no NCCL (ARYL_WITH_NCCL)");
+#endif
+    }
+    if (size == 1 && !store_) {
+      comm_ = CreateFakeCommunicator(opt_.job_id + "/solo/" + std::to_string(::getpid()), 0, 1, opt_.collective_timeout);
+      return Status::Ok();
+    }
+    auto pg_store = store_->Prefixed("g" + std::to_string(gen_) + "/pg");
+    ARYL_ASSIGN_OR_RETURN(comm_, CreateGlooCommunicator(pg_store, rank, size, opt_.gloo_host, opt_.collective_timeout));
+    return Status::Ok();
+  }
+
+  // Step 5: picks the source of truth and moves the state to whoever lacks it.
+  Status SyncState(ElasticState& state, bool has_state) {
+    std::vector<double> info(2 * size_t(world_), 0.0);
+    info[2 * rank_] = has_state ? 1.0 : 0.0;
+    info[2 * rank_ + 1] = double(state.step());
+    BufferView v{info.data(), info.size(), DataType::kFloat64};
+    ARYL_RETURN_IF_ERROR(comm_->AllReduceSum({&v, 1}));
+    int root = -1;
+    bool everyone_current = true;
+    for (int r = 0; r < world_; ++r) {
+      if (info[2 * r] > 0 && (root < 0 || info[2 * r + 1] > info[2 * root + 1])) root = r;
+    }
+    if (root < 0) return Status::Internal("SyncState: no member of generation " + std::to_string(gen_) + " has state");
+    for (int r = 0; r < world_; ++r) {
+      if (info[2 * r] == 0 || info[2 * r + 1] != info[2 * root + 1]) everyone_current = false;
+    }
+    last_transfer_bytes_ = 0;
+    if (everyone_current) return Status::Ok();
+    std::string bytes;
+    if (rank_ == root) {
+      ARYL_ASSIGN_OR_RETURN(bytes, state.Serialize());
+    }
+    int64_t size = int64_t(bytes.size());
+    BufferView sv{&size, 1, DataType::kInt64};
+    ARYL_RETURN_IF_ERROR(comm_->Broadcast(sv, root));
+    bytes.resize(size_t(size));
+    BufferView bv{bytes.data(), bytes.size(), DataType::kUInt8};
+    ARYL_RETURN_IF_ERROR(comm_->Broadcast(bv, root));
+    last_transfer_bytes_ = size;
+    if (rank_ != root) ARYL_RETURN_IF_ERROR(state.Deserialize(bytes));
+    return Status::Ok();
+  }
+
+  Status PlannedResize(ElasticState& state, int64_t target) {
+    ResizeReport rep;
+    double t0 = Now();
+    rep.planned = true;
+    rep.from_generation = gen_;
+    rep.from_world = world_;
+    rep.step = state.step();
+    rep.detect_s = first_seen_time_ > 0 ? std::max(0.0, agree_time_ - first_seen_time_) : 0.0;
+    ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(target, opt_.rendezvous_timeout));
+    double t_rdv = Now();
+    rep.rendezvous_s = t_rdv - t0;
+    if (std::find(rec.members.begin(), rec.members.end(), opt_.worker_id) == rec.members.end()) {
+      spdlog::info("aryl: {} leaves at step {} (not in generation {})", opt_.worker_id, state.step(), target);
+      std::printf("aryl: left generation=%lld step=%lld\n", (long long)target, (long long)state.step());
+      std::fflush(stdout);
+      comm_.reset();
+      finished_ = true;
+      return Status::Ok();
+    }
+    ARYL_RETURN_IF_ERROR(Enter(rec));
+    double t_comm = Now();
+    rep.communicator_s = t_comm - t_rdv;
+    ARYL_RETURN_IF_ERROR(SyncState(state, true));
+    rep.transfer_s = Now() - t_comm;
+    rep.to_generation = gen_;
+    rep.to_world = world_;
+    rep.total_s = Now() - t0;
+    Report(rep);
+    return Status::Ok();
+  }
+
+  // Fault recovery, retried while members keep failing (bounded).
+  Status RecoverLoop(ElasticState& state, Status cause) {
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      Status s = Recover(state, cause);
+      if (s.ok() || !s.IsRetryable()) return s;
+      cause = s;
+      fail_time_ = Now();
+    }
+    return cause.WithContext("giving up after 5 recovery attempts");
+  }
+
+  Status Recover(ElasticState& state, const Status& cause) {
+    ResizeReport rep;
+    rep.planned = false;
+    rep.from_generation = gen_;
+    rep.from_world = world_;
+    rep.step = state.step();
+    double t0 = Now();
+    rep.detect_s = fail_time_ > 0 ? t0 - fail_time_ : 0.0;
+    if (comm_) comm_->Abort();
+    comm_.reset();
+    if (!store_) return cause.WithContext("no rendezvous store to recover with");
+    const std::string base = "g" + std::to_string(gen_) + "/fail/";
+    ARYL_RETURN_IF_ERROR(store_->Set(base + "member/" + opt_.worker_id, std::to_string(state.step())));
+    ARYL_ASSIGN_OR_RETURN(int64_t arrival, store_->Add(base + "count", 1));
+    if (arrival == 1) {
+      // The first survivor decides who is in: everyone, or whoever arrived
+      // before the arrivals settled.
+      int64_t last_count = 1;
+      double last_change = Now();
+      double deadline = Now() + std::chrono::duration<double>(opt_.rendezvous_timeout).count();
+      const double settle = std::chrono::duration<double>(opt_.fault_settle).count();
+      while (true) {
+        ARYL_ASSIGN_OR_RETURN(int64_t count, store_->Add(base + "count", 0));
+        if (count != last_count) {
+          last_count = count;
+          last_change = Now();
+        }
+        double quiet = Now() - last_change;
+        if (count >= world_ || (count == world_ - 1 && quiet > std::min(0.1, settle)) || quiet > settle ||
+            Now() > deadline) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::vector<std::string> survivors;
+      for (const auto& id : members_) {
+        ARYL_ASSIGN_OR_RETURN(bool in, store_->Check(base + "member/" + id));
+        if (in) survivors.push_back(id);
+      }
+      ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Publish(gen_, survivors));
+      ARYL_RETURN_IF_ERROR(store_->Set(base + "decided", std::to_string(g)));
+      spdlog::warn("aryl: gen {} failed ({}); survivors {} form gen {}", gen_, cause.ToString(), survivors.size(), g);
+    }
+    ARYL_ASSIGN_OR_RETURN(std::string decided, store_->Wait(base + "decided", opt_.rendezvous_timeout));
+    int64_t target = std::stoll(decided);
+    ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(target, opt_.rendezvous_timeout));
+    double t_rdv = Now();
+    rep.rendezvous_s = t_rdv - t0;
+    if (std::find(rec.members.begin(), rec.members.end(), opt_.worker_id) == rec.members.end()) {
+      return Status::Unavailable("worker '" + opt_.worker_id + "' arrived after generation " + std::to_string(target) +
+                                 " was formed without it");
+    }
+    ARYL_RETURN_IF_ERROR(Enter(rec));
+    double t_comm = Now();
+    rep.communicator_s = t_comm - t_rdv;
+    ARYL_RETURN_IF_ERROR(SyncState(state, true));
+    rep.transfer_s = Now() - t_comm;
+    rep.to_generation = gen_;
+    rep.to_world = world_;
+    rep.total_s = Now() - t0 + rep.detect_s;
+    rep.step = state.step();
+    Report(rep);
+    agreed_gen_ = std::max(agreed_gen_, gen_);
+    if (world_ < opt_.min_workers) return WaitForWorkers(state);
+    return Status::Ok();
+  }
+
+  // Below min_workers: checkpoint, then wait (bounded) for a generation with
+  // enough members and move into it.
+  Status WaitForWorkers(ElasticState& state) {
+    spdlog::warn("aryl: world {} < min_workers {}: checkpointing and waiting", world_, opt_.min_workers);
+    (void)CheckpointNow(state);
+    double deadline = Now() + std::chrono::duration<double>(opt_.wait_for_workers).count();
+    while (Now() < deadline) {
+      ARYL_ASSIGN_OR_RETURN(int64_t latest, store_->Latest());
+      if (latest > gen_) {
+        ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(latest, opt_.rendezvous_timeout));
+        if (int(rec.members.size()) >= opt_.min_workers) return PlannedResize(state, latest);
+      }
+      std::this_thread::sleep_for(opt_.poll_interval);
+    }
+    return Status::Unavailable("world " + std::to_string(world_) + " stayed below min_workers " +
+                               std::to_string(opt_.min_workers) + " for " +
+                               std::to_string(opt_.wait_for_workers.count()) + " ms");
+  }
+
+  void Report(const ResizeReport& rep) {
+    reports_.push_back(rep);
+    spdlog::info("aryl: {} {}", opt_.worker_id, rep.ToString());
+    if (rank_ == 0) {
+      std::printf("aryl: %s\n", rep.ToString().c_str());
+      std::fflush(stdout);
+      if (store_ && opt_.elastic()) (void)store_->Set("report/" + std::to_string(rep.to_generation), rep.ToString());
+    }
+    first_seen_time_ = 0;
+  }
+
+  void PollControl() {
+    if (!store_ || !opt_.elastic()) return;
+    double now = Now();
+    if (now - last_poll_ < std::chrono::duration<double>(opt_.poll_interval).count()) return;
+    last_poll_ = now;
+    auto latest = store_->Latest();
+    if (latest.ok() && *latest > std::max(gen_, seen_gen_)) {
+      seen_gen_ = *latest;
+      if (first_seen_time_ == 0) first_seen_time_ = now;
+    }
+    auto ck = store_->TryGet("control/checkpoint");
+    if (ck.ok() && ck->has_value()) {
+      int64_t v = std::stoll(**ck);
+      if (v > ckpt_seen_) {
+        ckpt_seen_ = v;
+        ckpt_wanted_ = true;
+      }
+    }
+    auto stop = store_->Check("control/stop");
+    if (stop.ok() && *stop) stop_wanted_ = true;
+  }
+
+  bool Fail(Status s) {
+    status_ = std::move(s);
+    finished_ = true;
+    spdlog::error("aryl: {}: {}", opt_.worker_id, status_.ToString());
+    std::fprintf(stderr, "aryl: fatal: %s\n", status_.ToString().c_str());
+    return false;
+  }
+
+  enum class LastStep { kNone, kOk, kFailed };
+
+  RuntimeOptions opt_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<CheckpointManager> ckpt_;
+  int64_t gen_ = 0;
+  std::vector<std::string> members_;
+  int rank_ = 0;
+  int world_ = 1;
+  bool started_ = false;
+  bool finished_ = false;
+  LastStep last_ = LastStep::kNone;
+  Status fail_status_;
+  Status status_;
+  double fail_time_ = 0;
+  int64_t seen_gen_ = 0;
+  int64_t agreed_gen_ = 0;
+  bool agreed_ckpt_ = false;
+  bool agreed_stop_ = false;
+  bool ckpt_wanted_ = false;
+  bool stop_wanted_ = false;
+  int64_t ckpt_seen_ = 0;
+  double last_poll_ = 0;
+  double first_seen_time_ = 0;
+  double agree_time_ = 0;
+  int64_t last_transfer_bytes_ = 0;
+  std::vector<ResizeReport> reports_;
+  friend class Runtime;
+};
+
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+Runtime::~Runtime() = default;
+
+Result<Runtime> Runtime::Create(RuntimeOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  ARYL_RETURN_IF_ERROR(impl->Init());
+  return Runtime(std::move(impl));
+}
+
+Runtime Runtime::FromEnv() {
+  auto opts = RuntimeOptions::FromEnv();
+  if (!opts.ok()) {
+    std::fprintf(stderr, "aryl: error: %s\n", opts.status().ToString().c_str());
+    std::exit(2);
+  }
+  auto rt = Create(std::move(*opts));
+  if (!rt.ok()) {
+    std::fprintf(stderr, "aryl: error: %s\n", rt.status().ToString().c_str());
+    std::exit(2);
+  }
+  return std::move(*rt);
+}
+
+bool Runtime::Step(ElasticState& state) { return impl_->Step(state); }
+bool Runtime::AllReduceGradients(torch::nn::Module& module, double weight) {
+  return impl_->AllReduceGradients(module, weight);
+}
+int Runtime::Rank() const { return impl_->rank_; }
+int Runtime::WorldSize() const { return impl_->world_; }
+int64_t Runtime::Generation() const { return impl_->gen_; }
+const std::string& Runtime::WorkerId() const { return impl_->opt_.worker_id; }
+const RuntimeOptions& Runtime::options() const { return impl_->opt_; }
+Status Runtime::status() const { return impl_->status_; }
+int Runtime::ExitCode() const { return impl_->status_.ok() ? 0 : (impl_->status_.IsRetryable() ? 3 : 1); }
+const std::vector<ResizeReport>& Runtime::Resizes() const { return impl_->reports_; }
+Communicator* Runtime::communicator() { return impl_->comm_.get(); }
+Status Runtime::CheckpointNow(const ElasticState& state) { return impl_->CheckpointNow(state); }
+void Runtime::RequestStop() { impl_->stop_wanted_ = true; }
+
+}  // namespace aryl

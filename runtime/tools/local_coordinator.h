@@ -1,0 +1,79 @@
+// LocalCoordinator: plays the agent's part for one job on one machine.
+//
+// It serves the job's rendezvous store (a c10d TCPStore on loopback, in this
+// process, so it outlives every worker), launches workers as real processes
+// (fork/exec, ARYL_* environment, own log file each) and announces
+// generations exactly as the agent does (see the protocol in aryl/runtime.h).
+// Used by the runtime tests, the benchmarks and aryl-rt-launch.
+//
+// Thread safety: not thread-safe; one driver thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/status.h"
+
+namespace aryl {
+
+class JobStore;
+
+struct CoordinatorOptions {
+  std::string job_id = "local";
+  std::vector<std::string> worker_argv;        // program and arguments
+  std::map<std::string, std::string> env;      // extra environment for every worker
+  std::string log_dir;                         // "<log_dir>/<worker>.log"; empty: inherit stdout/stderr
+  std::string backend = "gloo";
+  std::string checkpoint_dir;
+  int port = 0;                                // 0: any free port
+  std::chrono::milliseconds timeout{60000};    // store and readiness waits
+};
+
+class LocalCoordinator {
+ public:
+  static Result<std::unique_ptr<LocalCoordinator>> Start(CoordinatorOptions options);
+  ~LocalCoordinator();  // SIGKILLs workers still running
+
+  // A fresh generation (prev = 0) of `world` new workers.
+  Status Launch(int world);
+  // A planned change to `world` workers: joiners are started and awaited
+  // (ready keys) before the announcement; leavers are the last members.
+  // Returns the new generation.
+  Result<int64_t> Resize(int world);
+  Status Kill(const std::string& worker, int signal);
+  Status RequestCheckpoint();
+  Status RequestStop();
+  Status ClearStop();
+
+  // Committed steps reported by rank 0 (-1 before the first).
+  int64_t Progress();
+  Status WaitProgress(int64_t step, std::chrono::milliseconds timeout);
+  // Reaps exited workers without blocking; true when none is left running.
+  bool Reap();
+  // Waits until every worker exited; exit codes by worker id (128+signal when killed).
+  Status WaitAll(std::chrono::milliseconds timeout);
+  const std::map<std::string, int>& exit_codes() const { return exit_codes_; }
+  // Members of the newest generation.
+  Result<std::vector<std::string>> Members();
+  int port() const;
+  JobStore& store() { return *store_; }
+  std::string LogPath(const std::string& worker) const;
+
+ private:
+  LocalCoordinator(CoordinatorOptions options, std::unique_ptr<JobStore> store);
+  Status Spawn(const std::string& worker, int64_t generation);
+
+  CoordinatorOptions opt_;
+  std::unique_ptr<JobStore> store_;
+  std::map<std::string, pid_t> running_;
+  std::map<std::string, int> exit_codes_;
+  int next_worker_ = 0;
+};
+
+}  // namespace aryl

@@ -1,0 +1,205 @@
+// Multi-process tests on loopback: real worker processes (rt_test_worker)
+// launched and resized by the LocalCoordinator, which plays the agent's part.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "local_coordinator.h"
+
+namespace aryl {
+namespace {
+
+using std::chrono::milliseconds;
+namespace fs = std::filesystem;
+
+constexpr int64_t kSteps = 200;
+constexpr int64_t kDataset = 200;
+constexpr int64_t kGlobalBatch = 24;
+
+struct Run {
+  std::string dir;
+  std::unique_ptr<LocalCoordinator> coord;
+};
+
+Run MakeRun(const std::string& name, int64_t steps, int sleep_ms, std::map<std::string, std::string> env = {},
+            bool checkpoints = false) {
+  Run run;
+  run.dir = (fs::temp_directory_path() / ("aryl_rt_" + name + "_" + std::to_string(::getpid()))).string();
+  if (!checkpoints) fs::remove_all(run.dir);
+  fs::create_directories(run.dir + "/samples");
+  fs::create_directories(run.dir + "/logs");
+  CoordinatorOptions opt;
+  opt.job_id = name;
+  opt.worker_argv = {ARYL_RT_TEST_WORKER,   "--steps",   std::to_string(steps), "--sleep-ms",  std::to_string(sleep_ms),
+                     "--dataset",           std::to_string(kDataset),           "--global-batch",
+                     std::to_string(kGlobalBatch),                              "--out",     run.dir + "/final.pt",
+                     "--samples-dir",       run.dir + "/samples"};
+  opt.log_dir = run.dir + "/logs";
+  opt.timeout = milliseconds(30000);
+  env.emplace("ARYL_FAULT_SETTLE_MS", "1000");
+  env.emplace("ARYL_COLLECTIVE_TIMEOUT_MS", "10000");
+  env.emplace("ARYL_RENDEZVOUS_TIMEOUT_MS", "20000");
+  opt.env = env;
+  if (checkpoints) opt.checkpoint_dir = run.dir + "/ckpt";
+  auto c = LocalCoordinator::Start(opt);
+  EXPECT_TRUE(c.ok()) << c.status();
+  run.coord = std::move(*c);
+  return run;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Logs(const Run& run) {
+  std::string all;
+  for (auto& e : fs::directory_iterator(run.dir + "/logs")) {
+    all += "==== " + e.path().filename().string() + "\n" + ReadAll(e.path().string());
+  }
+  return all;
+}
+
+std::vector<torch::Tensor> LoadParams(const Run& run) {
+  std::vector<torch::Tensor> params;
+  torch::load(params, run.dir + "/final.pt");
+  return params;
+}
+
+// Fixed-size reference: 2 workers, same global batch and data order.
+const std::vector<torch::Tensor>& Reference() {
+  static std::vector<torch::Tensor> params = [] {
+    Run run = MakeRun("reference", kSteps, 0);
+    EXPECT_TRUE(run.coord->Launch(2).ok());
+    EXPECT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
+    for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
+    return LoadParams(run);
+  }();
+  return params;
+}
+
+void ExpectSameParams(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, bool* bitwise) {
+  ASSERT_EQ(a.size(), b.size());
+  *bitwise = true;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double diff = (a[i] - b[i]).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "param " << i << " max abs diff " << diff;
+    if (!torch::equal(a[i], b[i])) *bitwise = false;
+  }
+}
+
+// Each committed step's samples, from every worker's log: each epoch's samples
+// exactly once.
+void ExpectExactlyOnce(const Run& run) {
+  std::map<int64_t, std::multiset<int64_t>> by_epoch;
+  std::map<int64_t, int64_t> per_step;
+  for (auto& e : fs::directory_iterator(run.dir + "/samples")) {
+    std::ifstream in(e.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      int64_t step, epoch, idx;
+      ls >> step >> epoch;
+      while (ls >> idx) {
+        by_epoch[epoch].insert(idx);
+        ++per_step[step];
+      }
+    }
+  }
+  ASSERT_FALSE(by_epoch.empty());
+  int64_t last_epoch = by_epoch.rbegin()->first;
+  for (auto& [epoch, s] : by_epoch) {
+    std::set<int64_t> unique(s.begin(), s.end());
+    EXPECT_EQ(unique.size(), s.size()) << "epoch " << epoch << " has duplicate samples";
+    if (epoch < last_epoch) EXPECT_EQ(s.size(), size_t(kDataset)) << "epoch " << epoch << " is incomplete";
+  }
+  EXPECT_EQ(int64_t(per_step.size()), kSteps) << "committed steps logged";
+}
+
+// Planned resizes 2 -> 4 -> 3 -> 1 -> 2 while training: every worker that
+// stays keeps going, the final parameters equal the fixed-size run, and every
+// sample of every epoch is used exactly once.
+TEST(ElasticRuntime, Resize2To4To3To1To2MatchesFixedRun) {
+  const auto& reference = Reference();
+  Run run = MakeRun("resize", kSteps, 20);
+  ASSERT_TRUE(run.coord->Launch(2).ok());
+  int64_t at = 10;
+  for (int world : {4, 3, 1, 2}) {
+    ASSERT_TRUE(run.coord->WaitProgress(at, milliseconds(30000)).ok()) << Logs(run);
+    auto g = run.coord->Resize(world);
+    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
+    auto members = run.coord->Members();
+    ASSERT_TRUE(members.ok());
+    EXPECT_EQ(int(members->size()), world);
+    at = run.coord->Progress() + 5;
+  }
+  ASSERT_LT(run.coord->Progress(), kSteps) << "training finished before the last resize";
+  ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
+  for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
+  EXPECT_EQ(run.coord->exit_codes().size(), 5u);  // w0, w1 + joiners w2, w3 + w4
+  bool bitwise = false;
+  ExpectSameParams(reference, LoadParams(run), &bitwise);
+  std::printf("resize run: parameters %s the fixed-size run\n", bitwise ? "bitwise equal to" : "within 1e-4 of");
+  ExpectExactlyOnce(run);
+  std::string logs = Logs(run);
+  EXPECT_NE(logs.find("planned=1"), std::string::npos);
+}
+
+// SIGKILL one of three workers mid-training: the other two form a new
+// generation, replay the abandoned step and finish; no completed step is lost.
+TEST(ElasticRuntime, SigkillOneOfThreeContinuesWithTwo) {
+  const auto& reference = Reference();
+  Run run = MakeRun("sigkill", kSteps, 15);
+  ASSERT_TRUE(run.coord->Launch(3).ok());
+  ASSERT_TRUE(run.coord->WaitProgress(40, milliseconds(30000)).ok()) << Logs(run);
+  ASSERT_TRUE(run.coord->Kill("w2", SIGKILL).ok());
+  ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
+  auto codes = run.coord->exit_codes();
+  EXPECT_EQ(codes["w0"], 0) << Logs(run);
+  EXPECT_EQ(codes["w1"], 0) << Logs(run);
+  EXPECT_EQ(codes["w2"], 128 + SIGKILL);
+  bool bitwise = false;
+  ExpectSameParams(reference, LoadParams(run), &bitwise);
+  std::string logs = Logs(run);
+  EXPECT_NE(logs.find("planned=0"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("done step=200 world=2"), std::string::npos) << logs;
+}
+
+// Checkpoint every 10 steps and stop at 30 with 2 workers; corrupt the newest
+// checkpoint; resume with 3 workers: step 20 is restored, the corruption is
+// reported, and training ends where the fixed-size run does.
+TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
+  const auto& reference = Reference();
+  std::map<std::string, std::string> env{{"ARYL_CHECKPOINT_EVERY", "10"}};
+  {
+    Run first = MakeRun("ckpt", 30, 0, env, true);
+    fs::remove_all(first.dir + "/ckpt");
+    ASSERT_TRUE(first.coord->Launch(2).ok());
+    ASSERT_TRUE(first.coord->WaitAll(milliseconds(60000)).ok()) << Logs(first);
+    for (auto& [id, code] : first.coord->exit_codes()) ASSERT_EQ(code, 0) << Logs(first);
+    ASSERT_TRUE(fs::exists(first.dir + "/ckpt/ckpt-000000000030.aryl")) << Logs(first);
+    fs::resize_file(first.dir + "/ckpt/ckpt-000000000030.aryl", 1000);
+    fs::remove_all(first.dir + "/logs");
+  }
+  Run second = MakeRun("ckpt", kSteps, 0, env, true);
+  ASSERT_TRUE(second.coord->Launch(3).ok());
+  ASSERT_TRUE(second.coord->WaitAll(milliseconds(60000)).ok()) << Logs(second);
+  for (auto& [id, code] : second.coord->exit_codes()) EXPECT_EQ(code, 0) << Logs(second);
+  std::string logs = Logs(second);
+  EXPECT_NE(logs.find("checkpoint skipped: Corruption"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("restored checkpoint step=20 saved_world=2 world=3 skipped=1"), std::string::npos) << logs;
+  bool bitwise = false;
+  ExpectSameParams(reference, LoadParams(second), &bitwise);
+}
+
+}  // namespace
+}  // namespace aryl

@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "aryl/elastic_sampler.h"
+
+namespace aryl {
+namespace {
+
+// Every sample of each epoch is consumed exactly once while the world size
+// changes every few steps (including sizes that do not divide the batch).
+TEST(ElasticSampler, ExactlyOncePerEpochAcrossResizes) {
+  ElasticSampler sampler(103, 10, 5);
+  const int worlds[] = {2, 4, 3, 1, 2, 5, 7};
+  std::map<int64_t, std::multiset<int64_t>> seen;
+  for (int step = 0; step < 60; ++step) {
+    int world = worlds[(step / 4) % 7];
+    int64_t global = 0;
+    double weight_sum = 0;
+    for (int r = 0; r < world; ++r) {
+      auto b = sampler.Local(r, world);
+      for (auto i : b.indices) seen[b.epoch].insert(i);
+      global += int64_t(b.indices.size());
+      weight_sum += b.weight;
+      EXPECT_EQ(b.global_size, std::min<int64_t>(10, 103 - sampler.cursor()));
+    }
+    EXPECT_NEAR(weight_sum, 1.0, 1e-12);
+    EXPECT_EQ(global, std::min<int64_t>(10, 103 - sampler.cursor()));
+    sampler.Advance(world);
+  }
+  ASSERT_GE(seen.size(), 5u);
+  for (auto& [epoch, s] : seen) {
+    if (epoch == sampler.epoch()) continue;  // the current epoch is partial
+    ASSERT_EQ(s.size(), 103u) << "epoch " << epoch;
+    for (int64_t i = 0; i < 103; ++i) EXPECT_EQ(s.count(i), 1u) << "epoch " << epoch << " sample " << i;
+  }
+}
+
+// The permutation depends only on (seed, epoch): a restored position replays the same samples.
+TEST(ElasticSampler, PositionRestoresTheSameSamples) {
+  ElasticSampler a(50, 8, 3), b(50, 8, 3);
+  for (int i = 0; i < 9; ++i) a.Advance(2);
+  b.SetPosition(a.epoch(), a.cursor());
+  EXPECT_EQ(a.Local(1, 3).indices, b.Local(1, 3).indices);
+  ElasticSampler c(50, 8, 4);
+  c.SetPosition(a.epoch(), a.cursor());
+  EXPECT_NE(a.Local(0, 1).indices, c.Local(0, 1).indices);
+}
+
+// Linear scaling: fixed local batch, global batch and learning rate grow with the world.
+TEST(ElasticSampler, LinearScalingPolicy) {
+  ElasticSampler s(1000, 16, 1, BatchPolicy::kLinearScaling, 2);
+  EXPECT_EQ(s.GlobalBatch(4), 64);
+  EXPECT_DOUBLE_EQ(s.LearningRateScale(4), 2.0);
+  EXPECT_EQ(s.Local(3, 4).indices.size(), 16u);
+  ElasticSampler f(1000, 16, 1);
+  EXPECT_DOUBLE_EQ(f.LearningRateScale(4), 1.0);
+  EXPECT_EQ(f.Local(0, 3).indices.size(), 6u);  // 16 = 6 + 5 + 5
+  EXPECT_EQ(f.Local(2, 3).indices.size(), 5u);
+}
+
+// Micro-batches cover the local batch and their weights add up to its weight.
+TEST(ElasticSampler, MicroBatchesForGradientAccumulation) {
+  ElasticSampler s(100, 30, 1);
+  auto b = s.Local(0, 2);
+  auto micro = ElasticSampler::SplitMicroBatches(b, 4);
+  ASSERT_EQ(micro.size(), 4u);
+  double w = 0;
+  size_t n = 0;
+  for (auto& m : micro) {
+    w += m.weight;
+    n += m.indices.size();
+  }
+  EXPECT_EQ(n, 15u);
+  EXPECT_NEAR(w, b.weight, 1e-12);
+}
+
+}  // namespace
+}  // namespace aryl
