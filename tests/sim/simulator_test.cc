@@ -121,15 +121,20 @@ TEST(SimulatorTest, ReclaimShrinksAnElasticJobInsteadOfPreempting) {
   EXPECT_LT(r->metrics.avg_jct_s, 1000);  // faster than at its requested size
 }
 
-TEST(SimulatorTest, JobTooLargeForTheClusterFailsTheRun) {
-  // A 16-GPU inelastic job can never fit on one 8-GPU server: the run is an error.
-  SimConfig c = OneServer();
+TEST(SimulatorTest, AJobThatCanNeverRunFailsTheRun) {
+  // A 16-GPU job fits only across the training server and the loaned one, which the
+  // baseline never uses: the queue can never drain, and the run is an error.
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n", &demand);
   c.stall_limit = 100;
   c.tick = 50;
-  Simulator sim(c, {Job(1, 0, 10, 16)}, DemandCurve::Constant(0), LinearCatalog());
+  Simulator sim(c, {Job(1, 0, 10, 16)}, demand, LinearCatalog());
   auto r = sim.Run("baseline");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("never finished"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("1 of 1 jobs never finished under baseline"), std::string::npos) << r.status();
+  // A job larger than the whole cluster is refused by the core when submitted.
+  Simulator too_big(OneServer(), {Job(1, 0, 10, 32)}, DemandCurve::Constant(0), LinearCatalog());
+  EXPECT_FALSE(too_big.Run("baseline").ok());
 }
 
 // The shipped trace of cluster10 on a small cluster with a daily inference cycle.

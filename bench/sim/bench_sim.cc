@@ -1,0 +1,142 @@
+// bench_sim: how fast aryl-sim replays the shipped ITP traces, in the manner of
+// nccl-tests: one harness that sweeps workload sizes and policies, checks each
+// run (every fidelity check must pass, every job must complete) and prints a
+// table. Each run executes in a forked child so that its peak RSS is its own.
+//
+//   bench_sim [--policies aryl,baseline] [--training 125x8xA100]
+//             [--inference 64x8xT4] [--elastic-fraction 0.5] [--data DIR]
+//
+// Sizes: the first trace file, the first four, then all of them merged.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "aryl/flags.h"
+#include "aryl/sim/cluster_spec.h"
+#include "aryl/sim/demand.h"
+#include "aryl/sim/simulator.h"
+#include "aryl/sim/trace.h"
+#include "aryl/sim/workload.h"
+
+namespace {
+
+struct Outcome {
+  bool ok = false;
+  double wall_s = 0;
+  double max_rss_mib = 0;
+  long long jobs = 0;
+  char message[512] = {};
+};
+
+// Runs `policy` on `traces` in a child process; returns its timing and peak RSS.
+Outcome RunInChild(const std::string& data, const std::vector<std::string>& traces, const std::string& policy,
+                   const std::string& training, const std::string& inference, double elastic_fraction) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    Outcome out;
+    auto fail = [&](const aryl::Status& s) {
+      std::snprintf(out.message, sizeof(out.message), "%s", s.ToString().c_str());
+      (void)!write(fds[1], &out, sizeof(out));
+      _exit(1);
+    };
+    const auto start = std::chrono::steady_clock::now();
+    auto trace = aryl::sim::ReadTraces(traces);
+    if (!trace.ok()) fail(trace.status());
+    aryl::sim::SimConfig config;
+    config.training = *aryl::sim::ParsePoolSpec(training, "--training");
+    config.inference = *aryl::sim::ParsePoolSpec(inference, "--inference");
+    config.progress = false;
+    auto catalog = aryl::sim::LoadCatalog(data + "/throughput", {.reference_type = config.training.groups[0].gpu_type,
+                                                                  .relative_speed = 0.25,
+                                                                  .other_types = {config.inference.groups[0].gpu_type}});
+    if (!catalog.ok()) fail(catalog.status());
+    auto jobs = aryl::sim::BuildJobs(*trace, **catalog, {.elastic_fraction = elastic_fraction, .seed = 1});
+    if (!jobs.ok()) fail(jobs.status());
+    auto demand = aryl::sim::ParseDemand("daily", config.inference.Servers(), 1);
+    if (!demand.ok()) fail(demand.status());
+    aryl::sim::Simulator sim(config, std::move(*jobs), std::move(*demand), std::move(*catalog));
+    auto r = sim.Run(policy);
+    if (!r.ok()) fail(r.status());
+    out.ok = true;
+    out.jobs = r->metrics.jobs_completed;
+    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (void)!write(fds[1], &out, sizeof(out));
+    _exit(0);
+  }
+  close(fds[1]);
+  Outcome out;
+  if (read(fds[0], &out, sizeof(out)) != static_cast<ssize_t>(sizeof(out))) out.ok = false;
+  close(fds[0]);
+  int status = 0;
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
+  out.max_rss_mib = usage.ru_maxrss / 1024.0;  // KiB on Linux
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("bench_sim", "aryl-sim throughput on the shipped ITP traces");
+  options.add_options()
+      ("policies", "Policies to time", cxxopts::value<std::string>()->default_value("aryl,baseline"))
+      ("training", "Training cluster", cxxopts::value<std::string>()->default_value("125x8xA100"))
+      ("inference", "Inference cluster", cxxopts::value<std::string>()->default_value("64x8xT4"))
+      ("elastic-fraction", "Fraction of elastic jobs", cxxopts::value<double>()->default_value("0.5"))
+      ("data", "Data directory", cxxopts::value<std::string>()->default_value(ARYL_SOURCE_DIR "/data"))
+      ("all-only", "Only the full merged workload");
+  aryl::AddCommonFlags(options);
+  auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
+  const std::string data = flags["data"].as<std::string>();
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(data + "/traces/itp")) {
+    if (e.path().extension() == ".csv") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::string> policies;
+  {
+    std::string p = flags["policies"].as<std::string>();
+    std::size_t start = 0;
+    while (start <= p.size()) {
+      std::size_t comma = p.find(',', start);
+      if (comma == std::string::npos) comma = p.size();
+      if (comma > start) policies.push_back(p.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  std::vector<std::vector<std::string>> sizes;
+  if (!flags.count("all-only")) {
+    sizes.push_back({files.begin(), files.begin() + 1});
+    if (files.size() > 4) sizes.push_back({files.begin(), files.begin() + 4});
+  }
+  sizes.push_back(files);
+
+  std::printf("# training %s, inference %s, elastic fraction %.2f, daily demand, one core per run\n",
+              flags["training"].as<std::string>().c_str(), flags["inference"].as<std::string>().c_str(),
+              flags["elastic-fraction"].as<double>());
+  std::printf("%-14s %6s %8s %10s %12s %12s  %s\n", "policy", "files", "jobs", "wall s", "peak RSS MiB",
+              "jobs/s", "check");
+  int failures = 0;
+  for (const auto& traces : sizes) {
+    for (const auto& policy : policies) {
+      Outcome o = RunInChild(data, traces, policy, flags["training"].as<std::string>(),
+                             flags["inference"].as<std::string>(), flags["elastic-fraction"].as<double>());
+      std::printf("%-14s %6zu %8lld %10.2f %12.1f %12.0f  %s\n", policy.c_str(), traces.size(), o.jobs, o.wall_s,
+                  o.max_rss_mib, o.wall_s > 0 ? o.jobs / o.wall_s : 0.0, o.ok ? "ok" : o.message);
+      std::fflush(stdout);
+      failures += !o.ok;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
