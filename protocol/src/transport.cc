@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <deque>
 #include <mutex>
@@ -333,6 +335,10 @@ class Server::Impl {
     }
     wake_rx.close();
     router.close();
+    // libzmq removes an ipc:// socket file only once its I/O thread gets to it,
+    // which a process that exits right away never sees.
+    if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6 && endpoint[6] != '@')
+      ::unlink(endpoint.c_str() + 6);
     if (zap) {
       zap->Close();
       zap->Join();
