@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 
@@ -39,6 +40,7 @@ struct ExecJob {
   double executed = 0;  // iterations of progress, including those later lost
   double lost = 0;      // iterations lost to preemptions
   int preemptions = 0;
+  std::uint32_t version = 0;  // bumped whenever the finish estimate changes
   double first_start = -1;
   double finish = -1;
 };
@@ -47,6 +49,15 @@ struct ExecServer {
   sched::ServerSpec spec;
   sched::ServerState role = sched::ServerState::kAvailable;  // kAvailable, kHeld or kLoaned
   int used = 0;
+};
+
+// A job's estimated finish time; stale when the job's version has moved on.
+struct Completion {
+  double time = 0;
+  sched::JobId job = 0;
+  std::uint32_t version = 0;
+  // Min-heap on (time, job): the same order as ClusterState::NextCompletion.
+  bool operator<(const Completion& o) const { return time != o.time ? time > o.time : job > o.job; }
 };
 
 struct PendingReclaim {
@@ -101,6 +112,10 @@ class Run {
   Status FinishJob(sched::JobId id, double t);
   Status CheckDeadlines(double t);
   void Sample(double t);
+  // Re-estimates a running job's finish time after its placement changed.
+  void Reestimate(ExecJob& job);
+  // The executor's earliest estimated completion (stale entries dropped).
+  const Completion* NextCompletion();
   ExecJob* Find(sched::JobId id) {
     auto it = index_.find(id);
     return it == index_.end() ? nullptr : &jobs_[it->second];
@@ -133,6 +148,7 @@ class Run {
   int running_ = 0;
   std::int64_t finished_ = 0;
   std::deque<PendingReclaim> pending_reclaims_;
+  std::priority_queue<Completion> completions_;
 
   // Measurements.
   double span_lo_ = 0;
@@ -149,6 +165,7 @@ class Run {
   std::int64_t reclaims_ = 0;
   std::int64_t reclaims_late_ = 0;
   double next_sample_ = kInf;
+  double last_event_time_ = -kInf;  // when the core last heard of anything
   std::vector<TimelineSample> timeline_;
 };
 
@@ -172,6 +189,23 @@ void Run::AdvanceJob(ExecJob& job, double t) {
   job.executed += job.remaining - after;
   job.remaining = after;
   job.last_update = t;
+}
+
+void Run::Reestimate(ExecJob& job) {
+  ++job.version;
+  if (job.status != ExecJob::Status::kRunning || !(job.rate > 0)) return;
+  const double t = std::max(job.last_update, job.paused_until) + job.remaining / job.rate;
+  completions_.push({t, job.spec->id, job.version});
+}
+
+const Completion* Run::NextCompletion() {
+  while (!completions_.empty()) {
+    const Completion& c = completions_.top();
+    const ExecJob* job = Find(c.job);
+    if (job != nullptr && job->version == c.version && job->status == ExecJob::Status::kRunning) return &c;
+    completions_.pop();
+  }
+  return nullptr;
 }
 
 void Run::Sample(double t) {
@@ -296,6 +330,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       if (job->first_start < 0) job->first_start = t;
+      Reestimate(*job);
       --queued_;
       ++running_;
       return Status::Ok();
@@ -311,6 +346,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->paused_until = std::max(job->paused_until, t + config_.scheduler.rescale_pause);
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
+      Reestimate(*job);
       ++rescales_;
       return Status::Ok();
     }
@@ -324,6 +360,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->status = ExecJob::Status::kQueued;
       job->paused_until = t;
       ++job->preemptions;
+      ++job->version;
       ++preemptions_;
       --running_;
       ++queued_;
@@ -337,6 +374,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
 
 Status Run::Send(sched::Event event) {
   const double t = event.time;
+  last_event_time_ = t;
   Result<sched::Plan> plan = scheduler_->Handle(event);
   if (!plan.ok()) return plan.status().WithContext("scheduler at t=" + Num(t));
   for (const sched::Action& a : plan->actions) {
@@ -358,7 +396,13 @@ Status Run::FinishJob(sched::JobId id, double t) {
     return Status::Internal("fidelity: the core finishes " + JobName(*job) + " at t=" + Num(t) + " but " +
                             Num(job->remaining) + " of " + Num(job->spec->total_work) +
                             " iterations remain by the simulator's account");
+  // The core's own estimate must agree with the executor's.
+  const double core_estimate = scheduler_->state().EstimatedFinishTime(id);
+  if (!(std::fabs(core_estimate - t) <= 1e-3 + 1e-9 * std::fabs(t)))
+    return Status::Internal("fidelity: the simulator finishes " + JobName(*job) + " at t=" + Num(t) +
+                            " but the core estimates t=" + Num(core_estimate));
   Release(*job);
+  ++job->version;
   job->status = ExecJob::Status::kFinished;
   job->finish = t;
   --running_;
@@ -388,6 +432,7 @@ Status Run::HandleDemand(double t) {
       if (it->role == sched::ServerState::kHeld) loan.servers.push_back(it->spec.id);
     }
     std::sort(loan.servers.begin(), loan.servers.end());
+    last_event_time_ = t;
     Result<sched::Plan> plan = scheduler_->Handle({t, loan});
     if (!plan.ok()) return plan.status().WithContext("scheduler at t=" + Num(t) + " (loan)");
     // Roles change before the plan runs: the plan may already use the loaned servers.
@@ -422,20 +467,19 @@ Result<RunResult> Run::Execute(const std::string& policy) {
   std::size_t next_arrival = 0;
   now_ = n > 0 ? jobs_.front().spec->submit_time : 0;
   if (config_.timeline_interval > 0) next_sample_ = now_;
-  double next_tick = kInf;
   double stall_since = -1;
-  const sched::ClusterState& state = scheduler_->state();
 
   ARYL_RETURN_IF_ERROR(HandleDemand(now_));
   while (true) {
     if (next_arrival == n && finished_ == static_cast<std::int64_t>(n)) break;
     const double t_arrival = next_arrival < n ? jobs_[next_arrival].spec->submit_time : kInf;
     double t_completion = kInf;
-    if (auto c = state.NextCompletion()) t_completion = std::max(now_, c->first);
+    if (const Completion* c = NextCompletion()) t_completion = std::max(now_, c->time);
     const double t_demand = inference_servers_ > 0 ? demand_.NextChange(now_) : kInf;
+    // A tick is due `tick` seconds after the core last heard of anything, while jobs
+    // are queued or running: rounds happen at least that often, never in between.
     const bool active = queued_ > 0 || running_ > 0;
-    if (!active) next_tick = kInf;
-    const double t_tick = active && config_.tick > 0 ? next_tick : kInf;
+    const double t_tick = active && config_.tick > 0 ? last_event_time_ + config_.tick : kInf;
     const double t_deadline = pending_reclaims_.empty() ? kInf : pending_reclaims_.front().deadline;
     const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline});
     if (!std::isfinite(t)) break;
@@ -443,9 +487,11 @@ Result<RunResult> Run::Execute(const std::string& policy) {
     AdvanceClock(t);
     // 1. Completions due now (each may start others; re-ask the core every time).
     while (true) {
-      auto c = state.NextCompletion();
-      if (!c || c->first > t) break;
-      ARYL_RETURN_IF_ERROR(FinishJob(c->second, t));
+      const Completion* c = NextCompletion();
+      if (c == nullptr || c->time > t) break;
+      const sched::JobId id = c->job;
+      completions_.pop();
+      ARYL_RETURN_IF_ERROR(FinishJob(id, t));
     }
     // 2. Inference demand.
     if (t_demand <= t) ARYL_RETURN_IF_ERROR(HandleDemand(t));
@@ -456,15 +502,9 @@ Result<RunResult> Run::Execute(const std::string& policy) {
       job.last_update = t;
       ++queued_;
       ARYL_RETURN_IF_ERROR(Send({t, sched::JobSubmitted{*job.spec}}));
-      if (!std::isfinite(next_tick) && config_.tick > 0) next_tick = t + config_.tick;
     }
     // 4. Periodic rebalancing.
-    if (t_tick <= t) {
-      ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
-      next_tick = t + config_.tick;
-    } else if (!std::isfinite(next_tick) && (queued_ > 0 || running_ > 0) && config_.tick > 0) {
-      next_tick = t + config_.tick;
-    }
+    if (t_tick <= t && last_event_time_ < t) ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
     ARYL_RETURN_IF_ERROR(CheckDeadlines(t));
     bar.Update(static_cast<double>(finished_));
 

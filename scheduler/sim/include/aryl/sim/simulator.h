@@ -3,10 +3,12 @@
 // virtual time, exactly as the live daemon drives it in wall time.
 //
 // Event loop (one run = one policy):
-//   1. The next virtual time is the earliest of: the next job arrival, the core's
-//      next estimated completion (ClusterState::NextCompletion), the next change
-//      of inference demand, the next periodic tick (only while jobs are queued or
-//      running), and the next pending reclaim deadline.
+//   1. The next virtual time is the earliest of: the next job arrival, the next
+//      estimated completion (kept by the executor in a heap, O(log n), and checked
+//      against ClusterState::EstimatedFinishTime when it fires), the next change
+//      of inference demand, the next tick (`tick` seconds after the core last
+//      received any event, while jobs are queued or running: a policy round runs
+//      at least that often), and the next pending reclaim deadline.
 //   2. At one time, events go to the core in this order: completions
 //      (JobFinished), demand (a Reclaim of the missing servers due by
 //      now + reclaim_deadline when demand rises above what inference holds, or
@@ -21,7 +23,8 @@
 //      a GPU is never double-booked and workers sit only on training servers or
 //      servers loaned at that instant (checked after every action); every job
 //      finishes exactly once, and at the moment the core declares it finished the
-//      executor agrees its work is done; at the end, work executed - work lost ==
+//      executor agrees its work is done (and the core's estimate of the finish
+//      time agrees with the executor's); at the end, work executed - work lost ==
 //      work submitted; every reclaim is met (its servers returned empty) by its
 //      deadline.
 // Metrics are computed from the executor, not from the core (metrics.h).
@@ -55,7 +58,7 @@ struct SimConfig {
   PoolSpec training;
   PoolSpec inference;
   double reclaim_deadline = 300;    // seconds from the reclaim to its deadline
-  double tick = 600;                // periodic rebalancing; 0 = none
+  double tick = 600;                // longest gap between policy rounds; 0 = none
   double timeline_interval = 3600;  // seconds between timeline samples; 0 = none
   // A run with nothing running, no arrivals left and jobs still queued (they can
   // never fit) fails after this much virtual time.
