@@ -503,7 +503,6 @@ class Daemon::Impl {
 
     if (fresh) {
       j.starts++;
-      j.failures = 0;
       j.completing = false;
       j.rec.start_time = WallNow();
     }
@@ -780,18 +779,18 @@ class Daemon::Impl {
       else (void)SaveJob(j);
       return std::nullopt;
     }
+    if (m.exit_code) {
+      // A worker that exits with an error code failed on purpose: so does the job.
+      FailJob(j, code, "worker " + std::to_string(m.worker) + " on " + m.agent_id + " exited with " +
+                           std::to_string(code));
+      return std::nullopt;
+    }
+    // Killed by a signal (OOM killer, an operator, a crash): replace it, within limits.
     j.failures++;
-    int max_failures = opt.max_worker_failures;
-    if (j.failures > max_failures || j.workers.empty()) {
-      if (j.workers.empty() && j.failures <= max_failures && j.rec.state == JobState::kRunning) {
-        // Every worker died: restart the job (from its checkpoint) on its placement.
-        spdlog::warn("job {}: every worker died (last: {}), restarting", j.rec.id, code);
-        pending_converge.insert(j.rec.id);
-        (void)SaveJob(j);
-        return std::nullopt;
-      }
-      FailJob(j, code, "worker " + std::to_string(m.worker) + " on " + m.agent_id + " failed with " +
-                           std::to_string(code) + " (" + std::to_string(j.failures) + " failures)");
+    if (j.failures > opt.max_worker_failures) {
+      FailJob(j, code, "worker " + std::to_string(m.worker) + " on " + m.agent_id + " was killed by signal " +
+                           std::to_string(m.signal.value_or(0)) + " (" + std::to_string(j.failures) +
+                           " workers lost; giving up)");
       return std::nullopt;
     }
     spdlog::warn("job {}: worker {} on {} died ({}); replacing it", j.rec.id, m.worker, m.agent_id, code);
@@ -1131,6 +1130,7 @@ class Daemon::Impl {
     for (const auto& row : NodeRows()) {
       std::string pool(p::ToString(row.pool));
       auto& pj = pools[pool];
+      if (pj.is_null()) pj = json::object();
       pj["servers"] = pj.value("servers", 0) + 1;
       pj["slots"] = pj.value("slots", 0) + row.slots;
       pj["used_slots"] = pj.value("used_slots", 0) + row.used_slots;

@@ -1,0 +1,71 @@
+// Agent: one per server (aryl-agent). Registers its GPUs (or CPU slots) and
+// pool with the scheduler, heartbeats, launches and stops workers, and reports
+// how they end.
+//
+// Agent ↔ scheduler, numbered as in protocol/messages.h:
+//  1. AgentRegister {id, host, pool, gpu type, slots, workers already running}
+//     until AgentRegistered arrives (retried every second; requests time out).
+//  2. Heartbeat every AgentRegistered.heartbeat_interval_seconds. An Error push
+//     (the scheduler restarted and does not know us) means: register again,
+//     reporting the workers that run. Workers are never touched by a reconnect.
+//  3. StartWorkers: fork/exec each worker (process.h) with the ARYL_* contract
+//     of docs/runtime.md: ARYL_JOB_ID, ARYL_WORKER_ID, ARYL_GENERATION,
+//     ARYL_RANK, ARYL_WORLD_SIZE, ARYL_MIN_WORKERS, ARYL_MAX_WORKERS,
+//     ARYL_MASTER_ADDR/PORT, ARYL_CHECKPOINT_DIR, ARYL_AGENT_ENDPOINT and
+//     CUDA_VISIBLE_DEVICES (GPU agents; CPU agents set ARYL_LOCAL_SLOT);
+//     stdout/stderr go to <log dir>/job-<job>/worker-<id>.{out,err}.
+//  4. NewGeneration: relayed to the job's local workers; leavers must exit by
+//     themselves at the switch step, or are stopped after leave_timeout.
+//  5. StopWorkers: SIGTERM to each worker's process group, SIGKILL after the
+//     grace period. 7. WorkerExited for every worker that ends, with its exit
+//     code or signal.
+//
+// Thread safety: Run() owns everything; Stop() may be called from any thread.
+// Run() must stay on one thread for the agent's life (workers are bound to it
+// with PR_SET_PDEATHSIG, so they die if the agent dies).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "aryl/result.h"
+
+namespace aryl::agent {
+
+struct AgentOptions {
+  std::string scheduler = "tcp://127.0.0.1:7117";
+  std::string id;                 // default: the host name
+  std::string host;               // address peers use to reach this server; default: host name
+  std::string pool = "training";  // training | inference
+  int slots = 0;                  // 0: discover GPUs
+  std::string gpu_type;           // with slots: e.g. "cpu"
+  std::string log_dir = "aryl-logs";
+  double leave_timeout = 30;      // a leaver still running after this is stopped (s)
+  double request_timeout = 2;     // per request to the scheduler (s)
+  // CURVE: this agent's key pair (.key) and the scheduler's public key (.pub).
+  std::string curve_key;
+  std::string curve_server_key;
+};
+
+class Agent {
+ public:
+  static Result<std::unique_ptr<Agent>> Create(AgentOptions options);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs until Stop(); then stops every worker (bounded by their grace period).
+  Status Run();
+  void Stop();
+  const AgentOptions& options() const;
+  int running_workers() const;
+
+  class Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace aryl::agent

@@ -1,0 +1,377 @@
+#include "aryl/agent/agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "aryl/agent/gpu.h"
+#include "aryl/agent/process.h"
+#include "aryl/clock.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/security.h"
+#include "aryl/protocol/transport.h"
+
+namespace aryl::agent {
+
+namespace p = aryl::protocol;
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+namespace {
+double Now() { return SystemClock::Default()->NowSeconds(); }
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+// Parses "step=12 loss=0.53 steps_per_second=4.1" style tokens from a line.
+bool ParseProgress(const std::string& line, std::int64_t* step, double* loss, double* rate) {
+  static const std::regex kStep(R"((?:^|\s)step[=: ]\s*(\d+))");
+  static const std::regex kLoss(R"((?:^|\s)loss[=: ]\s*([-+0-9.eE]+|nan))");
+  static const std::regex kRate(R"((?:^|\s)(?:steps_per_second|steps/s|rate)[=: ]\s*([-+0-9.eE]+))");
+  std::smatch m;
+  if (!std::regex_search(line, m, kStep)) return false;
+  try {
+    *step = std::stoll(m[1].str());
+    if (std::regex_search(line, m, kLoss)) *loss = m[1].str() == "nan" ? NAN : std::stod(m[1].str());
+    if (std::regex_search(line, m, kRate)) *rate = std::max(0.0, std::stod(m[1].str()));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+class Agent::Impl {
+ public:
+  struct Worker {
+    p::JobId job = 0;
+    p::WorkerId id = 0;
+    std::int64_t generation = 0;
+    std::int64_t rank = 0;
+    std::int64_t slot = 0;
+    pid_t pid = 0;
+    double leave_deadline = -1;  // leaver: stop after this time
+    std::string stdout_path;
+    std::streamoff read_offset = 0;
+  };
+
+  AgentOptions opt;
+  std::unique_ptr<p::Client> client;
+  ProcessLauncher launcher;
+  std::map<pid_t, Worker> workers;
+  std::atomic<bool> stop{false};
+  std::atomic<int> running{0};
+  bool registered = false;
+  double heartbeat_interval = 1.0;
+  double last_heartbeat = 0;
+  double last_register_try = -10;
+  double last_progress = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t scheduler_epoch = 0;
+  p::Pool pool = p::Pool::kTraining;
+  bool gpus = false;
+
+  std::vector<p::RunningWorker> Running() const {
+    std::vector<p::RunningWorker> out;
+    for (const auto& [pid, w] : workers) out.push_back({w.job, w.id, w.generation, w.rank, w.slot, pid});
+    return out;
+  }
+
+  void Register() {
+    last_register_try = Now();
+    p::AgentRegister m;
+    m.agent_id = opt.id;
+    m.host = opt.host;
+    m.pool = pool;
+    m.gpu_type = opt.gpu_type;
+    m.slots = opt.slots;
+    m.workers = Running();
+    auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
+    if (!reply.ok()) {
+      if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
+      else spdlog::error("register refused: {}", reply.status().ToString());
+      return;
+    }
+    registered = true;
+    heartbeat_interval = reply->heartbeat_interval_seconds;
+    if (scheduler_epoch != 0 && scheduler_epoch != reply->scheduler_epoch) {
+      spdlog::info("scheduler restarted; re-registered with {} running workers", workers.size());
+    }
+    scheduler_epoch = reply->scheduler_epoch;
+    spdlog::info("registered with {} as {} ({} {} x{})", opt.scheduler, opt.id, opt.pool, opt.gpu_type, opt.slots);
+    last_heartbeat = 0;
+  }
+
+  void Send(const p::Message& m) {
+    Status st = client->Send(m, milliseconds(200));
+    if (!st.ok()) spdlog::debug("send {}: {}", p::TypeName(m), st.ToString());
+  }
+
+  void OnStart(const p::StartWorkers& m) {
+    Status v = m.Validate();
+    if (!v.ok()) {
+      spdlog::error("start_workers for job {}: {}", m.job, v.ToString());
+      return;
+    }
+    fs::path dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    for (const auto& wp : m.workers) {
+      bool dup = false;
+      for (const auto& [pid, w] : workers) dup |= w.job == m.job && w.id == wp.worker;
+      if (dup) continue;
+      LaunchSpec spec;
+      spec.argv = m.argv;
+      spec.cwd = m.cwd;
+      spec.env = m.env;
+      spec.env["ARYL_JOB_ID"] = std::to_string(m.job);
+      spec.env["ARYL_WORKER_ID"] = std::to_string(wp.worker);
+      spec.env["ARYL_GENERATION"] = std::to_string(std::max<std::int64_t>(1, m.generation));
+      spec.env["ARYL_RANK"] = std::to_string(wp.rank);
+      spec.env["ARYL_WORLD_SIZE"] = std::to_string(m.members.size());
+      spec.env["ARYL_LOCAL_SLOT"] = std::to_string(wp.local_slot);
+      spec.env["ARYL_AGENT_ID"] = opt.id;
+      if (!m.checkpoint_dir.empty()) spec.env["ARYL_CHECKPOINT_DIR"] = m.checkpoint_dir;
+      if (m.store_endpoint != "none" && !m.store_endpoint.empty()) spec.env["ARYL_STORE_ENDPOINT"] = m.store_endpoint;
+      if (gpus) spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(wp.local_slot);
+      Worker w;
+      w.stdout_path = (dir / ("worker-" + std::to_string(wp.worker) + ".out")).string();
+      spec.stdout_path = w.stdout_path;
+      spec.stderr_path = (dir / ("worker-" + std::to_string(wp.worker) + ".err")).string();
+      auto pid = launcher.Launch(spec);
+      if (!pid.ok()) {
+        spdlog::error("job {} worker {}: {}", m.job, wp.worker, pid.status().ToString());
+        p::WorkerExited ex;
+        ex.agent_id = opt.id;
+        ex.job = m.job;
+        ex.worker = wp.worker;
+        ex.generation = m.generation;
+        ex.exit_code = 127;
+        Send(ex);
+        continue;
+      }
+      w.job = m.job;
+      w.id = wp.worker;
+      w.generation = m.generation;
+      w.rank = wp.rank;
+      w.slot = wp.local_slot;
+      w.pid = *pid;
+      workers[*pid] = w;
+      spdlog::info("job {} worker {} (rank {}, slot {}) started: pid {}", m.job, wp.worker, wp.rank, wp.local_slot,
+                   *pid);
+    }
+    running = static_cast<int>(workers.size());
+  }
+
+  void OnNewGeneration(const p::NewGeneration& m) {
+    std::set<p::WorkerId> leaving(m.leaving.begin(), m.leaving.end());
+    for (auto& [pid, w] : workers) {
+      if (w.job != m.job) continue;
+      if (leaving.count(w.id)) {
+        if (w.leave_deadline < 0) w.leave_deadline = Now() + opt.leave_timeout;
+        continue;
+      }
+      auto it = std::find(m.members.begin(), m.members.end(), w.id);
+      if (it != m.members.end()) {
+        w.generation = m.generation;
+        w.rank = it - m.members.begin();
+      }
+    }
+    spdlog::info("job {}: generation {} with {} members, {} leaving here", m.job, m.generation, m.members.size(),
+                 m.leaving.size());
+  }
+
+  void OnStop(const p::StopWorkers& m) {
+    std::set<p::WorkerId> which(m.workers.begin(), m.workers.end());
+    for (auto& [pid, w] : workers) {
+      if (w.job != m.job || (!which.empty() && !which.count(w.id))) continue;
+      spdlog::info("job {} worker {}: stopping ({}; grace {} s)", m.job, w.id, m.reason, m.grace_seconds);
+      if (m.grace_seconds <= 0) launcher.Signal(pid, SIGKILL);
+      launcher.RequestStop(pid, m.grace_seconds);
+    }
+  }
+
+  void OnPush(const p::Message& msg) {
+    if (auto* m = std::get_if<p::StartWorkers>(&msg)) return OnStart(*m);
+    if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
+    if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
+    if (auto* m = std::get_if<p::WorkerCheckpointRequest>(&msg)) {
+      spdlog::info("job {}: checkpoint requested ({})", m->job, m->reason);
+      return;
+    }
+    if (auto* e = std::get_if<p::Error>(&msg)) {
+      if (e->code == Status::Code::kFailedPrecondition) {
+        spdlog::info("scheduler does not know this agent ({}); registering again", e->message);
+        registered = false;
+        last_register_try = -10;
+      } else {
+        spdlog::warn("scheduler error: {}", e->message);
+      }
+      return;
+    }
+    spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
+  }
+
+  void Reap() {
+    double now = Now();
+    for (auto& [pid, w] : workers) {
+      if (w.leave_deadline >= 0 && now > w.leave_deadline) {
+        launcher.RequestStop(pid, 5);
+        w.leave_deadline = now + 3600;
+      }
+    }
+    for (const auto& ex : launcher.Poll()) {
+      auto it = workers.find(ex.pid);
+      if (it == workers.end()) continue;
+      const Worker& w = it->second;
+      spdlog::info("job {} worker {} {}", w.job, w.id, ex.Describe());
+      p::WorkerExited m;
+      m.agent_id = opt.id;
+      m.job = w.job;
+      m.worker = w.id;
+      m.generation = w.generation;
+      if (ex.signal != 0) m.signal = ex.signal;
+      else m.exit_code = ex.exit_code;
+      if (registered) Send(m);
+      workers.erase(it);
+    }
+    running = static_cast<int>(workers.size());
+  }
+
+  // Rank 0's stdout carries "step=N loss=X steps_per_second=R" lines (the
+  // examples print them); the newest becomes a JobProgress.
+  void Progress() {
+    double now = Now();
+    if (now - last_progress < 1.0) return;
+    last_progress = now;
+    for (auto& [pid, w] : workers) {
+      if (w.rank != 0) continue;
+      std::ifstream in(w.stdout_path);
+      if (!in) continue;
+      in.seekg(w.read_offset);
+      std::string line, last;
+      std::int64_t step = -1;
+      double loss = 0, rate = 0;
+      std::streamoff good = w.read_offset;
+      while (std::getline(in, line)) {
+        if (in.eof()) break;  // partial line: read it next time
+        good = in.tellg();
+        std::int64_t s;
+        double l = 0, r = 0;
+        if (ParseProgress(line, &s, &l, &r)) {
+          step = s;
+          loss = l;
+          rate = r;
+        }
+      }
+      w.read_offset = good;
+      if (step < 0 || !registered) continue;
+      p::JobProgress m;
+      m.job = w.job;
+      m.generation = w.generation;
+      m.step = step;
+      m.loss = loss;
+      m.steps_per_second = rate;
+      Send(m);
+    }
+  }
+
+  Status Run() {
+    while (!stop) {
+      double now = Now();
+      if (!registered && now - last_register_try > 1.0) Register();
+      if (registered && now - last_heartbeat >= heartbeat_interval) {
+        last_heartbeat = now;
+        p::Heartbeat hb;
+        hb.agent_id = opt.id;
+        hb.seq = ++seq;
+        std::set<std::int64_t> used;
+        for (const auto& [pid, w] : workers) used.insert(w.slot);
+        hb.free_slots = std::max<std::int64_t>(0, opt.slots - static_cast<std::int64_t>(used.size()));
+        hb.workers = Running();
+        Send(hb);
+      }
+      auto msg = client->Receive(milliseconds(20));
+      if (msg.ok()) OnPush(*msg);
+      Reap();
+      Progress();
+    }
+    spdlog::info("agent {} stopping: {} workers", opt.id, workers.size());
+    for (const auto& ex : launcher.StopAll(5)) {
+      auto it = workers.find(ex.pid);
+      if (it == workers.end()) continue;
+      p::WorkerExited m;
+      m.agent_id = opt.id;
+      m.job = it->second.job;
+      m.worker = it->second.id;
+      m.generation = it->second.generation;
+      if (ex.signal != 0) m.signal = ex.signal;
+      else m.exit_code = ex.exit_code;
+      if (registered) Send(m);
+      workers.erase(it);
+    }
+    running = 0;
+    client->Close();
+    return Status::Ok();
+  }
+};
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+
+Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+  auto impl = std::make_unique<Impl>();
+  if (options.id.empty()) options.id = HostName();
+  if (options.host.empty()) options.host = HostName();
+  if (!p::FromString(options.pool, &impl->pool)) {
+    return Status::InvalidArgument("--pool '" + options.pool + "': expected training or inference");
+  }
+  if (options.slots < 0) return Status::InvalidArgument("--slots must be >= 0");
+  if (options.slots == 0) {
+    ARYL_ASSIGN_OR_RETURN(auto inv, DiscoverGpus());
+    options.slots = inv.count;
+    if (options.gpu_type.empty()) options.gpu_type = inv.type;
+    impl->gpus = true;
+    spdlog::info("found {} x {} via {}", inv.count, inv.type, inv.source);
+  } else {
+    if (options.gpu_type.empty()) options.gpu_type = "cpu";
+    impl->gpus = options.gpu_type != "cpu";
+  }
+  std::error_code ec;
+  fs::create_directories(options.log_dir, ec);
+  if (ec) return Status::IoError("log dir " + options.log_dir + ": " + ec.message());
+  p::Client::Options co;
+  co.endpoint = options.scheduler;
+  co.identity = options.id;
+  if (!options.curve_key.empty() || !options.curve_server_key.empty()) {
+    if (options.curve_key.empty() || options.curve_server_key.empty())
+      return Status::InvalidArgument("CURVE needs both --curve-key and --curve-server-key");
+    ARYL_ASSIGN_OR_RETURN(auto kp, p::LoadKeyPair(options.curve_key));
+    ARYL_ASSIGN_OR_RETURN(auto server_pub, p::LoadPublicKey(options.curve_server_key));
+    co.curve = p::CurveClientKeys{kp.public_key, kp.secret_key, server_pub};
+  }
+  ARYL_ASSIGN_OR_RETURN(impl->client, p::Client::Connect(co));
+  impl->opt = options;
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Status Agent::Run() { return impl_->Run(); }
+void Agent::Stop() { impl_->stop = true; }
+const AgentOptions& Agent::options() const { return impl_->opt; }
+int Agent::running_workers() const { return impl_->running; }
+
+}  // namespace aryl::agent

@@ -1,0 +1,67 @@
+// aryl-agent: one per server; see agent.h and docs/operations.md.
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "aryl/agent/agent.h"
+#include "aryl/agent/gpu.h"
+#include "aryl/flags.h"
+
+namespace {
+aryl::agent::Agent* g_agent = nullptr;
+void OnSignal(int) {
+  if (g_agent) g_agent->Stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("aryl-agent", "Aryl's agent: runs training workers on one server.");
+  aryl::agent::AgentOptions a;
+  options.add_options()
+      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(a.scheduler))
+      ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
+      ("host", "Address other servers reach this one at (default: host name)", cxxopts::value<std::string>()->default_value(""))
+      ("pool", "training or inference", cxxopts::value<std::string>()->default_value(a.pool))
+      ("slots", "Worker slots; 0: one per GPU found via NVML/CUDA", cxxopts::value<int>()->default_value("0"))
+      ("gpu-type", "GPU type for --slots (default: cpu)", cxxopts::value<std::string>()->default_value(""))
+      ("log-dir", "Per-worker stdout/stderr files go here", cxxopts::value<std::string>()->default_value(a.log_dir))
+      ("leave-timeout", "Stop a leaving worker still running after this many seconds",
+       cxxopts::value<double>()->default_value("30"))
+      ("curve-key", "This agent's CURVE secret key file", cxxopts::value<std::string>()->default_value(""))
+      ("curve-server-key", "The scheduler's CURVE public key file", cxxopts::value<std::string>()->default_value(""))
+      ("print-gpus", "Print the GPUs found and exit");
+  aryl::AddCommonFlags(options);
+  auto r = aryl::ParseFlagsOrExit(options, argc, argv);
+  if (r.count("print-gpus")) {
+    auto inv = aryl::agent::DiscoverGpus();
+    if (!inv.ok()) {
+      std::cout << inv.status().message() << "\n";
+      return 1;
+    }
+    std::cout << inv->count << " x " << inv->type << " (" << inv->source << ")\n";
+    for (const auto& n : inv->names) std::cout << "  " << n << "\n";
+    return 0;
+  }
+  a.scheduler = r["scheduler"].as<std::string>();
+  a.id = r["id"].as<std::string>();
+  a.host = r["host"].as<std::string>();
+  a.pool = r["pool"].as<std::string>();
+  a.slots = r["slots"].as<int>();
+  a.gpu_type = r["gpu-type"].as<std::string>();
+  a.log_dir = r["log-dir"].as<std::string>();
+  a.leave_timeout = r["leave-timeout"].as<double>();
+  a.curve_key = r["curve-key"].as<std::string>();
+  a.curve_server_key = r["curve-server-key"].as<std::string>();
+  if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
+  auto agent = aryl::agent::Agent::Create(a);
+  if (!agent.ok()) {
+    std::cerr << "aryl-agent: error: " << agent.status().ToString() << "\n";
+    return agent.status().IsInvalidArgument() ? 2 : 1;
+  }
+  g_agent = agent->get();
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+  aryl::Status st = (*agent)->Run();
+  return st.ok() ? 0 : 1;
+}

@@ -1,0 +1,255 @@
+// aryl-run: submit a job, stream its state changes (and, on this machine, its
+// rank-0 output), and exit with the job's exit code. Ctrl-C cancels the job.
+//
+//   aryl-run [--scheduler tcp://head:7117] [--name N] (--workers 4 | --min 2 --max 8)
+//            [--gpu-type A100] [--checkpoint-dir D] -- ./train args...
+//   aryl-run --standalone --slots 4 [--loan-slots 4 --inference-demand daily:...] -- ./train ...
+//
+// --standalone embeds a scheduler and agents in this process on loopback (the
+// one-machine default, like torchrun --standalone): a training agent with
+// --slots slots and, with --loan-slots, an inference agent whose slots are
+// loaned to training when inference demand (--inference-demand) is low.
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "aryl/agent/agent.h"
+#include "aryl/daemon/daemon.h"
+#include "aryl/flags.h"
+#include "client_util.h"
+
+namespace p = aryl::protocol;
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+void OnSignal(int) { g_interrupts++; }
+
+const char* kProg = "aryl-run";
+
+// Follows one file from the start, printing whole lines.
+class Tail {
+ public:
+  void Follow(const std::string& path) {
+    if (path == path_) return;
+    path_ = path;
+    offset_ = 0;
+  }
+  void Pump(std::ostream& out) {
+    if (path_.empty()) return;
+    std::ifstream in(path_);
+    if (!in) return;
+    in.seekg(offset_);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;
+      out << line << "\n";
+      offset_ = in.tellg();
+    }
+    out.flush();
+  }
+
+ private:
+  std::string path_;
+  std::streamoff offset_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options o(kProg, "Run a training job on an Aryl cluster (or standalone on this machine).");
+  o.add_options()
+      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(aryl::cli::DefaultScheduler()))
+      ("name", "Job name", cxxopts::value<std::string>()->default_value(""))
+      ("workers", "Fixed number of workers", cxxopts::value<int>())
+      ("min", "Elastic: fewest workers", cxxopts::value<int>())
+      ("max", "Elastic: most workers", cxxopts::value<int>())
+      ("gpu-type", "GPU type (default: any)", cxxopts::value<std::string>()->default_value(""))
+      ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
+      ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
+      ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>())
+      ("quiet", "Do not print state changes")
+      ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_KEY", "")))
+      ("curve-server-key", "Scheduler CURVE public key file",
+       cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_SERVER_KEY", "")));
+  o.add_options("standalone")
+      ("standalone", "Embed a scheduler and agents in this process (loopback only)")
+      ("slots", "Standalone: training slots", cxxopts::value<int>()->default_value("0"))
+      ("loan-slots", "Standalone: slots of a loanable inference agent", cxxopts::value<int>()->default_value("0"))
+      ("inference-demand", "Standalone: inference demand curve (FILE or daily:...)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("demand-time-scale", "Standalone: demand-curve seconds per wall second", cxxopts::value<double>()->default_value("1"))
+      ("state", "Standalone: state file (default: a fresh one under the work dir)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("work-dir", "Standalone: logs and state go here", cxxopts::value<std::string>()->default_value("aryl-run"))
+      ("http-port", "Standalone: metrics/status port (-1: off)", cxxopts::value<int>()->default_value("-1"));
+  o.positional_help("-- CMD ARGS...");
+  aryl::AddCommonFlags(o);
+  auto r = aryl::ParseFlagsOrExit(o, argc, argv);
+
+  p::SubmitJob m;
+  m.name = r["name"].as<std::string>();
+  if (r.count("workers")) m.workers = r["workers"].as<int>();
+  if (r.count("min")) m.min_workers = r["min"].as<int>();
+  if (r.count("max")) m.max_workers = r["max"].as<int>();
+  bool standalone = r.count("standalone") > 0;
+  int slots = r["slots"].as<int>();
+  int loan_slots = r["loan-slots"].as<int>();
+  if (!m.workers && !m.min_workers && !m.max_workers) {
+    if (standalone && slots > 0) m.workers = slots;
+    else aryl::UsageError(kProg, "give --workers N or --min A --max B");
+  }
+  m.gpu_type = r["gpu-type"].as<std::string>();
+  m.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
+  m.total_work = r["steps"].as<double>();
+  if (r.count("env")) {
+    for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) aryl::UsageError(kProg, "--env '" + kv + "': expected KEY=VALUE");
+      m.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  for (const auto& a : r.unmatched()) m.argv.push_back(a);
+  if (m.argv.empty()) aryl::UsageError(kProg, "missing the command to run (after --)");
+  aryl::Status v = m.Validate();
+  if (!v.ok()) aryl::UsageError(kProg, v.message());
+  if (standalone && slots <= 0) aryl::UsageError(kProg, "--standalone needs --slots N (N >= 1)");
+  if (loan_slots < 0) aryl::UsageError(kProg, "--loan-slots must be >= 0");
+  bool quiet = r.count("quiet") > 0;
+  std::string endpoint = r["scheduler"].as<std::string>();
+  std::string curve_key = r["curve-key"].as<std::string>();
+  std::string curve_server_key = r["curve-server-key"].as<std::string>();
+
+  // --- standalone: scheduler and agents in this process ---
+  std::unique_ptr<aryl::daemon::Daemon> daemon;
+  std::vector<std::unique_ptr<aryl::agent::Agent>> agents;
+  std::vector<std::thread> agent_threads;
+  std::string log_dir;
+  if (standalone) {
+    fs::path work = r["work-dir"].as<std::string>();
+    std::error_code ec;
+    fs::create_directories(work, ec);
+    if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": " + ec.message());
+    aryl::daemon::DaemonOptions d;
+    d.endpoint = "tcp://127.0.0.1:*";
+    d.state_path = r["state"].as<std::string>();
+    if (d.state_path.empty()) {
+      d.state_path = (work / "state.db").string();
+      fs::remove(d.state_path, ec);
+      fs::remove(d.state_path + "-wal", ec);
+      fs::remove(d.state_path + "-shm", ec);
+      fs::remove_all(work / "logs", ec);  // job ids restart at 1 with a fresh state
+    }
+    d.http_port = r["http-port"].as<int>();
+    d.inference_demand = r["inference-demand"].as<std::string>();
+    d.demand_time_scale = r["demand-time-scale"].as<double>();
+    d.heartbeat_interval = 0.2;
+    d.agent_timeout = 2;
+    d.restart_grace = 1;
+    d.rescale_pause = 1;
+    auto started = aryl::daemon::Daemon::Start(d);
+    if (!started.ok()) return aryl::cli::Fail(kProg, started.status());
+    daemon = std::move(*started);
+    endpoint = daemon->endpoint();
+    log_dir = (work / "logs").string();
+    auto add_agent = [&](const std::string& id, const std::string& pool, int n) -> aryl::Status {
+      aryl::agent::AgentOptions a;
+      a.scheduler = endpoint;
+      a.id = id;
+      a.host = "127.0.0.1";
+      a.pool = pool;
+      a.slots = n;
+      a.gpu_type = m.gpu_type.empty() ? "cpu" : m.gpu_type;
+      a.log_dir = log_dir;
+      ARYL_ASSIGN_OR_RETURN(auto agent, aryl::agent::Agent::Create(a));
+      agents.push_back(std::move(agent));
+      return aryl::Status::Ok();
+    };
+    aryl::Status st = add_agent("local", "training", slots);
+    if (st.ok() && loan_slots > 0) st = add_agent("loan", "inference", loan_slots);
+    if (!st.ok()) return aryl::cli::Fail(kProg, st);
+    for (auto& a : agents) agent_threads.emplace_back([agent = a.get()] { (void)agent->Run(); });
+    if (!quiet) std::cerr << kProg << ": standalone scheduler on " << endpoint << ", logs in " << log_dir << "\n";
+  }
+  auto shutdown = [&](int code) {
+    for (auto& a : agents) a->Stop();
+    for (auto& t : agent_threads) t.join();
+    if (daemon) daemon->Stop();
+    return code;
+  };
+
+  auto client = aryl::cli::ConnectScheduler(endpoint, curve_key, curve_server_key);
+  if (!client.ok()) return shutdown(aryl::cli::Fail(kProg, client.status()));
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  // Submit; in standalone mode the agents may still be registering.
+  aryl::Result<p::SubmitReply> submitted = aryl::Status::Unavailable("not submitted");
+  for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
+    submitted = (*client)->Call<p::SubmitReply>(m, milliseconds(3000));
+    if (submitted.ok() || !(submitted.status().IsUnavailable() && standalone)) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status()));
+  p::JobId job = submitted->job;
+  if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
+
+  Tail tail;
+  int exit_code = 1;
+  bool cancel_sent = false;
+  auto last_watch = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+  std::string last_line;
+  while (true) {
+    if (g_interrupts > 0 && !cancel_sent) {
+      std::cerr << kProg << ": interrupted; cancelling job " << job << "\n";
+      p::CancelJob c;
+      c.job = job;
+      auto rc = (*client)->Call<p::Ok>(c, milliseconds(3000));
+      if (!rc.ok()) std::cerr << kProg << ": cancel: " << rc.status().ToString() << "\n";
+      cancel_sent = true;
+    }
+    if (g_interrupts > 2) {
+      std::cerr << kProg << ": giving up waiting for the job to stop\n";
+      exit_code = 130;
+      break;
+    }
+    // (Re)watch every few seconds: survives a scheduler restart.
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_watch > std::chrono::seconds(3)) {
+      last_watch = now;
+      p::WatchJob w;
+      w.job = job;
+      (void)(*client)->Call<p::Ok>(w, milliseconds(1000));
+    }
+    if (!log_dir.empty()) {
+      tail.Follow(log_dir + "/job-" + std::to_string(job) + "/worker-0.out");
+      tail.Pump(std::cout);
+    }
+    auto msg = (*client)->Receive(milliseconds(100));
+    if (!msg.ok()) continue;
+    auto* ev = std::get_if<p::JobEvent>(&*msg);
+    if (!ev || ev->job != job) continue;
+    std::string line = std::string(p::ToString(ev->state)) + " (" + std::to_string(ev->workers) + " workers)" +
+                       (ev->message.empty() ? "" : ": " + ev->message);
+    if (!quiet && line != last_line) std::cerr << kProg << ": job " << job << " " << line << "\n";
+    last_line = line;
+    for (const auto& l : ev->output) std::cout << l << "\n";
+    if (ev->final) {
+      exit_code = ev->exit_code.value_or(ev->state == p::JobState::kCompleted ? 0 : 1);
+      if (ev->state == p::JobState::kCancelled) exit_code = 130;
+      break;
+    }
+  }
+  if (!log_dir.empty()) {
+    std::this_thread::sleep_for(milliseconds(100));
+    tail.Pump(std::cout);
+  }
+  return shutdown(exit_code);
+}
