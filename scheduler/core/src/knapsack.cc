@@ -1,6 +1,7 @@
 #include "aryl/sched/knapsack.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -8,6 +9,10 @@ namespace aryl::sched {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kNever = std::numeric_limits<double>::infinity();
+// The core refinement re-solves at most this many groups, within this many DP steps.
+constexpr size_t kCoreGroups = 64;
+constexpr std::int64_t kCoreBudget = 2'000'000;
 
 void Finish(const std::vector<KnapsackGroup>& groups, KnapsackSolution* sol) {
   sol->value = 0;
@@ -111,6 +116,8 @@ KnapsackSolution SolveKnapsackGreedy(const std::vector<KnapsackGroup>& groups, i
                    [](const Increment& a, const Increment& b) { return a.slope > b.slope; });
   std::vector<char> closed(groups.size(), 0);
   int left = capacity;
+  double critical = 0;  // the slope where the greedy stopped
+  bool have_critical = false;
   for (const auto& inc : incs) {
     if (closed[inc.group] || sol.choice[inc.group] != inc.from) continue;
     const auto& opts = groups[inc.group].options;
@@ -118,8 +125,58 @@ KnapsackSolution SolveKnapsackGreedy(const std::vector<KnapsackGroup>& groups, i
     if (dw <= left) {
       sol.choice[inc.group] = inc.to;
       left -= dw;
+      critical = inc.slope;
     } else {
       closed[inc.group] = 1;
+      if (!have_critical) critical = inc.slope;
+      have_critical = true;
+    }
+  }
+  // Core refinement: the greedy can only be wrong about groups whose hull
+  // slopes lie near the critical slope. Re-solve the groups nearest to it
+  // exactly (DP), the others fixed, with their weights plus the leftover as
+  // capacity. The greedy's own choice is feasible there, so this never loses.
+  {
+    std::vector<std::pair<double, int>> near;  // distance to the critical slope, group
+    std::vector<double> dist(groups.size(), kNever);
+    for (const auto& inc : incs) {
+      dist[inc.group] = std::min(dist[inc.group], std::abs(inc.slope - critical));
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (dist[g] < kNever && groups[g].options.size() > 1) near.emplace_back(dist[g], g);
+    }
+    std::sort(near.begin(), near.end());
+    std::vector<int> core;
+    std::vector<KnapsackGroup> sub;
+    int sub_capacity = left;
+    std::int64_t sub_options = 0;
+    for (const auto& [d, g] : near) {
+      const auto& opts = groups[g].options;
+      const int cur_w = opts[sol.choice[g]].weight;
+      const std::int64_t next_options = sub_options + static_cast<std::int64_t>(opts.size());
+      if (core.size() >= kCoreGroups ||
+          next_options * (sub_capacity + cur_w + 1) > kCoreBudget) {
+        break;
+      }
+      core.push_back(g);
+      sub_capacity += cur_w;
+      sub_options = next_options;
+    }
+    if (core.size() > 1) {
+      for (int g : core) sub.push_back(groups[g]);  // option 0 has weight 0
+      KnapsackSolution refined = SolveKnapsackExact(sub, sub_capacity);
+      double before = 0, after = 0;
+      for (size_t i = 0; i < core.size(); ++i) {
+        before += groups[core[i]].options[sol.choice[core[i]]].value;
+        after += sub[i].options[refined.choice[i]].value;
+      }
+      if (after > before + 1e-12) {
+        left = sub_capacity;
+        for (size_t i = 0; i < core.size(); ++i) {
+          sol.choice[core[i]] = refined.choice[i];
+          left -= groups[core[i]].options[refined.choice[i]].weight;
+        }
+      }
     }
   }
   // Fill: the best single-group upgrade into the leftover capacity, repeated.

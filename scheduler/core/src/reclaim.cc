@@ -82,11 +82,14 @@ struct Scratch {
     auto it = placement.find(job.spec.id);
     return it == placement.end() ? job.placement : it->second;
   }
-  // Cost of returning `sid` next; `apply` commits it.
-  ReclaimCost Cost(ServerId sid, bool apply) {
+  // Cost of returning `sid` next; `apply` commits it. `freed` (when given)
+  // receives how many other servers this leaves empty: a preemption frees the
+  // job's workers everywhere, so one preemption may return several servers.
+  ReclaimCost Cost(ServerId sid, bool apply, int* freed = nullptr) {
     ReclaimCost cost;
     const ServerInfo& s = *state.server(sid);
     const std::unordered_set<ServerId> removed = {sid};
+    std::unordered_map<ServerId, int> dropped;  // other server -> workers leaving it
     for (const auto& [jid, unused] : s.jobs) {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
@@ -100,7 +103,21 @@ struct Scratch {
         for (const auto& [x, n] : next) w += n;
         cost.lost_gpu_seconds += w * state.config().rescale_pause;
       }
+      if (freed) {
+        for (const auto& [other, n] : cur) {
+          if (other == sid) continue;
+          auto it = next.find(other);
+          const int stays = it == next.end() ? 0 : it->second;
+          if (n > stays) dropped[other] += n - stays;
+        }
+      }
       if (apply) placement[jid] = std::move(next);
+    }
+    if (freed) {
+      *freed = 0;
+      for (const auto& [other, n] : dropped) {
+        if (state.server(other)->loaned() && Used(other) == n) ++*freed;
+      }
     }
     return cost;
   }
@@ -246,25 +263,37 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
       switch (strategy) {
         case ReclaimStrategy::kGreedy: {
+          // Least cost per server returned: (preemptions, lost GPU-time) divided
+          // by 1 + the servers the step leaves empty (they are returned next at
+          // no further cost), then fewest used GPUs, then lowest id.
           Scratch scratch{state, {}};
           std::vector<ServerId> left = busy;
-          for (int i = 0; i < need; ++i) {
+          int remaining = need;
+          while (remaining > 0) {
             size_t best = 0;
-            ReclaimCost best_cost;
+            double best_p = 0, best_l = 0;
             int best_used = 0;
             for (size_t c = 0; c < left.size(); ++c) {
               const int used = scratch.Used(left[c]);
-              ReclaimCost cost = used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false);
-              if (c == 0 || cost < best_cost ||
-                  (!(best_cost < cost) && used < best_used)) {
+              int freed = 0;
+              ReclaimCost cost = used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &freed);
+              const double share = 1.0 + std::min(freed, remaining - 1);
+              const double p = cost.preemptions / share, l = cost.lost_gpu_seconds / share;
+              const bool better =
+                  c == 0 || p < best_p - 1e-12 ||
+                  (p <= best_p + 1e-12 &&
+                   (l < best_l - 1e-9 || (l <= best_l + 1e-9 && used < best_used)));
+              if (better) {
                 best = c;
-                best_cost = cost;
+                best_p = p;
+                best_l = l;
                 best_used = used;
               }
             }
             scratch.Cost(left[best], true);
             d.servers.push_back(left[best]);
             left.erase(left.begin() + best);
+            --remaining;
           }
           break;
         }

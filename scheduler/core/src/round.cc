@@ -255,7 +255,15 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     }
     allocs.push_back(std::move(a));
   }
+  // `index` counts flexible workers' GPUs as free (base demands displace them);
+  // `idle` counts only GPUs nobody holds, so that admission displaces flexible
+  // workers only where no idle GPUs fit.
   FreeIndex index(state, avail, enabled);
+  std::vector<int> idle_avail(avail);
+  for (const Alloc& a : allocs) {
+    for (const auto& [sid, n] : a.flex) idle_avail[state.server_index(sid)] -= n;
+  }
+  FreeIndex idle(state, idle_avail, enabled);
 
   // 2. Admission: SJF (remaining time at base size) or FIFO, with backfill.
   struct Queued {
@@ -291,16 +299,23 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     Placement p;
     int home = -1;
     for (int phase = 0; phase < (may_loan ? 2 : 1) && p.empty(); ++phase) {
-      for (int t : types) {
-        p = index.Find(t, true, phase == 1, q.demand, false);
-        if (!p.empty()) {
-          home = t;
-          break;
+      for (FreeIndex* from : {&idle, &index}) {
+        for (int t : types) {
+          p = from->Find(t, true, phase == 1, q.demand, false);
+          if (!p.empty()) {
+            home = t;
+            break;
+          }
         }
+        if (!p.empty()) break;
       }
     }
     if (p.empty()) continue;  // backfill: later jobs may still fit
-    for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
+    for (const auto& [sid, n] : p) {
+      const int i = state.server_index(sid);
+      index.Take(i, n);
+      idle.Set(i, std::max(0, idle.avail(i) - n));
+    }
     Alloc a;
     a.job = &j;
     a.is_new = true;
@@ -338,30 +353,34 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
         want -= keep;
       }
     }
-    // ... then add new ones where the job already is, then on loaned servers
-    // (so that returning a loaned server usually needs only shrinks), best fit.
+    // ... then add new ones on loaned servers (so that returning a loaned server
+    // usually needs only shrinks), where the job already is first, then best
+    // fit; then on training servers the same way.
     for (Alloc& a : allocs) {
       if (!a.flexible) continue;
       int want = a.extra - Sum(a.kept);
-      for (const Placement* p : {&a.base, &a.kept}) {
-        for (const auto& [sid, n] : *p) {
-          if (want == 0) break;
-          const int i = state.server_index(sid);
-          if (servers[i].type != a.home) continue;
+      for (const bool loaned_pool : {true, false}) {
+        if (loaned_pool && !opt.use_loaned) continue;
+        for (const Placement* p : {&a.kept, &a.base}) {
+          for (const auto& [sid, n] : *p) {
+            if (want == 0) break;
+            const int i = state.server_index(sid);
+            if (servers[i].type != a.home || servers[i].loaned() != loaned_pool) continue;
+            const int take = std::min(index.avail(i), want);
+            if (take <= 0) continue;
+            a.kept[sid] += take;
+            index.Take(i, take);
+            want -= take;
+          }
+        }
+        while (want > 0) {
+          const int i = index.Pick(a.home, !loaned_pool, loaned_pool, want, loaned_pool);
+          if (i < 0) break;
           const int take = std::min(index.avail(i), want);
-          if (take <= 0) continue;
-          a.kept[sid] += take;
+          a.kept[servers[i].spec.id] += take;
           index.Take(i, take);
           want -= take;
         }
-      }
-      while (want > 0) {
-        const int i = index.Pick(a.home, true, opt.use_loaned, want, true);
-        if (i < 0) break;  // cannot happen: the allocation respected the capacity
-        const int take = std::min(index.avail(i), want);
-        a.kept[servers[i].spec.id] += take;
-        index.Take(i, take);
-        want -= take;
       }
     }
   }

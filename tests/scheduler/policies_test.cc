@@ -1,0 +1,202 @@
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "aryl/sched/scheduler.h"
+#include "test_util.h"
+
+namespace aryl::sched {
+namespace {
+
+using testing::Elastic;
+using testing::Harness;
+using testing::Inelastic;
+using testing::Servers;
+
+// A small simulator loop: random submissions, loans, reclaims, failures, and
+// JobFinished at the core's own estimated finish times. The Harness checks the
+// invariants after every action.
+void RandomRun(const std::string& policy, std::uint64_t seed) {
+  auto servers = Servers(3, 3);
+  auto t4 = Servers(1, 1, 4, "T4", 6);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  Harness h(servers, policy);
+  std::mt19937_64 rng(seed);
+  JobId next = 1;
+  for (int step = 0; step < 150; ++step) {
+    const Seconds dt = 1 + static_cast<double>(rng() % 200);
+    // Finish whatever completes before the next event, at its own time.
+    if (auto c = h.state().NextCompletion(); c && c->first <= h.now() + dt) {
+      h.Send(JobFinished{c->second}, c->first - h.now());
+      continue;
+    }
+    switch (rng() % 8) {
+      case 0:
+      case 1:
+      case 2: {
+        const int n = 1 + static_cast<int>(rng() % 8);
+        const char* model = rng() % 2 ? "linear" : "sublinear";
+        JobSpec j = rng() % 2 ? Inelastic(next, n, 500 + rng() % 20000, model)
+                              : Elastic(next, n, n + static_cast<int>(rng() % 12),
+                                        500 + rng() % 20000, model);
+        if (rng() % 4 == 0) j.gpu_types = {rng() % 2 ? "T4" : "A100"};
+        if (j.kind == JobKind::kElastic && rng() % 3 == 0) {
+          j.granularity.kind = Granularity::Kind::kPowerOfTwo;
+          j.min_workers = 1;
+          j.max_workers = 16;
+        }
+        h.Submit(j, dt);
+        ++next;
+        break;
+      }
+      case 3: {
+        auto held = h.state().HeldServers();
+        std::vector<ServerId> ok;
+        for (ServerId s : held) {
+          if (!h.state().server(s)->failed) ok.push_back(s);
+        }
+        if (!ok.empty()) h.Loan({ok[rng() % ok.size()]}, dt);
+        break;
+      }
+      case 4: {
+        const int loaned = static_cast<int>(h.state().LoanedServers().size());
+        if (loaned > 0) h.ReclaimCount(1 + static_cast<int>(rng() % loaned), dt);
+        break;
+      }
+      case 5: {
+        const ServerId s = static_cast<ServerId>(rng() % 8);
+        if (h.state().server(s)->failed) {
+          h.Send(ServerRecovered{s}, dt);
+        } else if (rng() % 3 == 0) {
+          h.Send(ServerFailed{s}, dt);
+        }
+        break;
+      }
+      case 6:
+        if (!h.state().queued().empty() && rng() % 4 == 0) {
+          h.Send(JobCancelled{*h.state().queued().begin()}, dt);
+        } else {
+          h.Send(Tick{}, dt);
+        }
+        break;
+      default:
+        if (!h.state().running().empty()) {
+          const JobId j = *h.state().running().begin();
+          h.Send(JobProgress{j, h.job(j).remaining_work * 0.9}, dt);
+        }
+        break;
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(h.actions(), 0);
+  for (const auto& r : h.state().reclaims()) EXPECT_TRUE(r.met());
+}
+
+class EveryPolicyTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryPolicyTest, RandomEventsKeepEveryInvariant) {
+  // Random events under every policy and reclaim strategy keep the invariants.
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) RandomRun(GetParam(), seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyTest,
+                         ::testing::Values("aryl", "baseline", "loan-only", "elastic-only",
+                                           "optimus", "afs", "tiresias", "aryl:random",
+                                           "aryl:fewest-gpus", "aryl:exact"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = std::isalnum(c) ? c : '_';
+                           return n;
+                         });
+
+TEST(PolicyTest, BaselineNeverUsesLoanedServersNorGrows) {
+  // baseline runs an elastic job at its requested size on training servers only.
+  Harness h(Servers(1, 1), "baseline");
+  h.Loan({1});
+  JobSpec j = Elastic(1, 2, 8, 1e6);
+  j.requested_workers = 4;
+  h.Submit(j, 1);
+  h.Submit(Inelastic(2, 8, 1e6), 1);
+  EXPECT_EQ(h.job(1).workers, 4);
+  EXPECT_EQ(h.job(1).placement.count(1), 0u);
+  EXPECT_EQ(h.job(2).status, JobStatus::kQueued);  // would fit only on the loaned server
+}
+
+TEST(PolicyTest, LoanOnlyUsesLoanedServersAtRequestedSizes) {
+  // loan-only places a job on a loaned server but never resizes it.
+  Harness h(Servers(1, 1), "loan-only");
+  h.Loan({1});
+  h.Submit(Inelastic(1, 8, 1e6), 1);
+  h.Submit(Elastic(2, 2, 8, 1e6), 1);  // requested = max = 8
+  EXPECT_EQ(h.job(2).workers, 8);
+  EXPECT_EQ(h.job(2).placement.count(1), 1u);
+}
+
+TEST(PolicyTest, ElasticOnlyGrowsOnTrainingServersOnly) {
+  // elastic-only grows into free training GPUs but not onto loaned servers.
+  Harness h(Servers(1, 1), "elastic-only");
+  h.Loan({1});
+  h.Submit(Elastic(1, 2, 16, 1e6), 1);
+  EXPECT_EQ(h.job(1).workers, 8);
+  EXPECT_EQ(h.job(1).placement.count(1), 0u);
+}
+
+TEST(PolicyTest, OptimusAndAfsShareFreeGpusAmongElasticJobs) {
+  // Both peers hand all 8 GPUs to two elastic jobs with diminishing returns.
+  for (const char* p : {"optimus", "afs", "aryl"}) {
+    Harness h(Servers(1, 0), p);
+    h.Submit(Elastic(1, 1, 8, 2e5, "sublinear"), 0);
+    h.Submit(Elastic(2, 1, 8, 1e4, "sublinear"), 0);
+    EXPECT_GE(h.job(1).workers, 1) << p;
+    EXPECT_GE(h.job(2).workers, 1) << p;
+    EXPECT_EQ(h.job(1).workers + h.job(2).workers, 8) << p;
+  }
+}
+
+TEST(PolicyTest, TiresiasPreemptsAJobThatAttainedMoreService) {
+  // After job 1 has run past the first threshold, a new job takes its GPUs.
+  SchedulerConfig config;
+  config.tiresias_thresholds = {800};
+  Harness h(Servers(1, 0), "tiresias", config);
+  h.Submit(Inelastic(1, 8, 1e9), 0);
+  h.Submit(Inelastic(2, 8, 1e9), 1);
+  EXPECT_EQ(h.job(2).status, JobStatus::kQueued);  // same queue, FIFO: job 1 stays
+  h.Send(Tick{}, 200);  // job 1 has 8 x 201 GPU-s > 800
+  EXPECT_EQ(h.job(1).status, JobStatus::kQueued);
+  EXPECT_EQ(h.job(1).stats.preemptions, 1);
+  EXPECT_EQ(h.job(2).status, JobStatus::kRunning);
+}
+
+TEST(PolicyTest, HeterogeneousTypesKeepEachJobOnOneType) {
+  // Extras come from the job's own (home) GPU type; a T4-only job never gets A100s.
+  auto servers = Servers(1, 0, 8, "A100");
+  auto t4 = Servers(1, 0, 8, "T4", 1);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  Harness h(servers);
+  JobSpec a = Elastic(1, 2, 16, 1e6);
+  JobSpec t = Elastic(2, 2, 16, 1e6);
+  t.gpu_types = {"T4"};
+  h.Submit(a, 0);
+  h.Submit(t, 0);
+  // Job 1 prefers the faster A100 and grows there; job 2 grows on the T4 server.
+  EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
+  EXPECT_EQ(h.job(2).placement, (Placement{{1, 8}}));
+  EXPECT_DOUBLE_EQ(h.job(2).throughput, 4.0);  // T4 = half of A100's 8
+}
+
+TEST(PolicyTest, SjfAdmitsTheShortestJobFirst) {
+  // With room for one of two queued jobs, SJF picks the shorter; FIFO the earlier.
+  for (bool fifo : {false, true}) {
+    SchedulerConfig config;
+    config.fifo = fifo;
+    Harness h(Servers(1, 0), "baseline", config);
+    h.Submit(Inelastic(1, 8, 800), 0);
+    h.Submit(Inelastic(2, 8, 1e6), 1);
+    h.Submit(Inelastic(3, 8, 100), 1);
+    h.Send(JobFinished{1}, 98);
+    EXPECT_EQ(h.job(fifo ? 2 : 3).status, JobStatus::kRunning) << "fifo=" << fifo;
+  }
+}
+
+}  // namespace
+}  // namespace aryl::sched

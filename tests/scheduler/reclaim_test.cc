@@ -1,0 +1,144 @@
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "aryl/sched/reclaim.h"
+#include "test_util.h"
+
+namespace aryl::sched {
+namespace {
+
+using testing::Elastic;
+using testing::Harness;
+using testing::Inelastic;
+using testing::Servers;
+
+// A random small cluster: 1 training server and 6 loaned 4-GPU servers, filled
+// with a random mix of inelastic and elastic jobs, some of which have finished.
+std::unique_ptr<Harness> RandomCluster(std::mt19937_64& rng) {
+  auto servers = Servers(1, 0);
+  auto loaned = Servers(0, 6, 4, "A100", 1);
+  servers.insert(servers.end(), loaned.begin(), loaned.end());
+  auto h = std::make_unique<Harness>(servers);
+  h->Loan({1, 2, 3, 4, 5, 6});
+  const int jobs = 3 + static_cast<int>(rng() % 8);
+  for (int j = 1; j <= jobs; ++j) {
+    const int n = 1 + static_cast<int>(rng() % 6);
+    if (rng() % 2) {
+      h->Submit(Inelastic(j, n, 1e9), 1);
+    } else {
+      h->Submit(Elastic(j, n, n + static_cast<int>(rng() % 8), 1e9), 1);
+    }
+  }
+  for (int j = 1; j <= jobs; ++j) {
+    if (rng() % 4 == 0 && h->job(j).status != JobStatus::kFinished) h->Send(JobFinished{static_cast<JobId>(j)}, 1);
+  }
+  return h;
+}
+
+TEST(ReclaimTest, GreedyAgainstExactOnRandomSmallInstances) {
+  // The greedy strategy is compared with exhaustive search; the share of
+  // instances where it is optimal (preemptions, then lost GPU-time) is reported.
+  std::mt19937_64 rng(2024);
+  int instances = 0, greedy_optimal = 0, greedy_same_preemptions = 0;
+  int random_optimal = 0, fewest_optimal = 0;
+  int greedy_preemptions = 0, exact_preemptions = 0;
+  int differ = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto h = RandomCluster(rng);
+    const int loaned = static_cast<int>(h->state().LoanedServers().size());
+    for (int k = 1; k <= std::min(4, loaned); ++k) {
+      Reclaim r;
+      r.count = k;
+      auto exact = DecideReclaim(h->state(), r, ReclaimStrategy::kExact, 1);
+      auto greedy = DecideReclaim(h->state(), r, ReclaimStrategy::kGreedy, 1);
+      auto random = DecideReclaim(h->state(), r, ReclaimStrategy::kRandom, 1);
+      auto fewest = DecideReclaim(h->state(), r, ReclaimStrategy::kFewestGpus, 1);
+      ASSERT_TRUE(exact.ok() && greedy.ok() && random.ok() && fewest.ok());
+      ASSERT_FALSE(exact->fell_back);
+      ASSERT_EQ(greedy->servers.size(), static_cast<size_t>(k));
+      // Nothing beats exhaustive search.
+      EXPECT_FALSE(greedy->cost < exact->cost);
+      EXPECT_FALSE(random->cost < exact->cost);
+      EXPECT_FALSE(fewest->cost < exact->cost);
+      ++instances;
+      greedy_optimal += !(exact->cost < greedy->cost);
+      if (getenv("ARYL_DEBUG_RECLAIM") && exact->cost < greedy->cost) {
+        std::printf("k=%d greedy (%d, %.0f) exact (%d, %.0f)\n", k, greedy->cost.preemptions,
+                    greedy->cost.lost_gpu_seconds, exact->cost.preemptions,
+                    exact->cost.lost_gpu_seconds);
+      }
+      greedy_same_preemptions += greedy->cost.preemptions == exact->cost.preemptions;
+      random_optimal += !(exact->cost < random->cost);
+      fewest_optimal += !(exact->cost < fewest->cost);
+      differ += random->servers != fewest->servers;
+      greedy_preemptions += greedy->cost.preemptions;
+      exact_preemptions += exact->cost.preemptions;
+    }
+  }
+  const double share = static_cast<double>(greedy_optimal) / instances;
+  std::printf(
+      "[reclaim] %d instances: greedy optimal %d (%.1f%%), same preemption count %d (%.1f%%); "
+      "random optimal %.1f%% (%d), fewest-gpus optimal %.1f%% (%d); preemptions greedy %d vs "
+      "exact %d\n",
+      instances, greedy_optimal, 100 * share, greedy_same_preemptions,
+      100.0 * greedy_same_preemptions / instances, 100.0 * random_optimal / instances,
+      random_optimal, 100.0 * fewest_optimal / instances, fewest_optimal, greedy_preemptions,
+      exact_preemptions);
+  EXPECT_GT(differ, 0);  // the baselines do choose differently
+  EXPECT_GE(share, 0.8);
+  EXPECT_GE(static_cast<double>(greedy_same_preemptions) / instances, 0.95);
+  EXPECT_GE(greedy_optimal, random_optimal);
+}
+
+TEST(ReclaimTest, IdleServersGoFirst) {
+  // An idle loaned server is returned before any busy one, by every strategy.
+  Harness h(Servers(0, 2));
+  h.Loan({0, 1});
+  h.Submit(Inelastic(1, 4, 1e9), 1);
+  ASSERT_EQ(h.state().servers()[0].used, 4);
+  for (auto s : {ReclaimStrategy::kGreedy, ReclaimStrategy::kRandom, ReclaimStrategy::kFewestGpus,
+                 ReclaimStrategy::kExact}) {
+    Reclaim r;
+    r.count = 1;
+    auto d = DecideReclaim(h.state(), r, s, 3);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->servers, std::vector<ServerId>{1}) << ReclaimStrategyName(s);
+    EXPECT_EQ(d->cost.preemptions, 0);
+  }
+}
+
+TEST(ReclaimTest, PreemptedJobFreesItsOtherServers) {
+  // Returning one server of an inelastic job spread over two makes the other idle:
+  // a reclaim of two then costs one preemption, not two.
+  Harness h(Servers(0, 3));
+  h.Loan({0, 1, 2});
+  h.Submit(Inelastic(1, 12, 1e9), 1);  // on two servers
+  h.Submit(Inelastic(2, 4, 1e9), 1);   // next to it
+  Reclaim r;
+  r.count = 2;
+  auto d = DecideReclaim(h.state(), r, ReclaimStrategy::kGreedy, 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cost.preemptions, 1);
+}
+
+TEST(ReclaimTest, ExactFallsBackToGreedyOnLargeInstances) {
+  // Above the subset limit, exact says it used greedy.
+  SchedulerConfig config;
+  config.exact_reclaim_limit = 3;
+  Harness h(Servers(0, 6), "aryl:exact", config);
+  h.Loan({0, 1, 2, 3, 4, 5});
+  for (int j = 1; j <= 6; ++j) h.Submit(Inelastic(j, 8, 1e9), 1);
+  Reclaim r;
+  r.count = 3;
+  auto d = DecideReclaim(h.state(), r, ReclaimStrategy::kExact, 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->fell_back);
+  Plan plan = h.ReclaimCount(3, 1);
+  EXPECT_EQ(testing::Count(plan, ActionType::kReturnServer), 3);
+}
+
+}  // namespace
+}  // namespace aryl::sched

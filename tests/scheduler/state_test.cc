@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include "aryl/sched/state.h"
+#include "test_util.h"
+
+namespace aryl::sched {
+namespace {
+
+using testing::Catalog;
+using testing::Inelastic;
+using testing::Servers;
+
+ClusterState MakeState(SchedulerConfig config = {}) {
+  auto s = ClusterState::Create(Servers(2, 1), Catalog(), config);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return std::move(s).value();
+}
+
+Action Start(JobId job, Placement p) {
+  Action a;
+  a.type = ActionType::kStart;
+  a.job = job;
+  a.placement = std::move(p);
+  return a;
+}
+
+TEST(StateTest, ProgressAndEstimatedFinishTime) {
+  // A job at 4 it/s with 1000 iterations finishes 250 s after it starts.
+  ClusterState st = MakeState();
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 250);
+  ASSERT_TRUE(st.AdvanceTo(100).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 600);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 250);
+  EXPECT_TRUE(st.CompletedBy(249).empty());
+  EXPECT_EQ(st.CompletedBy(250), std::vector<JobId>{1});
+  ASSERT_TRUE(st.NextCompletion().has_value());
+  EXPECT_EQ(st.NextCompletion()->second, 1u);
+  EXPECT_DOUBLE_EQ(st.job(1)->stats.gpu_seconds, 400);
+  EXPECT_DOUBLE_EQ(st.servers()[0].busy_gpu_seconds, 400);
+}
+
+TEST(StateTest, PreemptionLosesWorkSinceTheLastCheckpointAndPaysARestart) {
+  // Checkpoint every 50 s; preempted at 70 s the job falls back to its 50 s state.
+  SchedulerConfig config;
+  config.checkpoint_interval = 50;
+  config.restart_pause = 60;
+  ClusterState st = MakeState(config);
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(st.AdvanceTo(70).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 720);
+  Action p;
+  p.type = ActionType::kPreempt;
+  p.job = 1;
+  ASSERT_TRUE(st.Apply(p).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
+  EXPECT_DOUBLE_EQ(st.job(1)->stats.lost_work, 80);
+  EXPECT_EQ(st.job(1)->stats.preemptions, 1);
+  EXPECT_EQ(st.job(1)->status, JobStatus::kQueued);
+  EXPECT_EQ(st.servers()[0].used, 0);
+  ASSERT_TRUE(st.AdvanceTo(100).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{1, 4}})).ok());
+  // Restart pause 60 s, then 800 / 4 = 200 s.
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 360);
+  EXPECT_DOUBLE_EQ(st.job(1)->stats.first_start, 0);
+  EXPECT_TRUE(st.CheckInvariants().ok());
+}
+
+TEST(StateTest, RescalePausesButLosesNothing) {
+  // A resize pauses the job for rescale_pause and keeps its progress.
+  SchedulerConfig config;
+  config.rescale_pause = 10;
+  ClusterState st = MakeState(config);
+  auto spec = testing::Elastic(1, 2, 8, 1000);
+  ASSERT_TRUE(st.AddJob(spec).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{0, 2}})).ok());
+  ASSERT_TRUE(st.AdvanceTo(100).ok());  // 200 done
+  Action r;
+  r.type = ActionType::kResize;
+  r.job = 1;
+  r.placement = {{0, 8}};
+  ASSERT_TRUE(st.Apply(r).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
+  EXPECT_EQ(st.job(1)->stats.rescales, 1);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 110 + 100);
+}
+
+TEST(StateTest, ApplyRejectsDoubleBookingAndLeavesStateUnchanged) {
+  // Two jobs cannot hold the same GPUs; the failed start changes nothing.
+  ClusterState st = MakeState();
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 8)).ok());
+  ASSERT_TRUE(st.AddJob(Inelastic(2, 4)).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{0, 8}})).ok());
+  Status s = st.Apply(Start(2, {{0, 4}}));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("job 2"), std::string::npos) << s;
+  EXPECT_EQ(st.job(2)->status, JobStatus::kQueued);
+  EXPECT_EQ(st.servers()[0].used, 8);
+  // Held inference servers are not usable.
+  Status held = st.Apply(Start(2, {{2, 4}}));
+  EXPECT_FALSE(held.ok());
+  EXPECT_NE(held.message().find("server 2"), std::string::npos) << held;
+  EXPECT_TRUE(st.CheckInvariants().ok());
+}
+
+TEST(StateTest, JobProgressOverridesTheEstimate) {
+  // The driver's measurement replaces the core's own estimate.
+  ClusterState st = MakeState();
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
+  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(st.AdvanceTo(10).ok());
+  ASSERT_TRUE(st.SetRemainingWork(1, 100).ok());
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 35);
+}
+
+}  // namespace
+}  // namespace aryl::sched
