@@ -6,6 +6,7 @@
 // field it did not visit, then runs the message's own Validate() when it has one.
 #include "aryl/protocol/messages.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <concepts>
@@ -245,50 +246,87 @@ struct EncodeVisitor {
 
 // --- decoding ---------------------------------------------------------------------------
 
+// Where a value sits in the frame ("workers[2].rank"); rendered only for errors, so
+// decoding a valid frame allocates no path strings.
+struct Path {
+  const Path* parent = nullptr;
+  std::string_view name;  // a field name; empty for an array element
+  std::size_t index = 0;  // the element index when name is empty
+  std::string str() const {
+    std::string s = parent ? parent->str() : std::string();
+    if (name.empty()) {
+      s += "[" + std::to_string(index) + "]";
+    } else {
+      if (!s.empty()) s += '.';
+      s += name;
+    }
+    return s;
+  }
+};
+
+Status TypeError(const Path& path, const std::string& expected, const json& got) {
+  return TypeError(path.str(), expected, got);
+}
+
+// Collects a message's field names (to name an unknown field).
+struct NameCollector {
+  std::vector<std::string_view> names;
+  template <typename T>
+  void operator()(std::string_view name, T&, Rule = {}) {
+    names.push_back(name);
+  }
+};
+
 struct DecodeVisitor {
-  const json* in;       // the object whose fields are visited
-  std::string prefix;   // "" at top level, "workers[2]." below
-  Status status;        // first error
-  std::set<std::string_view> seen;
+  const json* in;        // the object whose fields are visited
+  const Path* parent;    // null at top level
+  Status status;         // first error
+  std::size_t present = 0;  // visited fields found in the object
 
   template <typename T>
   void operator()(std::string_view name, T& field, Rule rule = {}) {
-    seen.insert(name);
     if (!status.ok()) return;
-    std::string path = prefix + std::string(name);
+    Path path{parent, name, 0};
     auto it = in->find(name);
     if (it == in->end()) {
       if constexpr (IsOptional<T>::value) {
         field.reset();
         return;
       } else {
-        status = Status::InvalidArgument("missing field '" + path + "'");
+        status = Status::InvalidArgument("missing field '" + path.str() + "'");
         return;
       }
     }
+    ++present;
     status = FromValue(*it, &field, rule, path);
   }
 
-  // Rejects keys nobody visited.
+  // Rejects keys that are not fields of M (nor reserved, like "v" and "type").
+  template <typename M>
   Status CheckUnknown(std::initializer_list<std::string_view> reserved = {}) const {
+    std::size_t expected = present;
+    for (auto r : reserved) expected += in->count(r);
+    if (in->size() == expected) return Status::Ok();
+    NameCollector c;
+    M{}.Visit(c);
+    for (auto r : reserved) c.names.push_back(r);
     for (auto it = in->begin(); it != in->end(); ++it) {
-      std::string_view key = it.key();
-      if (seen.count(key)) continue;
-      bool is_reserved = false;
-      for (auto r : reserved) is_reserved |= (r == key);
-      if (!is_reserved) return Status::InvalidArgument("unknown field '" + prefix + it.key() + "'");
+      if (std::find(c.names.begin(), c.names.end(), std::string_view(it.key())) == c.names.end()) {
+        std::string prefix = parent ? parent->str() + "." : std::string();
+        return Status::InvalidArgument("unknown field '" + prefix + it.key() + "'");
+      }
     }
     return Status::Ok();
   }
 
-  static Status CheckRange(double x, const Rule& r, const std::string& path,
-                           std::string_view what, const json& j) {
+  static Status CheckRange(double x, const Rule& r, const Path& path, std::string_view what,
+                           const json& j) {
     if (x < r.min || x > r.max) return TypeError(path, Expected(what, r), j);
     return Status::Ok();
   }
 
   template <typename T>
-  static Status FromValue(const json& j, T* out, const Rule& r, const std::string& path) {
+  static Status FromValue(const json& j, T* out, const Rule& r, const Path& path) {
     if constexpr (std::is_same_v<T, bool>) {
       if (!j.is_boolean()) return TypeError(path, "boolean", j);
       *out = j.get<bool>();
@@ -356,7 +394,7 @@ struct DecodeVisitor {
       out->reserve(j.size());
       for (std::size_t i = 0; i < j.size(); ++i) {
         typename T::value_type v{};
-        ARYL_RETURN_IF_ERROR(FromValue(j[i], &v, elem, path + "[" + std::to_string(i) + "]"));
+        ARYL_RETURN_IF_ERROR(FromValue(j[i], &v, elem, Path{&path, {}, i}));
         out->push_back(std::move(v));
       }
       return Status::Ok();
@@ -365,17 +403,17 @@ struct DecodeVisitor {
       out->clear();
       for (auto it = j.begin(); it != j.end(); ++it) {
         if (!it.value().is_string())
-          return TypeError(path + "." + it.key(), "string", it.value());
-        (*out)[it.key()] = it.value().get<std::string>();
+          return TypeError(path.str() + "." + it.key(), "string", it.value());
+        (*out)[it.key()] = it.value().template get<std::string>();
       }
       return Status::Ok();
     } else {
       if (!j.is_object()) return TypeError(path, "object", j);
       *out = T{};
-      DecodeVisitor sub{&j, path + ".", Status::Ok(), {}};
+      DecodeVisitor sub{&j, &path, Status::Ok()};
       out->Visit(sub);
       ARYL_RETURN_IF_ERROR(sub.status);
-      return sub.CheckUnknown();
+      return sub.template CheckUnknown<T>();
     }
   }
 };
@@ -406,10 +444,10 @@ bool TooDeep(std::string_view frame) {
 template <typename T>
 Result<Message> DecodeBody(const json& obj) {
   T msg{};
-  DecodeVisitor v{&obj, "", Status::Ok(), {}};
+  DecodeVisitor v{&obj, nullptr, Status::Ok()};
   msg.Visit(v);
   Status s = v.status;
-  if (s.ok()) s = v.CheckUnknown({"v", "type"});
+  if (s.ok()) s = v.CheckUnknown<T>({"v", "type"});
   if constexpr (HasValidate<T>) {
     if (s.ok()) s = msg.Validate();
   }
