@@ -48,7 +48,7 @@ std::vector<std::shared_ptr<torch::nn::Module>> ElasticState::Modules() const {
 Result<std::string> ElasticState::Serialize() const {
   try {
     torch::serialize::OutputArchive archive;
-    archive.write("aryl/step", torch::tensor(step_, torch::kInt64));
+    archive.write("aryl/step", torch::full({1}, step_, torch::TensorOptions().dtype(torch::kInt64)));
     for (auto& [name, m] : entries_->modules) {
       torch::serialize::OutputArchive sub;
       m->save(sub);
@@ -59,8 +59,8 @@ Result<std::string> ElasticState::Serialize() const {
       o->save(sub);
       archive.write("optimizer/" + name, sub);
     }
-    for (auto& [name, v] : entries_->ints) archive.write("int/" + name, torch::tensor(*v, torch::kInt64));
-    for (auto& [name, v] : entries_->doubles) archive.write("double/" + name, torch::tensor(*v, torch::kFloat64));
+    for (auto& [name, v] : entries_->ints) archive.write("int/" + name, torch::full({1}, *v, torch::TensorOptions().dtype(torch::kInt64)));
+    for (auto& [name, v] : entries_->doubles) archive.write("double/" + name, torch::full({1}, *v, torch::TensorOptions().dtype(torch::kFloat64)));
     for (auto& [name, s] : entries_->samplers) {
       archive.write("sampler/" + name, torch::tensor({s->epoch(), s->cursor(), s->dataset_size()}, torch::kInt64));
     }
@@ -77,7 +77,7 @@ Status ElasticState::Deserialize(std::string_view bytes) {
     torch::serialize::InputArchive archive;
     archive.load_from(bytes.data(), bytes.size());
     torch::Tensor t;
-    archive.read("aryl/step", t);
+    archive.read("aryl/step", t);  // a fresh tensor per read: read() set_()s into a defined one
     int64_t step = t.item<int64_t>();
     for (auto& [name, m] : entries_->modules) {
       torch::serialize::InputArchive sub;
@@ -90,14 +90,17 @@ Status ElasticState::Deserialize(std::string_view bytes) {
       o->load(sub);
     }
     for (auto& [name, v] : entries_->ints) {
+      t = torch::Tensor();
       archive.read("int/" + name, t);
       *v = t.item<int64_t>();
     }
     for (auto& [name, v] : entries_->doubles) {
+      t = torch::Tensor();
       archive.read("double/" + name, t);
       *v = t.item<double>();
     }
     for (auto& [name, s] : entries_->samplers) {
+      t = torch::Tensor();
       archive.read("sampler/" + name, t);
       if (t.numel() != 3 || t[2].item<int64_t>() != s->dataset_size()) {
         return Status::Corruption("ElasticState: sampler '" + name + "' was saved for dataset_size " +

@@ -23,14 +23,14 @@ constexpr int64_t kSteps = 200;
 constexpr int64_t kDataset = 200;
 constexpr int64_t kGlobalBatch = 24;
 
-struct Run {
+struct JobRun {
   std::string dir;
   std::unique_ptr<LocalCoordinator> coord;
 };
 
-Run MakeRun(const std::string& name, int64_t steps, int sleep_ms, std::map<std::string, std::string> env = {},
+JobRun MakeRun(const std::string& name, int64_t steps, int sleep_ms, std::map<std::string, std::string> env = {},
             bool checkpoints = false) {
-  Run run;
+  JobRun run;
   run.dir = (fs::temp_directory_path() / ("aryl_rt_" + name + "_" + std::to_string(::getpid()))).string();
   if (!checkpoints) fs::remove_all(run.dir);
   fs::create_directories(run.dir + "/samples");
@@ -61,7 +61,7 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-std::string Logs(const Run& run) {
+std::string Logs(const JobRun& run) {
   std::string all;
   for (auto& e : fs::directory_iterator(run.dir + "/logs")) {
     all += "==== " + e.path().filename().string() + "\n" + ReadAll(e.path().string());
@@ -69,7 +69,7 @@ std::string Logs(const Run& run) {
   return all;
 }
 
-std::vector<torch::Tensor> LoadParams(const Run& run) {
+std::vector<torch::Tensor> LoadParams(const JobRun& run) {
   std::vector<torch::Tensor> params;
   torch::load(params, run.dir + "/final.pt");
   return params;
@@ -78,7 +78,7 @@ std::vector<torch::Tensor> LoadParams(const Run& run) {
 // Fixed-size reference: 2 workers, same global batch and data order.
 const std::vector<torch::Tensor>& Reference() {
   static std::vector<torch::Tensor> params = [] {
-    Run run = MakeRun("reference", kSteps, 0);
+    JobRun run = MakeRun("reference", kSteps, 0);
     EXPECT_TRUE(run.coord->Launch(2).ok());
     EXPECT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
     for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
@@ -99,7 +99,7 @@ void ExpectSameParams(const std::vector<torch::Tensor>& a, const std::vector<tor
 
 // Each committed step's samples, from every worker's log: each epoch's samples
 // exactly once.
-void ExpectExactlyOnce(const Run& run) {
+void ExpectExactlyOnce(const JobRun& run) {
   std::map<int64_t, std::multiset<int64_t>> by_epoch;
   std::map<int64_t, int64_t> per_step;
   for (auto& e : fs::directory_iterator(run.dir + "/samples")) {
@@ -130,7 +130,7 @@ void ExpectExactlyOnce(const Run& run) {
 // sample of every epoch is used exactly once.
 TEST(ElasticRuntime, Resize2To4To3To1To2MatchesFixedRun) {
   const auto& reference = Reference();
-  Run run = MakeRun("resize", kSteps, 20);
+  JobRun run = MakeRun("resize", kSteps, 20);
   ASSERT_TRUE(run.coord->Launch(2).ok());
   int64_t at = 10;
   for (int world : {4, 3, 1, 2}) {
@@ -158,7 +158,7 @@ TEST(ElasticRuntime, Resize2To4To3To1To2MatchesFixedRun) {
 // generation, replay the abandoned step and finish; no completed step is lost.
 TEST(ElasticRuntime, SigkillOneOfThreeContinuesWithTwo) {
   const auto& reference = Reference();
-  Run run = MakeRun("sigkill", kSteps, 15);
+  JobRun run = MakeRun("sigkill", kSteps, 15);
   ASSERT_TRUE(run.coord->Launch(3).ok());
   ASSERT_TRUE(run.coord->WaitProgress(40, milliseconds(30000)).ok()) << Logs(run);
   ASSERT_TRUE(run.coord->Kill("w2", SIGKILL).ok());
@@ -181,7 +181,7 @@ TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
   const auto& reference = Reference();
   std::map<std::string, std::string> env{{"ARYL_CHECKPOINT_EVERY", "10"}};
   {
-    Run first = MakeRun("ckpt", 30, 0, env, true);
+    JobRun first = MakeRun("ckpt", 30, 0, env, true);
     fs::remove_all(first.dir + "/ckpt");
     ASSERT_TRUE(first.coord->Launch(2).ok());
     ASSERT_TRUE(first.coord->WaitAll(milliseconds(60000)).ok()) << Logs(first);
@@ -190,7 +190,7 @@ TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
     fs::resize_file(first.dir + "/ckpt/ckpt-000000000030.aryl", 1000);
     fs::remove_all(first.dir + "/logs");
   }
-  Run second = MakeRun("ckpt", kSteps, 0, env, true);
+  JobRun second = MakeRun("ckpt", kSteps, 0, env, true);
   ASSERT_TRUE(second.coord->Launch(3).ok());
   ASSERT_TRUE(second.coord->WaitAll(milliseconds(60000)).ok()) << Logs(second);
   for (auto& [id, code] : second.coord->exit_codes()) EXPECT_EQ(code, 0) << Logs(second);
