@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -65,11 +64,6 @@ TEST(ReclaimTest, GreedyAgainstExactOnRandomSmallInstances) {
       EXPECT_FALSE(fewest->cost < exact->cost);
       ++instances;
       greedy_optimal += !(exact->cost < greedy->cost);
-      if (getenv("ARYL_DEBUG_RECLAIM") && exact->cost < greedy->cost) {
-        std::printf("k=%d greedy (%d, %.0f) exact (%d, %.0f)\n", k, greedy->cost.preemptions,
-                    greedy->cost.lost_gpu_seconds, exact->cost.preemptions,
-                    exact->cost.lost_gpu_seconds);
-      }
       greedy_same_preemptions += greedy->cost.preemptions == exact->cost.preemptions;
       random_optimal += !(exact->cost < random->cost);
       fewest_optimal += !(exact->cost < fewest->cost);

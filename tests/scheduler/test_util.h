@@ -94,7 +94,8 @@ class Harness {
     EXPECT_TRUE(plan.ok()) << plan.status();
     Status inv = sched_->state().CheckInvariants();
     EXPECT_TRUE(inv.ok()) << inv;
-    return plan.ok() ? *plan : Plan{};
+    last_plan_ = plan.ok() ? *plan : Plan{};
+    return last_plan_;
   }
   Result<Plan> Try(EventBody body, Seconds dt = 0) {
     return sched_->Handle(Event{now_ + dt, std::move(body)});
@@ -126,12 +127,14 @@ class Harness {
   }
   Scheduler& scheduler() { return *sched_; }
   int actions() const { return actions_; }
+  const Plan& last_plan() const { return last_plan_; }
   Seconds now() const { return now_; }
 
  private:
   std::unique_ptr<Scheduler> sched_;
   Seconds now_ = 0;
   int actions_ = 0;
+  Plan last_plan_;
 };
 
 }  // namespace aryl::sched::testing

@@ -7,14 +7,16 @@
 //   2. Within a queue, jobs are served first-come first-served (submit time), so
 //      priorities change only when a job crosses a threshold.
 //   3. Starvation: a queued job that has waited longer than tiresias_starve_factor
-//      times the time it has run is promoted to queue 0.
-//   4. Each round walks jobs in priority order and selects them while the
-//      cluster's GPUs last; selected running jobs keep their placement, selected
-//      queued jobs are placed (best fit), and running jobs left out are preempted
-//      unless their placement still fits what is left.
+//      times the time it has run is promoted to queue 0; its attained service
+//      then counts from the promotion.
+//   4. Each round walks jobs in priority order. Running jobs keep their GPUs; a
+//      queued job is placed (best fit) on free GPUs, and when it does not fit,
+//      running jobs of lower priority are preempted, lowest first, until it
+//      does (none are preempted when even that would not make it fit).
 #include <algorithm>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 
 #include "../src/round.h"
 #include "aryl/sched/state.h"
@@ -30,13 +32,18 @@ class TiresiasPolicy : public Policy {
   bool uses_loaned_servers() const override { return false; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
 
-  int Queue(const ClusterState& state, const JobInfo& j) const {
+  // A starved job is promoted to queue 0 and its attained service counts
+  // afresh from the promotion (so that it does not fall back at once when it
+  // starts); the promotion point is the policy's only memory.
+  int Queue(const ClusterState& state, const JobInfo& j) {
     if (j.status == JobStatus::kQueued && j.stats.run_time > 0 &&
         state.now() - j.queued_since >= config_.tiresias_starve_factor * j.stats.run_time) {
-      return 0;
+      promoted_at_[j.spec.id] = j.stats.gpu_seconds;
     }
+    double service = j.stats.gpu_seconds;
+    if (auto it = promoted_at_.find(j.spec.id); it != promoted_at_.end()) service -= it->second;
     int q = 0;
-    for (double t : config_.tiresias_thresholds) q += j.stats.gpu_seconds >= t ? 1 : 0;
+    for (double t : config_.tiresias_thresholds) q += service >= t ? 1 : 0;
     return q;
   }
 
@@ -59,38 +66,16 @@ class TiresiasPolicy : public Policy {
     });
     std::vector<bool> enabled(servers.size());
     std::vector<int> avail(servers.size());
-    int capacity = 0;
     for (size_t i = 0; i < servers.size(); ++i) {
       enabled[i] = internal::Usable(servers[i], false);
       avail[i] = enabled[i] ? servers[i].spec.gpus : 0;
-      capacity += avail[i];
     }
-    // Selection by GPU count in priority order.
-    std::vector<JobId> selected;
-    std::vector<JobId> left_out;
-    for (const Entry& e : order) {
-      const JobInfo& j = *state.job(e.id);
-      const int demand = j.status == JobStatus::kRunning ? j.workers : j.requested_workers;
-      if (demand <= capacity) {
-        capacity -= demand;
-        selected.push_back(e.id);
-      } else if (j.status == JobStatus::kRunning) {
-        left_out.push_back(e.id);
-      }
-    }
-    // Running jobs keep their GPUs for now; a left-out job gives them up only
-    // when a selected queued job cannot be placed otherwise (lowest priority
-    // first), so nothing is preempted needlessly.
-    for (const auto* ids : {&selected, &left_out}) {
-      for (JobId id : *ids) {
-        const JobInfo& j = *state.job(id);
-        if (j.status != JobStatus::kRunning) continue;
-        for (const auto& [sid, n] : j.placement) avail[state.server_index(sid)] -= n;
-      }
+    // Running jobs keep their GPUs unless a queued job of higher priority needs
+    // them.
+    for (JobId id : state.running()) {
+      for (const auto& [sid, n] : state.job(id)->placement) avail[state.server_index(sid)] -= n;
     }
     internal::FreeIndex index(state, avail, enabled);
-    std::vector<Action> actions;
-    std::vector<Action> starts;
     auto place = [&](const JobInfo& j) {
       std::vector<int> types;
       for (int t = 0; t < state.num_types(); ++t) {
@@ -105,32 +90,61 @@ class TiresiasPolicy : public Policy {
       }
       return Placement{};
     };
-    for (JobId id : selected) {
-      const JobInfo& j = *state.job(id);
-      if (j.status != JobStatus::kQueued) continue;
+    auto give_back = [&](const JobInfo& j, int sign) {
+      for (const auto& [sid, n] : j.placement) {
+        const int i = state.server_index(sid);
+        index.Set(i, index.avail(i) + sign * n);
+      }
+    };
+    std::vector<bool> preempted(order.size(), false);
+    std::vector<Action> actions;
+    std::vector<Action> starts;
+    for (size_t rank = 0; rank < order.size(); ++rank) {
+      const JobInfo& j = *state.job(order[rank].id);
+      // A job preempted earlier in this walk competes again at its own rank
+      // (it restarts elsewhere when it fits: a migration).
+      if (j.status != JobStatus::kQueued && !preempted[rank]) continue;
       Placement p = place(j);
-      while (p.empty() && !left_out.empty()) {
-        const JobInfo& victim = *state.job(left_out.back());
-        left_out.pop_back();
+      // Release running jobs of lower priority, lowest first, until the job
+      // fits; if it never does, nobody is preempted for it.
+      std::vector<size_t> released;
+      for (size_t v = order.size(); p.empty() && v-- > rank + 1;) {
+        const JobInfo& victim = *state.job(order[v].id);
+        if (victim.status != JobStatus::kRunning || preempted[v]) continue;
+        give_back(victim, +1);
+        released.push_back(v);
+        p = place(j);
+      }
+      if (p.empty()) {
+        for (size_t v : released) give_back(*state.job(order[v].id), -1);
+        continue;
+      }
+      for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
+      // Victims the placement did not need keep running (highest priority first).
+      std::sort(released.begin(), released.end());
+      for (size_t v : released) {
+        const JobInfo& victim = *state.job(order[v].id);
+        bool fits = true;
         for (const auto& [sid, n] : victim.placement) {
-          const int i = state.server_index(sid);
-          index.Set(i, index.avail(i) + n);
+          fits = fits && index.avail(state.server_index(sid)) >= n;
         }
+        if (fits) {
+          give_back(victim, -1);
+          continue;
+        }
+        preempted[v] = true;
         Action a;
         a.type = ActionType::kPreempt;
         a.job = victim.spec.id;
         a.reason = "tiresias: preempt (lower 2D-LAS priority, queue " +
-                   std::to_string(Queue(state, victim)) + ")";
+                   std::to_string(order[v].queue) + ")";
         actions.push_back(std::move(a));
-        p = place(j);
       }
-      if (p.empty()) continue;
-      for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
       Action a;
       a.type = ActionType::kStart;
-      a.job = id;
+      a.job = j.spec.id;
       a.placement = std::move(p);
-      a.reason = "tiresias: admit (2D-LAS queue " + std::to_string(Queue(state, j)) + ")";
+      a.reason = "tiresias: admit (2D-LAS queue " + std::to_string(order[rank].queue) + ")";
       starts.push_back(std::move(a));
     }
     actions.insert(actions.end(), starts.begin(), starts.end());
@@ -139,6 +153,7 @@ class TiresiasPolicy : public Policy {
 
  private:
   std::string name_ = "tiresias";
+  std::unordered_map<JobId, double> promoted_at_;  // job -> attained service at promotion
   SchedulerConfig config_;
   ReclaimStrategy reclaim_;
 };

@@ -269,29 +269,54 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
           Scratch scratch{state, {}};
           std::vector<ServerId> left = busy;
           int remaining = need;
+          // Costs are cached and recomputed only for servers a step touched:
+          // those sharing a job with a server whose jobs changed.
+          struct Entry {
+            ReclaimCost cost;
+            int freed = 0;
+            int used = 0;
+            bool valid = false;
+          };
+          std::unordered_map<ServerId, Entry> cache;
           while (remaining > 0) {
             size_t best = 0;
             double best_p = 0, best_l = 0;
             int best_used = 0;
             for (size_t c = 0; c < left.size(); ++c) {
-              const int used = scratch.Used(left[c]);
-              int freed = 0;
-              ReclaimCost cost = used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &freed);
-              const double share = 1.0 + std::min(freed, remaining - 1);
-              const double p = cost.preemptions / share, l = cost.lost_gpu_seconds / share;
+              Entry& e = cache[left[c]];
+              if (!e.valid) {
+                e.used = scratch.Used(left[c]);
+                e.freed = 0;
+                e.cost = e.used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &e.freed);
+                e.valid = true;
+              }
+              const double share = 1.0 + std::min(e.freed, remaining - 1);
+              const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
               const bool better =
                   c == 0 || p < best_p - 1e-12 ||
                   (p <= best_p + 1e-12 &&
-                   (l < best_l - 1e-9 || (l <= best_l + 1e-9 && used < best_used)));
+                   (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
               if (better) {
                 best = c;
                 best_p = p;
                 best_l = l;
-                best_used = used;
+                best_used = e.used;
               }
             }
-            scratch.Cost(left[best], true);
-            d.servers.push_back(left[best]);
+            const ServerId chosen = left[best];
+            // Servers holding the jobs about to change, before they change.
+            std::set<ServerId> touched;
+            for (const auto& [jid, n] : state.server(chosen)->jobs) {
+              for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
+            }
+            scratch.Cost(chosen, true);
+            for (ServerId t : touched) {
+              cache[t].valid = false;
+              for (const auto& [jid, n] : state.server(t)->jobs) {
+                for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
+              }
+            }
+            d.servers.push_back(chosen);
             left.erase(left.begin() + best);
             --remaining;
           }

@@ -1,0 +1,175 @@
+// bench_scheduler: the scheduling core at production scale.
+//
+//   BM_Round/<servers>/<jobs>: one full aryl round (admission + knapsack +
+//     placement) on <servers> 8-GPU servers (a fifth of them loaned) with <jobs>
+//     running and <jobs> queued jobs, half of them elastic. The policy is pure,
+//     so the same state is scheduled every iteration.
+//   BM_Reclaim/<loaned>/<k>: the greedy reclaim decision for k of <loaned>
+//     loaned servers, the cluster busy as above.
+//   BM_Knapsack/<groups>/<capacity>: the knapsack dispatcher alone.
+//
+// Run (from the repository root):
+//   build-sched/bench/scheduler/bench_scheduler --benchmark_repetitions=10
+//       --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+
+#include "aryl/sched/knapsack.h"
+#include "aryl/sched/policy.h"
+#include "aryl/sched/reclaim.h"
+#include "aryl/sched/state.h"
+#include "aryl/sched/throughput.h"
+
+namespace aryl::sched {
+namespace {
+
+std::shared_ptr<const ThroughputCatalog> Catalog() {
+  auto c = std::make_shared<ThroughputCatalog>();
+  const std::vector<int> sizes = {1, 2, 4, 8, 16, 32, 64};
+  // Shapes of the measured A100 tables (resnet50, vgg16, bert at their first row).
+  (void)c->AddTable("resnet50", "A100", {sizes, {6.8, 11.8, 18.3, 21.3, 21.5, 22.7, 21.0}});
+  (void)c->AddTable("vgg16", "A100", {sizes, {5.1, 9.0, 14.8, 19.3, 25.9, 30.6, 29.5}});
+  (void)c->AddTable("bert", "A100", {sizes, {6.0, 8.6, 10.4, 11.1, 11.0, 10.6, 9.2}});
+  (void)c->AddTable("linear", "A100", {sizes, {1, 2, 4, 8, 16, 32, 64}});
+  return c;
+}
+
+// A busy cluster: `servers` 8-GPU servers, `loaned` of them loaned inference
+// servers, `running` jobs placed (base on training, flexible on loaned) and
+// `queued` jobs waiting; half of the jobs elastic.
+ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::uint64_t seed) {
+  std::vector<ServerSpec> specs;
+  for (int i = 0; i < servers; ++i) {
+    ServerSpec s;
+    s.id = i;
+    s.name = "s" + std::to_string(i);
+    s.pool = i < servers - loaned ? Pool::kTraining : Pool::kInference;
+    s.gpu_type = "A100";
+    s.gpus = 8;
+    specs.push_back(s);
+  }
+  auto st = ClusterState::Create(specs, Catalog(), SchedulerConfig{});
+  ClusterState state = std::move(st).value();
+  for (int i = servers - loaned; i < servers; ++i) (void)state.LoanServer(i);
+  std::mt19937_64 rng(seed);
+  const char* models[] = {"resnet50", "vgg16", "bert", "linear"};
+  const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 1};
+  int train_cursor = 0, loan_cursor = servers - loaned;
+  std::vector<int> free(servers, 8);
+  auto take = [&](int& cursor, int end, int n, Placement& p) {
+    while (n > 0 && cursor < end) {
+      const int t = std::min(n, free[cursor]);
+      if (t > 0) {
+        p[cursor] += t;
+        free[cursor] -= t;
+        n -= t;
+      }
+      if (free[cursor] == 0) ++cursor;
+    }
+    return n == 0;
+  };
+  for (int j = 0; j < running + queued; ++j) {
+    JobSpec spec;
+    spec.id = j + 1;
+    spec.model = models[rng() % 4];
+    spec.total_work = 1e4 + static_cast<double>(rng() % 10'000'000);
+    const int n = sizes[rng() % 8];
+    if (j % 2 == 0) {
+      spec.kind = JobKind::kInelastic;
+      spec.min_workers = spec.max_workers = n;
+    } else {
+      spec.kind = JobKind::kElastic;
+      spec.min_workers = n;
+      spec.max_workers = n * (2 + static_cast<int>(rng() % 4));
+    }
+    (void)state.AddJob(spec);
+    if (j >= running) continue;
+    Placement p;
+    const JobInfo& info = *state.job(spec.id);
+    const int base = info.elastic() ? info.base_workers : n;
+    if (!take(train_cursor, servers - loaned, base, p) && !take(loan_cursor, servers, base, p)) {
+      continue;  // full: stays queued
+    }
+    if (info.elastic()) {
+      // Some flexible workers, on loaned servers.
+      int extra = static_cast<int>(rng() % (spec.max_workers - base + 1));
+      while (extra > 0 && !info.Allowed(0, base + extra)) --extra;
+      Placement q = p;
+      if (extra > 0 && take(loan_cursor, servers, extra, q)) p = q;
+    }
+    Action a;
+    a.type = ActionType::kStart;
+    a.job = spec.id;
+    a.placement = p;
+    (void)state.Apply(a);
+  }
+  (void)state.AdvanceTo(600);
+  return state;
+}
+
+void BM_Round(benchmark::State& bm) {
+  const int servers = static_cast<int>(bm.range(0));
+  const int jobs = static_cast<int>(bm.range(1));
+  ClusterState state = BusyCluster(servers, servers / 5, jobs, jobs, 1);
+  auto policy = std::move(MakePolicy("aryl", SchedulerConfig{})).value();
+  size_t actions = 0;
+  for (auto _ : bm) {
+    auto out = policy->Schedule(state);
+    actions = out.size();
+    benchmark::DoNotOptimize(out);
+  }
+  bm.counters["running"] = static_cast<double>(state.running().size());
+  bm.counters["queued"] = static_cast<double>(state.queued().size());
+  bm.counters["actions"] = static_cast<double>(actions);
+  bm.counters["gpus"] = state.total_gpus();
+}
+BENCHMARK(BM_Round)->Args({125, 200})->Args({625, 1000})->Args({1250, 2000})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Reclaim(benchmark::State& bm) {
+  const int loaned = static_cast<int>(bm.range(0));
+  const int k = static_cast<int>(bm.range(1));
+  ClusterState state = BusyCluster(1250, loaned, 2000, 0, 2);
+  Reclaim r;
+  r.count = k;
+  ReclaimCost cost;
+  for (auto _ : bm) {
+    auto d = DecideReclaim(state, r, ReclaimStrategy::kGreedy, 1);
+    cost = d->cost;
+    benchmark::DoNotOptimize(d);
+  }
+  int busy = 0;
+  for (ServerId s : state.LoanedServers()) busy += state.server(s)->used > 0;
+  bm.counters["busy_loaned"] = busy;
+  bm.counters["preemptions"] = cost.preemptions;
+}
+BENCHMARK(BM_Reclaim)->Args({400, 100})->Unit(benchmark::kMillisecond);
+
+void BM_Knapsack(benchmark::State& bm) {
+  const int n = static_cast<int>(bm.range(0));
+  const int capacity = static_cast<int>(bm.range(1));
+  std::mt19937_64 rng(3);
+  std::vector<KnapsackGroup> groups(n);
+  for (auto& g : groups) {
+    g.options.push_back({0, 0});
+    const int m = 1 + static_cast<int>(rng() % 24);
+    const double scale = 100 + static_cast<double>(rng() % 10000);
+    for (int k = 1; k <= m; ++k) g.options.push_back({k, scale * k / (k + 4.0) - 30});
+  }
+  bool exact = false;
+  for (auto _ : bm) {
+    auto s = SolveKnapsack(groups, capacity, SchedulerConfig{}.knapsack_exact_budget);
+    exact = s.exact;
+    benchmark::DoNotOptimize(s);
+  }
+  bm.counters["exact"] = exact;
+}
+BENCHMARK(BM_Knapsack)->Args({100, 400})->Args({1000, 1000})->Args({1000, 5000})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace aryl::sched
+
+BENCHMARK_MAIN();
