@@ -134,7 +134,10 @@ int main(int argc, char** argv) {
     auto names = aryl::sched::PolicyNames();
     if (std::find(names.begin(), names.end(), base) == names.end()) {
       std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& n : names) {
+        if (!known.empty()) known += ", ";
+        known += n;
+      }
       aryl::UsageError(kProgram, "--policy: unknown policy '" + p + "' (known: " + known + ")");
     }
   }
