@@ -1,12 +1,13 @@
 // bench_scheduler: the scheduling core at production scale.
 //
-//   BM_Round/<servers>/<jobs>: one full aryl round (admission + knapsack +
+//   BM_Round/servers/jobs/settled: one full aryl round (admission + knapsack +
 //     placement) on <servers> 8-GPU servers (a fifth of them loaned) with <jobs>
-//     running and <jobs> queued jobs, half of them elastic. The policy is pure,
-//     so the same state is scheduled every iteration.
-//   BM_Reclaim/<loaned>/<k>: the greedy reclaim decision for k of <loaned>
+//     running and <jobs> queued jobs, half of them elastic; settled=1 after one
+//     round has been applied. The policy is pure, so the same state is
+//     scheduled every iteration.
+//   BM_Reclaim/loaned/k: the greedy reclaim decision for k of <loaned>
 //     loaned servers, the cluster busy as above.
-//   BM_Knapsack/<groups>/<capacity>: the knapsack dispatcher alone.
+//   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
 //
 // Run (from the repository root):
 //   build-sched/bench/scheduler/bench_scheduler --benchmark_repetitions=10
@@ -39,7 +40,10 @@ std::shared_ptr<const ThroughputCatalog> Catalog() {
 // A busy cluster: `servers` 8-GPU servers, `loaned` of them loaned inference
 // servers, `running` jobs placed (base on training, flexible on loaned) and
 // `queued` jobs waiting; half of the jobs elastic.
-ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::uint64_t seed) {
+// With `mixed`, every fourth job runs its base workers on loaned servers (so
+// that a reclaim must preempt some jobs, not only shrink).
+ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::uint64_t seed,
+                         bool mixed = false) {
   std::vector<ServerSpec> specs;
   for (int i = 0; i < servers; ++i) {
     ServerSpec s;
@@ -58,17 +62,25 @@ ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::
   const int sizes[] = {1, 1, 2, 2, 4, 4, 8, 1};
   int train_cursor = 0, loan_cursor = servers - loaned;
   std::vector<int> free(servers, 8);
+  // First fit from `cursor`; all or nothing.
   auto take = [&](int& cursor, int end, int n, Placement& p) {
-    while (n > 0 && cursor < end) {
-      const int t = std::min(n, free[cursor]);
+    int c = cursor;
+    Placement got;
+    while (n > 0 && c < end) {
+      const int t = std::min(n, free[c]);
       if (t > 0) {
-        p[cursor] += t;
-        free[cursor] -= t;
+        got[c] += t;
         n -= t;
       }
-      if (free[cursor] == 0) ++cursor;
+      if (n > 0 || free[c] == t) ++c;
     }
-    return n == 0;
+    if (n > 0) return false;
+    for (const auto& [sid, k] : got) {
+      free[sid] -= k;
+      p[sid] += k;
+    }
+    while (cursor < end && free[cursor] == 0) ++cursor;
+    return true;
   };
   for (int j = 0; j < running + queued; ++j) {
     JobSpec spec;
@@ -89,9 +101,17 @@ ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::
     Placement p;
     const JobInfo& info = *state.job(spec.id);
     const int base = info.elastic() ? info.base_workers : n;
-    if (!take(train_cursor, servers - loaned, base, p) && !take(loan_cursor, servers, base, p)) {
-      continue;  // full: stays queued
+    const bool on_loaned_first = mixed && j % 4 == 0;
+    bool placed = on_loaned_first ? take(loan_cursor, servers, base, p) : false;
+    if (!placed) {
+      p.clear();
+      placed = take(train_cursor, servers - loaned, base, p);
     }
+    if (!placed) {
+      p.clear();
+      placed = take(loan_cursor, servers, base, p);
+    }
+    if (!placed) continue;  // full: stays queued
     if (info.elastic()) {
       // Some flexible workers, on loaned servers.
       int extra = static_cast<int>(rng() % (spec.max_workers - base + 1));
@@ -109,11 +129,35 @@ ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::
   return state;
 }
 
+// Applies `actions` in passes, each action once it fits (the Scheduler's order);
+// returns how many could not be applied.
+size_t ApplyAll(ClusterState& state, std::vector<Action> actions) {
+  while (!actions.empty()) {
+    std::vector<Action> rest;
+    for (auto& a : actions) {
+      if (!state.Apply(a).ok()) rest.push_back(std::move(a));
+    }
+    if (rest.size() == actions.size()) break;
+    actions = std::move(rest);
+  }
+  return actions.size();
+}
+
+// range(2) == 1: the cluster as left by one round (the steady state a driver
+// sees from the second event on); 0: the freshly built, unbalanced cluster.
 void BM_Round(benchmark::State& bm) {
   const int servers = static_cast<int>(bm.range(0));
   const int jobs = static_cast<int>(bm.range(1));
   ClusterState state = BusyCluster(servers, servers / 5, jobs, jobs, 1);
   auto policy = std::move(MakePolicy("aryl", SchedulerConfig{})).value();
+  if (bm.range(2) == 1 && ApplyAll(state, policy->Schedule(state)) != 0) {
+    bm.SkipWithError("a round's actions did not apply");
+    return;
+  }
+  if (Status s = state.CheckInvariants(); !s.ok()) {
+    bm.SkipWithError(s.ToString().c_str());
+    return;
+  }
   size_t actions = 0;
   for (auto _ : bm) {
     auto out = policy->Schedule(state);
@@ -124,14 +168,24 @@ void BM_Round(benchmark::State& bm) {
   bm.counters["queued"] = static_cast<double>(state.queued().size());
   bm.counters["actions"] = static_cast<double>(actions);
   bm.counters["gpus"] = state.total_gpus();
+  bm.counters["used"] = state.used_gpus();
 }
-BENCHMARK(BM_Round)->Args({125, 200})->Args({625, 1000})->Args({1250, 2000})
+BENCHMARK(BM_Round)
+    ->ArgNames({"servers", "jobs", "settled"})
+    ->Args({125, 200, 0})
+    ->Args({625, 1000, 0})
+    ->Args({1250, 2000, 0})
+    ->Args({1250, 2000, 1})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Reclaim(benchmark::State& bm) {
   const int loaned = static_cast<int>(bm.range(0));
   const int k = static_cast<int>(bm.range(1));
-  ClusterState state = BusyCluster(1250, loaned, 2000, 0, 2);
+  ClusterState state = BusyCluster(1250, loaned, 2000, 0, 2, /*mixed=*/true);
+  if (Status s = state.CheckInvariants(); !s.ok()) {
+    bm.SkipWithError(s.ToString().c_str());
+    return;
+  }
   Reclaim r;
   r.count = k;
   ReclaimCost cost;
@@ -145,7 +199,7 @@ void BM_Reclaim(benchmark::State& bm) {
   bm.counters["busy_loaned"] = busy;
   bm.counters["preemptions"] = cost.preemptions;
 }
-BENCHMARK(BM_Reclaim)->Args({400, 100})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Reclaim)->ArgNames({"loaned", "k"})->Args({400, 100})->Unit(benchmark::kMillisecond);
 
 void BM_Knapsack(benchmark::State& bm) {
   const int n = static_cast<int>(bm.range(0));
@@ -166,7 +220,7 @@ void BM_Knapsack(benchmark::State& bm) {
   }
   bm.counters["exact"] = exact;
 }
-BENCHMARK(BM_Knapsack)->Args({100, 400})->Args({1000, 1000})->Args({1000, 5000})
+BENCHMARK(BM_Knapsack)->ArgNames({"jobs", "capacity"})->Args({100, 400})->Args({1000, 1000})->Args({1000, 5000})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
