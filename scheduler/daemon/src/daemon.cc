@@ -431,11 +431,14 @@ class Daemon::Impl {
     return store->UpdateJob(j.rec);
   }
 
+  // Slots not held by a worker that stays. A leaver's slot counts as free: the
+  // core gave it away with the plan, and the leaver goes at its next step
+  // boundary (or is stopped), so the joiner shares it only briefly.
   std::set<int> FreeSlots(const Node& n) {
     std::set<int> used;
     for (const auto& [jid, j] : jobs)
       for (const auto& [wid, w] : j.workers)
-        if (w.agent == n.id) used.insert(w.slot);
+        if (w.agent == n.id && !w.leaving) used.insert(w.slot);
     std::set<int> free;
     for (int i = 0; i < n.slots; ++i)
       if (!used.count(i)) free.insert(i);
@@ -473,6 +476,11 @@ class Daemon::Impl {
       auto nit = nodes.find(node);
       if (nit == nodes.end()) continue;
       auto free = FreeSlots(nit->second);
+      if (static_cast<int>(free.size()) < want - got) {
+        spdlog::error("job {}: {} needs {} more slots but has {} free; the scheduler's view and the agent disagree",
+                      j.rec.id, node, want - got, free.size());
+        pending_converge.insert(j.rec.id);
+      }
       for (int k = got; k < want && !free.empty(); ++k) {
         Worker w;
         w.id = j.next_worker++;

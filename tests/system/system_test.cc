@@ -1,0 +1,458 @@
+// End-to-end tests of the live system: real aryl-scheduler and aryl-agent
+// processes on loopback, real worker processes (/bin/sh), real signals.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <zmq.hpp>
+
+#include "aryl/agent/process.h"
+#include "aryl/daemon/http_server.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/security.h"
+#include "aryl/protocol/transport.h"
+
+namespace aryl {
+namespace {
+
+namespace fs = std::filesystem;
+namespace p = aryl::protocol;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits for `pred` up to `timeout_s`, polling every 50 ms.
+template <typename F>
+bool WaitFor(F pred, double timeout_s) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return pred();
+}
+
+class SystemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("aryl-sys-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    port_ = FreePort();
+    http_port_ = FreePort();
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(port_);
+  }
+  void TearDown() override {
+    launcher_.StopAll(2);
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  pid_t StartScheduler(std::vector<std::string> extra = {}) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(port_),
+                 "--state", (dir_ / "state.db").string(), "--http-port", std::to_string(http_port_),
+                 "--heartbeat", "0.2", "--agent-timeout", "1.5", "--stop-grace", "2", "--log-level", "debug"};
+    spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+    spec.stdout_path = (dir_ / "scheduler.log").string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    scheduler_pid_ = pid.ok() ? *pid : 0;
+    return scheduler_pid_;
+  }
+
+  pid_t StartAgent(const std::string& id, int slots, const std::string& pool = "training",
+                   std::vector<std::string> extra = {}) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint_, "--id", id, "--host", "127.0.0.1", "--pool", pool,
+                 "--slots", std::to_string(slots), "--gpu-type", "cpu", "--log-dir", (dir_ / ("logs-" + id)).string(),
+                 "--log-level", "debug"};
+    spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+    spec.cwd = dir_.string();
+    spec.stdout_path = (dir_ / ("agent-" + id + ".log")).string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    return pid.ok() ? *pid : 0;
+  }
+
+  void Kill(pid_t pid) {
+    launcher_.Signal(pid, SIGKILL);
+    WaitFor([&] {
+      launcher_.Poll();
+      return !launcher_.Running(pid);
+    }, 5);
+  }
+
+  std::unique_ptr<p::Client> Client(std::optional<p::CurveClientKeys> curve = std::nullopt) {
+    p::Client::Options o;
+    o.endpoint = endpoint_;
+    o.curve = curve;
+    auto c = p::Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // Waits until `n` agents are connected.
+  bool WaitAgents(p::Client& c, int n, double timeout_s = 10) {
+    return WaitFor([&] {
+      auto r = c.Call<p::NodesReply>(p::ListNodes{}, milliseconds(500));
+      if (!r.ok()) return false;
+      int connected = 0;
+      for (const auto& node : r->nodes) connected += node.connected;
+      return connected >= n;
+    }, timeout_s);
+  }
+
+  Result<p::JobId> Submit(p::Client& c, std::vector<std::string> argv, int workers, int min = 0, int max = 0) {
+    p::SubmitJob m;
+    m.argv = std::move(argv);
+    if (min > 0) {
+      m.min_workers = min;
+      m.max_workers = max;
+    } else {
+      m.workers = workers;
+    }
+    ARYL_ASSIGN_OR_RETURN(auto reply, c.Call<p::SubmitReply>(m, milliseconds(3000)));
+    return reply.job;
+  }
+
+  Result<p::JobStatusReply> Status(p::Client& c, p::JobId job) {
+    p::JobStatus m;
+    m.job = job;
+    return c.Call<p::JobStatusReply>(m, milliseconds(1000));
+  }
+
+  bool WaitState(p::Client& c, p::JobId job, p::JobState state, double timeout_s) {
+    return WaitFor([&] {
+      auto r = Status(c, job);
+      return r.ok() && r->row.state == state;
+    }, timeout_s);
+  }
+
+  std::string Logs() {
+    std::string out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().extension() == ".log") out += "==== " + e.path().filename().string() + "\n" + ReadFile(e.path());
+    return out.substr(out.size() > 20000 ? out.size() - 20000 : 0);
+  }
+
+  fs::path dir_;
+  int port_ = 0, http_port_ = 0;
+  std::string endpoint_;
+  pid_t scheduler_pid_ = 0;
+  agent::ProcessLauncher launcher_;
+};
+
+// A job runs on real worker processes, completes, and its exit code is kept.
+TEST_F(SystemTest, JobLifecycle) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  auto ok = Submit(*c, {"sh", "-c", "echo $ARYL_RANK/$ARYL_WORLD_SIZE > " + out.string() + "/r$ARYL_RANK"}, 2);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_TRUE(WaitState(*c, *ok, p::JobState::kCompleted, 15)) << Logs();
+  EXPECT_EQ(ReadFile(out / "r0"), "0/2\n");
+  EXPECT_EQ(ReadFile(out / "r1"), "1/2\n");
+  auto failing = Submit(*c, {"sh", "-c", "exit 7"}, 1);
+  ASSERT_TRUE(failing.ok());
+  ASSERT_TRUE(WaitState(*c, *failing, p::JobState::kFailed, 15)) << Logs();
+  EXPECT_EQ(Status(*c, *failing)->exit_code.value_or(-1), 7);
+  // Bad submissions are refused with a reason; the daemon carries on.
+  auto too_big = Submit(*c, {"true"}, 64);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_NE(too_big.status().message().find("64"), std::string::npos) << too_big.status();
+  auto missing = Submit(*c, {"/nonexistent/binary"}, 1);
+  ASSERT_TRUE(missing.ok());
+  ASSERT_TRUE(WaitState(*c, *missing, p::JobState::kFailed, 15)) << Logs();
+  EXPECT_EQ(Status(*c, *missing)->exit_code.value_or(-1), 127);
+  // Metrics and status over HTTP.
+  auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->second.find("aryl_jobs_finished_total"), std::string::npos);
+  EXPECT_NE(metrics->second.find("aryl_round_seconds_bucket"), std::string::npos);
+  auto status = daemon::HttpGet("127.0.0.1", http_port_, "/status");
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
+}
+
+// aryl-run submits, streams, and exits with the job's exit code.
+TEST_F(SystemTest, ArylRunExitCode) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  agent::LaunchSpec spec;
+  spec.argv = {ARYL_RUN_BIN, "--scheduler", endpoint_, "--workers", "2", "--", "sh", "-c", "exit 5"};
+  spec.stdout_path = (dir_ / "aryl-run.log").string();
+  auto pid = launcher_.Launch(spec);
+  ASSERT_TRUE(pid.ok());
+  std::vector<agent::ExitInfo> done;
+  WaitFor([&] {
+    auto d = launcher_.Poll();
+    done.insert(done.end(), d.begin(), d.end());
+    return std::any_of(done.begin(), done.end(), [&](auto& e) { return e.pid == *pid; });
+  }, 20);
+  auto it = std::find_if(done.begin(), done.end(), [&](auto& e) { return e.pid == *pid; });
+  ASSERT_NE(it, done.end()) << Logs();
+  EXPECT_EQ(it->exit_code, 5) << Logs();
+}
+
+// SIGKILL the scheduler mid-run and restart it: the running job keeps running
+// (no restart), the queued job stays queued, both finish, nothing is duplicated.
+TEST_F(SystemTest, SchedulerRestart) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  fs::path marks = dir_ / "marks";
+  fs::create_directories(marks);
+  // Every start of a worker leaves a mark: a restart would leave a second one.
+  std::string body = "echo x >> " + marks.string() + "/job$ARYL_JOB_ID-w$ARYL_WORKER_ID; sleep 4";
+  auto first = Submit(*c, {"sh", "-c", body}, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Submit(*c, {"sh", "-c", body}, 2);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(WaitState(*c, *first, p::JobState::kRunning, 10)) << Logs();
+  EXPECT_EQ(Status(*c, *second)->row.state, p::JobState::kQueued);
+  std::this_thread::sleep_for(milliseconds(500));
+  Kill(scheduler_pid_);
+  std::this_thread::sleep_for(milliseconds(500));
+  StartScheduler();
+  auto c2 = Client();
+  ASSERT_TRUE(WaitAgents(*c2, 1)) << Logs();
+  auto s1 = Status(*c2, *first);
+  ASSERT_TRUE(s1.ok()) << s1.status();
+  EXPECT_EQ(s1->row.state, p::JobState::kRunning);
+  EXPECT_EQ(Status(*c2, *second)->row.state, p::JobState::kQueued);
+  ASSERT_TRUE(WaitState(*c2, *first, p::JobState::kCompleted, 15)) << Logs();
+  ASSERT_TRUE(WaitState(*c2, *second, p::JobState::kCompleted, 15)) << Logs();
+  p::ListJobs all;
+  all.include_finished = true;
+  auto jobs = c2->Call<p::JobsReply>(all, milliseconds(1000));
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->jobs.size(), 2u);
+  // Exactly one start per worker: the scheduler's restart restarted nothing.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(marks)) {
+    files++;
+    EXPECT_EQ(ReadFile(e.path()), "x\n") << e.path();
+  }
+  EXPECT_EQ(files, 4);
+}
+
+// SIGKILL an agent: its workers die with it; the elastic job shrinks and the
+// inelastic one is requeued; both finish once the agent is back.
+TEST_F(SystemTest, AgentKilled) {
+  StartScheduler();
+  pid_t a = StartAgent("a", 2);
+  pid_t b = StartAgent("b", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  fs::path pids = dir_ / "pids";
+  fs::create_directories(pids);
+  std::string body = "echo $$ > " + pids.string() + "/$ARYL_JOB_ID-$ARYL_WORKER_ID; sleep 5";
+  auto rigid = Submit(*c, {"sh", "-c", body}, 2);
+  ASSERT_TRUE(rigid.ok()) << rigid.status();
+  auto elastic = Submit(*c, {"sh", "-c", body}, 0, 1, 2);
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  ASSERT_TRUE(WaitState(*c, *rigid, p::JobState::kRunning, 10)) << Logs();
+  ASSERT_TRUE(WaitState(*c, *elastic, p::JobState::kRunning, 10)) << Logs();
+  // Kill the agent that hosts the inelastic job.
+  auto st = Status(*c, *rigid);
+  ASSERT_TRUE(st.ok());
+  ASSERT_FALSE(st->placement.empty());
+  std::string victim = st->placement[0].agent_id;
+  std::this_thread::sleep_for(milliseconds(300));
+  std::vector<pid_t> victim_workers;
+  for (const auto& e : fs::directory_iterator(pids)) {
+    if (e.path().filename().string().rfind(std::to_string(*rigid) + "-", 0) == 0)
+      victim_workers.push_back(std::atoi(ReadFile(e.path()).c_str()));
+  }
+  ASSERT_EQ(victim_workers.size(), 2u);
+  Kill(victim == "a" ? a : b);
+  // The killed agent's workers are gone (PR_SET_PDEATHSIG).
+  int dead = 0;
+  for (pid_t w : victim_workers) {
+    WaitFor([&] {
+      std::string stat = ReadFile("/proc/" + std::to_string(w) + "/stat");
+      auto paren = stat.rfind(')');
+      return stat.empty() || (paren != std::string::npos && stat.substr(paren + 2, 1) == "Z");
+    }, 3);
+    std::string stat = ReadFile("/proc/" + std::to_string(w) + "/stat");
+    if (stat.empty() || stat.find(") Z") != std::string::npos) dead++;
+  }
+  EXPECT_GE(dead, 2);
+  // The inelastic job is requeued when the scheduler notices (agent timeout):
+  // queued (or already restarted on the other agent once the elastic job finished).
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *rigid);
+    return r.ok() && r->row.generation >= 2;
+  }, 10)) << Logs();
+  StartAgent(victim, 2);
+  ASSERT_TRUE(WaitState(*c, *rigid, p::JobState::kCompleted, 25)) << Logs();
+  ASSERT_TRUE(WaitState(*c, *elastic, p::JobState::kCompleted, 25)) << Logs();
+}
+
+// SIGKILL one worker: the job continues (a replacement joins) and finishes.
+TEST_F(SystemTest, WorkerKilled) {
+  StartScheduler();
+  StartAgent("a", 3);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  fs::path pids = dir_ / "pids";
+  fs::create_directories(pids);
+  auto job = Submit(*c, {"sh", "-c", "echo $$ > " + pids.string() + "/$ARYL_WORKER_ID; sleep 3"}, 0, 2, 3);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(pids / "0") && !ReadFile(pids / "0").empty(); }, 10)) << Logs();
+  pid_t w0 = std::atoi(ReadFile(pids / "0").c_str());
+  ASSERT_GT(w0, 0);
+  ::kill(w0, SIGKILL);
+  // A replacement worker (id 3) joins; the job finishes normally.
+  EXPECT_TRUE(WaitFor([&] { return fs::exists(pids / "3"); }, 10)) << Logs();
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 20)) << Logs();
+}
+
+// Garbage, malformed envelopes and oversize frames from a raw ZeroMQ socket
+// neither crash nor stall the daemon.
+TEST_F(SystemTest, GarbageFrames) {
+  StartScheduler();
+  auto c = Client();
+  ASSERT_TRUE(WaitFor([&] { return c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(300)).ok(); }, 10)) << Logs();
+  zmq::context_t ctx;
+  for (int round = 0; round < 3; ++round) {
+    zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+    raw.set(zmq::sockopt::linger, 0);
+    raw.connect(endpoint_);
+    std::string junk(1000, '\0');
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 7919 + round) % 256);
+    raw.send(zmq::buffer(junk), zmq::send_flags::dontwait);                      // one frame
+    raw.send(zmq::str_buffer("c1"), zmq::send_flags::sndmore);                   // bad JSON
+    raw.send(zmq::str_buffer("{not json"), zmq::send_flags::dontwait);
+    raw.send(zmq::str_buffer("c2"), zmq::send_flags::sndmore);                   // wrong type
+    raw.send(zmq::str_buffer(R"({"v":1,"type":"heartbeat","agent_id":"x"})"), zmq::send_flags::dontwait);
+    raw.send(zmq::str_buffer("c3"), zmq::send_flags::sndmore);                   // future version
+    raw.send(zmq::str_buffer(R"({"v":99,"type":"list_nodes"})"), zmq::send_flags::dontwait);
+    raw.send(zmq::str_buffer("a"), zmq::send_flags::sndmore);                    // too many frames
+    raw.send(zmq::str_buffer("b"), zmq::send_flags::sndmore);
+    raw.send(zmq::str_buffer("c"), zmq::send_flags::sndmore);
+    raw.send(zmq::str_buffer("d"), zmq::send_flags::dontwait);
+    raw.send(zmq::message_t(), zmq::send_flags::dontwait);                        // empty
+    std::string huge(2u << 20, 'x');                                              // 2 MiB
+    raw.send(zmq::str_buffer("c4"), zmq::send_flags::sndmore);
+    raw.send(zmq::buffer(huge), zmq::send_flags::dontwait);
+    // A well-formed request on another connection is answered promptly.
+    auto t0 = Clock::now();
+    auto r = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(2000));
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.0);
+  }
+  launcher_.Poll();
+  EXPECT_TRUE(launcher_.Running(scheduler_pid_)) << Logs();
+  // Submitting a job that claims to be an agent is refused, too.
+  p::AgentRegister fake;
+  fake.agent_id = "someone-else";
+  fake.host = "h";
+  fake.gpu_type = "cpu";
+  auto reg = c->Call<p::AgentRegistered>(fake, milliseconds(1000));
+  EXPECT_FALSE(reg.ok());
+}
+
+// CURVE: a listed client key gets in; an unknown one is refused.
+TEST_F(SystemTest, CurveRefusesUnknownKey) {
+  fs::path keys = dir_ / "keys", allow = dir_ / "allow";
+  ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "scheduler").ok());
+  ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "client").ok());
+  ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "stranger").ok());
+  fs::create_directories(allow);
+  fs::copy_file(keys / "client.pub", allow / "client.pub");
+  StartScheduler({"--curve-key", (keys / "scheduler.key").string(), "--curve-allow", allow.string()});
+  auto server_pub = p::LoadPublicKey((keys / "scheduler.pub").string());
+  ASSERT_TRUE(server_pub.ok());
+  auto client_kp = p::LoadKeyPair((keys / "client.key").string());
+  auto stranger_kp = p::LoadKeyPair((keys / "stranger.key").string());
+  ASSERT_TRUE(client_kp.ok() && stranger_kp.ok());
+  auto good = Client(p::CurveClientKeys{client_kp->public_key, client_kp->secret_key, *server_pub});
+  EXPECT_TRUE(WaitFor([&] { return good->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500)).ok(); }, 10))
+      << Logs();
+  auto bad = Client(p::CurveClientKeys{stranger_kp->public_key, stranger_kp->secret_key, *server_pub});
+  auto r = bad->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1500));
+  EXPECT_FALSE(r.ok());
+  auto plain = Client();
+  EXPECT_FALSE(plain->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000)).ok());
+  // An agent with the listed key registers and runs a job under CURVE.
+  StartAgent("a", 1, "training",
+             {"--curve-key", (keys / "client.key").string(), "--curve-server-key", (keys / "scheduler.pub").string()});
+  ASSERT_TRUE(WaitAgents(*good, 1)) << Logs();
+}
+
+// 200 jobs submitted at once, workers that exit at once: all complete and
+// every scheduling round stays under 50 ms.
+TEST_F(SystemTest, TwoHundredJobs) {
+  StartScheduler();
+  StartAgent("a", 16);
+  StartAgent("b", 16);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  auto t0 = Clock::now();
+  std::vector<p::JobId> ids;
+  for (int i = 0; i < 200; ++i) {
+    auto id = i % 2 ? Submit(*c, {"true"}, 1 + i % 3) : Submit(*c, {"true"}, 0, 1, 4);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  double submit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  p::ListJobs live;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = c->Call<p::JobsReply>(live, milliseconds(2000));
+    return r.ok() && r->jobs.empty();
+  }, 90)) << Logs();
+  double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  p::ListJobs all;
+  all.include_finished = true;
+  auto jobs = c->Call<p::JobsReply>(all, milliseconds(2000));
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->jobs.size(), 200u);
+  for (const auto& j : jobs->jobs) EXPECT_EQ(j.state, p::JobState::kCompleted) << j.job;
+  auto status = c->Call<p::StatusReply>(p::StatusRequest{}, milliseconds(2000));
+  ASSERT_TRUE(status.ok());
+  double max_round = status->summary["rounds"]["max_seconds"].get<double>();
+  double mean_round = status->summary["rounds"]["mean_seconds"].get<double>();
+  int rounds = status->summary["rounds"]["count"].get<int>();
+  std::printf("200 jobs: submitted in %.2f s, all complete after %.2f s; %d rounds, mean %.2f ms, max %.2f ms\n",
+              submit_s, total_s, rounds, mean_round * 1000, max_round * 1000);
+  EXPECT_LT(max_round, 0.050);
+}
+
+}  // namespace
+}  // namespace aryl
