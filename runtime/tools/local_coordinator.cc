@@ -107,15 +107,32 @@ Result<int64_t> LocalCoordinator::Resize(int world) {
     rec.members.push_back(joiners.back());
   }
   for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(Spawn(id, g));
-  for (const auto& id : joiners) {
-    auto ready = store_->Wait("ready/" + id, opt_.timeout);
-    if (!ready.ok()) return ready.status().WithContext("joiner " + id + " did not become ready");
-  }
+  // Waits for `key` while any worker of the current generation still runs;
+  // when they have all exited (the job finished) the joiners are killed.
+  auto wait_for = [&](const std::string& key) -> Status {
+    auto deadline = std::chrono::steady_clock::now() + opt_.timeout;
+    while (true) {
+      ARYL_ASSIGN_OR_RETURN(bool present, store_->Check(key));
+      if (present) return Status::Ok();
+      Reap();
+      bool any_running = false;
+      for (const auto& id : cur.members) any_running = any_running || running_.count(id) > 0;
+      if (!any_running) {
+        for (const auto& id : joiners) (void)Kill(id, SIGKILL);
+        return Status::FailedPrecondition("the job's workers exited before generation " + std::to_string(g) +
+                                          " took effect");
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::Timeout("'" + key + "' not set within " + std::to_string(opt_.timeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
+  for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(wait_for("ready/" + id).WithContext("joiner " + id));
   ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
   // The agent announces one change at a time: wait until the members applied
   // it (the new rank 0 stores its report) before another can be announced.
-  auto report = store_->Wait("report/" + std::to_string(g), opt_.timeout);
-  if (!report.ok()) return report.status().WithContext("generation " + std::to_string(g) + " was not applied");
+  ARYL_RETURN_IF_ERROR(wait_for("report/" + std::to_string(g)).WithContext("generation " + std::to_string(g)));
   return g;
 }
 
