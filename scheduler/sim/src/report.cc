@@ -169,7 +169,7 @@ Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& r
 }
 
 Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, int training_gpus,
-                  int inference_servers) {
+                  int inference_servers, int inference_gpus) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -205,34 +205,42 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
   gp << "set terminal pngcairo size 1400,1000 font 'DejaVu Sans,11'\n"
      << "set output 'timeline.png'\n"
      << "set multiplot layout 3,1 title 'aryl-sim timeline (" << training_gpus << " training GPUs, "
-     << inference_servers << " inference servers)'\n"
+     << inference_gpus << " inference GPUs)'\n"
      << "set key outside right top\nset grid\nset xlabel 'day'\n";
-  auto plot_all = [&](const std::string& column, const std::string& ylabel, bool with_demand) {
+  auto plot_all = [&](const std::string& column, const std::string& ylabel) {
     gp << "set ylabel '" << ylabel << "'\nplot ";
     bool first = true;
-    if (with_demand && !runs.empty()) {
-      gp << "'timeline-" << SafeName(runs.front().metrics.policy)
-         << ".dat' using 1:7 with steps lw 2 lc rgb 'black' title 'inference demand'";
-      first = false;
-    }
-    for (const auto& r : runs) {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
       if (!first) gp << ", ";
       first = false;
-      gp << "'timeline-" << SafeName(r.metrics.policy) << ".dat' using 1:" << column
-         << " with steps lw 1.5 title '" << r.metrics.policy << "'";
+      gp << "'timeline-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:" << column
+         << " with steps lw 1.5 lt " << i + 1 << " title '" << runs[i].metrics.policy << "'";
     }
     gp << "\n";
   };
-  plot_all("($4+$5)", "GPUs busy with training", false);
-  plot_all("2", "queued jobs", false);
-  plot_all("6", "inference servers (loaned / demand)", true);
+  plot_all("($4+$5)", "GPUs busy with training");
+  plot_all("2", "queued jobs");
+  // Loaned capacity is the same for every policy (the demand decides it); what
+  // differs is how much of it training uses.
+  gp << "set ylabel 'inference GPUs'\nplot ";
+  if (!runs.empty()) {
+    const double per_server = inference_servers > 0 ? static_cast<double>(inference_gpus) / inference_servers : 0;
+    gp << "'timeline-" << SafeName(runs.front().metrics.policy) << ".dat' using 1:($7*" << per_server
+       << ") with steps lw 2 lc rgb 'black' title 'demand', '' using 1:($6*" << per_server
+       << ") with steps lw 1 dt 2 lc rgb 'gray40' title 'loaned'";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      gp << ", 'timeline-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:5 with steps lw 1.5 lt " << i + 1
+         << " title '" << runs[i].metrics.policy << " busy on loaned'";
+    }
+  }
+  gp << "\n";
   gp << "unset multiplot\n";
   gp << "set output 'jct_cdf.png'\nset size 1,1\nset origin 0,0\n"
      << "set title 'JCT CDF'\nset logscale x\nset xlabel 'job completion time (hours, log scale)'\n"
      << "set ylabel 'fraction of jobs'\nset yrange [0:1]\nset key right bottom\nplot ";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     if (i) gp << ", ";
-    gp << "'jct-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:2 with lines lw 2 title '"
+    gp << "'jct-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:2 with lines lw 2 lt " << i + 1 << " title '"
        << runs[i].metrics.policy << "'";
   }
   gp << "\n";

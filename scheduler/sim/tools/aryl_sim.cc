@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
       ("policy", "Comma-separated policies to run side by side",
        cxxopts::value<std::string>()->default_value("baseline,aryl"))
       ("fifo", "FIFO admission instead of shortest-job-first")
+      ("inelastic-on-loaned", "Whether inelastic jobs may run on loaned servers when no training server fits",
+       cxxopts::value<bool>()->default_value("true"))
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
       ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
@@ -113,6 +115,7 @@ int main(int argc, char** argv) {
   config.timeline_interval = flags["timeline-interval"].as<double>();
   config.progress = !flags.count("no-progress");
   config.scheduler.fifo = flags.count("fifo") > 0;
+  config.scheduler.inelastic_on_loaned = flags["inelastic-on-loaned"].as<bool>();
   config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
@@ -206,6 +209,7 @@ int main(int argc, char** argv) {
     cfg["elastic_range"] = {elastic_range.first, elastic_range.second};
     cfg["relative_speed"] = catalog_options.relative_speed;
     cfg["fifo"] = config.scheduler.fifo;
+  cfg["inelastic_on_loaned"] = config.scheduler.inelastic_on_loaned;
     cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;
@@ -218,7 +222,7 @@ int main(int argc, char** argv) {
   }
   if (flags.count("plot")) {
     if (auto s = aryl::sim::WritePlots(flags["plot"].as<std::string>(), results, config.training.Gpus(),
-                                       config.inference.Servers());
+                                       config.inference.Servers(), config.inference.Gpus());
         !s.ok())
       Fail(s);
   }

@@ -33,8 +33,8 @@ Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& r
 
 // Writes timeline-<policy>.dat, jct-<policy>.dat, plots.gp and runs gnuplot to
 // make timeline.png and jct_cdf.png in `dir` (created when missing).
-// `training_gpus` and `inference_servers` scale the axes.
+// The cluster sizes label the plots and convert servers to GPUs.
 Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, int training_gpus,
-                  int inference_servers);
+                  int inference_servers, int inference_gpus);
 
 }  // namespace aryl::sim
