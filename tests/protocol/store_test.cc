@@ -47,7 +47,7 @@ TEST_F(StoreTest, GetTimesOut) {
   EXPECT_TRUE(got.status().IsTimeout()) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("'missing'"));
   EXPECT_GE(took, 140ms);
-  EXPECT_LT(took, 400ms);
+  EXPECT_LT(took, 450ms);  // margin for a loaded 2-core machine
 }
 
 // Add counts from zero, accepts negative deltas, and refuses non-integer values.
@@ -106,7 +106,7 @@ TEST_F(StoreTest, WaitTimesOut) {
   EXPECT_THAT(s.message(), HasSubstr("'absent'"));
   EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("'present'")));
   EXPECT_GE(took, 190ms);
-  EXPECT_LT(took, 450ms);
+  EXPECT_LT(took, 550ms);
   EXPECT_EQ(server_->service().parked(), 0u);
 }
 
@@ -158,7 +158,7 @@ TEST(StoreClientTest, DeadStoreTimesOut) {
   ASSERT_TRUE(c.ok());
   auto start = SteadyClock::now();
   EXPECT_TRUE((*c)->Set("k", "v", 100ms).IsTimeout());
-  EXPECT_LT(SteadyClock::now() - start, 300ms);
+  EXPECT_LT(SteadyClock::now() - start, 400ms);
 }
 
 }  // namespace
