@@ -4,8 +4,8 @@
 // the trace-driven simulator (scheduler/sim) and the live daemon (scheduler/daemon).
 // Everything here is a plain value: no sockets, no threads, no clock. Time arrives
 // with each event as seconds (virtual time in the simulator, wall time in the
-// daemon). The core's owners may refine this header; drivers depend only on it
-// and on scheduler.h.
+// daemon). Drivers depend on this header, scheduler.h (Handle), state.h (read
+// the ClusterState) and throughput.h (build the catalog); see docs/scheduler.md.
 #pragma once
 
 #include <cstdint>
