@@ -12,11 +12,13 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <set>
 #include <thread>
 
 #include "aryl/agent/gpu.h"
 #include "aryl/agent/process.h"
+#include "aryl/agent/store_relay.h"
 #include "aryl/clock.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/security.h"
@@ -84,6 +86,36 @@ class Agent::Impl {
   std::uint64_t scheduler_epoch = 0;
   p::Pool pool = p::Pool::kTraining;
   bool gpus = false;
+  std::unique_ptr<StoreRelay> relay;
+  std::string store_endpoint;  // this agent's store; empty without a relay
+  // A resize this agent publishes once its joiners are ready (home store only).
+  struct PendingPublish {
+    p::JobId job = 0;
+    std::string endpoint, key;
+    std::int64_t generation = 0, prev = 0;
+    std::vector<std::string> members, joiners;
+    int from = 0;
+    double deadline = 0;
+  };
+  std::vector<PendingPublish> publishes;
+  std::set<std::pair<std::string, std::int64_t>> resizing;  // (job key, scheduler generation) with a NewGeneration
+  struct PendingReport {
+    p::JobId job = 0;
+    std::string endpoint, key;
+    std::int64_t generation = 0;
+    double deadline = 0;
+  };
+  std::vector<PendingReport> reports;
+
+  bool UsesStore(const std::string& endpoint) const {
+    return relay && !endpoint.empty() && endpoint != "none";
+  }
+
+  static std::vector<std::string> Ids(const std::vector<p::WorkerId>& ids) {
+    std::vector<std::string> out;
+    for (auto id : ids) out.push_back(std::to_string(id));
+    return out;
+  }
 
   std::vector<p::RunningWorker> Running() const {
     std::vector<p::RunningWorker> out;
@@ -100,6 +132,7 @@ class Agent::Impl {
     m.gpu_type = opt.gpu_type;
     m.slots = opt.slots;
     m.workers = Running();
+    m.store_endpoint = store_endpoint;
     auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
     if (!reply.ok()) {
       if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
@@ -130,6 +163,23 @@ class Agent::Impl {
     fs::path dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
     std::error_code ec;
     fs::create_directories(dir, ec);
+    std::int64_t store_gen = std::max<std::int64_t>(1, m.generation);
+    bool use_store = UsesStore(m.store_endpoint);
+    if (use_store) {
+      auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
+      if (!g.ok()) {
+        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint, g.status().ToString());
+        use_store = false;
+      } else {
+        store_gen = *g;
+        bool home = m.store_endpoint == store_endpoint;
+        if (home && !resizing.count({m.store_prefix, m.generation})) {
+          // A fresh start: the record exists before any worker looks for it.
+          Status st = relay->Publish(m.store_endpoint, m.store_prefix, store_gen, 0, Ids(m.members));
+          if (!st.ok()) spdlog::error("job {}: publish generation {}: {}", m.job, store_gen, st.ToString());
+        }
+      }
+    }
     for (const auto& wp : m.workers) {
       bool dup = false;
       for (const auto& [pid, w] : workers) dup |= w.job == m.job && w.id == wp.worker;
@@ -140,13 +190,16 @@ class Agent::Impl {
       spec.env = m.env;
       spec.env["ARYL_JOB_ID"] = std::to_string(m.job);
       spec.env["ARYL_WORKER_ID"] = std::to_string(wp.worker);
-      spec.env["ARYL_GENERATION"] = std::to_string(std::max<std::int64_t>(1, m.generation));
+      spec.env["ARYL_GENERATION"] = std::to_string(store_gen);
       spec.env["ARYL_RANK"] = std::to_string(wp.rank);
       spec.env["ARYL_WORLD_SIZE"] = std::to_string(m.members.size());
       spec.env["ARYL_LOCAL_SLOT"] = std::to_string(wp.local_slot);
       spec.env["ARYL_AGENT_ID"] = opt.id;
       if (!m.checkpoint_dir.empty()) spec.env["ARYL_CHECKPOINT_DIR"] = m.checkpoint_dir;
-      if (m.store_endpoint != "none" && !m.store_endpoint.empty()) spec.env["ARYL_STORE_ENDPOINT"] = m.store_endpoint;
+      if (use_store) {
+        spec.env["ARYL_STORE_ENDPOINT"] = m.store_endpoint;
+        spec.env["ARYL_JOB_ID"] = m.store_prefix;
+      }
       if (gpus) spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(wp.local_slot);
       Worker w;
       w.stdout_path = (dir / ("worker-" + std::to_string(wp.worker) + ".out")).string();
@@ -193,6 +246,29 @@ class Agent::Impl {
     }
     spdlog::info("job {}: generation {} with {} members, {} leaving here", m.job, m.generation, m.members.size(),
                  m.leaving.size());
+    if (UsesStore(m.store_endpoint) && m.store_endpoint == store_endpoint) {
+      resizing.insert({m.store_prefix, m.generation});
+      auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
+      auto latest = relay->Latest(m.store_endpoint, m.store_prefix);
+      if (!g.ok() || !latest.ok()) {
+        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint,
+                      (!g.ok() ? g.status() : latest.status()).ToString());
+        return;
+      }
+      PendingPublish pp;
+      pp.job = m.job;
+      pp.endpoint = m.store_endpoint;
+      pp.key = m.store_prefix;
+      pp.generation = *g;
+      pp.prev = latest->first;
+      pp.members = Ids(m.members);
+      pp.from = static_cast<int>(latest->second.size());
+      std::set<std::string> before(latest->second.begin(), latest->second.end());
+      for (const auto& id : pp.members)
+        if (!before.count(id)) pp.joiners.push_back(id);
+      pp.deadline = Now() + 120;
+      publishes.push_back(pp);
+    }
   }
 
   void OnStop(const p::StopWorkers& m) {
@@ -290,6 +366,77 @@ class Agent::Impl {
     }
   }
 
+  // Publishes resizes whose joiners are ready; relays the runtime's reports.
+  void PumpStore() {
+    if (!relay) return;
+    double now = Now();
+    for (auto it = publishes.begin(); it != publishes.end();) {
+      auto ready = relay->Ready(it->endpoint, it->key, it->joiners);
+      if (ready.ok() && *ready) {
+        Status st = relay->Publish(it->endpoint, it->key, it->generation, it->prev, it->members);
+        if (!st.ok()) spdlog::error("job {}: publish generation {}: {}", it->job, it->generation, st.ToString());
+        else spdlog::info("job {}: published generation {} ({} -> {} workers)", it->job, it->generation, it->from,
+                          it->members.size());
+        reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 120});
+        it = publishes.erase(it);
+      } else if (now > it->deadline || !ready.ok()) {
+        spdlog::error("job {}: joiners of generation {} not ready in time ({}); not published", it->job,
+                      it->generation, ready.ok() ? "timeout" : ready.status().ToString());
+        it = publishes.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = reports.begin(); it != reports.end();) {
+      auto rep = relay->Report(it->endpoint, it->key, it->generation);
+      if (rep.ok() && *rep) {
+        SendResizeReport(it->job, it->generation, **rep);
+        it = reports.erase(it);
+      } else if (now > it->deadline || !rep.ok()) {
+        it = reports.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // The runtime's report line: "from_gen=.. to_gen=.. from=.. to=.. detect_s=.. ... total_s=..".
+  void SendResizeReport(p::JobId job, std::int64_t generation, const std::string& line) {
+    std::map<std::string, std::string> kv;
+    std::istringstream is(line);
+    std::string tok;
+    while (is >> tok) {
+      auto eq = tok.find('=');
+      if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
+    }
+    auto num = [&](std::initializer_list<const char*> keys) {
+      for (const char* k : keys) {
+        auto f = kv.find(k);
+        if (f == kv.end()) continue;
+        try {
+          double v = std::stod(f->second);
+          if (std::isfinite(v) && v >= 0) return v;
+        } catch (const std::exception&) {
+        }
+      }
+      return 0.0;
+    };
+    p::ResizeReport r;
+    r.job = job;
+    r.generation = std::max<std::int64_t>(1, generation);
+    r.from_workers = static_cast<std::int64_t>(num({"from_world", "from"}));
+    r.to_workers = std::max<std::int64_t>(1, static_cast<std::int64_t>(num({"to_world", "to"})));
+    r.planned = kv.count("planned") == 0 || kv["planned"] != "0";
+    r.phases.detect = num({"detect_s", "detect"});
+    r.phases.agree = num({"agree_s", "agree"});
+    r.phases.rendezvous = num({"rendezvous_s", "rendezvous"});
+    r.phases.communicator = num({"communicator_s", "communicator"});
+    r.phases.state_transfer = num({"transfer_s", "state_transfer"});
+    r.phases.total = num({"total_s", "total"});
+    spdlog::info("job {}: resize into generation {}: {}", job, generation, line);
+    if (registered) Send(r);
+  }
+
   Status Run() {
     while (!stop) {
       double now = Now();
@@ -309,6 +456,7 @@ class Agent::Impl {
       if (msg.ok()) OnPush(*msg);
       Reap();
       Progress();
+      PumpStore();
     }
     spdlog::info("agent {} stopping: {} workers", opt.id, workers.size());
     for (const auto& ex : launcher.StopAll(5)) {
@@ -365,6 +513,11 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     co.curve = p::CurveClientKeys{kp.public_key, kp.secret_key, server_pub};
   }
   ARYL_ASSIGN_OR_RETURN(impl->client, p::Client::Connect(co));
+  impl->relay = MakeStoreRelay();
+  if (impl->relay) {
+    ARYL_ASSIGN_OR_RETURN(impl->store_endpoint, impl->relay->Serve(options.host, options.store_port));
+    spdlog::info("rendezvous store on {}", impl->store_endpoint);
+  }
   impl->opt = options;
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }

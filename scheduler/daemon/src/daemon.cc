@@ -150,6 +150,7 @@ class Daemon::Impl {
     p::WorkerId next_worker = 0;
     int starts = 0;
     int failures = 0;
+    std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
     bool completing = false;  // a worker exited 0 on its own: the job is done
     double completing_since = 0;
     std::int64_t step = 0;
@@ -236,6 +237,7 @@ class Daemon::Impl {
         j.starts = w.value("starts", 0);
         j.failures = w.value("failures", 0);
         j.rescales = w.value("rescales", std::int64_t{0});
+        j.home_store = w.value("home_store", std::string("none"));
         for (const auto& x : w.value("workers", json::array())) {
           Worker wk;
           wk.id = x.at("id").get<p::WorkerId>();
@@ -418,6 +420,7 @@ class Daemon::Impl {
     w["starts"] = j.starts;
     w["failures"] = j.failures;
     w["rescales"] = j.rescales;
+    w["home_store"] = j.home_store;
     json arr = json::array();
     j.rec.placement.clear();
     for (const auto& [id, wk] : j.workers) {
@@ -521,7 +524,18 @@ class Daemon::Impl {
     // agent relays it to its workers and makes leavers go at the switch.
     std::map<std::string, std::vector<p::WorkerId>> leaving_by_agent;
     for (auto id : leavers) leaving_by_agent[j.workers[id].agent].push_back(id);
-    std::string store_ep = "none";
+    if (fresh) {
+      // The agent of rank 0 hosts this start's rendezvous (when it has a store).
+      j.home_store = nodes.count(master_node) && !nodes[master_node].store_endpoint.empty()
+                         ? nodes[master_node].store_endpoint
+                         : "none";
+    }
+    std::string store_ep = j.home_store;
+    std::string store_key = std::to_string(j.rec.id) + "-" + std::to_string(j.starts);
+    if (!fresh && store_ep != "none") {
+      for (const auto& [id, n] : nodes)
+        if (n.store_endpoint == store_ep && n.connected) existing_agents.insert(id);
+    }
     if (!fresh) {
       for (const auto& agent : existing_agents) {
         p::NewGeneration ng;
@@ -530,7 +544,7 @@ class Daemon::Impl {
         ng.members = members;
         ng.leaving = leaving_by_agent.count(agent) ? leaving_by_agent[agent] : std::vector<p::WorkerId>{};
         ng.store_endpoint = store_ep;
-        ng.store_prefix = "aryl/" + std::to_string(j.rec.id) + "/";
+        ng.store_prefix = store_key;
         if (members.empty()) {
           p::StopWorkers sw;
           sw.job = j.rec.id;
@@ -551,7 +565,7 @@ class Daemon::Impl {
       sw.members = members;
       sw.argv = j.spec.argv;
       sw.env = j.spec.env;
-      sw.env["ARYL_JOB_ID"] = std::to_string(j.rec.id);
+      sw.env["ARYL_JOB_ID"] = store_key;
       sw.env["ARYL_MIN_WORKERS"] = std::to_string(j.spec.min_workers.value_or(j.spec.workers.value_or(1)));
       sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
       sw.env["ARYL_MASTER_ADDR"] = master_host;
@@ -559,7 +573,7 @@ class Daemon::Impl {
       sw.cwd = j.spec.cwd;
       sw.checkpoint_dir = j.spec.checkpoint_dir;
       sw.store_endpoint = store_ep;
-      sw.store_prefix = "aryl/" + std::to_string(j.rec.id) + "/";
+      sw.store_prefix = store_key;
       Push(agent, sw);
     }
     int size = static_cast<int>(members.size());

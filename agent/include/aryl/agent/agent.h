@@ -43,6 +43,7 @@ struct AgentOptions {
   std::string log_dir = "aryl-logs";
   double leave_timeout = 30;      // a leaver still running after this is stopped (s)
   double request_timeout = 2;     // per request to the scheduler (s)
+  int store_port = 0;             // the agent's rendezvous store (libtorch builds); 0: any free port
   // CURVE: this agent's key pair (.key) and the scheduler's public key (.pub).
   std::string curve_key;
   std::string curve_server_key;

@@ -1,0 +1,60 @@
+// StoreRelay: the agent's part in a job's rendezvous store (the runtime's
+// resize protocol, see runtime/include/aryl/runtime.h).
+//
+// Every agent serves one rendezvous store (protocol/store.h, over ZeroMQ; keys
+// of each job under "aryl/<job>/", so one store serves every job; the runtime
+// reaches it through ARYL_STORE_ENDPOINT) and reports its endpoint in
+// AgentRegister. The scheduler picks one "home" store per job start (the
+// agent of rank 0) and names it in StartWorkers/NewGeneration. Then:
+//  1. Generation numbers live in the store ("gen/counter", shared with the
+//     runtime's fault recovery). The scheduler's generation s maps to one
+//     store generation G: the first agent to need it allocates G and records
+//     it under "sched/<s>"; the others read it there.
+//  2. Joiners start with ARYL_GENERATION=G and ARYL_STORE_ENDPOINT=home.
+//  3. The home agent publishes G's record: at once for a fresh start
+//     (prev = 0); for a resize, once every joiner has set "ready/<id>".
+//  4. After the switch the runtime writes "report/<G>" (timed phases); the
+//     home agent relays it to the scheduler as a ResizeReport.
+//
+// Thread safety: used from the agent's loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+
+namespace aryl::agent {
+
+class StoreRelay {
+ public:
+  virtual ~StoreRelay() = default;
+  // Starts serving the agent's store on `host`:`port` (0: any); returns its tcp:// endpoint.
+  virtual Result<std::string> Serve(const std::string& host, int port) = 0;
+  // The store generation for scheduler generation `sched_gen` (allocated once).
+  virtual Result<std::int64_t> StoreGeneration(const std::string& endpoint, const std::string& job,
+                                               std::int64_t sched_gen) = 0;
+  // The newest published generation and its members (0 and empty before any).
+  virtual Result<std::pair<std::int64_t, std::vector<std::string>>> Latest(const std::string& endpoint,
+                                                                           const std::string& job) = 0;
+  // True when every joiner has set "ready/<id>".
+  virtual Result<bool> Ready(const std::string& endpoint, const std::string& job,
+                             const std::vector<std::string>& joiners) = 0;
+  virtual Status Publish(const std::string& endpoint, const std::string& job, std::int64_t generation,
+                         std::int64_t prev, const std::vector<std::string>& members) = 0;
+  // "report/<G>" once the runtime wrote it.
+  virtual Result<std::optional<std::string>> Report(const std::string& endpoint, const std::string& job,
+                                                    std::int64_t generation) = 0;
+  // Asks the job's workers to checkpoint ("control/checkpoint" counter).
+  virtual Status RequestCheckpoint(const std::string& endpoint, const std::string& job) = 0;
+  // Drops client connections of a job that ended here.
+  virtual void Forget(const std::string& job) = 0;
+};
+
+// The implementation over protocol::StoreServer / StoreClient.
+std::unique_ptr<StoreRelay> MakeStoreRelay();
+
+}  // namespace aryl::agent
