@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "protocol_store.h"
+
 namespace aryl {
 namespace {
 
@@ -57,8 +59,14 @@ JobStore::~JobStore() = default;
 
 Result<JobStore> JobStore::Connect(const std::string& endpoint, const std::string& job_id,
                                    std::chrono::milliseconds timeout) {
+  if (endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("ipc://", 0) == 0 || endpoint.rfind("inproc://", 0) == 0) {
+    ARYL_ASSIGN_OR_RETURN(auto store, ProtocolStore::Connect(endpoint, timeout));
+    JobStore js(store, job_id);
+    js.endpoint_ = endpoint;
+    return js;
+  }
   std::string ep = endpoint;
-  if (ep.rfind("tcp://", 0) == 0) ep = ep.substr(6);
+  if (ep.rfind("c10d://", 0) == 0) ep = ep.substr(7);
   auto colon = ep.rfind(':');
   if (colon == std::string::npos) {
     return Status::InvalidArgument("store endpoint '" + endpoint + "': expected host:port");
@@ -76,6 +84,7 @@ Result<JobStore> JobStore::Connect(const std::string& endpoint, const std::strin
     auto store = c10::make_intrusive<c10d::TCPStore>(ep.substr(0, colon), opts);
     JobStore js(store, job_id);
     js.port_ = opts.port;
+    js.endpoint_ = endpoint;
     return js;
   } catch (const std::exception& e) {
     return Status::Unavailable("connect to store " + endpoint + ": " + FirstLine(e.what()));
@@ -92,10 +101,19 @@ Result<JobStore> JobStore::Serve(int port, const std::string& job_id, std::chron
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
     JobStore js(store, job_id);
     js.port_ = store->getPort();
+    js.endpoint_ = "127.0.0.1:" + std::to_string(js.port_);
     return js;
   } catch (const std::exception& e) {
     return Status::Unavailable("serve store on port " + std::to_string(port) + ": " + FirstLine(e.what()));
   }
+}
+
+Result<JobStore> JobStore::ServeProtocol(const std::string& endpoint, const std::string& job_id,
+                                         std::chrono::milliseconds timeout) {
+  ARYL_ASSIGN_OR_RETURN(std::shared_ptr<ProtocolStoreServer> server, ProtocolStoreServer::Start(endpoint));
+  ARYL_ASSIGN_OR_RETURN(JobStore js, Connect(server->endpoint(), job_id, timeout));
+  js.server_ = server;
+  return js;
 }
 
 Status JobStore::Set(const std::string& suffix, const std::string& value) {

@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,12 +42,19 @@ class JobStore {
   JobStore(c10::intrusive_ptr<c10d::Store> store, std::string job_id);
   ~JobStore();
 
-  // Connects to a c10d TCPStore at "host:port" (optionally "tcp://host:port").
+  // "tcp://host:port", "ipc://path", "inproc://name": the project's rendezvous
+  // store (protocol/store.h, served by the agent); "host:port" or
+  // "c10d://host:port": a c10d TCPStore.
   static Result<JobStore> Connect(const std::string& endpoint, const std::string& job_id,
                                   std::chrono::milliseconds timeout);
-  // Serves a TCPStore on 0.0.0.0:port (port 0: any free port) in this process.
+  // Serves a c10d TCPStore on 0.0.0.0:port (port 0: any free port) in this process.
   static Result<JobStore> Serve(int port, const std::string& job_id, std::chrono::milliseconds timeout);
+  // Serves the project's rendezvous store at `endpoint` ("tcp://127.0.0.1:*") in this process.
+  static Result<JobStore> ServeProtocol(const std::string& endpoint, const std::string& job_id,
+                                        std::chrono::milliseconds timeout);
   int port() const { return port_; }
+  // What workers pass as ARYL_STORE_ENDPOINT to reach this store.
+  const std::string& endpoint() const { return endpoint_; }
 
   std::string Key(const std::string& suffix) const { return "aryl/" + job_id_ + "/" + suffix; }
   Status Set(const std::string& suffix, const std::string& value);
@@ -71,6 +79,8 @@ class JobStore {
   c10::intrusive_ptr<c10d::Store> store_;
   std::string job_id_;
   int port_ = 0;
+  std::string endpoint_;
+  std::shared_ptr<void> server_;  // keeps an in-process store server alive
 };
 
 }  // namespace aryl

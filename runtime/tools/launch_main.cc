@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
       "backend", "gloo|fake", cxxopts::value<std::string>()->default_value("gloo"))(
       "checkpoint-dir", "checkpoint directory", cxxopts::value<std::string>()->default_value(""))(
       "log-dir", "per-worker logs (default: inherit stdout)", cxxopts::value<std::string>()->default_value(""))(
+      "store", "tcp://127.0.0.1:* (project store) or c10d", cxxopts::value<std::string>()->default_value("tcp://127.0.0.1:*"))(
       "timeout", "seconds before giving up", cxxopts::value<int>()->default_value("600"))(
       "command", "program and arguments", cxxopts::value<std::vector<std::string>>());
   options.parse_positional({"command"});
@@ -53,13 +54,14 @@ int main(int argc, char** argv) {
   opt.backend = flags["backend"].as<std::string>();
   opt.checkpoint_dir = flags["checkpoint-dir"].as<std::string>();
   opt.log_dir = flags["log-dir"].as<std::string>();
+  opt.store = flags["store"].as<std::string>();
   auto coord = aryl::LocalCoordinator::Start(opt);
   if (!coord.ok()) {
     std::fprintf(stderr, "aryl-rt-launch: %s\n", coord.status().ToString().c_str());
     return 1;
   }
   auto& c = **coord;
-  std::printf("aryl-rt-launch: store 127.0.0.1:%d\n", c.port());
+  std::printf("aryl-rt-launch: store %s\n", c.store_endpoint().c_str());
   if (auto s = c.Launch(flags["workers"].as<int>()); !s.ok()) {
     std::fprintf(stderr, "aryl-rt-launch: %s\n", s.ToString().c_str());
     return 1;

@@ -25,12 +25,14 @@ LocalCoordinator::~LocalCoordinator() {
 
 Result<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(CoordinatorOptions options) {
   if (options.worker_argv.empty()) return Status::InvalidArgument("coordinator: no worker command");
-  ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Serve(options.port, options.job_id, options.timeout));
+  auto js_or = options.store == "c10d" ? JobStore::Serve(0, options.job_id, options.timeout)
+                                       : JobStore::ServeProtocol(options.store, options.job_id, options.timeout);
+  ARYL_ASSIGN_OR_RETURN(auto js, std::move(js_or));
   auto store = std::make_unique<JobStore>(std::move(js));
   return std::unique_ptr<LocalCoordinator>(new LocalCoordinator(std::move(options), std::move(store)));
 }
 
-int LocalCoordinator::port() const { return store_->port(); }
+const std::string& LocalCoordinator::store_endpoint() const { return store_->endpoint(); }
 
 std::string LocalCoordinator::LogPath(const std::string& worker) const {
   return opt_.log_dir.empty() ? std::string() : opt_.log_dir + "/" + worker + ".log";
@@ -46,7 +48,7 @@ Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
   for (auto& [k, v] : opt_.env) env[k] = v;
   env["ARYL_JOB_ID"] = opt_.job_id;
   env["ARYL_WORKER_ID"] = worker;
-  env["ARYL_STORE_ENDPOINT"] = "127.0.0.1:" + std::to_string(port());
+  env["ARYL_STORE_ENDPOINT"] = store_endpoint();
   env["ARYL_GENERATION"] = std::to_string(generation);
   env["ARYL_BACKEND"] = opt_.backend;
   if (!opt_.checkpoint_dir.empty()) env["ARYL_CHECKPOINT_DIR"] = opt_.checkpoint_dir;

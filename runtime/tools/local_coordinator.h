@@ -31,7 +31,9 @@ struct CoordinatorOptions {
   std::string log_dir;                         // "<log_dir>/<worker>.log"; empty: inherit stdout/stderr
   std::string backend = "gloo";
   std::string checkpoint_dir;
-  int port = 0;                                // 0: any free port
+  // Where the rendezvous store is served: the project's store over ZeroMQ
+  // ("tcp://127.0.0.1:*", the agent's kind) or, with "c10d", a c10d TCPStore.
+  std::string store = "tcp://127.0.0.1:*";
   std::chrono::milliseconds timeout{60000};    // store and readiness waits
 };
 
@@ -61,7 +63,7 @@ class LocalCoordinator {
   const std::map<std::string, int>& exit_codes() const { return exit_codes_; }
   // Members of the newest generation.
   Result<std::vector<std::string>> Members();
-  int port() const;
+  const std::string& store_endpoint() const;
   JobStore& store() { return *store_; }
   std::string LogPath(const std::string& worker) const;
 
