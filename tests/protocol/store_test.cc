@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <thread>
 
 namespace aryl::protocol {
@@ -142,6 +147,46 @@ TEST_F(StoreTest, SurvivesClientDeath) {
   auto c = NewClient();
   ASSERT_TRUE(c->Set("k", "v", 1000ms).ok());
   EXPECT_EQ(*c->Get("k", 1000ms), "v");
+}
+
+// Child half of WorkerProcessKilledMidWait: a worker process that joins the
+// rendezvous and then blocks in Wait until it is killed. Skipped unless spawned.
+TEST(StoreChild, JoinAndWaitForever) {
+  const char* endpoint = std::getenv("ARYL_STORE_CHILD_ENDPOINT");
+  if (!endpoint) GTEST_SKIP() << "only runs as a child of WorkerProcessKilledMidWait";
+  auto c = StoreClient::Connect({.endpoint = endpoint});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->Add("gen1/arrived", 1, 2000ms).ok());
+  (void)(*c)->Wait({"never"}, 30000ms);
+}
+
+// A real worker process is SIGKILLed while parked in a Wait: the store keeps
+// serving the other members (the dead worker's parked request just waits out its
+// deadline), and the next generation's rendezvous works.
+TEST_F(StoreTest, WorkerProcessKilledMidWait) {
+  // Everything the child needs is prepared before fork: after it, only execve.
+  std::string env_endpoint = "ARYL_STORE_CHILD_ENDPOINT=" + server_->endpoint();
+  std::string filter = "--gtest_filter=StoreChild.JoinAndWaitForever";
+  char* child_argv[] = {const_cast<char*>("store_child"), filter.data(), nullptr};
+  char* child_env[] = {env_endpoint.data(), nullptr};
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execve("/proc/self/exe", child_argv, child_env);
+    ::_exit(127);
+  }
+  auto c = NewClient();
+  auto deadline = SteadyClock::now() + 5s;
+  while (SteadyClock::now() < deadline && server_->service().parked() == 0)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(server_->service().parked(), 1u) << "child never reached its Wait";
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(*c->Add("gen1/arrived", 1, 1000ms), 2);
+  ASSERT_TRUE(c->Set("gen2/addr/0", "host0", 1000ms).ok());
+  EXPECT_TRUE(c->Wait({"gen2/addr/0"}, 1000ms).ok());
 }
 
 // A non-store message is refused with an error naming it.
