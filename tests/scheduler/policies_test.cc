@@ -111,6 +111,32 @@ INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicyTest,
                            return n;
                          });
 
+TEST(PolicyTest, SameEventsGiveTheSamePlans) {
+  // Determinism: two schedulers fed the same events emit identical plans.
+  auto run = [](const std::string& policy) {
+    Harness h(Servers(2, 2), policy);
+    std::vector<Action> all;
+    auto keep = [&](const Plan& p) { all.insert(all.end(), p.actions.begin(), p.actions.end()); };
+    keep(h.Loan({2, 3}));
+    for (JobId j = 1; j <= 12; ++j) {
+      keep(h.Submit(j % 3 ? Elastic(j, 1, 6, 1000.0 * j) : Inelastic(j, 3, 500.0 * j), 7));
+    }
+    keep(h.ReclaimCount(1, 5));
+    keep(h.Send(JobFinished{*h.state().running().begin()}, 5));
+    return all;
+  };
+  for (const char* p : {"aryl", "aryl:random", "tiresias", "afs"}) {
+    auto a = run(p), b = run(p);
+    ASSERT_EQ(a.size(), b.size()) << p;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].type, b[i].type) << p;
+      EXPECT_EQ(a[i].job, b[i].job) << p;
+      EXPECT_EQ(a[i].placement, b[i].placement) << p;
+      EXPECT_EQ(a[i].server, b[i].server) << p;
+    }
+  }
+}
+
 TEST(PolicyTest, BaselineNeverUsesLoanedServersNorGrows) {
   // baseline runs an elastic job at its requested size on training servers only.
   Harness h(Servers(1, 1), "baseline");

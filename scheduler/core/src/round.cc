@@ -73,11 +73,10 @@ int FreeIndex::Pick(int type, bool training, bool loaned, int n, bool prefer_loa
   return -1;
 }
 
-Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool prefer_loaned) const {
+Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool prefer_loaned) {
   if (n <= 0 || Total(type, training, loaned) < n) return {};
   // Largest servers first until the rest fits one server (best fit): as few
-  // servers as possible. Works on a copy of the touched entries only.
-  auto* self = const_cast<FreeIndex*>(this);
+  // servers as possible. Takes tentatively, then gives everything back.
   std::vector<std::pair<int, int>> taken;  // server, amount
   Placement placement;
   int need = n;
@@ -87,11 +86,11 @@ Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool pref
     const int take = std::min(need, avail_[s]);
     taken.emplace_back(s, take);
     placement[state_.servers()[s].spec.id] += take;
-    self->Take(s, take);
+    Take(s, take);
     need -= take;
   }
   for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
-    self->Set(it->first, avail_[it->first] + it->second);
+    Set(it->first, avail_[it->first] + it->second);
   }
   if (need > 0) return {};
   return placement;

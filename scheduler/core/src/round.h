@@ -30,8 +30,9 @@ class FreeIndex {
   // `prefer_loaned` is false.
   int Pick(int type, bool training, bool loaned, int n, bool prefer_loaned) const;
   // Best-fit placement of `n` workers on as few servers as possible; empty when
-  // the selected pools do not hold n free GPUs of `type`. Does not take them.
-  Placement Find(int type, bool training, bool loaned, int n, bool prefer_loaned) const;
+  // the selected pools do not hold n free GPUs of `type`. Does not take them
+  // (the index is used as scratch and restored before it returns).
+  Placement Find(int type, bool training, bool loaned, int n, bool prefer_loaned);
 
  private:
   int Group(int type, bool loaned) const { return type * 2 + (loaned ? 1 : 0); }
