@@ -360,8 +360,10 @@ TEST(Transport, TickRuns) {
   auto server = Server::Start({.endpoint = UniqueInproc(), .tick = 10ms, .on_tick = [&] { ++ticks; }},
                               EchoHandler);
   ASSERT_TRUE(server.ok());
-  std::this_thread::sleep_for(150ms);
+  auto start = SteadyClock::now();
+  while (ticks < 5 && SteadyClock::now() - start < 2s) std::this_thread::sleep_for(5ms);
   EXPECT_GE(ticks.load(), 5);
+  EXPECT_LT(SteadyClock::now() - start, 1s);  // ~50 ms unloaded
 }
 
 }  // namespace
