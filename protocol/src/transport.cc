@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +128,7 @@ class Server::Impl {
   std::unique_ptr<ZapAuthenticator> zap;
   zmq::socket_t router, wake_rx, wake_tx;
   std::string endpoint;
+  ino_t ipc_inode = 0;  // the ipc:// socket file this server created
 
   std::mutex tx_mu;  // guards wake_tx and outbox
   std::deque<Outgoing> outbox;
@@ -169,6 +171,10 @@ class Server::Impl {
         return FromZmq("bind '" + options.endpoint + "'", e);
       }
       endpoint = router.get(zmq::sockopt::last_endpoint);
+      struct stat st {};
+      if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6 && endpoint[6] != '@' &&
+          ::stat(endpoint.c_str() + 6, &st) == 0)
+        ipc_inode = st.st_ino;
 
       // A fresh name each time: a closed inproc endpoint is released asynchronously.
       static std::atomic<std::uint64_t> next_wake{0};
@@ -336,9 +342,13 @@ class Server::Impl {
     wake_rx.close();
     router.close();
     // libzmq removes an ipc:// socket file only once its I/O thread gets to it,
-    // which a process that exits right away never sees.
-    if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6 && endpoint[6] != '@')
-      ::unlink(endpoint.c_str() + 6);
+    // which a process that exits right away never sees. Only our own file goes: a
+    // later server may have bound the same path since.
+    if (ipc_inode != 0) {
+      struct stat st {};
+      const char* path = endpoint.c_str() + 6;
+      if (::stat(path, &st) == 0 && st.st_ino == ipc_inode) ::unlink(path);
+    }
     if (zap) {
       zap->Close();
       zap->Join();
