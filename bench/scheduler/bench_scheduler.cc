@@ -48,7 +48,8 @@ ClusterState BusyCluster(int servers, int loaned, int running, int queued, std::
   for (int i = 0; i < servers; ++i) {
     ServerSpec s;
     s.id = i;
-    s.name = "s" + std::to_string(i);
+    s.name = "s";
+    s.name += std::to_string(i);
     s.pool = i < servers - loaned ? Pool::kTraining : Pool::kInference;
     s.gpu_type = "A100";
     s.gpus = 8;

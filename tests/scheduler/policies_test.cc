@@ -212,6 +212,22 @@ TEST(PolicyTest, HeterogeneousTypesKeepEachJobOnOneType) {
   EXPECT_DOUBLE_EQ(h.job(2).throughput, 4.0);  // T4 = half of A100's 8
 }
 
+TEST(PolicyTest, MinTypeSpeedKeepsJobsOffMuchSlowerGpus) {
+  // With the A100 server full, a job waits rather than run on T4 (half speed)
+  // when min_type_speed is 0.6; by default it takes the T4 server.
+  auto servers = Servers(1, 0, 8, "A100");
+  auto t4 = Servers(1, 0, 8, "T4", 1);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  for (double min_speed : {0.0, 0.6}) {
+    SchedulerConfig config;
+    config.min_type_speed = min_speed;
+    Harness h(servers, "aryl", config);
+    h.Submit(Inelastic(1, 8, 1e6), 0);
+    h.Submit(Inelastic(2, 8, 1e6), 1);
+    EXPECT_EQ(h.job(2).status, min_speed > 0 ? JobStatus::kQueued : JobStatus::kRunning);
+  }
+}
+
 TEST(PolicyTest, SjfAdmitsTheShortestJobFirst) {
   // With room for one of two queued jobs, SJF picks the shorter; FIFO the earlier.
   for (bool fifo : {false, true}) {

@@ -288,8 +288,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
   for (const Queued& q : queue) {
     const JobInfo& j = *state.job(q.id);
     types.clear();
+    double fastest = 0;
+    for (int t = 0; t < state.num_types(); ++t) fastest = std::max(fastest, j.Thr(t, q.demand));
     for (int t = 0; t < state.num_types(); ++t) {
-      if (j.Allowed(t, q.demand)) types.push_back(t);
+      if (j.Allowed(t, q.demand) && j.Thr(t, q.demand) >= opt.min_type_speed * fastest) {
+        types.push_back(t);
+      }
     }
     std::stable_sort(types.begin(), types.end(),
                      [&](int a, int b) { return j.Thr(a, q.demand) > j.Thr(b, q.demand); });
@@ -354,11 +358,17 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     }
     // ... then add new ones on loaned servers (so that returning a loaned server
     // usually needs only shrinks), where the job already is first, then best
-    // fit; then on training servers the same way.
+    // fit; then on training servers the same way. A job whose base workers sit
+    // on loaned servers (training was full when it started) takes training
+    // servers first instead: the next round counts those as its base, so its
+    // loaned workers become flexible and a reclaim can shrink them away.
     for (Alloc& a : allocs) {
       if (!a.flexible) continue;
       int want = a.extra - Sum(a.kept);
-      for (const bool loaned_pool : {true, false}) {
+      bool base_on_loaned = false;
+      for (const auto& [sid, n] : a.base) base_on_loaned = base_on_loaned || state.server(sid)->loaned();
+      const bool pools[2] = {!base_on_loaned, base_on_loaned};
+      for (const bool loaned_pool : pools) {
         if (loaned_pool && !opt.use_loaned) continue;
         for (const Placement* p : {&a.kept, &a.base}) {
           for (const auto& [sid, n] : *p) {

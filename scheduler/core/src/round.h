@@ -58,6 +58,7 @@ struct RoundOptions {
   bool inelastic_on_loaned = true;
   std::int64_t knapsack_budget = 20'000'000;
   Seconds rescale_pause = 30;
+  double min_type_speed = 0;  // SchedulerConfig::min_type_speed
 };
 
 // The actions of one non-preemptive round: admissions (kStart) in SJF/FIFO

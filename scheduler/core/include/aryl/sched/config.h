@@ -18,6 +18,11 @@ struct SchedulerConfig {
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits
+  // Admission places a job only on GPU types whose throughput at its size is at
+  // least this fraction of its fastest allowed type's (0 = any type). Loaned
+  // inference GPUs much slower than the training ones can cost a job more than
+  // waiting for a training server (see docs/scheduler.md, "Observed behaviour").
+  double min_type_speed = 0;
   std::uint64_t seed = 1;              // for the `random` reclaim strategy
   // The knapsack is solved exactly (DP over capacity) while groups x capacity x
   // options stays under this many steps; above it, the convex-hull greedy (see
