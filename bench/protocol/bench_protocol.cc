@@ -45,19 +45,31 @@ double NsPerOp(int iters, F&& f) {
 Message BigJobsReply(int rows) {
   JobsReply r;
   for (int i = 0; i < rows; ++i)
-    r.jobs.push_back({.job = JobId(i), .name = "job-" + std::to_string(i), .state = JobState::kRunning,
-                      .workers = 4, .min_workers = 1, .max_workers = 8, .gpu_type = "A100",
-                      .generation = 3, .step = 1000 + i, .steps_per_second = 9.5,
-                      .submit_time = 1.7e9, .rescales = 1});
+    r.jobs.push_back({.job = JobId(i),
+                      .name = "job-" + std::to_string(i),
+                      .state = JobState::kRunning,
+                      .workers = 4,
+                      .min_workers = 1,
+                      .max_workers = 8,
+                      .gpu_type = "A100",
+                      .generation = 3,
+                      .step = 1000 + i,
+                      .steps_per_second = 9.5,
+                      .submit_time = 1.7e9,
+                      .rescales = 1});
   return r;
 }
 
 void CodecTable(int iters) {
   std::vector<std::pair<std::string, Message>> cases = {
-      {"heartbeat (8 workers)", Heartbeat{.agent_id = "train-01", .seq = 1, .free_slots = 0,
-                                          .workers = std::vector<RunningWorker>(8, RunningWorker{.job = 1, .pid = 10})}},
+      {"heartbeat (8 workers)",
+       Heartbeat{.agent_id = "train-01",
+                 .seq = 1,
+                 .free_slots = 0,
+                 .workers = std::vector<RunningWorker>(8, RunningWorker{.job = 1, .pid = 10})}},
       {"start_workers", testing::SampleMessages()[3]},
-      {"store_set (1 KiB value)", StoreSet{.key = "job/1/g2/rank0", .value = {std::string(1024, 'x')}}},
+      {"store_set (1 KiB value)",
+       StoreSet{.key = "job/1/g2/rank0", .value = {std::string(1024, 'x')}}},
       {"jobs_reply (200 rows)", BigJobsReply(200)},
   };
   std::printf("%-26s %10s %12s %12s\n", "message", "bytes", "encode ns", "decode ns");  // CPU time
@@ -65,15 +77,19 @@ void CodecTable(int iters) {
     std::string frame = Encode(msg);
     int n = std::max(1, iters * 200 / int(frame.size() + 200) / 5);
     double enc = NsPerOp(n, [&] { frame = Encode(msg); });
-    double dec = NsPerOp(n, [&] { auto r = Decode(frame); if (!r.ok()) std::abort(); });
+    double dec = NsPerOp(n, [&] {
+      auto r = Decode(frame);
+      if (!r.ok()) std::abort();
+    });
     std::printf("%-26s %10zu %12.0f %12.0f\n", name.c_str(), frame.size(), enc, dec);
   }
 }
 
 void LatencyRow(const std::string& label, Server::Options so, Client::Options co, int requests) {
-  auto server = Server::Start(std::move(so), [](const ReplyTo&, Message m) -> std::optional<Message> {
-    return Ok{.message = std::to_string(std::get<CancelJob>(m).job)};
-  });
+  auto server =
+      Server::Start(std::move(so), [](const ReplyTo&, Message m) -> std::optional<Message> {
+        return Ok{.message = std::to_string(std::get<CancelJob>(m).job)};
+      });
   if (!server.ok()) {
     std::printf("%-18s %s\n", label.c_str(), server.status().ToString().c_str());
     return;
@@ -81,7 +97,8 @@ void LatencyRow(const std::string& label, Server::Options so, Client::Options co
   co.endpoint = (*server)->endpoint();
   auto client = Client::Connect(std::move(co));
   if (!client.ok()) std::abort();
-  for (int i = 0; i < 50; ++i) (void)(*client)->Request(CancelJob{.job = 1}, std::chrono::seconds(5));
+  for (int i = 0; i < 50; ++i)
+    (void)(*client)->Request(CancelJob{.job = 1}, std::chrono::seconds(5));
   std::vector<double> us;
   us.reserve(requests);
   auto start = Clock::now();
@@ -120,7 +137,8 @@ int main(int argc, char** argv) {
   if (server_keys.ok() && client_keys.ok()) {
     LatencyRow("tcp + CURVE",
                {.endpoint = "tcp://127.0.0.1:*",
-                .curve = CurveServerKeys{server_keys->public_key, server_keys->secret_key,
+                .curve = CurveServerKeys{server_keys->public_key,
+                                         server_keys->secret_key,
                                          {client_keys->public_key}}},
                {.curve = CurveClientKeys{client_keys->public_key, client_keys->secret_key,
                                          server_keys->public_key}},

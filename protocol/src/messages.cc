@@ -29,8 +29,8 @@ std::string Base64Encode(std::string_view in) {
   out.reserve((in.size() + 2) / 3 * 4);
   std::size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    std::uint32_t n = (std::uint8_t(in[i]) << 16) | (std::uint8_t(in[i + 1]) << 8) |
-                      std::uint8_t(in[i + 2]);
+    std::uint32_t n =
+        (std::uint8_t(in[i]) << 16) | (std::uint8_t(in[i + 1]) << 8) | std::uint8_t(in[i + 2]);
     out += kB64[n >> 18];
     out += kB64[(n >> 12) & 63];
     out += kB64[(n >> 6) & 63];
@@ -91,8 +91,8 @@ bool Base64Decode(std::string_view in, std::string* out) {
 template <typename E, std::size_t N>
 using NameTable = std::array<std::pair<E, std::string_view>, N>;
 
-constexpr NameTable<Pool, 2> kPoolNames{{{Pool::kTraining, "training"},
-                                         {Pool::kInference, "inference"}}};
+constexpr NameTable<Pool, 2> kPoolNames{
+    {{Pool::kTraining, "training"}, {Pool::kInference, "inference"}}};
 constexpr NameTable<JobState, 9> kJobStateNames{{{JobState::kQueued, "queued"},
                                                  {JobState::kStarting, "starting"},
                                                  {JobState::kRunning, "running"},
@@ -108,12 +108,19 @@ constexpr NameTable<NodeState, 6> kNodeStateNames{{{NodeState::kAvailable, "avai
                                                    {NodeState::kReclaiming, "reclaiming"},
                                                    {NodeState::kFailed, "failed"},
                                                    {NodeState::kDisconnected, "disconnected"}}};
-constexpr std::array<Status::Code, 13> kAllCodes{
-    Status::Code::kOk,        Status::Code::kInvalidArgument, Status::Code::kNotFound,
-    Status::Code::kAlreadyExists, Status::Code::kFailedPrecondition,
-    Status::Code::kOutOfRange,    Status::Code::kCorruption, Status::Code::kTimeout,
-    Status::Code::kUnavailable,   Status::Code::kIoError,    Status::Code::kPermissionDenied,
-    Status::Code::kCancelled,     Status::Code::kInternal};
+constexpr std::array<Status::Code, 13> kAllCodes{Status::Code::kOk,
+                                                 Status::Code::kInvalidArgument,
+                                                 Status::Code::kNotFound,
+                                                 Status::Code::kAlreadyExists,
+                                                 Status::Code::kFailedPrecondition,
+                                                 Status::Code::kOutOfRange,
+                                                 Status::Code::kCorruption,
+                                                 Status::Code::kTimeout,
+                                                 Status::Code::kUnavailable,
+                                                 Status::Code::kIoError,
+                                                 Status::Code::kPermissionDenied,
+                                                 Status::Code::kCancelled,
+                                                 Status::Code::kInternal};
 
 template <typename E, std::size_t N>
 std::string_view NameOf(const NameTable<E, N>& table, E v) {
@@ -158,10 +165,14 @@ std::string EnumChoices(Status::Code) {
 
 // --- helpers --------------------------------------------------------------------------
 
-template <typename T> struct IsOptional : std::false_type {};
-template <typename T> struct IsOptional<std::optional<T>> : std::true_type {};
-template <typename T> struct IsVector : std::false_type {};
-template <typename T> struct IsVector<std::vector<T>> : std::true_type {};
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
 
 template <typename T>
 concept HasValidate = requires(const T& t) {
@@ -278,9 +289,9 @@ struct NameCollector {
 };
 
 struct DecodeVisitor {
-  const json* in;        // the object whose fields are visited
-  const Path* parent;    // null at top level
-  Status status;         // first error
+  const json* in;           // the object whose fields are visited
+  const Path* parent;       // null at top level
+  Status status;            // first error
   std::size_t present = 0;  // visited fields found in the object
 
   template <typename T>
@@ -427,9 +438,12 @@ bool TooDeep(std::string_view frame) {
   bool in_string = false, escaped = false;
   for (char c : frame) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -563,10 +577,12 @@ Status SubmitJob::Validate() const {
   ARYL_RETURN_IF_ERROR(CheckEnv(env));
   if (workers.has_value()) {
     if (min_workers || max_workers)
-      return FieldError("workers", "give either 'workers' or 'min_workers'/'max_workers', not both");
+      return FieldError("workers",
+                        "give either 'workers' or 'min_workers'/'max_workers', not both");
   } else {
     if (!min_workers || !max_workers)
-      return FieldError("workers", "missing: give 'workers', or both 'min_workers' and 'max_workers'");
+      return FieldError("workers",
+                        "missing: give 'workers', or both 'min_workers' and 'max_workers'");
     if (*min_workers > *max_workers)
       return FieldError("min_workers", "min_workers " + std::to_string(*min_workers) +
                                            " > max_workers " + std::to_string(*max_workers));
@@ -594,19 +610,31 @@ Error Error::FromStatus(const Status& s) {
 
 Status Error::ToStatus() const {
   switch (code) {
-    case Status::Code::kInvalidArgument: return Status::InvalidArgument(message);
-    case Status::Code::kNotFound: return Status::NotFound(message);
-    case Status::Code::kAlreadyExists: return Status::AlreadyExists(message);
-    case Status::Code::kFailedPrecondition: return Status::FailedPrecondition(message);
-    case Status::Code::kOutOfRange: return Status::OutOfRange(message);
-    case Status::Code::kCorruption: return Status::Corruption(message);
-    case Status::Code::kTimeout: return Status::Timeout(message);
-    case Status::Code::kUnavailable: return Status::Unavailable(message);
-    case Status::Code::kIoError: return Status::IoError(message);
-    case Status::Code::kPermissionDenied: return Status::PermissionDenied(message);
-    case Status::Code::kCancelled: return Status::Cancelled(message);
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(message);
+    case Status::Code::kNotFound:
+      return Status::NotFound(message);
+    case Status::Code::kAlreadyExists:
+      return Status::AlreadyExists(message);
+    case Status::Code::kFailedPrecondition:
+      return Status::FailedPrecondition(message);
+    case Status::Code::kOutOfRange:
+      return Status::OutOfRange(message);
+    case Status::Code::kCorruption:
+      return Status::Corruption(message);
+    case Status::Code::kTimeout:
+      return Status::Timeout(message);
+    case Status::Code::kUnavailable:
+      return Status::Unavailable(message);
+    case Status::Code::kIoError:
+      return Status::IoError(message);
+    case Status::Code::kPermissionDenied:
+      return Status::PermissionDenied(message);
+    case Status::Code::kCancelled:
+      return Status::Cancelled(message);
     case Status::Code::kOk:
-    case Status::Code::kInternal: break;
+    case Status::Code::kInternal:
+      break;
   }
   return Status::Internal(message);
 }
@@ -642,23 +670,23 @@ Result<Message> Decode(std::string_view frame) {
   if (frame.empty()) return Status::InvalidArgument("empty frame");
   if (frame.size() > kMaxFrameBytes)
     return Status::InvalidArgument("frame of " + std::to_string(frame.size()) +
-                                   " bytes exceeds the limit of " +
-                                   std::to_string(kMaxFrameBytes) + " bytes");
+                                   " bytes exceeds the limit of " + std::to_string(kMaxFrameBytes) +
+                                   " bytes");
   if (TooDeep(frame))
-    return Status::InvalidArgument("invalid JSON: nested deeper than " +
-                                   std::to_string(kMaxDepth) + " levels");
+    return Status::InvalidArgument("invalid JSON: nested deeper than " + std::to_string(kMaxDepth) +
+                                   " levels");
   json obj;
   try {
     obj = json::parse(frame.begin(), frame.end());
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("invalid JSON: ") + e.what());
   }
-  if (!obj.is_object()) return Status::InvalidArgument("frame is not a JSON object: " + Preview(obj));
+  if (!obj.is_object())
+    return Status::InvalidArgument("frame is not a JSON object: " + Preview(obj));
 
   auto v = obj.find("v");
   if (v == obj.end()) return Status::InvalidArgument("missing field 'v' (protocol version)");
-  if (!v->is_number_integer())
-    return TypeError("v", "integer protocol version", *v);
+  if (!v->is_number_integer()) return TypeError("v", "integer protocol version", *v);
   if (!v->is_number_unsigned() || v->get<std::uint64_t>() != kProtocolVersion)
     return FieldError("v", "unsupported protocol version " + Preview(*v) + " (this build speaks " +
                                std::to_string(kProtocolVersion) + ")");

@@ -37,7 +37,8 @@ Status WriteFile(const std::string& path, const std::string& content, mode_t mod
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
   int fd = ::open(path.c_str(), flags, mode);
   if (fd < 0) {
-    if (errno == EEXIST) return Status::AlreadyExists("key file '" + path + "' exists; not overwriting it");
+    if (errno == EEXIST)
+      return Status::AlreadyExists("key file '" + path + "' exists; not overwriting it");
     return Status::IoError("open '" + path + "': " + Errno());
   }
   // The mode given to open() is filtered by the umask; set it exactly.
@@ -57,7 +58,8 @@ Status WriteFile(const std::string& path, const std::string& content, mode_t mod
     }
     off += std::size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::IoError("close '" + path + "': " + Errno());
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    return Status::IoError("close '" + path + "': " + Errno());
   return Status::Ok();
 }
 
@@ -116,10 +118,10 @@ Status GenerateKeyPair(const std::string& dir, const std::string& name) {
   }
   ARYL_ASSIGN_OR_RETURN(KeyPair pair, GenerateKeyPair());
   std::string base = (fs::path(dir) / name).string();
-  ARYL_RETURN_IF_ERROR(WriteFile(base + ".key",
-                                 "# Aryl CURVE secret key '" + name + "'. Keep it private.\n" +
-                                     pair.secret_key + "\n",
-                                 0600, /*exclusive=*/true));
+  ARYL_RETURN_IF_ERROR(WriteFile(
+      base + ".key",
+      "# Aryl CURVE secret key '" + name + "'. Keep it private.\n" + pair.secret_key + "\n", 0600,
+      /*exclusive=*/true));
   return WriteFile(base + ".pub",
                    "# Aryl CURVE public key '" + name + "'.\n" + pair.public_key + "\n", 0644,
                    /*exclusive=*/false);
@@ -157,7 +159,8 @@ Result<std::set<std::string>> LoadAllowList(const std::string& path) {
       ARYL_ASSIGN_OR_RETURN(std::string key, ReadKeyFile(f.string()));
       keys.insert(key);
     }
-    if (keys.empty()) return Status::InvalidArgument("allow-list directory '" + path + "' has no .pub files");
+    if (keys.empty())
+      return Status::InvalidArgument("allow-list directory '" + path + "' has no .pub files");
     return keys;
   }
   std::ifstream in(path);
@@ -262,7 +265,8 @@ class ZapAuthenticator::Impl {
 Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::Start(zmq::context_t& context,
                                                                   std::set<std::string> allowed) {
   for (const auto& k : allowed)
-    if (!IsValidZ85Key(k)) return Status::InvalidArgument("allow-listed key '" + k + "' is not Z85");
+    if (!IsValidZ85Key(k))
+      return Status::InvalidArgument("allow-listed key '" + k + "' is not Z85");
   auto impl = std::make_unique<Impl>();
   impl->allowed = std::move(allowed);
   try {

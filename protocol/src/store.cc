@@ -106,7 +106,8 @@ std::optional<Message> StoreService::Handle(Server& server, const ReplyTo& from,
     return std::nullopt;
   }
   if (auto* m = std::get_if<StoreCheck>(&msg)) return StoreReply{.flag = HasAll(m->keys)};
-  if (auto* m = std::get_if<StoreDeleteKey>(&msg)) return StoreReply{.flag = data_.erase(m->key) > 0};
+  if (auto* m = std::get_if<StoreDeleteKey>(&msg))
+    return StoreReply{.flag = data_.erase(m->key) > 0};
   return Error::FromStatus(
       Status::InvalidArgument("the store does not handle '" + std::string(TypeName(msg)) + "'"));
 }
@@ -123,9 +124,9 @@ void StoreService::Tick(Server& server) {
     for (const auto& k : it->keys)
       if (!data_.count(k)) missing.push_back(k);
     std::string what = it->get ? "store_get" : "store_wait";
-    (void)server.Reply(it->to, Error::FromStatus(Status::Timeout(
-                                   what + ": keys not set within " +
-                                   std::to_string(it->timeout_ms) + " ms: " + JoinKeys(missing))));
+    (void)server.Reply(it->to, Error::FromStatus(Status::Timeout(what + ": keys not set within " +
+                                                                 std::to_string(it->timeout_ms) +
+                                                                 " ms: " + JoinKeys(missing))));
     it = parked_.erase(it);
   }
 }
@@ -152,16 +153,15 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(Server::Options options)
   };
   ARYL_ASSIGN_OR_RETURN(
       s->server_,
-      Server::Start(std::move(options), [service, slot](const ReplyTo& from, Message msg)
-                                            -> std::optional<Message> {
-        Server* srv = slot->load();
-        if (!srv)
-          return Error::FromStatus(Status::Unavailable("store is starting"));
-        if (!IsStoreRequest(msg))
-          return Error::FromStatus(Status::InvalidArgument(
-              "the store does not handle '" + std::string(TypeName(msg)) + "'"));
-        return service->Handle(*srv, from, std::move(msg));
-      }));
+      Server::Start(std::move(options),
+                    [service, slot](const ReplyTo& from, Message msg) -> std::optional<Message> {
+                      Server* srv = slot->load();
+                      if (!srv) return Error::FromStatus(Status::Unavailable("store is starting"));
+                      if (!IsStoreRequest(msg))
+                        return Error::FromStatus(Status::InvalidArgument(
+                            "the store does not handle '" + std::string(TypeName(msg)) + "'"));
+                      return service->Handle(*srv, from, std::move(msg));
+                    }));
   slot->store(s->server_.get());
   return s;
 }
@@ -178,16 +178,17 @@ Status StoreClient::Set(const std::string& key, const std::string& value, millis
 }
 
 Result<std::string> StoreClient::Get(const std::string& key, milliseconds timeout) {
-  ARYL_ASSIGN_OR_RETURN(auto r, client_->Call<StoreReply>(
-                                    StoreGet{.key = key, .timeout_ms = timeout.count()},
-                                    timeout + ClientGrace(timeout)));
+  ARYL_ASSIGN_OR_RETURN(
+      auto r, client_->Call<StoreReply>(StoreGet{.key = key, .timeout_ms = timeout.count()},
+                                        timeout + ClientGrace(timeout)));
   if (!r.value) return Status::Internal("store_get: reply without a value");
   return std::move(r.value->data);
 }
 
 Result<std::int64_t> StoreClient::Add(const std::string& key, std::int64_t delta,
                                       milliseconds timeout) {
-  ARYL_ASSIGN_OR_RETURN(auto r, client_->Call<StoreReply>(StoreAdd{.key = key, .delta = delta}, timeout));
+  ARYL_ASSIGN_OR_RETURN(auto r,
+                        client_->Call<StoreReply>(StoreAdd{.key = key, .delta = delta}, timeout));
   if (!r.number) return Status::Internal("store_add: reply without a number");
   return *r.number;
 }
@@ -195,8 +196,9 @@ Result<std::int64_t> StoreClient::Add(const std::string& key, std::int64_t delta
 Result<std::string> StoreClient::CompareSet(const std::string& key, const std::string& expected,
                                             const std::string& desired, milliseconds timeout) {
   ARYL_ASSIGN_OR_RETURN(
-      auto r, client_->Call<StoreReply>(
-                  StoreCompareSet{.key = key, .expected = {expected}, .desired = {desired}}, timeout));
+      auto r,
+      client_->Call<StoreReply>(
+          StoreCompareSet{.key = key, .expected = {expected}, .desired = {desired}}, timeout));
   if (!r.value) return Status::Internal("store_compare_set: reply without a value");
   return std::move(r.value->data);
 }

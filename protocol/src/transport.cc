@@ -194,7 +194,8 @@ class Server::Impl {
   Status SendNow(const std::string& identity, const std::string& correlation,
                  const std::string& payload) {
     try {
-      auto r = router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      auto r =
+          router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
       if (!r) {
         ++send_failed;
         return Status::Unavailable("send queue to peer '" + Printable(identity) + "' is full");
@@ -250,9 +251,9 @@ class Server::Impl {
       // Only with 3+ frames is the first one after the routing id a correlation.
       std::string correlation = parts.size() >= 3 ? parts[1].to_string() : std::string();
       Reject(identity, correlation,
-             Status::InvalidArgument("expected 2 frames [correlation, message], got " +
-                                     (too_many ? std::string("more than 7")
-                                               : std::to_string(parts.size() - 1))));
+             Status::InvalidArgument(
+                 "expected 2 frames [correlation, message], got " +
+                 (too_many ? std::string("more than 7") : std::to_string(parts.size() - 1))));
       return;
     }
     ReplyTo from;
@@ -492,7 +493,8 @@ class Client::Impl {
         QueuePush(parts[1]);
       } else if (!correlation.empty() && parts[0].to_string_view() == correlation) {
         auto msg = Decode(parts[1].to_string_view());
-        if (!msg.ok()) return Result<Message>(msg.status().WithContext("reply from " + options.endpoint));
+        if (!msg.ok())
+          return Result<Message>(msg.status().WithContext("reply from " + options.endpoint));
         return Result<Message>(std::move(*msg));
       }
       // else: a late reply to a request that timed out; dropped.

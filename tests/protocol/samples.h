@@ -9,71 +9,145 @@
 namespace aryl::protocol::testing {
 
 inline std::vector<Message> SampleMessages() {
-  RunningWorker rw{.job = 12, .worker = 3, .generation = 2, .rank = 1, .local_slot = 0, .pid = 4242};
-  PhaseTimings phases{.detect = 0.001, .agree = 0.002, .rendezvous = 0.05, .communicator = 0.1,
-                      .state_transfer = 0.2, .total = 0.353};
-  JobRow row{.job = 12, .name = "mlp", .state = JobState::kRunning, .workers = 4, .min_workers = 2,
-             .max_workers = 8, .gpu_type = "A100", .generation = 3, .step = 1200,
-             .steps_per_second = 9.5, .submit_time = 1.7e9, .rescales = 2};
+  RunningWorker rw{
+      .job = 12, .worker = 3, .generation = 2, .rank = 1, .local_slot = 0, .pid = 4242};
+  PhaseTimings phases{.detect = 0.001,
+                      .agree = 0.002,
+                      .rendezvous = 0.05,
+                      .communicator = 0.1,
+                      .state_transfer = 0.2,
+                      .total = 0.353};
+  JobRow row{.job = 12,
+             .name = "mlp",
+             .state = JobState::kRunning,
+             .workers = 4,
+             .min_workers = 2,
+             .max_workers = 8,
+             .gpu_type = "A100",
+             .generation = 3,
+             .step = 1200,
+             .steps_per_second = 9.5,
+             .submit_time = 1.7e9,
+             .rescales = 2};
   std::vector<Message> m;
-  m.push_back(AgentRegister{.agent_id = "train-01", .host = "10.0.0.1", .pool = Pool::kInference,
-                            .gpu_type = "T4", .slots = 4, .workers = {rw},
+  m.push_back(AgentRegister{.agent_id = "train-01",
+                            .host = "10.0.0.1",
+                            .pool = Pool::kInference,
+                            .gpu_type = "T4",
+                            .slots = 4,
+                            .workers = {rw},
                             .store_endpoint = "tcp://10.0.0.1:7200"});
-  m.push_back(AgentRegistered{.agent_id = "train-01", .heartbeat_interval_seconds = 0.5,
-                              .scheduler_epoch = 7});
+  m.push_back(AgentRegistered{
+      .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7});
   m.push_back(Heartbeat{.agent_id = "train-01", .seq = 99, .free_slots = 3, .workers = {rw, rw}});
-  m.push_back(StartWorkers{.job = 12, .generation = 2,
+  m.push_back(StartWorkers{.job = 12,
+                           .generation = 2,
                            .workers = {{.worker = 5, .rank = 1, .local_slot = 0},
                                        {.worker = 6, .rank = 2, .local_slot = 1}},
-                           .members = {4, 5, 6}, .argv = {"./train", "--lr", "0.1", ""},
-                           .env = {{"ARYL_X", "1"}, {"OMP_NUM_THREADS", "2"}}, .cwd = "/tmp",
-                           .checkpoint_dir = "/ckpt", .store_endpoint = "tcp://head:7201",
+                           .members = {4, 5, 6},
+                           .argv = {"./train", "--lr", "0.1", ""},
+                           .env = {{"ARYL_X", "1"}, {"OMP_NUM_THREADS", "2"}},
+                           .cwd = "/tmp",
+                           .checkpoint_dir = "/ckpt",
+                           .store_endpoint = "tcp://head:7201",
                            .store_prefix = "job/12/"});
-  m.push_back(NewGeneration{.job = 12, .generation = 3, .members = {4, 6}, .leaving = {5},
-                            .store_endpoint = "tcp://head:7201", .store_prefix = "job/12/"});
-  m.push_back(StopWorkers{.job = 12, .workers = {5}, .grace_seconds = 2.5, .checkpoint_first = true,
+  m.push_back(NewGeneration{.job = 12,
+                            .generation = 3,
+                            .members = {4, 6},
+                            .leaving = {5},
+                            .store_endpoint = "tcp://head:7201",
+                            .store_prefix = "job/12/"});
+  m.push_back(StopWorkers{.job = 12,
+                          .workers = {5},
+                          .grace_seconds = 2.5,
+                          .checkpoint_first = true,
                           .reason = "reclaim"});
-  m.push_back(WorkerExited{.agent_id = "train-01", .job = 12, .worker = 5, .generation = 3,
-                           .exit_code = std::nullopt, .signal = 9});
-  m.push_back(ResizeReport{.job = 12, .generation = 3, .from_workers = 3, .to_workers = 2,
-                           .planned = false, .phases = phases});
-  m.push_back(JobProgress{.job = 12, .generation = 3, .step = 1300, .loss = 0.25,
-                          .steps_per_second = 10.25, .remaining_work = 700});
-  m.push_back(SubmitJob{.name = "mlp", .workers = std::nullopt, .min_workers = 2, .max_workers = 8,
-                        .gpu_type = "A100", .argv = {"./train"}, .env = {{"A", "b c"}},
-                        .checkpoint_dir = "/ckpt", .cwd = "/home/u", .model = "resnet50",
+  m.push_back(WorkerExited{.agent_id = "train-01",
+                           .job = 12,
+                           .worker = 5,
+                           .generation = 3,
+                           .exit_code = std::nullopt,
+                           .signal = 9});
+  m.push_back(ResizeReport{.job = 12,
+                           .generation = 3,
+                           .from_workers = 3,
+                           .to_workers = 2,
+                           .planned = false,
+                           .phases = phases});
+  m.push_back(JobProgress{.job = 12,
+                          .generation = 3,
+                          .step = 1300,
+                          .loss = 0.25,
+                          .steps_per_second = 10.25,
+                          .remaining_work = 700});
+  m.push_back(SubmitJob{.name = "mlp",
+                        .workers = std::nullopt,
+                        .min_workers = 2,
+                        .max_workers = 8,
+                        .gpu_type = "A100",
+                        .argv = {"./train"},
+                        .env = {{"A", "b c"}},
+                        .checkpoint_dir = "/ckpt",
+                        .cwd = "/home/u",
+                        .model = "resnet50",
                         .total_work = 5000});
   m.push_back(SubmitReply{.job = 12, .name = "mlp"});
   m.push_back(ListJobs{.include_finished = true});
   m.push_back(JobsReply{.jobs = {row, row}});
   m.push_back(JobStatus{.job = 12});
-  m.push_back(JobStatusReply{.row = row, .placement = {{.agent_id = "train-01", .workers = 2}},
-                             .argv = {"./train"}, .exit_code = 0, .message = "done"});
+  m.push_back(JobStatusReply{.row = row,
+                             .placement = {{.agent_id = "train-01", .workers = 2}},
+                             .argv = {"./train"},
+                             .exit_code = 0,
+                             .message = "done"});
   m.push_back(CancelJob{.job = 12});
   m.push_back(ListNodes{});
-  m.push_back(NodesReply{.nodes = {{.agent_id = "inf-02", .host = "h2", .pool = Pool::kInference,
-                                    .state = NodeState::kLoaned, .gpu_type = "T4", .slots = 4,
-                                    .used_slots = 2, .connected = true,
+  m.push_back(NodesReply{.nodes = {{.agent_id = "inf-02",
+                                    .host = "h2",
+                                    .pool = Pool::kInference,
+                                    .state = NodeState::kLoaned,
+                                    .gpu_type = "T4",
+                                    .slots = 4,
+                                    .used_slots = 2,
+                                    .connected = true,
                                     .last_heartbeat_age = 0.4}}});
   m.push_back(PoolOffer{.servers = {"inf-01", "inf-02"}});
   m.push_back(PoolReclaim{.count = 2, .servers = {}, .deadline_seconds = 120});
   m.push_back(WatchJob{.job = 12, .output = false});
-  m.push_back(JobEvent{.job = 12, .time = 1.7e9, .state = JobState::kCompleted, .workers = 0,
-                       .output = {"step 10 loss 0.5", "bye \xc3\xa9"}, .message = "exit 0",
-                       .exit_code = 0, .final = true});
+  m.push_back(JobEvent{.job = 12,
+                       .time = 1.7e9,
+                       .state = JobState::kCompleted,
+                       .workers = 0,
+                       .output = {"step 10 loss 0.5", "bye \xc3\xa9"},
+                       .message = "exit 0",
+                       .exit_code = 0,
+                       .final = true});
   m.push_back(StatusRequest{});
   m.push_back(StatusReply{.summary = {{"jobs", {{"running", 1}}}, {"loaned", 2}}});
   m.push_back(Ok{.message = "cancelled"});
   m.push_back(Error{.code = Status::Code::kNotFound, .message = "job 13 not found"});
   m.push_back(WorkerHello{.job = 12, .worker = 5, .pid = 777, .generation = 2});
-  m.push_back(GenerationAnnounce{.job = 12, .generation = 3, .members = {4, 6},
-                                 .store_endpoint = "ipc:///tmp/s", .store_prefix = "job/12/"});
-  m.push_back(WorkerResizeReport{.job = 12, .worker = 4, .generation = 3, .from_workers = 3,
-                                 .to_workers = 2, .planned = true, .phases = phases});
-  m.push_back(WorkerProgress{.job = 12, .worker = 4, .generation = 3, .step = 1301, .loss = 0.125,
-                             .steps_per_second = 11, .remaining_work = 699});
-  m.push_back(WorkerCheckpointRequest{.job = 12, .reason = "preemption", .deadline_seconds = 30,
-                                      .stop_after = true});
+  m.push_back(GenerationAnnounce{.job = 12,
+                                 .generation = 3,
+                                 .members = {4, 6},
+                                 .store_endpoint = "ipc:///tmp/s",
+                                 .store_prefix = "job/12/"});
+  m.push_back(WorkerResizeReport{.job = 12,
+                                 .worker = 4,
+                                 .generation = 3,
+                                 .from_workers = 3,
+                                 .to_workers = 2,
+                                 .planned = true,
+                                 .phases = phases});
+  m.push_back(WorkerProgress{.job = 12,
+                             .worker = 4,
+                             .generation = 3,
+                             .step = 1301,
+                             .loss = 0.125,
+                             .steps_per_second = 11,
+                             .remaining_work = 699});
+  m.push_back(WorkerCheckpointRequest{
+      .job = 12, .reason = "preemption", .deadline_seconds = 30, .stop_after = true});
   m.push_back(WorkerLeave{.job = 12, .worker = 5, .generation = 3, .step = 1300});
   m.push_back(StoreSet{.key = "job/12/g3/rank0", .value = {std::string("\x00\x01\xff\x80z", 5)}});
   m.push_back(StoreGet{.key = "job/12/g3/rank0", .timeout_ms = 250});

@@ -60,8 +60,9 @@ struct CurveSetup {
   }
 
   std::unique_ptr<Client> ClientWith(const KeyPair& k) {
-    auto c = Client::Connect({.endpoint = srv->endpoint(),
-                              .curve = CurveClientKeys{k.public_key, k.secret_key, server.public_key}});
+    auto c =
+        Client::Connect({.endpoint = srv->endpoint(),
+                         .curve = CurveClientKeys{k.public_key, k.secret_key, server.public_key}});
     EXPECT_TRUE(c.ok()) << c.status();
     return std::move(*c);
   }
@@ -129,15 +130,15 @@ TEST(Curve, AuthenticatorCountsAndUpdates) {
   router.bind("tcp://127.0.0.1:*");
   std::string endpoint = router.get(zmq::sockopt::last_endpoint);
   auto connect = [&] {
-    auto c = Client::Connect(
-        {.endpoint = endpoint, .curve = CurveClientKeys{a.public_key, a.secret_key, server.public_key}});
+    auto c =
+        Client::Connect({.endpoint = endpoint,
+                         .curve = CurveClientKeys{a.public_key, a.secret_key, server.public_key}});
     EXPECT_TRUE(c.ok());
     return std::move(*c);
   };
   auto wait_for = [](auto pred) {
     auto deadline = std::chrono::steady_clock::now() + 2s;
-    while (!pred() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
+    while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
     return pred();
   };
   auto refused_client = connect();
@@ -194,7 +195,8 @@ TEST(Keys, AllowListFromDirectoryAndFile) {
   EXPECT_TRUE(keys->count(*LoadPublicKey(dir.path() + "/a.pub")));
 
   std::string list = dir.path() + "/allow.txt";
-  std::ofstream(list) << "# clients\n" << *LoadPublicKey(dir.path() + "/a.pub") << "\n\n"
+  std::ofstream(list) << "# clients\n"
+                      << *LoadPublicKey(dir.path() + "/a.pub") << "\n\n"
                       << "not-a-key\n";
   auto bad = LoadAllowList(list);
   EXPECT_TRUE(bad.status().IsInvalidArgument());

@@ -122,7 +122,8 @@ TEST_F(StoreTest, TwoClientsRendezvous) {
     auto c = NewClient();
     int n = int(*c->Add("gen1/arrived", 1, 1000ms));
     EXPECT_GE(n, 1);
-    ASSERT_TRUE(c->Set("gen1/addr/" + std::to_string(rank), "host" + std::to_string(rank), 1000ms).ok());
+    ASSERT_TRUE(
+        c->Set("gen1/addr/" + std::to_string(rank), "host" + std::to_string(rank), 1000ms).ok());
     ASSERT_TRUE(c->Wait({"gen1/addr/0", "gen1/addr/1"}, 2000ms).ok());
     auto other = c->Get("gen1/addr/" + std::to_string(1 - rank), 1000ms);
     ASSERT_TRUE(other.ok()) << other.status();

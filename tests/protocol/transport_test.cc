@@ -17,7 +17,8 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string UniqueIpc() {
   static std::atomic<int> n{0};
-  return "ipc:///tmp/aryl-proto-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".sock";
+  return "ipc:///tmp/aryl-proto-test-" + std::to_string(::getpid()) + "-" + std::to_string(n++) +
+         ".sock";
 }
 
 std::string UniqueInproc() {
@@ -27,7 +28,8 @@ std::string UniqueInproc() {
 
 // Echoes a CancelJob as Ok{"cancel <job>"}; everything else gets Error.
 std::optional<Message> EchoHandler(const ReplyTo&, Message msg) {
-  if (auto* c = std::get_if<CancelJob>(&msg)) return Ok{.message = "cancel " + std::to_string(c->job)};
+  if (auto* c = std::get_if<CancelJob>(&msg))
+    return Ok{.message = "cancel " + std::to_string(c->job)};
   return Error::FromStatus(Status::InvalidArgument("unexpected " + std::string(TypeName(msg))));
 }
 
@@ -203,8 +205,8 @@ TEST(Transport, ServerSurvivesGarbage) {
   raw.connect(server->endpoint());
   auto send = [&](std::vector<std::string> parts) {
     for (std::size_t i = 0; i < parts.size(); ++i)
-      raw.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore
-                                                           : zmq::send_flags::none);
+      raw.send(zmq::buffer(parts[i]),
+               i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   };
   send({"just one frame"});
   send({"c1", "{not json"});
@@ -260,11 +262,12 @@ TEST(Transport, OversizeFrameIsDropped) {
 
 // A handler that throws answers Error{Internal} and the server keeps going.
 TEST(Transport, HandlerExceptionBecomesError) {
-  auto server = Server::Start({.endpoint = UniqueInproc()}, [](const ReplyTo&, Message m)
-                                                                -> std::optional<Message> {
-    if (std::holds_alternative<ListNodes>(m)) throw std::runtime_error("boom");
-    return Ok{};
-  });
+  auto server = Server::Start({.endpoint = UniqueInproc()},
+                              [](const ReplyTo&, Message m) -> std::optional<Message> {
+                                if (std::holds_alternative<ListNodes>(m))
+                                  throw std::runtime_error("boom");
+                                return Ok{};
+                              });
   ASSERT_TRUE(server.ok());
   auto client = ConnectTo((*server)->endpoint());
   auto r = client->Call<Ok>(ListNodes{}, 1000ms);
@@ -357,8 +360,8 @@ TEST(Transport, TwoStepShutdown) {
 // The tick callback runs on schedule without traffic.
 TEST(Transport, TickRuns) {
   std::atomic<int> ticks{0};
-  auto server = Server::Start({.endpoint = UniqueInproc(), .tick = 10ms, .on_tick = [&] { ++ticks; }},
-                              EchoHandler);
+  auto server = Server::Start(
+      {.endpoint = UniqueInproc(), .tick = 10ms, .on_tick = [&] { ++ticks; }}, EchoHandler);
   ASSERT_TRUE(server.ok());
   auto start = SteadyClock::now();
   while (ticks < 5 && SteadyClock::now() - start < 2s) std::this_thread::sleep_for(5ms);

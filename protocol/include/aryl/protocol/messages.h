@@ -84,7 +84,7 @@ inline constexpr int kProtocolVersion = 1;
 // Largest frame Decode accepts (and the transport lets through).
 inline constexpr std::size_t kMaxFrameBytes = std::size_t{1} << 20;
 
-using JobId = std::uint64_t;   // matches aryl::sched::JobId
+using JobId = std::uint64_t;    // matches aryl::sched::JobId
 using WorkerId = std::int64_t;  // stable across a job's generations; rank is per generation
 
 // Per-field validation rule used by the field lists below. For containers, `non_empty`
@@ -107,10 +107,24 @@ struct Bytes {
 
 enum class Pool : std::uint8_t { kTraining, kInference };
 enum class JobState : std::uint8_t {
-  kQueued, kStarting, kRunning, kResizing, kCheckpointing, kPreempted, kCompleted, kFailed,
+  kQueued,
+  kStarting,
+  kRunning,
+  kResizing,
+  kCheckpointing,
+  kPreempted,
+  kCompleted,
+  kFailed,
   kCancelled,
 };
-enum class NodeState : std::uint8_t { kAvailable, kHeld, kLoaned, kReclaiming, kFailed, kDisconnected };
+enum class NodeState : std::uint8_t {
+  kAvailable,
+  kHeld,
+  kLoaned,
+  kReclaiming,
+  kFailed,
+  kDisconnected
+};
 
 std::string_view ToString(Pool v);          // "training" | "inference"
 std::string_view ToString(JobState v);      // "queued", "running", ...
@@ -133,7 +147,8 @@ struct RunningWorker {
   std::int64_t rank = 0;
   std::int64_t local_slot = 0;
   std::int64_t pid = 1;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
     v("generation", generation, {.min = 0});
@@ -149,7 +164,8 @@ struct WorkerPlacement {
   WorkerId worker = 0;
   std::int64_t rank = 0;
   std::int64_t local_slot = 0;  // index of the GPU (or CPU slot) on the agent
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("worker", worker, {.min = 0});
     v("rank", rank, {.min = 0});
     v("local_slot", local_slot, {.min = 0});
@@ -165,7 +181,8 @@ struct PhaseTimings {
   double communicator = 0;
   double state_transfer = 0;
   double total = 0;  // pause seen by training, first phase start to resume
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("detect", detect, {.min = 0});
     v("agree", agree, {.min = 0});
     v("rendezvous", rendezvous, {.min = 0});
@@ -184,13 +201,14 @@ struct JobRow {
   std::int64_t workers = 0;  // current size
   std::int64_t min_workers = 1;
   std::int64_t max_workers = 1;
-  std::string gpu_type{};      // empty = any
+  std::string gpu_type{};  // empty = any
   std::int64_t generation = 0;
   std::int64_t step = 0;
   double steps_per_second = 0;
-  double submit_time = 0;    // seconds since the Unix epoch
+  double submit_time = 0;  // seconds since the Unix epoch
   std::int64_t rescales = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("name", name);
     v("state", state);
@@ -211,7 +229,8 @@ struct JobRow {
 struct PlacementRow {
   std::string agent_id{};
   std::int64_t workers = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("workers", workers, {.min = 1});
   }
@@ -229,7 +248,8 @@ struct NodeRow {
   std::int64_t used_slots = 0;
   bool connected = false;
   double last_heartbeat_age = 0;  // seconds
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("host", host);
     v("pool", pool);
@@ -254,7 +274,8 @@ struct AgentRegister {
   std::int64_t slots = 1;
   std::vector<RunningWorker> workers{};  // already running (reconciliation)
   std::string store_endpoint{};          // the agent's embedded store; empty = none
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("host", host, {.non_empty = true});
     v("pool", pool);
@@ -271,7 +292,8 @@ struct AgentRegistered {
   std::string agent_id{};
   double heartbeat_interval_seconds = 1.0;
   std::uint64_t scheduler_epoch = 0;  // changes on every scheduler start
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("heartbeat_interval_seconds", heartbeat_interval_seconds, {.min = 0.001, .max = 3600});
     v("scheduler_epoch", scheduler_epoch);
@@ -285,7 +307,8 @@ struct Heartbeat {
   std::uint64_t seq = 0;
   std::int64_t free_slots = 0;
   std::vector<RunningWorker> workers{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("seq", seq);
     v("free_slots", free_slots, {.min = 0});
@@ -305,8 +328,9 @@ struct StartWorkers {
   std::string cwd{};             // empty = the agent's working directory
   std::string checkpoint_dir{};  // empty = no checkpoints
   std::string store_endpoint{};
-  std::string store_prefix{};    // keys of this job's rendezvous, e.g. "job/12/"
-  template <typename V> void Visit(V& v) {
+  std::string store_prefix{};  // keys of this job's rendezvous, e.g. "job/12/"
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 0});
     v("workers", workers, {.non_empty = true});
@@ -330,7 +354,8 @@ struct NewGeneration {
   std::vector<WorkerId> leaving{};  // workers on this agent that leave at the switch
   std::string store_endpoint{};
   std::string store_prefix{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 1});
     v("members", members, {.min = 0, .non_empty = true});
@@ -349,7 +374,8 @@ struct StopWorkers {
   double grace_seconds = 10;
   bool checkpoint_first = false;
   std::string reason{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("workers", workers, {.min = 0});
     v("grace_seconds", grace_seconds, {.min = 0, .max = 86400});
@@ -367,7 +393,8 @@ struct WorkerExited {
   std::int64_t generation = 0;
   std::optional<std::int64_t> exit_code{};  // exactly one of exit_code and signal
   std::optional<std::int64_t> signal{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("job", job);
     v("worker", worker, {.min = 0});
@@ -387,7 +414,8 @@ struct ResizeReport {
   std::int64_t to_workers = 1;
   bool planned = true;  // false: a fault (a worker died)
   PhaseTimings phases{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 1});
     v("from_workers", from_workers, {.min = 0});
@@ -406,7 +434,8 @@ struct JobProgress {
   double loss = 0;  // NaN allowed (a diverged run)
   double steps_per_second = 0;
   double remaining_work = 0;  // steps left, estimated by the job
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 0});
     v("step", step, {.min = 0});
@@ -421,8 +450,8 @@ struct JobProgress {
 
 struct SubmitJob {
   static constexpr std::string_view kType = "submit_job";
-  std::string name{};  // empty = the scheduler derives one from argv[0]
-  std::optional<std::int64_t> workers{};  // fixed size, or
+  std::string name{};                         // empty = the scheduler derives one from argv[0]
+  std::optional<std::int64_t> workers{};      // fixed size, or
   std::optional<std::int64_t> min_workers{};  // elastic: both min and max
   std::optional<std::int64_t> max_workers{};
   std::string gpu_type{};  // empty = any
@@ -430,9 +459,10 @@ struct SubmitJob {
   std::map<std::string, std::string> env{};
   std::string checkpoint_dir{};
   std::string cwd{};
-  std::string model{};     // throughput catalog key; empty = unknown
+  std::string model{};    // throughput catalog key; empty = unknown
   double total_work = 0;  // steps; 0 = unknown
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("name", name);
     v("workers", workers, {.min = 1, .max = 65536});
     v("min_workers", min_workers, {.min = 1, .max = 65536});
@@ -455,7 +485,8 @@ struct SubmitReply {
   static constexpr std::string_view kType = "submit_reply";
   JobId job = 0;
   std::string name{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("name", name);
   }
@@ -465,21 +496,30 @@ struct SubmitReply {
 struct ListJobs {
   static constexpr std::string_view kType = "list_jobs";
   bool include_finished = false;
-  template <typename V> void Visit(V& v) { v("include_finished", include_finished); }
+  template <typename V>
+  void Visit(V& v) {
+    v("include_finished", include_finished);
+  }
   bool operator==(const ListJobs&) const = default;
 };
 
 struct JobsReply {
   static constexpr std::string_view kType = "jobs_reply";
   std::vector<JobRow> jobs{};
-  template <typename V> void Visit(V& v) { v("jobs", jobs); }
+  template <typename V>
+  void Visit(V& v) {
+    v("jobs", jobs);
+  }
   bool operator==(const JobsReply&) const = default;
 };
 
 struct JobStatus {
   static constexpr std::string_view kType = "job_status";
   JobId job = 0;
-  template <typename V> void Visit(V& v) { v("job", job); }
+  template <typename V>
+  void Visit(V& v) {
+    v("job", job);
+  }
   bool operator==(const JobStatus&) const = default;
 };
 
@@ -490,7 +530,8 @@ struct JobStatusReply {
   std::vector<std::string> argv{};
   std::optional<std::int64_t> exit_code{};  // once terminal
   std::string message{};                    // last state change's reason
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("row", row);
     v("placement", placement);
     v("argv", argv);
@@ -503,20 +544,27 @@ struct JobStatusReply {
 struct CancelJob {
   static constexpr std::string_view kType = "cancel_job";
   JobId job = 0;
-  template <typename V> void Visit(V& v) { v("job", job); }
+  template <typename V>
+  void Visit(V& v) {
+    v("job", job);
+  }
   bool operator==(const CancelJob&) const = default;
 };
 
 struct ListNodes {
   static constexpr std::string_view kType = "list_nodes";
-  template <typename V> void Visit(V&) {}
+  template <typename V>
+  void Visit(V&) {}
   bool operator==(const ListNodes&) const = default;
 };
 
 struct NodesReply {
   static constexpr std::string_view kType = "nodes_reply";
   std::vector<NodeRow> nodes{};
-  template <typename V> void Visit(V& v) { v("nodes", nodes); }
+  template <typename V>
+  void Visit(V& v) {
+    v("nodes", nodes);
+  }
   bool operator==(const NodesReply&) const = default;
 };
 
@@ -524,7 +572,8 @@ struct NodesReply {
 struct PoolOffer {
   static constexpr std::string_view kType = "pool_offer";
   std::vector<std::string> servers{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("servers", servers, {.non_empty = true, .elem_non_empty = true});
   }
   bool operator==(const PoolOffer&) const = default;
@@ -537,7 +586,8 @@ struct PoolReclaim {
   std::int64_t count = 0;
   std::vector<std::string> servers{};
   double deadline_seconds = 120;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("count", count, {.min = 0, .max = 1 << 20});
     v("servers", servers, {.elem_non_empty = true});
     v("deadline_seconds", deadline_seconds, {.min = 0, .max = 86400});
@@ -550,7 +600,8 @@ struct WatchJob {
   static constexpr std::string_view kType = "watch_job";
   JobId job = 0;
   bool output = true;  // also stream rank-0 output lines
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("output", output);
   }
@@ -567,7 +618,8 @@ struct JobEvent {
   std::string message{};              // why the state changed
   std::optional<std::int64_t> exit_code{};
   bool final = false;  // no more events for this job
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("time", time, {.min = 0});
     v("state", state);
@@ -582,7 +634,8 @@ struct JobEvent {
 
 struct StatusRequest {
   static constexpr std::string_view kType = "status";
-  template <typename V> void Visit(V&) {}
+  template <typename V>
+  void Visit(V&) {}
   bool operator==(const StatusRequest&) const = default;
 };
 
@@ -591,14 +644,20 @@ struct StatusRequest {
 struct StatusReply {
   static constexpr std::string_view kType = "status_reply";
   nlohmann::json summary = nlohmann::json::object();
-  template <typename V> void Visit(V& v) { v("summary", summary); }
+  template <typename V>
+  void Visit(V& v) {
+    v("summary", summary);
+  }
   bool operator==(const StatusReply&) const = default;
 };
 
 struct Ok {
   static constexpr std::string_view kType = "ok";
   std::string message{};
-  template <typename V> void Visit(V& v) { v("message", message); }
+  template <typename V>
+  void Visit(V& v) {
+    v("message", message);
+  }
   bool operator==(const Ok&) const = default;
 };
 
@@ -607,7 +666,8 @@ struct Error {
   static constexpr std::string_view kType = "error";
   Status::Code code = Status::Code::kInternal;
   std::string message{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("code", code);
     v("message", message);
   }
@@ -625,7 +685,8 @@ struct WorkerHello {
   WorkerId worker = 0;
   std::int64_t pid = 1;
   std::int64_t generation = 0;  // the generation it was started for
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
     v("pid", pid, {.min = 1});
@@ -641,7 +702,8 @@ struct GenerationAnnounce {
   std::vector<WorkerId> members{};  // rank order: members[r] has rank r
   std::string store_endpoint{};
   std::string store_prefix{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("generation", generation, {.min = 0});
     v("members", members, {.min = 0, .non_empty = true});
@@ -661,7 +723,8 @@ struct WorkerResizeReport {
   std::int64_t to_workers = 1;
   bool planned = true;
   PhaseTimings phases{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
     v("generation", generation, {.min = 1});
@@ -682,7 +745,8 @@ struct WorkerProgress {
   double loss = 0;  // NaN allowed
   double steps_per_second = 0;
   double remaining_work = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
     v("generation", generation, {.min = 0});
@@ -701,7 +765,8 @@ struct WorkerCheckpointRequest {
   std::string reason{};
   double deadline_seconds = 0;  // 0 = no deadline
   bool stop_after = false;      // exit 0 once the checkpoint is durable
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("reason", reason);
     v("deadline_seconds", deadline_seconds, {.min = 0, .max = 86400});
@@ -716,7 +781,8 @@ struct WorkerLeave {
   WorkerId worker = 0;
   std::int64_t generation = 0;  // the generation it left (it is not a member)
   std::int64_t step = 0;        // the last step it completed
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("job", job);
     v("worker", worker, {.min = 0});
     v("generation", generation, {.min = 0});
@@ -731,7 +797,8 @@ struct StoreSet {
   static constexpr std::string_view kType = "store_set";
   std::string key{};
   Bytes value{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("value", value);
   }
@@ -743,7 +810,8 @@ struct StoreGet {
   static constexpr std::string_view kType = "store_get";
   std::string key{};
   std::int64_t timeout_ms = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
   }
@@ -755,7 +823,8 @@ struct StoreAdd {
   static constexpr std::string_view kType = "store_add";
   std::string key{};
   std::int64_t delta = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("delta", delta);
   }
@@ -769,7 +838,8 @@ struct StoreCompareSet {
   std::string key{};
   Bytes expected{};
   Bytes desired{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("expected", expected);
     v("desired", desired);
@@ -782,7 +852,8 @@ struct StoreWait {
   static constexpr std::string_view kType = "store_wait";
   std::vector<std::string> keys{};
   std::int64_t timeout_ms = 0;
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
   }
@@ -793,7 +864,8 @@ struct StoreWait {
 struct StoreCheck {
   static constexpr std::string_view kType = "store_check";
   std::vector<std::string> keys{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
   }
   bool operator==(const StoreCheck&) const = default;
@@ -803,7 +875,10 @@ struct StoreCheck {
 struct StoreDeleteKey {
   static constexpr std::string_view kType = "store_delete_key";
   std::string key{};
-  template <typename V> void Visit(V& v) { v("key", key, {.non_empty = true}); }
+  template <typename V>
+  void Visit(V& v) {
+    v("key", key, {.non_empty = true});
+  }
   bool operator==(const StoreDeleteKey&) const = default;
 };
 
@@ -814,7 +889,8 @@ struct StoreReply {
   std::optional<Bytes> value{};
   std::optional<std::int64_t> number{};
   std::optional<bool> flag{};
-  template <typename V> void Visit(V& v) {
+  template <typename V>
+  void Visit(V& v) {
     v("value", value);
     v("number", number);
     v("flag", flag);
@@ -825,21 +901,27 @@ struct StoreReply {
 // --- The message sum type --------------------------------------------------------
 
 // X(Type) for every message, in a fixed order (the variant's index order).
-#define ARYL_PROTOCOL_MESSAGES(X)                                                      \
-  X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)    \
-  X(StopWorkers) X(WorkerExited) X(ResizeReport) X(JobProgress) X(SubmitJob)           \
-  X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply) X(CancelJob)  \
-  X(ListNodes) X(NodesReply) X(PoolOffer) X(PoolReclaim) X(WatchJob) X(JobEvent)       \
-  X(StatusRequest) X(StatusReply) X(Ok) X(Error) X(WorkerHello) X(GenerationAnnounce) \
-  X(WorkerResizeReport) X(WorkerProgress) X(WorkerCheckpointRequest) X(WorkerLeave)    \
-  X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)    \
+// clang-format off
+#define ARYL_PROTOCOL_MESSAGES(X)                                                          \
+  X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)        \
+  X(StopWorkers) X(WorkerExited) X(ResizeReport) X(JobProgress)                            \
+  X(SubmitJob) X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply)      \
+  X(CancelJob) X(ListNodes) X(NodesReply) X(PoolOffer) X(PoolReclaim) X(WatchJob)          \
+  X(JobEvent) X(StatusRequest) X(StatusReply) X(Ok) X(Error)                               \
+  X(WorkerHello) X(GenerationAnnounce) X(WorkerResizeReport) X(WorkerProgress)             \
+  X(WorkerCheckpointRequest) X(WorkerLeave)                                                \
+  X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)        \
   X(StoreDeleteKey) X(StoreReply)
+// clang-format on
 
 #define ARYL_PROTOCOL_COMMA_TYPE_(T) , T
 namespace internal {
-template <typename... Ts> struct TypeList {};
-template <typename L> struct VariantOfTail;
-template <typename F, typename... Ts> struct VariantOfTail<TypeList<F, Ts...>> {
+template <typename... Ts>
+struct TypeList {};
+template <typename L>
+struct VariantOfTail;
+template <typename F, typename... Ts>
+struct VariantOfTail<TypeList<F, Ts...>> {
   using type = std::variant<Ts...>;
 };
 }  // namespace internal

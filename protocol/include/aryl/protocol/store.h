@@ -47,8 +47,8 @@ class StoreService {
   // Expires parked requests whose deadline passed.
   void Tick(Server& server);
 
-  std::size_t size() const;     // keys stored
-  std::size_t parked() const;   // requests waiting for keys
+  std::size_t size() const;    // keys stored
+  std::size_t parked() const;  // requests waiting for keys
 
  private:
   struct Parked {

@@ -94,9 +94,9 @@ struct ReplyTo {
 };
 
 struct ServerStats {
-  std::uint64_t received = 0;  // well-formed messages handed to the handler
-  std::uint64_t rejected = 0;  // garbage frames (bad envelope or undecodable)
-  std::uint64_t sent = 0;      // replies and pushes sent
+  std::uint64_t received = 0;     // well-formed messages handed to the handler
+  std::uint64_t rejected = 0;     // garbage frames (bad envelope or undecodable)
+  std::uint64_t sent = 0;         // replies and pushes sent
   std::uint64_t send_failed = 0;  // unknown peer or full queue
 };
 
