@@ -12,11 +12,11 @@ SIM="$BUILD/scheduler/aryl-sim"
 OUT="$(mktemp -d /tmp/aryl-sim-demo.XXXXXX)"
 TRACES=$(ls "$ROOT"/data/traces/itp/cluster*.csv | paste -sd, -)
 
-echo "Aryl simulator: 8 ITP production traces merged, first 21 days (--window), training 56x8xA100,"
+echo "Aryl simulator: 8 ITP production traces merged, days 25-46 (the busiest three weeks, --window), training 56x8xA100,"
 echo "inference 48x8xT4 with a daily cycle; 50% of jobs elastic. Full experiment: docs/evaluation.md."
 echo
 "$SIM" --trace "$TRACES" \
-  --window 0:1814400 \
+  --window 2160000:3974400 \
   --training 56x8xA100 --inference 48x8xT4 \
   --inference-demand daily:peak=0.9,trough=0.3,peak_hour=14,weekend=0.6,noise=0.05,step=300 \
   --reclaim-deadline 300 --elastic-fraction 0.5 --elastic-range 0.5:2 --seed 1 \

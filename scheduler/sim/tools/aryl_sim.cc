@@ -87,7 +87,10 @@ int main(int argc, char** argv) {
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
       ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
-      ("tick", "Seconds between periodic rebalancing rounds (0: none)",
+      ("knapsack-exact-budget", "Largest knapsack (groups x capacity x options) solved exactly; above it the "
+       "core's approximate solver is used (default: the core's)",
+       cxxopts::value<std::int64_t>()->default_value(std::to_string(aryl::sched::SchedulerConfig{}.knapsack_exact_budget)))
+      ("tick", "Longest gap in seconds between policy rounds while jobs are queued or running (0: none)",
        cxxopts::value<double>()->default_value("600"));
   options.add_options("output")
       ("json", "Write the results as JSON to FILE", cxxopts::value<std::string>())
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
   config.scheduler.seed = seed;
+  config.scheduler.knapsack_exact_budget = flags["knapsack-exact-budget"].as<std::int64_t>();
   if (!(config.reclaim_deadline >= 0)) aryl::UsageError(kProgram, "--reclaim-deadline: must be >= 0");
   if (!(config.tick >= 0)) aryl::UsageError(kProgram, "--tick: must be >= 0");
   if (!(config.timeline_interval > 0)) aryl::UsageError(kProgram, "--timeline-interval: must be > 0");
@@ -214,6 +218,7 @@ int main(int argc, char** argv) {
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;
     cfg["tick_s"] = config.tick;
+  cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
     cfg["policies"] = policies;
     if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);
   }
