@@ -1,10 +1,11 @@
 // bench_scheduler: the scheduling core at production scale.
 //
-//   BM_Round/servers/jobs/settled: one full aryl round (admission + knapsack +
+//   BM_Round/servers/jobs/settled/noqueue: one full aryl round (admission + knapsack +
 //     placement) on <servers> 8-GPU servers (a fifth of them loaned) with <jobs>
 //     running and <jobs> queued jobs, half of them elastic; settled=1 after one
-//     round has been applied. The policy is pure, so the same state is
-//     scheduled every iteration.
+//     round has been applied; noqueue=1 without the queued jobs (the largest
+//     knapsack). The policy is pure, so the same state is scheduled every
+//     iteration.
 //   BM_Reclaim/loaned/k: the greedy reclaim decision for k of <loaned>
 //     loaned servers, the cluster busy as above.
 //   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
@@ -146,10 +147,12 @@ size_t ApplyAll(ClusterState& state, std::vector<Action> actions) {
 
 // range(2) == 1: the cluster as left by one round (the steady state a driver
 // sees from the second event on); 0: the freshly built, unbalanced cluster.
+// range(3) == 1: no queued jobs, so every free GPU goes to the knapsack.
 void BM_Round(benchmark::State& bm) {
   const int servers = static_cast<int>(bm.range(0));
   const int jobs = static_cast<int>(bm.range(1));
-  ClusterState state = BusyCluster(servers, servers / 5, jobs, jobs, 1);
+  const int queued = bm.range(3) == 1 ? 0 : jobs;
+  ClusterState state = BusyCluster(servers, servers / 5, jobs, queued, 1);
   auto policy = std::move(MakePolicy("aryl", SchedulerConfig{})).value();
   if (bm.range(2) == 1 && ApplyAll(state, policy->Schedule(state)) != 0) {
     bm.SkipWithError("a round's actions did not apply");
@@ -172,11 +175,12 @@ void BM_Round(benchmark::State& bm) {
   bm.counters["used"] = state.used_gpus();
 }
 BENCHMARK(BM_Round)
-    ->ArgNames({"servers", "jobs", "settled"})
-    ->Args({125, 200, 0})
-    ->Args({625, 1000, 0})
-    ->Args({1250, 2000, 0})
-    ->Args({1250, 2000, 1})
+    ->ArgNames({"servers", "jobs", "settled", "noqueue"})
+    ->Args({125, 200, 0, 0})
+    ->Args({625, 1000, 0, 0})
+    ->Args({1250, 2000, 0, 0})
+    ->Args({1250, 2000, 1, 0})
+    ->Args({1250, 2000, 0, 1})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Reclaim(benchmark::State& bm) {
