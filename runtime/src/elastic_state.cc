@@ -7,6 +7,8 @@
 
 #include "aryl/elastic_sampler.h"
 
+#include <cstring>
+
 namespace aryl {
 
 struct ElasticState::Entries {
@@ -116,6 +118,218 @@ Status ElasticState::Deserialize(std::string_view bytes) {
     if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
     return Status::Corruption("ElasticState::Deserialize: " + msg);
   }
+}
+
+namespace {
+
+// A flat little-endian record of int64/double/string fields.
+class Writer {
+ public:
+  void I(int64_t v) { Raw(&v, 8); }
+  void D(double v) { Raw(&v, 8); }
+  void S(const std::string& v) {
+    I(int64_t(v.size()));
+    out_.append(v);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  int64_t I() {
+    int64_t v = 0;
+    Raw(&v, 8);
+    return v;
+  }
+  double D() {
+    double v = 0;
+    Raw(&v, 8);
+    return v;
+  }
+  std::string S() {
+    int64_t n = I();
+    if (n < 0 || size_t(n) > in_.size() - pos_) throw std::runtime_error("metadata: string length out of range");
+    std::string v(in_.substr(pos_, size_t(n)));
+    pos_ += size_t(n);
+    return v;
+  }
+
+ private:
+  void Raw(void* p, size_t n) {
+    if (in_.size() - pos_ < n) throw std::runtime_error("metadata: truncated");
+    std::memcpy(p, in_.data() + pos_, n);
+    pos_ += n;
+  }
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+enum class OptKind : int64_t { kSgd = 1, kAdam = 2, kAdamW = 3, kArchive = 4 };
+
+OptKind KindOf(torch::optim::Optimizer* o) {
+  if (dynamic_cast<torch::optim::SGD*>(o)) return OptKind::kSgd;
+  if (dynamic_cast<torch::optim::AdamW*>(o)) return OptKind::kAdamW;
+  if (dynamic_cast<torch::optim::Adam*>(o)) return OptKind::kAdam;
+  return OptKind::kArchive;
+}
+
+std::string KeyOf(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+template <typename State>
+State* StateOf(torch::optim::Optimizer* o, const torch::Tensor& p) {
+  auto it = o->state().find(KeyOf(p));
+  return it == o->state().end() ? nullptr : static_cast<State*>(it->second.get());
+}
+
+}  // namespace
+
+Result<std::string> ElasticState::SerializeMetadata() const {
+  try {
+    Writer w;
+    w.I(step_);
+    for (auto& [name, v] : entries_->ints) w.I(*v);
+    for (auto& [name, v] : entries_->doubles) w.D(*v);
+    for (auto& [name, s] : entries_->samplers) {
+      w.I(s->epoch());
+      w.I(s->cursor());
+    }
+    for (auto& [name, o] : entries_->optimizers) {
+      OptKind kind = KindOf(o);
+      w.I(int64_t(kind));
+      if (kind == OptKind::kArchive) {
+        torch::serialize::OutputArchive archive;
+        o->save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        w.S(out.str());
+        continue;
+      }
+      for (auto& group : o->param_groups()) {
+        w.D(group.options().get_lr());
+        for (auto& p : group.params()) {
+          if (kind == OptKind::kSgd) {
+            auto* st = StateOf<torch::optim::SGDParamState>(o, p);
+            w.I(st && st->momentum_buffer().defined() ? 1 : 0);
+          } else if (kind == OptKind::kAdam) {
+            auto* st = StateOf<torch::optim::AdamParamState>(o, p);
+            w.I(st ? 1 : 0);
+            if (st) {
+              w.I(st->step());
+              w.I(st->max_exp_avg_sq().defined() ? 1 : 0);
+            }
+          } else {
+            auto* st = StateOf<torch::optim::AdamWParamState>(o, p);
+            w.I(st ? 1 : 0);
+            if (st) {
+              w.I(st->step());
+              w.I(st->max_exp_avg_sq().defined() ? 1 : 0);
+            }
+          }
+        }
+      }
+    }
+    return w.Take();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("ElasticState::SerializeMetadata: ") + e.what());
+  }
+}
+
+Status ElasticState::DeserializeMetadata(std::string_view bytes) {
+  try {
+    Reader r(bytes);
+    int64_t step = r.I();
+    for (auto& [name, v] : entries_->ints) *v = r.I();
+    for (auto& [name, v] : entries_->doubles) *v = r.D();
+    for (auto& [name, s] : entries_->samplers) {
+      int64_t epoch = r.I();
+      s->SetPosition(epoch, r.I());
+    }
+    for (auto& [name, o] : entries_->optimizers) {
+      OptKind kind = OptKind(r.I());
+      if (kind != KindOf(o)) return Status::Corruption("optimizer '" + name + "': kind differs from the sender's");
+      if (kind == OptKind::kArchive) {
+        std::string blob = r.S();
+        torch::serialize::InputArchive archive;
+        archive.load_from(blob.data(), blob.size());
+        o->load(archive);
+        continue;
+      }
+      for (auto& group : o->param_groups()) {
+        group.options().set_lr(r.D());
+        for (auto& p : group.params()) {
+          const std::string key = KeyOf(p);
+          bool has = r.I() != 0;
+          if (!has) {
+            o->state().erase(key);
+            continue;
+          }
+          torch::NoGradGuard no_grad;
+          if (kind == OptKind::kSgd) {
+            auto st = std::make_unique<torch::optim::SGDParamState>();
+            st->momentum_buffer(torch::zeros_like(p));
+            o->state()[key] = std::move(st);
+          } else if (kind == OptKind::kAdam) {
+            auto st = std::make_unique<torch::optim::AdamParamState>();
+            st->step(r.I());
+            st->exp_avg(torch::zeros_like(p));
+            st->exp_avg_sq(torch::zeros_like(p));
+            if (r.I()) st->max_exp_avg_sq(torch::zeros_like(p));
+            o->state()[key] = std::move(st);
+          } else {
+            auto st = std::make_unique<torch::optim::AdamWParamState>();
+            st->step(r.I());
+            st->exp_avg(torch::zeros_like(p));
+            st->exp_avg_sq(torch::zeros_like(p));
+            if (r.I()) st->max_exp_avg_sq(torch::zeros_like(p));
+            o->state()[key] = std::move(st);
+          }
+        }
+      }
+    }
+    step_ = step;
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    return Status::Corruption("ElasticState::DeserializeMetadata: " + msg.substr(0, msg.find('\n')));
+  }
+}
+
+std::vector<at::Tensor> ElasticState::TransferTensors() const {
+  std::vector<at::Tensor> out;
+  for (auto& [name, m] : entries_->modules) {
+    for (auto& p : m->parameters()) out.push_back(p.detach());
+    for (auto& b : m->buffers()) out.push_back(b.detach());
+  }
+  for (auto& [name, o] : entries_->optimizers) {
+    OptKind kind = KindOf(o);
+    if (kind == OptKind::kArchive) continue;
+    for (auto& group : o->param_groups()) {
+      for (auto& p : group.params()) {
+        auto it = o->state().find(KeyOf(p));
+        if (it == o->state().end()) continue;
+        if (kind == OptKind::kSgd) {
+          auto* st = static_cast<torch::optim::SGDParamState*>(it->second.get());
+          if (st->momentum_buffer().defined()) out.push_back(st->momentum_buffer());
+        } else if (kind == OptKind::kAdam) {
+          auto* st = static_cast<torch::optim::AdamParamState*>(it->second.get());
+          out.push_back(st->exp_avg());
+          out.push_back(st->exp_avg_sq());
+          if (st->max_exp_avg_sq().defined()) out.push_back(st->max_exp_avg_sq());
+        } else {
+          auto* st = static_cast<torch::optim::AdamWParamState*>(it->second.get());
+          out.push_back(st->exp_avg());
+          out.push_back(st->exp_avg_sq());
+          if (st->max_exp_avg_sq().defined()) out.push_back(st->max_exp_avg_sq());
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace aryl

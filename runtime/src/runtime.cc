@@ -351,19 +351,75 @@ class Runtime::Impl {
     }
     last_transfer_bytes_ = 0;
     if (everyone_current) return Status::Ok();
-    std::string bytes;
+    // Metadata first (receivers create optimizer state from it), then the
+    // tensors in place.
+    std::string meta;
     if (rank_ == root) {
-      ARYL_ASSIGN_OR_RETURN(bytes, state.Serialize());
+      ARYL_ASSIGN_OR_RETURN(meta, state.SerializeMetadata());
     }
-    int64_t size = int64_t(bytes.size());
+    int64_t size = int64_t(meta.size());
     BufferView sv{&size, 1, DataType::kInt64};
     ARYL_RETURN_IF_ERROR(comm_->Broadcast(sv, root));
-    bytes.resize(size_t(size));
-    BufferView bv{bytes.data(), bytes.size(), DataType::kUInt8};
-    ARYL_RETURN_IF_ERROR(comm_->Broadcast(bv, root));
-    last_transfer_bytes_ = size;
-    if (rank_ != root) ARYL_RETURN_IF_ERROR(state.Deserialize(bytes));
+    meta.resize(size_t(size));
+    BufferView mv{meta.data(), meta.size(), DataType::kUInt8};
+    ARYL_RETURN_IF_ERROR(comm_->Broadcast(mv, root));
+    if (rank_ != root) ARYL_RETURN_IF_ERROR(state.DeserializeMetadata(meta));
+    ARYL_ASSIGN_OR_RETURN(int64_t bytes, BroadcastTensors(state.TransferTensors(), root));
+    last_transfer_bytes_ = size + bytes;
     return Status::Ok();
+  }
+
+  // Broadcasts tensors from `root` in place: float32 ones coalesced into
+  // buckets of bucket_bytes, others one by one. Returns the bytes moved.
+  Result<int64_t> BroadcastTensors(const std::vector<torch::Tensor>& tensors, int root) {
+    torch::NoGradGuard no_grad;
+    int64_t moved = 0;
+    std::vector<torch::Tensor> pending;
+    size_t pending_bytes = 0;
+    auto flush = [&]() -> Status {
+      if (pending.empty()) return Status::Ok();
+      std::vector<torch::Tensor> flat_parts;
+      for (auto& t : pending) flat_parts.push_back(t.reshape({-1}));
+      auto flat = rank_ == root ? torch::cat(flat_parts) : torch::empty({int64_t(pending_bytes / 4)}, torch::kFloat32);
+      BufferView v{flat.data_ptr(), size_t(flat.numel()), DataType::kFloat32};
+      ARYL_RETURN_IF_ERROR(comm_->Broadcast(v, root));
+      if (rank_ != root) {
+        int64_t off = 0;
+        for (auto& t : pending) {
+          t.copy_(flat.narrow(0, off, t.numel()).view_as(t));
+          off += t.numel();
+        }
+      }
+      moved += int64_t(pending_bytes);
+      pending.clear();
+      pending_bytes = 0;
+      return Status::Ok();
+    };
+    for (const auto& t : tensors) {
+      if (t.scalar_type() == torch::kFloat32 && t.device().is_cpu()) {
+        pending.push_back(t);
+        pending_bytes += size_t(t.numel()) * 4;
+        if (pending_bytes >= opt_.bucket_bytes) ARYL_RETURN_IF_ERROR(flush());
+        continue;
+      }
+      DataType dtype;
+      switch (t.scalar_type()) {
+        case torch::kFloat32: dtype = DataType::kFloat32; break;
+        case torch::kFloat64: dtype = DataType::kFloat64; break;
+        case torch::kInt64: dtype = DataType::kInt64; break;
+        case torch::kUInt8: dtype = DataType::kUInt8; break;
+        default:
+          return Status::InvalidArgument(std::string("state transfer: unsupported tensor type ") +
+                                         c10::toString(t.scalar_type()));
+      }
+      auto c = t.contiguous();
+      BufferView v{c.data_ptr(), size_t(c.numel()), dtype};
+      ARYL_RETURN_IF_ERROR(comm_->Broadcast(v, root));
+      if (c.data_ptr() != t.data_ptr()) t.copy_(c);
+      moved += int64_t(v.bytes());
+    }
+    ARYL_RETURN_IF_ERROR(flush());
+    return moved;
   }
 
   Status PlannedResize(ElasticState& state, int64_t target) {

@@ -20,6 +20,9 @@
 #include "aryl/result.h"
 #include "aryl/status.h"
 
+namespace at {
+class Tensor;
+}
 namespace torch::nn {
 class Module;
 }
@@ -56,6 +59,18 @@ class ElasticState {
   Result<std::string> Serialize() const;
   // Corruption when the bytes do not parse or do not match what is tracked.
   Status Deserialize(std::string_view bytes);
+
+  // Fast transfer to joiners (no archive): a small metadata blob (step,
+  // scalars, samplers, learning rates, which optimizer state exists and its
+  // counters) plus the tensors themselves, moved in place by the
+  // communicator. SGD, Adam and AdamW state moves as tensors; other optimizers
+  // travel inside the metadata as libtorch archives.
+  // Receivers call DeserializeMetadata() first (it creates missing optimizer
+  // state with the right shapes), then TransferTensors() returns the tensors
+  // to receive into, in the same order as on the sender.
+  Result<std::string> SerializeMetadata() const;
+  Status DeserializeMetadata(std::string_view bytes);
+  std::vector<at::Tensor> TransferTensors() const;
 
   // Moves every tracked sampler past the step just committed at `world`.
   void AdvanceSamplers(int world);
