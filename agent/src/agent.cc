@@ -49,7 +49,14 @@ bool ParseProgress(const std::string& line, std::int64_t* step, double* loss, do
   try {
     *step = std::stoll(m[1].str());
     if (std::regex_search(line, m, kLoss)) *loss = m[1].str() == "nan" ? NAN : std::stod(m[1].str());
-    if (std::regex_search(line, m, kRate)) *rate = std::max(0.0, std::stod(m[1].str()));
+    // step_s (seconds per step) wins over rate-like fields, which may count samples.
+    static const std::regex kStepTime(R"((?:^|\s)step_s[=: ]\s*([-+0-9.eE]+))");
+    if (std::regex_search(line, m, kStepTime)) {
+      double s = std::stod(m[1].str());
+      *rate = s > 0 ? 1.0 / s : 0;
+    } else if (std::regex_search(line, m, kRate)) {
+      *rate = std::max(0.0, std::stod(m[1].str()));
+    }
   } catch (const std::exception&) {
     return false;
   }

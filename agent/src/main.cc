@@ -1,5 +1,6 @@
 // aryl-agent: one per server; see agent.h and docs/operations.md.
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
   cxxopts::Options options("aryl-agent", "Aryl's agent: runs training workers on one server.");
   aryl::agent::AgentOptions a;
   options.add_options()
-      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(a.scheduler))
+      ("scheduler", "Scheduler endpoint (default: $ARYL_SCHEDULER or tcp://127.0.0.1:7117)",
+       cxxopts::value<std::string>()->default_value(std::getenv("ARYL_SCHEDULER") ? std::getenv("ARYL_SCHEDULER") : a.scheduler))
       ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
       ("host", "Address other servers reach this one at (default: host name)", cxxopts::value<std::string>()->default_value(""))
       ("pool", "training or inference", cxxopts::value<std::string>()->default_value(a.pool))

@@ -360,7 +360,8 @@ int CmdTop(int argc, char** argv) {
          << s.value("rescales", 0.0) << "  preemptions " << s.value("preemptions", 0.0) << "  reclaims "
          << s.value("reclaims", 0.0) << " (late " << s.value("reclaims_late", 0.0) << ")\n\n";
       Table pools({"POOL", "SERVERS", "LOANED", "USED/SLOTS"});
-      for (auto& [name, pj] : s.value("pools", nlohmann::json::object()).items()) {
+      const nlohmann::json pool_map = s.value("pools", nlohmann::json::object());
+      for (auto& [name, pj] : pool_map.items()) {
         pools.Add({name, std::to_string(pj.value("servers", 0)), std::to_string(pj.value("loaned_servers", 0)),
                    std::to_string(pj.value("used_slots", 0)) + "/" + std::to_string(pj.value("slots", 0))});
       }

@@ -75,6 +75,8 @@ int main(int argc, char** argv) {
       ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
       ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>())
       ("quiet", "Do not print state changes")
+      ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
+       cxxopts::value<std::string>()->default_value(""))
       ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_KEY", "")))
       ("curve-server-key", "Scheduler CURVE public key file",
        cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_SERVER_KEY", "")));
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
   if (standalone && slots <= 0) aryl::UsageError(kProg, "--standalone needs --slots N (N >= 1)");
   if (loan_slots < 0) aryl::UsageError(kProg, "--loan-slots must be >= 0");
   bool quiet = r.count("quiet") > 0;
+  std::string follow_logs = r["follow-logs"].as<std::string>();
   std::string endpoint = r["scheduler"].as<std::string>();
   std::string curve_key = r["curve-key"].as<std::string>();
   std::string curve_server_key = r["curve-server-key"].as<std::string>();
@@ -158,6 +161,7 @@ int main(int argc, char** argv) {
     daemon = std::move(*started);
     endpoint = daemon->endpoint();
     log_dir = (work / "logs").string();
+    follow_logs = log_dir;
     auto add_agent = [&](const std::string& id, const std::string& pool, int n) -> aryl::Status {
       aryl::agent::AgentOptions a;
       a.scheduler = endpoint;
@@ -228,8 +232,8 @@ int main(int argc, char** argv) {
       w.job = job;
       (void)(*client)->Call<p::Ok>(w, milliseconds(1000));
     }
-    if (!log_dir.empty()) {
-      tail.Follow(log_dir + "/job-" + std::to_string(job) + "/worker-0.out");
+    if (!follow_logs.empty()) {
+      tail.Follow(follow_logs + "/job-" + std::to_string(job) + "/worker-0.out");
       tail.Pump(std::cout);
     }
     auto msg = (*client)->Receive(milliseconds(100));
@@ -247,7 +251,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  if (!log_dir.empty()) {
+  if (!follow_logs.empty()) {
     std::this_thread::sleep_for(milliseconds(100));
     tail.Pump(std::cout);
   }
