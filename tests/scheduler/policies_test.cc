@@ -181,6 +181,34 @@ TEST(PolicyTest, OptimusAndAfsShareFreeGpusAmongElasticJobs) {
   }
 }
 
+TEST(PolicyTest, AfsFavoursTheShortJobOptimusTheLargestAbsoluteGain) {
+  // Two elastic jobs on "sublinear", one 20x longer, 6 spare GPUs: AFS gives the
+  // short job more workers than the long one; Optimus the long one (its
+  // completion time drops most per GPU).
+  auto run = [](const char* policy) {
+    Harness h(Servers(1, 0), policy);
+    h.Submit(Elastic(1, 1, 7, 2e5, "sublinear"), 0);  // long
+    h.Submit(Elastic(2, 1, 7, 1e4, "sublinear"), 0);  // short
+    return std::make_pair(h.job(1).workers, h.job(2).workers);
+  };
+  auto afs = run("afs");
+  auto optimus = run("optimus");
+  EXPECT_GT(afs.second, afs.first);
+  EXPECT_GT(optimus.first, optimus.second);
+}
+
+TEST(PolicyTest, NamedReclaimOfAFailedLoanedServer) {
+  // A failed loaned server is empty and can be returned at once.
+  Harness h(Servers(1, 2));
+  h.Loan({1, 2});
+  h.Submit(Elastic(1, 2, 24, 1e9), 1);
+  h.Send(ServerFailed{1}, 1);
+  Plan plan = h.ReclaimNamed({1}, 1);
+  EXPECT_EQ(testing::Count(plan, ActionType::kPreempt), 0);
+  EXPECT_EQ(h.state().server(1)->state, ServerState::kHeld);
+  EXPECT_EQ(h.job(1).stats.preemptions, 0);
+}
+
 TEST(PolicyTest, TiresiasPreemptsAJobThatAttainedMoreService) {
   // After job 1 has run past the first threshold, a new job takes its GPUs.
   SchedulerConfig config;

@@ -16,6 +16,15 @@ ClusterState MakeState(SchedulerConfig config = {}) {
   return std::move(s).value();
 }
 
+// Every action in these tests goes through here: the invariants hold after it
+// whether it was applied or refused.
+Status ApplyChecked(ClusterState& st, const Action& a) {
+  Status s = st.Apply(a);
+  Status inv = st.CheckInvariants();
+  EXPECT_TRUE(inv.ok()) << inv;
+  return s;
+}
+
 Action Start(JobId job, Placement p) {
   Action a;
   a.type = ActionType::kStart;
@@ -28,7 +37,7 @@ TEST(StateTest, ProgressAndEstimatedFinishTime) {
   // A job at 4 it/s with 1000 iterations finishes 250 s after it starts.
   ClusterState st = MakeState();
   ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 4}})).ok());
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 250);
   ASSERT_TRUE(st.AdvanceTo(100).ok());
   EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 600);
@@ -48,20 +57,20 @@ TEST(StateTest, PreemptionLosesWorkSinceTheLastCheckpointAndPaysARestart) {
   config.restart_pause = 60;
   ClusterState st = MakeState(config);
   ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 4}})).ok());
   ASSERT_TRUE(st.AdvanceTo(70).ok());
   EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 720);
   Action p;
   p.type = ActionType::kPreempt;
   p.job = 1;
-  ASSERT_TRUE(st.Apply(p).ok());
+  ASSERT_TRUE(ApplyChecked(st, p).ok());
   EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
   EXPECT_DOUBLE_EQ(st.job(1)->stats.lost_work, 80);
   EXPECT_EQ(st.job(1)->stats.preemptions, 1);
   EXPECT_EQ(st.job(1)->status, JobStatus::kQueued);
   EXPECT_EQ(st.servers()[0].used, 0);
   ASSERT_TRUE(st.AdvanceTo(100).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{1, 4}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{1, 4}})).ok());
   // Restart pause 60 s, then 800 / 4 = 200 s.
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 360);
   EXPECT_DOUBLE_EQ(st.job(1)->stats.first_start, 0);
@@ -75,13 +84,13 @@ TEST(StateTest, RescalePausesButLosesNothing) {
   ClusterState st = MakeState(config);
   auto spec = testing::Elastic(1, 2, 8, 1000);
   ASSERT_TRUE(st.AddJob(spec).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{0, 2}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 2}})).ok());
   ASSERT_TRUE(st.AdvanceTo(100).ok());  // 200 done
   Action r;
   r.type = ActionType::kResize;
   r.job = 1;
   r.placement = {{0, 8}};
-  ASSERT_TRUE(st.Apply(r).ok());
+  ASSERT_TRUE(ApplyChecked(st, r).ok());
   EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
   EXPECT_EQ(st.job(1)->stats.rescales, 1);
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 110 + 100);
@@ -92,14 +101,14 @@ TEST(StateTest, ApplyRejectsDoubleBookingAndLeavesStateUnchanged) {
   ClusterState st = MakeState();
   ASSERT_TRUE(st.AddJob(Inelastic(1, 8)).ok());
   ASSERT_TRUE(st.AddJob(Inelastic(2, 4)).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{0, 8}})).ok());
-  Status s = st.Apply(Start(2, {{0, 4}}));
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 8}})).ok());
+  Status s = ApplyChecked(st, Start(2, {{0, 4}}));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("job 2"), std::string::npos) << s;
   EXPECT_EQ(st.job(2)->status, JobStatus::kQueued);
   EXPECT_EQ(st.servers()[0].used, 8);
   // Held inference servers are not usable.
-  Status held = st.Apply(Start(2, {{2, 4}}));
+  Status held = ApplyChecked(st, Start(2, {{2, 4}}));
   EXPECT_FALSE(held.ok());
   EXPECT_NE(held.message().find("server 2"), std::string::npos) << held;
   EXPECT_TRUE(st.CheckInvariants().ok());
@@ -109,10 +118,44 @@ TEST(StateTest, JobProgressOverridesTheEstimate) {
   // The driver's measurement replaces the core's own estimate.
   ClusterState st = MakeState();
   ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 1000)).ok());
-  ASSERT_TRUE(st.Apply(Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 4}})).ok());
   ASSERT_TRUE(st.AdvanceTo(10).ok());
   ASSERT_TRUE(st.SetRemainingWork(1, 100).ok());
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 35);
+}
+
+TEST(StateTest, CancelFreesGpusAndCompletedByIsOrdered) {
+  // A cancelled running job frees its GPUs; CompletedBy lists jobs earliest first.
+  ClusterState st = MakeState();
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 4, 4000)).ok());  // 4 it/s: t = 1000
+  ASSERT_TRUE(st.AddJob(Inelastic(2, 2, 1000)).ok());  // 2 it/s: t = 500
+  ASSERT_TRUE(st.AddJob(Inelastic(3, 2, 1e9)).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 4}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(2, {{0, 2}})).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(3, {{1, 2}})).ok());
+  EXPECT_EQ(st.CompletedBy(2000), (std::vector<JobId>{2, 1}));
+  ASSERT_TRUE(st.CancelJob(3).ok());
+  EXPECT_EQ(st.servers()[1].used, 0);
+  EXPECT_EQ(st.job(3)->status, JobStatus::kCancelled);
+  EXPECT_FALSE(st.CancelJob(3).ok());
+  EXPECT_TRUE(st.CheckInvariants().ok());
+}
+
+TEST(StateTest, ReturnedServerIsHeldAndUnusable) {
+  // A loaned server returns to inference only when empty, and is unusable after.
+  ClusterState st = MakeState();
+  ASSERT_TRUE(st.LoanServer(2).ok());
+  ASSERT_TRUE(st.AddJob(Inelastic(1, 4)).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{2, 4}})).ok());
+  Action ret;
+  ret.type = ActionType::kReturnServer;
+  ret.server = 2;
+  EXPECT_FALSE(ApplyChecked(st, ret).ok());  // still holds workers
+  ASSERT_TRUE(st.FinishJob(1).ok());
+  ASSERT_TRUE(ApplyChecked(st, ret).ok());
+  EXPECT_EQ(st.server(2)->state, ServerState::kHeld);
+  ASSERT_TRUE(st.AddJob(Inelastic(2, 4)).ok());
+  EXPECT_FALSE(ApplyChecked(st, Start(2, {{2, 4}})).ok());
 }
 
 }  // namespace
