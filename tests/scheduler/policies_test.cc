@@ -209,6 +209,20 @@ TEST(PolicyTest, NamedReclaimOfAFailedLoanedServer) {
   EXPECT_EQ(h.job(1).stats.preemptions, 0);
 }
 
+TEST(PolicyTest, AReclaimWithoutADeadlineIsDueAtOnceAndMet) {
+  // A reclaim whose deadline is unset (0) or past is due at its own time and met.
+  Harness h(Servers(1, 1));
+  h.Loan({1});
+  h.Submit(Elastic(1, 2, 16, 1e9), 1);
+  Reclaim r;
+  r.count = 1;
+  h.Send(r, 10);
+  ASSERT_EQ(h.state().reclaims().size(), 1u);
+  EXPECT_DOUBLE_EQ(h.state().reclaims()[0].deadline, 11);
+  EXPECT_TRUE(h.state().reclaims()[0].met());
+  EXPECT_TRUE(h.state().PendingReclaims().empty());
+}
+
 TEST(PolicyTest, TiresiasPreemptsAJobThatAttainedMoreService) {
   // After job 1 has run past the first threshold, a new job takes its GPUs.
   SchedulerConfig config;
