@@ -10,7 +10,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build}"
-STEPS="${STEPS:-3000}"
+STEPS="${STEPS:-2500}"
 DAY_SECONDS="${DAY_SECONDS:-40}"
 SCHED="$BUILD/scheduler/aryl-scheduler"
 AGENT="$BUILD/agent/aryl-agent"
@@ -81,12 +81,14 @@ wait "$RUN_PID" && RC=0 || RC=$?
 
 echo
 echo "================ summary ================"
-DONE="$(grep '^done ' "$WORK/job.out" | tail -1 || true)"
+# Rank 0 may move between workers across resizes: read every worker's output.
+OUTS=("$WORK"/logs/job-1/worker-*.out)
+DONE="$(cat "${OUTS[@]}" 2>/dev/null | grep -h '^done ' | tail -1 || true)"
 echo "job exit code : $RC"
-echo "final         : ${DONE:-no 'done' line (see $WORK/job.out)}"
+echo "final         : ${DONE:-no 'done' line (see $WORK/logs/job-1)}"
 echo "wall time     : $(( $(date +%s) - START )) s"
 echo "rescales (each pause as the runtime measured it):"
-grep '^aryl: resize' "$WORK/job.out" | sed -E 's/.*from_world=([0-9]+) to_world=([0-9]+) step=([0-9]+) planned=([01]).*total_s=([0-9.]+).*/  step \3: \1 -> \2 workers, pause \5 s/' || echo "  none"
+cat "${OUTS[@]}" 2>/dev/null | grep -h '^aryl: resize' | sort -t= -k3 -n | sed -E 's/.*from_world=([0-9]+) to_world=([0-9]+) step=([0-9]+) planned=([01]).*total_s=([0-9.]+).*/  step \3: \1 -> \2 workers, pause \5 s/' || echo "  none"
 curl_status() { python3 - "$HTTP" <<'PY'
 import json, sys, urllib.request
 s = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/status", timeout=3))

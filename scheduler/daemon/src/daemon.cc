@@ -473,7 +473,17 @@ class Daemon::Impl {
     }
     std::set<std::string> existing_agents;
     for (const auto& [id, w] : j.workers) existing_agents.insert(w.agent);
-    for (const auto& [node, want] : desired) {
+    // Training servers first: their workers get the lowest ranks, so rank 0 (and
+    // the job's rendezvous store) stays off loaned servers that may be reclaimed.
+    std::vector<std::pair<std::string, int>> order(desired.begin(), desired.end());
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      auto rank_of = [&](const std::string& n) {
+        auto it = nodes.find(n);
+        return it == nodes.end() || it->second.pool != p::Pool::kTraining ? 1 : 0;
+      };
+      return rank_of(a.first) < rank_of(b.first);
+    });
+    for (const auto& [node, want] : order) {
       int got = have.count(node) ? have.at(node) : 0;
       if (got >= want) continue;
       auto nit = nodes.find(node);
@@ -502,8 +512,9 @@ class Daemon::Impl {
       if (!w.leaving && w.generation != 0) stayers.push_back({w.rank, id});
     std::sort(stayers.begin(), stayers.end());
     for (auto& [r, id] : stayers) members.push_back(id);
-    for (auto& [node, list] : joiners)
-      for (auto& wp : list) members.push_back(wp.worker);
+    for (const auto& [node, want] : order)
+      if (joiners.count(node))
+        for (auto& wp : joiners[node]) members.push_back(wp.worker);
     for (size_t r = 0; r < members.size(); ++r) {
       auto& w = j.workers[members[r]];
       w.rank = static_cast<int>(r);
