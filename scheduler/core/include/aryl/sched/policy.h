@@ -1,9 +1,12 @@
-// Policy: one scheduling policy, a pure and synchronous function of the state.
+// Policy: one scheduling policy, a synchronous and deterministic function of the
+// state (no sockets, threads or clock).
 //
 // The Scheduler applies the event to the state first (a queued job, freed GPUs,
 // loaned servers), then calls the policy. A policy never mutates the state: it
 // returns the actions it wants; the Scheduler orders them (frees before uses),
-// applies them through ClusterState::Apply and returns them as the plan.
+// applies them through ClusterState::Apply and returns them as the plan. A
+// policy may remember what it derived from earlier states (tiresias remembers
+// where it promoted a starved job), so replaying the same events rebuilds it.
 // Implementations: one file per policy under scheduler/core/policy/.
 #pragma once
 
