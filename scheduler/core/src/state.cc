@@ -571,7 +571,7 @@ Status ClusterState::CheckInvariants() const {
                                 " which is not usable (held, returned or failed)");
       }
       auto it = std::find_if(s.jobs.begin(), s.jobs.end(),
-                             [&](const auto& e) { return e.first == id; });
+                             [job = id](const auto& e) { return e.first == job; });
       if (it == s.jobs.end() || it->second != n) {
         return Status::Internal(who + ": " + ServerName(sid) + " does not record its workers");
       }
