@@ -10,7 +10,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build}"
-STEPS="${STEPS:-2500}"
+STEPS="${STEPS:-3500}"
 DAY_SECONDS="${DAY_SECONDS:-40}"
 SCHED="$BUILD/scheduler/aryl-scheduler"
 AGENT="$BUILD/agent/aryl-agent"

@@ -373,6 +373,8 @@ class Daemon::Impl {
       case s::ActionType::kResize: {
         auto it = jobs.find(a.job);
         if (it == jobs.end()) return Status::Ok();
+        // A job whose workers are finishing keeps them until they are gone.
+        if (it->second.completing) return Status::Ok();
         if (a.type == s::ActionType::kResize) {
           it->second.rescales++;
           metrics.Inc("aryl_rescales_total");
@@ -798,8 +800,8 @@ class Daemon::Impl {
                                               : "signal " + std::to_string(m.signal.value_or(0))) +
                                  (leaving ? " (asked to leave)" : ""));
     if (leaving) {
-      (void)SaveJob(j);
-      MaybeFinishQueued(j);
+      if (j.completing && j.workers.empty()) FinishJob(j, j.rec.exit_code);
+      else (void)SaveJob(j);
       return std::nullopt;
     }
     if (code == 0 || j.completing) {
@@ -831,9 +833,6 @@ class Daemon::Impl {
     (void)SaveJob(j);
     return std::nullopt;
   }
-
-  // A preempted or cancelled job's workers are gone: nothing else to do.
-  void MaybeFinishQueued(Job&) {}
 
   void FinishJob(Job& j, int exit_code) {
     s::JobId id = j.rec.id;
