@@ -29,30 +29,37 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT="$(free_port)"
-HTTP="$(free_port)"
-EP="tcp://127.0.0.1:$PORT"
+# Ports: the scheduler binds free ones and logs them.
+wait_log() {  # wait_log FILE REGEX -> first match
+  for _ in $(seq 100); do
+    local m; m="$(grep -o -E "$2" "$1" 2>/dev/null | head -1 || true)"
+    [ -n "$m" ] && { echo "$m"; return 0; }
+    sleep 0.1
+  done
+  echo "demo: no '$2' in $1" >&2; return 1
+}
 
 # CURVE: one pair for the scheduler, one shared by the agents and the clients.
 "$ARYL" keygen "$WORK/keys" scheduler >/dev/null
 "$ARYL" keygen "$WORK/keys" member >/dev/null
 mkdir -p "$WORK/allow" && cp "$WORK/keys/member.pub" "$WORK/allow/"
-export ARYL_SCHEDULER="$EP"
 export ARYL_CURVE_KEY="$WORK/keys/member.key"
 export ARYL_CURVE_SERVER_KEY="$WORK/keys/scheduler.pub"
 CURVE_AGENT=(--curve-key "$ARYL_CURVE_KEY" --curve-server-key "$ARYL_CURVE_SERVER_KEY")
 
 # A day in DAY_SECONDS: inference needs its server from ~08:00 to ~20:00.
-SCALE="$(python3 -c "print(86400/$DAY_SECONDS)")"
-echo "Aryl demo: scheduler on $EP (CURVE), http://127.0.0.1:$HTTP/status, work dir $WORK"
-echo "  training agent: 2 slots; inference agent: 4 slots, demand daily:peak=0.9,trough=0.1 (a day in ${DAY_SECONDS}s)"
-"$SCHED" --endpoint "tcp://127.0.0.1:$PORT" --state "$WORK/state.db" --http-port "$HTTP" \
+SCALE="$(awk "BEGIN { print 86400 / $DAY_SECONDS }")"
+"$SCHED" --endpoint "tcp://127.0.0.1:*" --state "$WORK/state.db" --http-port 0 \
   --curve-key "$WORK/keys/scheduler.key" --curve-allow "$WORK/allow" \
   --heartbeat 0.2 --agent-timeout 2 --rescale-pause 1 --restart-pause 3 \
   --inference-demand "daily:peak=0.9,trough=0.1,peak_hour=14,noise=0,step=300" \
   --demand-time-scale "$SCALE" >"$WORK/scheduler.log" 2>&1 &
 PIDS+=($!)
+EP="$(wait_log "$WORK/scheduler.log" 'tcp://127\.0\.0\.1:[0-9]+')"
+HTTP="$(wait_log "$WORK/scheduler.log" 'http on 127\.0\.0\.1:[0-9]+' | sed 's/.*://')"
+export ARYL_SCHEDULER="$EP"
+echo "Aryl demo: scheduler on $EP (CURVE), http://127.0.0.1:$HTTP/status, work dir $WORK"
+echo "  training agent: 2 slots; inference agent: 4 slots, demand daily:peak=0.9,trough=0.1 (a day in ${DAY_SECONDS}s)"
 "$AGENT" --scheduler "$EP" --id train-0 --host 127.0.0.1 --pool training --slots 2 --gpu-type cpu --log-dir "$WORK/logs" \
   "${CURVE_AGENT[@]}" >"$WORK/agent-train.log" 2>&1 &
 PIDS+=($!)
@@ -89,16 +96,16 @@ echo "final         : ${DONE:-no 'done' line (see $WORK/logs/job-1)}"
 echo "wall time     : $(( $(date +%s) - START )) s"
 echo "rescales (each pause as the runtime measured it):"
 cat "${OUTS[@]}" 2>/dev/null | grep -h '^aryl: resize' | sort -t= -k3 -n | sed -E 's/.*from_world=([0-9]+) to_world=([0-9]+) step=([0-9]+) planned=([01]).*total_s=([0-9.]+).*/  step \3: \1 -> \2 workers, pause \5 s/' || echo "  none"
-curl_status() { python3 - "$HTTP" <<'PY'
-import json, sys, urllib.request
-s = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/status", timeout=3))
-lat = s.get("reclaim_latency", {})
-print(f"reclaims      : {int(s.get('reclaims', 0))} (late: {int(s.get('reclaims_late', 0))}), slowest {lat.get('max_seconds', 0):.2f} s")
-print(f"rescales      : {int(s.get('rescales', 0))}, preemptions {int(s.get('preemptions', 0))}")
-r = s.get("rounds", {})
-print(f"sched rounds  : {r.get('count', 0)}, max {1000 * r.get('max_seconds', 0):.2f} ms")
-PY
-}
-curl_status || echo "(scheduler status unavailable)"
+# The scheduler's own account (the JSON summary behind aryl top and /status).
+SUMMARY="$("$ARYL" top --once --json 2>/dev/null || true)"
+field() { echo "$SUMMARY" | grep -o -E "\"$1\":[^,}]*" | head -1 | sed 's/.*://'; }
+sub() { echo "$SUMMARY" | grep -o -E "\"$1\":\{[^}]*\}" | grep -o -E "\"$2\":[^,}]*" | sed 's/.*://'; }
+if [ -n "$SUMMARY" ]; then
+  echo "reclaims      : $(field reclaims) (late: $(field reclaims_late)), slowest emptied in $(sub reclaim_latency max_seconds) s"
+  echo "rescales      : $(field rescales), preemptions $(field preemptions)"
+  echo "sched rounds  : $(sub rounds count), slowest $(sub rounds max_seconds) s"
+else
+  echo "(scheduler status unavailable)"
+fi
 echo "logs          : $WORK"
 exit "$RC"
