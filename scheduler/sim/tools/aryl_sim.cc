@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
       ("policy", "Comma-separated policies to run side by side",
        cxxopts::value<std::string>()->default_value("baseline,aryl"))
       ("fifo", "FIFO admission instead of shortest-job-first")
+      ("min-type-speed", "Keep jobs off GPU types slower than this fraction of their fastest type (0: any)",
+       cxxopts::value<double>()->default_value("0"))
       ("inelastic-on-loaned", "Whether inelastic jobs may run on loaned servers when no training server fits",
        cxxopts::value<bool>()->default_value("true"))
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
   config.timeline_interval = flags["timeline-interval"].as<double>();
   config.progress = !flags.count("no-progress");
   config.scheduler.fifo = flags.count("fifo") > 0;
+  config.scheduler.min_type_speed = flags["min-type-speed"].as<double>();
   config.scheduler.inelastic_on_loaned = flags["inelastic-on-loaned"].as<bool>();
   config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
@@ -213,6 +216,7 @@ int main(int argc, char** argv) {
     cfg["elastic_range"] = {elastic_range.first, elastic_range.second};
     cfg["relative_speed"] = catalog_options.relative_speed;
     cfg["fifo"] = config.scheduler.fifo;
+  cfg["min_type_speed"] = config.scheduler.min_type_speed;
   cfg["inelastic_on_loaned"] = config.scheduler.inelastic_on_loaned;
     cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
