@@ -1,0 +1,182 @@
+// The aryl command line against a real scheduler and agent: exit codes,
+// tables, --json, and clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "aryl/agent/process.h"
+
+namespace aryl {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code = -1;
+  std::string text;  // stdout and stderr together
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("aryl-cli-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    launcher_ = new agent::ProcessLauncher();
+    agent::LaunchSpec s;
+    s.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:*", "--state", (dir_ / "state.db").string(),
+              "--http-port", "-1", "--heartbeat", "0.2", "--agent-timeout", "2"};
+    s.stdout_path = (dir_ / "scheduler.log").string();
+    ASSERT_TRUE(launcher_->Launch(s).ok());
+    // The scheduler logs the port it bound.
+    for (int i = 0; i < 100 && endpoint_.empty(); ++i) {
+      std::ifstream in(dir_ / "scheduler.log");
+      std::string line;
+      while (std::getline(in, line)) {
+        auto at = line.find("listening on ");
+        if (at != std::string::npos) endpoint_ = line.substr(at + 13, line.find_first_of(", ", at + 13) - at - 13);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(endpoint_.empty());
+    agent::LaunchSpec a;
+    a.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint_, "--id", "node-1", "--host", "127.0.0.1", "--slots", "2",
+              "--gpu-type", "cpu", "--log-dir", (dir_ / "logs").string()};
+    a.stdout_path = (dir_ / "agent.log").string();
+    ASSERT_TRUE(launcher_->Launch(a).ok());
+  }
+  static void TearDownTestSuite() {
+    launcher_->StopAll(2);
+    delete launcher_;
+    fs::remove_all(dir_);
+  }
+
+  static Out Aryl(std::vector<std::string> args, bool with_endpoint = true) {
+    static int n = 0;
+    agent::LaunchSpec s;
+    s.argv = {ARYL_BIN};
+    // --scheduler goes before "--" (what follows is the job's command).
+    auto dashes = std::find(args.begin(), args.end(), std::string("--"));
+    if (with_endpoint) dashes = args.insert(dashes, {"--scheduler", endpoint_}) + 2;
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    fs::path out = dir_ / ("out-" + std::to_string(n++));
+    s.stdout_path = out.string();
+    agent::ProcessLauncher l;
+    auto pid = l.Launch(s);
+    Out o;
+    if (!pid.ok()) return o;
+    for (int i = 0; i < 300 && l.size() > 0; ++i) {
+      for (const auto& e : l.Poll()) o.code = e.exit_code;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    o.text = ss.str();
+    return o;
+  }
+
+  static fs::path dir_;
+  static std::string endpoint_;
+  static agent::ProcessLauncher* launcher_;
+};
+fs::path CliTest::dir_;
+std::string CliTest::endpoint_;
+agent::ProcessLauncher* CliTest::launcher_ = nullptr;
+
+// Usage errors exit 2 with one line naming the problem; --help exits 0.
+TEST_F(CliTest, UsageErrors) {
+  EXPECT_EQ(Aryl({}, false).code, 2);
+  Out unknown = Aryl({"frobnicate"}, false);
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.text.find("unknown command 'frobnicate'"), std::string::npos) << unknown.text;
+  EXPECT_EQ(Aryl({"--help"}, false).code, 0);
+  EXPECT_EQ(Aryl({"jobs", "--help"}, false).code, 0);
+  Out bad_flag = Aryl({"jobs", "--no-such-flag"}, false);
+  EXPECT_EQ(bad_flag.code, 2);
+  EXPECT_NE(bad_flag.text.find("aryl jobs: error:"), std::string::npos) << bad_flag.text;
+  Out no_cmd = Aryl({"submit", "--workers", "1"});
+  EXPECT_EQ(no_cmd.code, 2);
+  EXPECT_NE(no_cmd.text.find("missing the command"), std::string::npos) << no_cmd.text;
+  Out both = Aryl({"submit", "--workers", "1", "--min", "1", "--max", "2", "--", "true"});
+  EXPECT_EQ(both.code, 2) << both.text;
+  Out bad_id = Aryl({"status", "abc"});
+  EXPECT_EQ(bad_id.code, 2);
+  EXPECT_NE(bad_id.text.find("'abc' is not a job id"), std::string::npos) << bad_id.text;
+  Out bad_deadline = Aryl({"pool", "reclaim", "1", "--deadline", "soon"});
+  EXPECT_EQ(bad_deadline.code, 2);
+}
+
+// Submit, list, status, cancel and nodes, as tables and as JSON.
+TEST_F(CliTest, JobCommands) {
+  // Wait for the agent.
+  for (int i = 0; i < 100; ++i) {
+    Out nodes = Aryl({"nodes", "--json"});
+    if (nodes.code == 0 && nodes.text.find("\"connected\": true") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Out nodes = Aryl({"nodes"});
+  ASSERT_EQ(nodes.code, 0) << nodes.text;
+  EXPECT_NE(nodes.text.find("AGENT"), std::string::npos);
+  EXPECT_NE(nodes.text.find("node-1"), std::string::npos) << nodes.text;
+
+  Out sub = Aryl({"submit", "--name", "sleeper", "--min", "1", "--max", "2", "--", "sleep", "30"});
+  ASSERT_EQ(sub.code, 0) << sub.text;
+  std::string id = sub.text.substr(0, sub.text.find('\n'));
+  Out jobs = Aryl({"jobs"});
+  ASSERT_EQ(jobs.code, 0);
+  EXPECT_NE(jobs.text.find("sleeper"), std::string::npos) << jobs.text;
+  Out js = Aryl({"jobs", "--json"});
+  ASSERT_EQ(js.code, 0);
+  auto parsed = nlohmann::json::parse(js.text);
+  ASSERT_EQ(parsed["jobs"].size(), 1u) << js.text;
+  EXPECT_EQ(parsed["jobs"][0]["name"], "sleeper");
+  Out st = Aryl({"status", id});
+  ASSERT_EQ(st.code, 0);
+  EXPECT_NE(st.text.find("sleep 30"), std::string::npos) << st.text;
+  Out cancel = Aryl({"cancel", id});
+  EXPECT_EQ(cancel.code, 0) << cancel.text;
+  Out again = Aryl({"cancel", id});
+  EXPECT_EQ(again.code, 1);
+  EXPECT_NE(again.text.find("already cancelled"), std::string::npos) << again.text;
+  Out missing = Aryl({"status", "999"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.text.find("999"), std::string::npos) << missing.text;
+  // Offering a training server is refused with the reason.
+  Out offer = Aryl({"pool", "offer", "node-1"});
+  EXPECT_EQ(offer.code, 1);
+  EXPECT_NE(offer.text.find("training server"), std::string::npos) << offer.text;
+  Out top = Aryl({"top", "--once"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_NE(top.text.find("POOL"), std::string::npos) << top.text;
+}
+
+// Without a scheduler the error says so and the exit code is 1, within the timeout.
+TEST_F(CliTest, NoScheduler) {
+  auto t0 = std::chrono::steady_clock::now();
+  Out o = Aryl({"jobs", "--scheduler", "tcp://127.0.0.1:1", "--timeout", "0.5"}, false);
+  EXPECT_EQ(o.code, 1);
+  EXPECT_NE(o.text.find("is aryl-scheduler running"), std::string::npos) << o.text;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 4.0);
+}
+
+// keygen writes a 0600 secret key and refuses to overwrite it.
+TEST_F(CliTest, Keygen) {
+  fs::path keys = dir_ / "keys";
+  Out o = Aryl({"keygen", keys.string(), "me"}, false);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto perms = fs::status(keys / "me.key").permissions();
+  EXPECT_EQ(perms & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_TRUE(fs::exists(keys / "me.pub"));
+  EXPECT_EQ(Aryl({"keygen", keys.string(), "me"}, false).code, 1);
+}
+
+}  // namespace
+}  // namespace aryl
