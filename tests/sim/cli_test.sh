@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# aryl-sim end to end: byte-identical JSON for the same inputs and seed (apart
+# from sim_wall_s), exit code 2 for bad flags, 1 with file:line for a bad trace
+# row, --skip-bad-rows counting, and the timeline CSV header.
+# Usage: cli_test.sh ARYL_SIM SOURCE_DIR
+set -euo pipefail
+SIM="$1"
+SRC="$2"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+TRACE="$SRC/data/traces/itp/cluster10.csv"
+ARGS=(--trace "$TRACE" --training 2x8xA100 --inference 2x8xT4 --elastic-fraction 0.5 --seed 7
+      --inference-demand daily:noise=0.1 --policy baseline,aryl --no-progress)
+
+# 1. Determinism: two runs, identical JSON once sim_wall_s is blanked.
+"$SIM" "${ARGS[@]}" --json "$TMP/a.json" --timeline "$TMP/t.csv" >/dev/null
+"$SIM" "${ARGS[@]}" --json "$TMP/b.json" >/dev/null
+sed -E 's/"sim_wall_s": [0-9.e+-]+/"sim_wall_s": 0/' "$TMP/a.json" >"$TMP/a0.json"
+sed -E 's/"sim_wall_s": [0-9.e+-]+/"sim_wall_s": 0/' "$TMP/b.json" >"$TMP/b0.json"
+cmp -s "$TMP/a0.json" "$TMP/b0.json" || fail "JSON differs between identical runs"
+grep -q '"jobs_completed": 260' "$TMP/a.json" || fail "not every job completed"
+head -1 "$TMP/t.csv" | grep -q '^policy,time_s,queued_jobs,running_jobs,busy_training_gpus' || fail "timeline header"
+
+# 2. A bad flag value is a usage error: exit 2.
+set +e
+"$SIM" "${ARGS[@]}" --training 64x8 >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bad --training gave exit $rc, want 2"
+grep -q "aryl-sim: error: --training" "$TMP/err" || fail "usage error message: $(cat "$TMP/err")"
+
+# 3. A bad row is fatal (exit 1, file:line and reason) unless --skip-bad-rows.
+{ cat "$TRACE"; printf '\nbad-row,12,-5,1\n'; } >"$TMP/bad.csv"
+set +e
+"$SIM" --trace "$TMP/bad.csv" --training 2x8xA100 --inference none --policy baseline --no-progress \
+  >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "bad row gave exit $rc, want 1"
+grep -q "bad.csv:262: duration: must be > 0" "$TMP/err" || fail "bad row message: $(cat "$TMP/err")"
+"$SIM" --trace "$TMP/bad.csv" --training 2x8xA100 --inference none --policy baseline --no-progress \
+  --skip-bad-rows --json "$TMP/s.json" >/dev/null 2>"$TMP/err"
+grep -q '"skipped_rows": 1' "$TMP/s.json" || fail "skipped row not counted"
+grep -q "skipped .*bad.csv:262" "$TMP/err" || fail "skipped row not reported"
+echo "cli_test: ok"
