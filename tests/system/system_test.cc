@@ -324,6 +324,36 @@ TEST_F(SystemTest, AgentKilled) {
   ASSERT_TRUE(WaitState(*c, *elastic, p::JobState::kCompleted, 25)) << Logs();
 }
 
+// SIGKILL an agent under an elastic job that spans two agents: the job shrinks
+// onto the survivor (its workers there keep running) and finishes.
+TEST_F(SystemTest, AgentKilledElasticShrinks) {
+  StartScheduler();
+  StartAgent("a", 2);
+  pid_t b = StartAgent("b", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  fs::path marks = dir_ / "marks";
+  fs::create_directories(marks);
+  auto job = Submit(*c, {"sh", "-c", "echo x >> " + marks.string() + "/w$ARYL_WORKER_ID; sleep 4"}, 0, 1, 4);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *job);
+    return r.ok() && r->row.workers == 4;
+  }, 10)) << Logs();
+  Kill(b);
+  // Noticed after the agent timeout: the job now runs on "a" only, same workers there.
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *job);
+    return r.ok() && r->placement.size() == 1 && r->placement[0].agent_id == "a";
+  }, 8)) << Logs();
+  auto r = Status(*c, *job);
+  EXPECT_EQ(r->row.state, p::JobState::kRunning);
+  EXPECT_GE(r->row.rescales, 1);
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 15)) << Logs();
+  // No worker was started twice.
+  for (const auto& e : fs::directory_iterator(marks)) EXPECT_EQ(ReadFile(e.path()), "x\n") << e.path();
+}
+
 // SIGKILL one worker: the job continues (a replacement joins) and finishes.
 TEST_F(SystemTest, WorkerKilled) {
   StartScheduler();
