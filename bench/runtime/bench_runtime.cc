@@ -151,19 +151,37 @@ int Resize(const cxxopts::ParseResult& flags) {
       gaps_by_world[steps[i].world].push_back(steps[i].unix_time - steps[i - 1].unix_time);
     }
   }
-  std::printf("\n%-22s %10s %12s %10s\n", "change", "pause_s", "max_gap_s", "step_s");
+  // The runtime's own boundary time for the in-place changes (rank 0's report).
+  std::vector<double> boundary;
+  {
+    std::regex re(R"(^aryl: resize .* planned=1 .* total_s=([0-9.]+))");
+    std::ifstream in(dir + "/logs/w0.log");
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line)) {
+      if (std::regex_search(line, m, re)) boundary.push_back(std::stod(m[1]));
+    }
+  }
+  std::printf("\n%-22s %10s %10s %10s %12s\n", "change", "pause_s", "gap_s", "step_s", "boundary_s");
   std::map<std::string, double> pause;
+  size_t next_boundary = 0;
   for (auto& e : events) {
-    // The largest gap between consecutive rank-0 steps around the change.
-    double max_gap = 0;
+    // The gap that ends at rank 0's first step at the new size after the
+    // request = pause + one step at the new size.
+    double gap = 0;
     for (size_t i = 1; i < steps.size(); ++i) {
-      if (steps[i].unix_time > e.begin && steps[i - 1].unix_time < e.end) {
-        max_gap = std::max(max_gap, steps[i].unix_time - steps[i - 1].unix_time);
+      if (steps[i].unix_time > e.begin && steps[i].world == e.to_world && steps[i - 1].world != e.to_world) {
+        gap = steps[i].unix_time - steps[i - 1].unix_time;
+        break;
       }
     }
     double step_time = Median(gaps_by_world[e.to_world]);
-    pause[e.name] = std::max(0.0, max_gap - step_time);
-    std::printf("%-22s %10.3f %12.3f %10.3f\n", e.name.c_str(), pause[e.name], max_gap, step_time);
+    pause[e.name] = std::max(0.0, gap - step_time);
+    std::string b = "-";
+    if (e.name.rfind("aryl", 0) == 0 && next_boundary < boundary.size()) {
+      b = std::to_string(boundary[next_boundary++]).substr(0, 6);
+    }
+    std::printf("%-22s %10.3f %10.3f %10.3f %12s\n", e.name.c_str(), pause[e.name], gap, step_time, b.c_str());
   }
   double a = pause["aryl shrink 4->2"] + pause["aryl grow 2->4"];
   double b = pause["torchrun-way 4->2"] + pause["torchrun-way 2->4"];

@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
       "classes", "classes", cxxopts::value<int64_t>()->default_value("8"))(
       "lr", "learning rate (Adam)", cxxopts::value<double>()->default_value("0.003"))(
       "log-every", "print every N steps", cxxopts::value<int64_t>()->default_value("10"))(
+      "device", "cpu or cuda (cuda needs a CUDA libtorch; use ARYL_BACKEND=nccl)",
+      cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "intra-op threads per worker", cxxopts::value<int>()->default_value("1"))(
       "seed", "data and init seed", cxxopts::value<uint64_t>()->default_value("1"));
   aryl::AddCommonFlags(options);
@@ -64,7 +66,11 @@ int main(int argc, char** argv) {
   auto teacher = torch::randn({features, classes});
   auto y = torch::argmax(x.matmul(teacher), 1);
 
+  const torch::Device device(flags["device"].as<std::string>());
+  x = x.to(device);
+  y = y.to(device);
   Mlp model(features, flags["hidden"].as<int64_t>(), flags["layers"].as<int>(), classes);
+  model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(flags["lr"].as<double>()));
   aryl::ElasticSampler sampler(n, flags["global-batch"].as<int64_t>(), seed);
   aryl::ElasticState state;
@@ -86,7 +92,7 @@ int main(int argc, char** argv) {
       announced = true;
     }
     auto batch = sampler.Local(rt.Rank(), rt.WorldSize());
-    auto idx = torch::tensor(batch.indices, torch::kInt64);
+    auto idx = torch::tensor(batch.indices, torch::kInt64).to(device);
     optimizer.zero_grad();
     auto loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)), y.index_select(0, idx));
     loss.backward();

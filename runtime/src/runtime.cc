@@ -12,6 +12,10 @@
 #include <sstream>
 #include <thread>
 
+#include <cmath>
+#include <map>
+
+#include "agent_channel.h"
 #include "aryl/checkpoint.h"
 #include "comm/fake/fake_communicator.h"
 #include "comm/gloo/gloo_communicator.h"
@@ -62,6 +66,9 @@ class Runtime::Impl {
         store_ = std::make_unique<JobStore>(std::move(js));
       }
     }
+    if (!opt_.agent_endpoint.empty()) {
+      ARYL_ASSIGN_OR_RETURN(channel_, AgentChannel::Connect(opt_.agent_endpoint, opt_.job_id, opt_.worker_id));
+    }
     if (!opt_.checkpoint_dir.empty()) {
       ckpt_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, opt_.checkpoint_keep);
     }
@@ -88,6 +95,15 @@ class Runtime::Impl {
       state.set_step(state.step() + 1);
       state.AdvanceSamplers(world_);
       if (store_ && rank_ == 0 && opt_.elastic()) (void)store_->Set("progress", std::to_string(state.step()));
+      if (channel_ && rank_ == 0) {
+        double now = Now();
+        if (now - last_progress_time_ > 0.25) {
+          double rate = last_progress_time_ > 0 ? (state.step() - last_progress_step_) / (now - last_progress_time_) : 0;
+          channel_->ReportProgress(gen_, state.step(), std::nan(""), rate);
+          last_progress_time_ = now;
+          last_progress_step_ = state.step();
+        }
+      }
     }
     last_ = LastStep::kNone;
 
@@ -227,7 +243,12 @@ class Runtime::Impl {
     GenerationRecord rec;
     if (opt_.elastic()) {
       ARYL_RETURN_IF_ERROR(store_->Set("ready/" + opt_.worker_id, "1"));
-      ARYL_ASSIGN_OR_RETURN(rec, store_->ReadGeneration(opt_.generation, opt_.rendezvous_timeout));
+      if (channel_) {
+        ARYL_ASSIGN_OR_RETURN(rec, channel_->Hello(opt_.generation, opt_.rendezvous_timeout));
+        gens_[rec.generation] = rec;
+      } else {
+        ARYL_ASSIGN_OR_RETURN(rec, store_->ReadGeneration(opt_.generation, opt_.rendezvous_timeout));
+      }
       ARYL_ASSIGN_OR_RETURN(auto ck, store_->TryGet("control/checkpoint"));
       if (ck) ckpt_seen_ = std::stoll(*ck);
     } else {
@@ -238,31 +259,10 @@ class Runtime::Impl {
     double t_rdv = Now();
     ARYL_RETURN_IF_ERROR(Enter(rec));
     double t_comm = Now();
-    // A fresh start (prev == 0): rank 0 brings the state (its initialization
-    // or the newest valid checkpoint); a joiner brings none.
+    // Nobody in a fresh generation has state: SyncState then makes rank 0
+    // the source (its initialization or the newest valid checkpoint). A
+    // joiner brings none and receives it from a stayer.
     bool has_state = false;
-    if (rec.prev == 0 && rank_ == 0) {
-      has_state = true;
-      if (ckpt_) {
-        auto loaded = ckpt_->LoadLatest();
-        if (loaded.ok()) {
-          for (const auto& skipped : loaded->skipped) {
-            spdlog::error("aryl: skipping corrupt checkpoint: {}", skipped.ToString());
-            std::fprintf(stderr, "aryl: checkpoint skipped: %s\n", skipped.ToString().c_str());
-          }
-          ARYL_RETURN_IF_ERROR(state.Deserialize(loaded->payload).WithContext(loaded->info.path));
-          spdlog::info("aryl: restored {} (step {}, saved at world {}) into world {}", loaded->info.path,
-                       loaded->info.step, loaded->info.world_size, world_);
-          std::printf("aryl: restored checkpoint step=%lld saved_world=%d world=%d skipped=%zu\n",
-                      (long long)loaded->info.step, loaded->info.world_size, world_, loaded->skipped.size());
-          std::fflush(stdout);
-        } else if (!loaded.status().IsNotFound()) {
-          return loaded.status();
-        } else if (loaded.status().message().find("skipped") != std::string::npos) {
-          spdlog::error("aryl: {}", loaded.status().ToString());
-        }
-      }
-    }
     ARYL_RETURN_IF_ERROR(SyncState(state, has_state));
     spdlog::info("aryl: {} started in gen {} as rank {}/{} at step {} (rendezvous {:.3f}s comm {:.3f}s state {:.3f}s)",
                  opt_.worker_id, gen_, rank_, world_, state.step(), t_rdv - t0, t_comm - t_rdv, Now() - t_comm);
@@ -345,9 +345,15 @@ class Runtime::Impl {
     for (int r = 0; r < world_; ++r) {
       if (info[2 * r] > 0 && (root < 0 || info[2 * r + 1] > info[2 * root + 1])) root = r;
     }
-    if (root < 0) return Status::Internal("SyncState: no member of generation " + std::to_string(gen_) + " has state");
-    for (int r = 0; r < world_; ++r) {
-      if (info[2 * r] == 0 || info[2 * r + 1] != info[2 * root + 1]) everyone_current = false;
+    if (root < 0) {
+      // A fresh start: rank 0 brings the state.
+      root = 0;
+      if (rank_ == 0) ARYL_RETURN_IF_ERROR(RestoreCheckpoint(state));
+      everyone_current = world_ == 1;
+    } else {
+      for (int r = 0; r < world_; ++r) {
+        if (info[2 * r] == 0 || info[2 * r + 1] != info[2 * root + 1]) everyone_current = false;
+      }
     }
     last_transfer_bytes_ = 0;
     if (everyone_current) return Status::Ok();
@@ -422,6 +428,49 @@ class Runtime::Impl {
     return moved;
   }
 
+  // Loads the newest valid checkpoint, if any, reporting the corrupt ones skipped.
+  Status RestoreCheckpoint(ElasticState& state) {
+    if (!ckpt_) return Status::Ok();
+    auto loaded = ckpt_->LoadLatest();
+    if (!loaded.ok()) {
+      if (!loaded.status().IsNotFound()) return loaded.status();
+      if (loaded.status().message().find("skipped") != std::string::npos) {
+        spdlog::error("aryl: {}", loaded.status().ToString());
+        std::fprintf(stderr, "aryl: checkpoint skipped: %s\n", loaded.status().ToString().c_str());
+      }
+      return Status::Ok();
+    }
+    for (const auto& skipped : loaded->skipped) {
+      spdlog::error("aryl: skipping corrupt checkpoint: {}", skipped.ToString());
+      std::fprintf(stderr, "aryl: checkpoint skipped: %s\n", skipped.ToString().c_str());
+    }
+    ARYL_RETURN_IF_ERROR(state.Deserialize(loaded->payload).WithContext(loaded->info.path));
+    spdlog::info("aryl: restored {} (step {}, saved at world {}) into world {}", loaded->info.path, loaded->info.step,
+                 loaded->info.world_size, world_);
+    std::printf("aryl: restored checkpoint step=%lld saved_world=%d world=%d skipped=%zu\n",
+                (long long)loaded->info.step, loaded->info.world_size, world_, loaded->skipped.size());
+    std::fflush(stdout);
+    return Status::Ok();
+  }
+
+  // A generation's record: from the agent's announcements, else the store.
+  Result<GenerationRecord> Record(int64_t generation) {
+    if (auto it = gens_.find(generation); it != gens_.end()) return it->second;
+    if (channel_) {
+      // Another rank saw the announcement first: ours is on its way, unless
+      // the generation came from fault recovery (then it is in the store).
+      double deadline = Now() + std::chrono::duration<double>(opt_.rendezvous_timeout).count();
+      while (Now() < deadline) {
+        for (auto& rec : channel_->Poll().generations) gens_[rec.generation] = rec;
+        if (auto it = gens_.find(generation); it != gens_.end()) return it->second;
+        auto in_store = store_->Check("gen/" + std::to_string(generation));
+        if (in_store.ok() && *in_store) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    return store_->ReadGeneration(generation, opt_.rendezvous_timeout);
+  }
+
   Status PlannedResize(ElasticState& state, int64_t target) {
     ResizeReport rep;
     double t0 = Now();
@@ -430,10 +479,11 @@ class Runtime::Impl {
     rep.from_world = world_;
     rep.step = state.step();
     rep.detect_s = first_seen_time_ > 0 ? std::max(0.0, agree_time_ - first_seen_time_) : 0.0;
-    ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(target, opt_.rendezvous_timeout));
+    ARYL_ASSIGN_OR_RETURN(auto rec, Record(target));
     double t_rdv = Now();
     rep.rendezvous_s = t_rdv - t0;
     if (std::find(rec.members.begin(), rec.members.end(), opt_.worker_id) == rec.members.end()) {
+      if (channel_) channel_->Leave(target, state.step());
       spdlog::info("aryl: {} leaves at step {} (not in generation {})", opt_.worker_id, state.step(), target);
       std::printf("aryl: left generation=%lld step=%lld\n", (long long)target, (long long)state.step());
       std::fflush(stdout);
@@ -557,6 +607,7 @@ class Runtime::Impl {
       std::printf("aryl: %s\n", rep.ToString().c_str());
       std::fflush(stdout);
       if (store_ && opt_.elastic()) (void)store_->Set("report/" + std::to_string(rep.to_generation), rep.ToString());
+      if (channel_) channel_->ReportResize(rep);
     }
     first_seen_time_ = 0;
   }
@@ -566,6 +617,18 @@ class Runtime::Impl {
     double now = Now();
     if (now - last_poll_ < std::chrono::duration<double>(opt_.poll_interval).count()) return;
     last_poll_ = now;
+    if (channel_) {
+      auto pushes = channel_->Poll();
+      for (auto& rec : pushes.generations) {
+        gens_[rec.generation] = rec;
+        if (rec.generation > std::max(gen_, seen_gen_)) {
+          seen_gen_ = rec.generation;
+          if (first_seen_time_ == 0) first_seen_time_ = now;
+        }
+      }
+      if (pushes.checkpoint) ckpt_wanted_ = true;
+      if (pushes.stop_after) stop_wanted_ = true;
+    }
     auto latest = store_->Latest();
     if (latest.ok() && *latest > std::max(gen_, seen_gen_)) {
       seen_gen_ = *latest;
@@ -597,6 +660,10 @@ class Runtime::Impl {
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<CheckpointManager> ckpt_;
+  std::unique_ptr<AgentChannel> channel_;
+  std::map<int64_t, GenerationRecord> gens_;  // announced by the agent
+  double last_progress_time_ = 0;
+  int64_t last_progress_step_ = 0;
   int64_t gen_ = 0;
   std::vector<std::string> members_;
   int rank_ = 0;

@@ -9,11 +9,21 @@
 #include <cstring>
 #include <thread>
 
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/transport.h"
 #include "rendezvous.h"
 
 extern char** environ;
 
 namespace aryl {
+
+struct LocalCoordinator::Agent {
+  std::string endpoint;
+  std::unique_ptr<protocol::Server> server;
+  mutable std::mutex mu;
+  std::map<int64_t, GenerationRecord> records;
+  AgentMessageCounts counts;
+};
 
 LocalCoordinator::LocalCoordinator(CoordinatorOptions options, std::unique_ptr<JobStore> store)
     : opt_(std::move(options)), store_(std::move(store)) {}
@@ -21,6 +31,71 @@ LocalCoordinator::LocalCoordinator(CoordinatorOptions options, std::unique_ptr<J
 LocalCoordinator::~LocalCoordinator() {
   for (auto& [id, pid] : running_) ::kill(pid, SIGKILL);
   for (auto& [id, pid] : running_) ::waitpid(pid, nullptr, 0);
+  if (agent_ && agent_->server) agent_->server.reset();
+  if (agent_) ::unlink(agent_->endpoint.substr(6).c_str());
+}
+
+AgentMessageCounts LocalCoordinator::agent_counts() const {
+  if (!agent_) return {};
+  std::lock_guard<std::mutex> lock(agent_->mu);
+  return agent_->counts;
+}
+
+std::string LocalCoordinator::NewWorkerId() {
+  int n = next_worker_++;
+  return opt_.agent ? std::to_string(n) : "w" + std::to_string(n);
+}
+
+namespace {
+protocol::GenerationAnnounce ToAnnounce(uint64_t job, const GenerationRecord& rec, const std::string& store) {
+  protocol::GenerationAnnounce a;
+  a.job = job;
+  a.generation = rec.generation;
+  for (auto& id : rec.members) a.members.push_back(std::stoll(id));
+  a.store_endpoint = store;
+  return a;
+}
+}  // namespace
+
+Status LocalCoordinator::StartAgent() {
+  agent_ = std::make_unique<Agent>();
+  agent_->endpoint = "ipc:///tmp/aryl-rt-agent-" + std::to_string(::getpid()) + "-" + opt_.job_id + ".sock";
+  protocol::Server::Options so;
+  so.endpoint = agent_->endpoint;
+  Agent* agent = agent_.get();
+  const uint64_t job = std::stoull(opt_.job_id);
+  const std::string store = store_->endpoint();
+  ARYL_ASSIGN_OR_RETURN(agent_->server,
+                        protocol::Server::Start(so, [agent, job, store](const protocol::ReplyTo&, protocol::Message m)
+                                                        -> std::optional<protocol::Message> {
+                          std::lock_guard<std::mutex> lock(agent->mu);
+                          if (auto* h = std::get_if<protocol::WorkerHello>(&m)) {
+                            ++agent->counts.hellos;
+                            auto it = agent->records.find(h->generation);
+                            if (it == agent->records.end()) {
+                              return protocol::Error{Status::Code::kNotFound,
+                                                     "generation " + std::to_string(h->generation) + " unknown"};
+                            }
+                            return ToAnnounce(job, it->second, store);
+                          }
+                          if (std::get_if<protocol::WorkerResizeReport>(&m)) ++agent->counts.resize_reports;
+                          if (std::get_if<protocol::WorkerProgress>(&m)) ++agent->counts.progress;
+                          if (std::get_if<protocol::WorkerLeave>(&m)) ++agent->counts.leaves;
+                          return std::nullopt;
+                        }));
+  return Status::Ok();
+}
+
+Status LocalCoordinator::Announce(const GenerationRecord& rec, const std::vector<std::string>& to) {
+  {
+    std::lock_guard<std::mutex> lock(agent_->mu);
+    agent_->records[rec.generation] = rec;
+  }
+  auto msg = ToAnnounce(std::stoull(opt_.job_id), rec, store_->endpoint());
+  for (const auto& id : to) {
+    ARYL_RETURN_IF_ERROR(agent_->server->Push("worker-" + opt_.job_id + "-" + id, msg));
+  }
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(CoordinatorOptions options) {
@@ -29,7 +104,10 @@ Result<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(CoordinatorOpt
                                        : JobStore::ServeProtocol(options.store, options.job_id, options.timeout);
   ARYL_ASSIGN_OR_RETURN(auto js, std::move(js_or));
   auto store = std::make_unique<JobStore>(std::move(js));
-  return std::unique_ptr<LocalCoordinator>(new LocalCoordinator(std::move(options), std::move(store)));
+  bool agent = options.agent;
+  auto c = std::unique_ptr<LocalCoordinator>(new LocalCoordinator(std::move(options), std::move(store)));
+  if (agent) ARYL_RETURN_IF_ERROR(c->StartAgent());
+  return c;
 }
 
 const std::string& LocalCoordinator::store_endpoint() const { return store_->endpoint(); }
@@ -52,6 +130,7 @@ Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
   env["ARYL_GENERATION"] = std::to_string(generation);
   env["ARYL_BACKEND"] = opt_.backend;
   if (!opt_.checkpoint_dir.empty()) env["ARYL_CHECKPOINT_DIR"] = opt_.checkpoint_dir;
+  if (agent_) env["ARYL_AGENT_ENDPOINT"] = agent_->endpoint;
   std::vector<std::string> env_strings;
   for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -83,14 +162,23 @@ Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
 Status LocalCoordinator::Launch(int world) {
   ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Add("gen/counter", 1));
   GenerationRecord rec{g, 0, {}};
-  for (int i = 0; i < world; ++i) rec.members.push_back("w" + std::to_string(next_worker_++));
+  for (int i = 0; i < world; ++i) rec.members.push_back(NewWorkerId());
   // Fresh workers read their record when they start; publish first.
-  ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
+  if (agent_) {
+    ARYL_RETURN_IF_ERROR(Announce(rec, {}));
+  } else {
+    ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
+  }
   for (const auto& id : rec.members) ARYL_RETURN_IF_ERROR(Spawn(id, g));
   return Status::Ok();
 }
 
 Result<std::vector<std::string>> LocalCoordinator::Members() {
+  if (agent_) {
+    std::lock_guard<std::mutex> lock(agent_->mu);
+    if (agent_->records.empty()) return std::vector<std::string>{};
+    return agent_->records.rbegin()->second.members;
+  }
   ARYL_ASSIGN_OR_RETURN(int64_t latest, store_->Latest());
   if (latest == 0) return std::vector<std::string>{};
   ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(latest, opt_.timeout));
@@ -98,15 +186,27 @@ Result<std::vector<std::string>> LocalCoordinator::Members() {
 }
 
 Result<int64_t> LocalCoordinator::Resize(int world) {
-  ARYL_ASSIGN_OR_RETURN(int64_t latest, store_->Latest());
-  ARYL_ASSIGN_OR_RETURN(auto cur, store_->ReadGeneration(latest, opt_.timeout));
+  GenerationRecord cur;
+  if (agent_) {
+    std::lock_guard<std::mutex> lock(agent_->mu);
+    if (agent_->records.empty()) return Status::FailedPrecondition("no generation launched");
+    cur = agent_->records.rbegin()->second;
+  } else {
+    ARYL_ASSIGN_OR_RETURN(int64_t latest_gen, store_->Latest());
+    ARYL_ASSIGN_OR_RETURN(cur, store_->ReadGeneration(latest_gen, opt_.timeout));
+  }
+  const int64_t latest = cur.generation;
   ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Add("gen/counter", 1));
   GenerationRecord rec{g, latest, cur.members};
   if (int(rec.members.size()) > world) rec.members.resize(size_t(world));
   std::vector<std::string> joiners;
   while (int(rec.members.size()) < world) {
-    joiners.push_back("w" + std::to_string(next_worker_++));
+    joiners.push_back(NewWorkerId());
     rec.members.push_back(joiners.back());
+  }
+  if (agent_) {
+    std::lock_guard<std::mutex> lock(agent_->mu);
+    agent_->records[g] = rec;  // joiners ask for it in their WorkerHello
   }
   for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(Spawn(id, g));
   // Waits for `key` while any worker of the current generation still runs;
@@ -131,7 +231,11 @@ Result<int64_t> LocalCoordinator::Resize(int world) {
     }
   };
   for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(wait_for("ready/" + id).WithContext("joiner " + id));
-  ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
+  if (agent_) {
+    ARYL_RETURN_IF_ERROR(Announce(rec, cur.members));
+  } else {
+    ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
+  }
   // The agent announces one change at a time: wait until the members applied
   // it (the new rank 0 stores its report) before another can be announced.
   ARYL_RETURN_IF_ERROR(wait_for("report/" + std::to_string(g)).WithContext("generation " + std::to_string(g)));

@@ -11,6 +11,8 @@
 
 #include <sys/types.h>
 
+#include <mutex>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -35,6 +37,19 @@ struct CoordinatorOptions {
   // ("tcp://127.0.0.1:*", the agent's kind) or, with "c10d", a c10d TCPStore.
   std::string store = "tcp://127.0.0.1:*";
   std::chrono::milliseconds timeout{60000};    // store and readiness waits
+  // Agent mode: also serve the worker <-> agent messages on an ipc:// endpoint
+  // (ARYL_AGENT_ENDPOINT): answer WorkerHello, push GenerationAnnounce, collect
+  // reports. Announcements then travel only as messages, not as store keys.
+  // Worker and job ids are numeric in this mode (job_id must be a number).
+  bool agent = false;
+};
+
+// What the agent side received from workers (agent mode).
+struct AgentMessageCounts {
+  int hellos = 0;
+  int resize_reports = 0;
+  int progress = 0;
+  int leaves = 0;
 };
 
 class LocalCoordinator {
@@ -66,10 +81,16 @@ class LocalCoordinator {
   const std::string& store_endpoint() const;
   JobStore& store() { return *store_; }
   std::string LogPath(const std::string& worker) const;
+  AgentMessageCounts agent_counts() const;
 
  private:
   LocalCoordinator(CoordinatorOptions options, std::unique_ptr<JobStore> store);
   Status Spawn(const std::string& worker, int64_t generation);
+  std::string NewWorkerId();
+  Status StartAgent();
+  Status Announce(const struct GenerationRecord& rec, const std::vector<std::string>& to);
+  struct Agent;
+  std::unique_ptr<Agent> agent_;
 
   CoordinatorOptions opt_;
   std::unique_ptr<JobStore> store_;

@@ -29,14 +29,15 @@ struct JobRun {
 };
 
 JobRun MakeRun(const std::string& name, int64_t steps, int sleep_ms, std::map<std::string, std::string> env = {},
-            bool checkpoints = false) {
+            bool checkpoints = false, bool agent = false) {
   JobRun run;
   run.dir = (fs::temp_directory_path() / ("aryl_rt_" + name + "_" + std::to_string(::getpid()))).string();
   if (!checkpoints) fs::remove_all(run.dir);
   fs::create_directories(run.dir + "/samples");
   fs::create_directories(run.dir + "/logs");
   CoordinatorOptions opt;
-  opt.job_id = name;
+  opt.job_id = agent ? "77" : name;
+  opt.agent = agent;
   opt.worker_argv = {ARYL_RT_TEST_WORKER,   "--steps",   std::to_string(steps), "--sleep-ms",  std::to_string(sleep_ms),
                      "--dataset",           std::to_string(kDataset),           "--global-batch",
                      std::to_string(kGlobalBatch),                              "--out",     run.dir + "/final.pt",
@@ -199,6 +200,32 @@ TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
   EXPECT_NE(logs.find("restored checkpoint step=20 saved_world=2 world=3 skipped=1"), std::string::npos) << logs;
   bool bitwise = false;
   ExpectSameParams(reference, LoadParams(second), &bitwise);
+}
+
+// The same planned changes driven through the worker <-> agent messages
+// (WorkerHello, pushed GenerationAnnounce, WorkerResizeReport, WorkerProgress,
+// WorkerLeave over ipc://) instead of store keys: 2 -> 4 -> 3.
+TEST(ElasticRuntime, ResizeThroughAgentMessages) {
+  const auto& reference = Reference();
+  JobRun run = MakeRun("agent", kSteps, 20, {}, false, /*agent=*/true);
+  ASSERT_TRUE(run.coord->Launch(2).ok());
+  int64_t at = 10;
+  for (int world : {4, 3}) {
+    ASSERT_TRUE(run.coord->WaitProgress(at, milliseconds(30000)).ok()) << Logs(run);
+    auto g = run.coord->Resize(world);
+    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
+    at = run.coord->Progress() + 5;
+  }
+  ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
+  for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
+  auto counts = run.coord->agent_counts();
+  EXPECT_EQ(counts.hellos, 4);
+  EXPECT_GE(counts.resize_reports, 2);
+  EXPECT_GT(counts.progress, 0);
+  EXPECT_EQ(counts.leaves, 1);
+  bool bitwise = false;
+  ExpectSameParams(reference, LoadParams(run), &bitwise);
+  ExpectExactlyOnce(run);
 }
 
 }  // namespace

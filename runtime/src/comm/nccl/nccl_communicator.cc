@@ -60,6 +60,47 @@ Status WaitComm(ncclComm_t comm, Clock::time_point deadline, std::string_view op
   }
 }
 
+// The runtime's small control buffers (agreement slots, state metadata) live
+// in host memory; NCCL needs device memory. Host buffers are staged through a
+// temporary device copy; device buffers pass through untouched.
+struct Staging {
+  struct Copy {
+    BufferView host;
+    void* device;
+  };
+  std::vector<Copy> copies;
+  Status status;
+
+  BufferView ToDevice(const BufferView& b) {
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, b.data) == cudaSuccess &&
+        (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
+      return b;
+    }
+    cudaGetLastError();  // clear the error from probing a plain host pointer
+    void* d = nullptr;
+    if (cudaMalloc(&d, b.bytes() ? b.bytes() : 1) != cudaSuccess ||
+        cudaMemcpy(d, b.data, b.bytes(), cudaMemcpyHostToDevice) != cudaSuccess) {
+      status = Status::Unavailable("nccl: staging " + std::to_string(b.bytes()) + " bytes to the device failed");
+      if (d) cudaFree(d);
+      return b;
+    }
+    copies.push_back({b, d});
+    return {d, b.count, b.dtype};
+  }
+  Status Back() {
+    for (auto& c : copies) {
+      if (cudaMemcpy(c.host.data, c.device, c.host.bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        return Status::IoError("nccl: copying a staged buffer back to the host failed");
+      }
+    }
+    return Status::Ok();
+  }
+  ~Staging() {
+    for (auto& c : copies) cudaFree(c.device);
+  }
+};
+
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size, std::chrono::milliseconds timeout)
@@ -80,8 +121,12 @@ class NcclCommunicator final : public Communicator {
   int Size() const override { return size_; }
   std::string_view Backend() const override { return "nccl"; }
 
-  Status AllReduceSum(std::span<const BufferView> buffers) override {
+  Status AllReduceSum(std::span<const BufferView> in) override {
     if (aborted_) return Status::Unavailable("nccl: communicator aborted");
+    Staging staging;
+    std::vector<BufferView> buffers;
+    for (const auto& b : in) buffers.push_back(staging.ToDevice(b));
+    if (!staging.status.ok()) return staging.status;
     ncclGroupStart();
     for (const auto& b : buffers) {
       ncclResult_t r = ncclAllReduce(b.data, b.data, b.count, ToNccl(b.dtype), ncclSum, comm_, stream_);
@@ -92,14 +137,19 @@ class NcclCommunicator final : public Communicator {
     }
     ncclResult_t r = ncclGroupEnd();
     if (r != ncclSuccess && r != ncclInProgress) return Fail(NcclError(r, "group end"));
-    return WaitStream("allreduce");
+    ARYL_RETURN_IF_ERROR(WaitStream("allreduce"));
+    return staging.Back();
   }
 
-  Status Broadcast(BufferView buffer, int root) override {
+  Status Broadcast(BufferView host_or_device, int root) override {
     if (aborted_) return Status::Unavailable("nccl: communicator aborted");
+    Staging staging;
+    BufferView buffer = staging.ToDevice(host_or_device);
+    if (!staging.status.ok()) return staging.status;
     ncclResult_t r = ncclBroadcast(buffer.data, buffer.data, buffer.count, ToNccl(buffer.dtype), root, comm_, stream_);
     if (r != ncclSuccess && r != ncclInProgress) return Fail(NcclError(r, "broadcast"));
-    return WaitStream("broadcast");
+    ARYL_RETURN_IF_ERROR(WaitStream("broadcast"));
+    return staging.Back();
   }
 
   void Abort() override {
