@@ -137,6 +137,48 @@ TEST(SimulatorTest, AJobThatCanNeverRunFailsTheRun) {
   EXPECT_FALSE(too_big.Run("baseline").ok());
 }
 
+TEST(SimulatorTest, FidelityCatchesADoubleBookedGpu) {
+  // A plan that starts a job on 16 GPUs of an 8-GPU server fails the run, naming both.
+  SimConfig c = OneServer();
+  c.plan_hook = [](sched::Plan& plan) {
+    for (auto& a : plan.actions) {
+      if (a.type == sched::ActionType::kStart && a.job == 2) a.placement.begin()->second += 8;
+    }
+  };
+  Simulator sim(c, ThreeJobs(), DemandCurve::Constant(0), LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fidelity: GPU double-booked"), std::string::npos) << r.status();
+}
+
+TEST(SimulatorTest, FidelityCatchesAMissedReclaim) {
+  // A plan whose server returns are dropped leaves the reclaim unmet: an error at its deadline.
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  c.plan_hook = [](sched::Plan& plan) {
+    std::erase_if(plan.actions, [](const sched::Action& a) { return a.type == sched::ActionType::kReturnServer; });
+  };
+  Simulator sim(c, {Job(1, 0, 1000, 8)}, demand, LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fidelity: a reclaim due at t=130 still misses 1 servers"), std::string::npos)
+      << r.status();
+}
+
+TEST(SimulatorTest, FidelityCatchesAJobRunAtTheWrongSize) {
+  // Starting an inelastic 8-GPU job on 4 GPUs is outside [min, max]: an error.
+  SimConfig c = OneServer();
+  c.plan_hook = [](sched::Plan& plan) {
+    for (auto& a : plan.actions) {
+      if (a.type == sched::ActionType::kStart) a.placement.begin()->second = 4;
+    }
+  };
+  Simulator sim(c, ThreeJobs(), DemandCurve::Constant(0), LinearCatalog());
+  auto r = sim.Run("baseline");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("outside [8, 8]"), std::string::npos) << r.status();
+}
+
 // The shipped trace of cluster10 on a small cluster with a daily inference cycle.
 Simulator RealTraceSim() {
   auto trace = ReadTraces({std::string(ARYL_SOURCE_DIR) + "/data/traces/itp/cluster10.csv"});

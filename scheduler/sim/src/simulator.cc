@@ -377,6 +377,7 @@ Status Run::Send(sched::Event event) {
   last_event_time_ = t;
   Result<sched::Plan> plan = scheduler_->Handle(event);
   if (!plan.ok()) return plan.status().WithContext("scheduler at t=" + Num(t));
+  if (config_.plan_hook) config_.plan_hook(*plan);
   for (const sched::Action& a : plan->actions) {
     Status s = ExecuteAction(a, t);
     if (!s.ok()) return s.WithContext("plan action '" + a.reason + "'");
@@ -435,6 +436,7 @@ Status Run::HandleDemand(double t) {
     last_event_time_ = t;
     Result<sched::Plan> plan = scheduler_->Handle({t, loan});
     if (!plan.ok()) return plan.status().WithContext("scheduler at t=" + Num(t) + " (loan)");
+    if (config_.plan_hook) config_.plan_hook(*plan);
     // Roles change before the plan runs: the plan may already use the loaned servers.
     for (sched::ServerId id : loan.servers) {
       servers_[server_index_[id]].role = sched::ServerState::kLoaned;

@@ -64,6 +64,10 @@ struct SimConfig {
   // never fit) fails after this much virtual time.
   double stall_limit = 14 * 86400.0;
   bool progress = true;             // progress bar when stderr is a terminal
+  // For tests only: alters each plan before the executor runs it (the core has
+  // already applied the original), so tests can show that the fidelity checks
+  // catch a scheduler that double-books a GPU or skips a reclaim.
+  std::function<void(sched::Plan&)> plan_hook;
 };
 
 class Simulator {
