@@ -275,6 +275,7 @@ int SteadyWorker(const cxxopts::ParseResult& flags, int rank, int world, int por
     std::printf("%-10d %8.1fM %12zu %14.4f %14.4f %9.1f%%\n", world, params / 1e6, aryl_times.size(), a, b,
                 100.0 * (a - b) / b);
   }
+  std::fflush(stdout);  // the caller leaves with _exit()
   return 0;
 }
 
