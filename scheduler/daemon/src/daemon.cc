@@ -274,6 +274,8 @@ class Daemon::Impl {
     metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid");
     metrics.DeclareHistogram("aryl_reclaim_latency_seconds", "Time from a reclaim to its server being empty",
                              {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300});
+    metrics.DeclareHistogram("aryl_resize_pause_seconds", "Training pause of one resize, as the runtime measured it",
+                             {0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10});
     metrics.DeclareHistogram("aryl_round_seconds", "Scheduling round time (core Handle + plan execution)",
                              {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5});
   }

@@ -81,7 +81,7 @@ std::string Metrics::Render() const {
   std::lock_guard lock(mu_);
   std::ostringstream os;
   for (const auto& [name, f] : families_) {
-    os << "# HELP " << name << " " << f.help << "\n# TYPE " << name << " " << f.type << "\n";
+    os << "# HELP " << name << " " << f.help << "\n# TYPE " << name << " " << (f.type.empty() ? "untyped" : f.type) << "\n";
     if (f.type == "histogram") {
       std::uint64_t cum = 0;
       for (size_t i = 0; i < f.buckets.size(); ++i) {
