@@ -284,5 +284,44 @@ TEST(PolicyTest, SjfAdmitsTheShortestJobFirst) {
   }
 }
 
+TEST(PolicyTest, SlowTypeOnlyWhenWaitingForTheFastTypeIsLonger) {
+  // With the A100 server busy, a queued job starts on the T4 server (half speed)
+  // only when the A100 frees up later than the move back would cost.
+  auto servers = Servers(1, 0, 8, "A100");
+  auto t4 = Servers(1, 0, 8, "T4", 1);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  for (double first_work : {80.0, 1e6}) {  // the A100 frees after 10 s or 125,000 s
+    Harness h(servers);
+    h.Submit(Inelastic(1, 8, first_work), 0);
+    h.Submit(Inelastic(2, 8, 1e6), 0);
+    EXPECT_EQ(h.job(2).status, first_work < 100 ? JobStatus::kQueued : JobStatus::kRunning)
+        << "first_work=" << first_work;
+  }
+}
+
+TEST(PolicyTest, JobsOnASlowTypeMigrateWhenTheFastTypeFreesUp) {
+  // A job started on T4 moves to the A100 server once it frees: an elastic job by
+  // a resize (no work lost), an inelastic one by a restart from its checkpoint.
+  auto servers = Servers(1, 0, 8, "A100");
+  auto t4 = Servers(1, 0, 8, "T4", 1);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  for (bool elastic : {false, true}) {
+    Harness h(servers);
+    h.Submit(Inelastic(1, 8, 1e5), 0);
+    h.Submit(elastic ? Elastic(2, 8, 8, 1e6) : Inelastic(2, 8, 1e6), 0);
+    ASSERT_EQ(h.job(2).placement, (Placement{{1, 8}})) << "elastic=" << elastic;
+    h.Send(JobFinished{1}, 12500);
+    EXPECT_EQ(h.job(2).placement, (Placement{{0, 8}})) << "elastic=" << elastic;
+    EXPECT_EQ(h.job(2).stats.rescales, elastic ? 1 : 0);
+    EXPECT_EQ(h.job(2).stats.preemptions, elastic ? 0 : 1);
+    // A job nearly done on the slow type stays there.
+    Harness g(servers);
+    g.Submit(Inelastic(1, 8, 1e5), 0);
+    g.Submit(Inelastic(2, 8, 50800), 0);
+    g.Send(JobFinished{1}, 12500);  // job 2 has 200 s left on T4; a restart costs more
+    EXPECT_EQ(g.job(2).placement, (Placement{{1, 8}}));
+  }
+}
+
 }  // namespace
 }  // namespace aryl::sched

@@ -10,6 +10,7 @@ namespace aryl::sched::policy {
 
 std::unique_ptr<Policy> MakeAryl(const SchedulerConfig& c, ReclaimStrategy r) {
   internal::RoundOptions o = OptionsFrom(c);
+  o.type_aware = c.type_aware;
   o.use_loaned = true;
   o.elastic = true;
   o.extra = internal::ExtraRule::kKnapsack;
@@ -20,6 +21,7 @@ std::unique_ptr<Policy> MakeAryl(const SchedulerConfig& c, ReclaimStrategy r) {
 // loaned servers, so a reclaim preempts whatever runs there.
 std::unique_ptr<Policy> MakeLoanOnly(const SchedulerConfig& c, ReclaimStrategy r) {
   internal::RoundOptions o = OptionsFrom(c);
+  o.type_aware = c.type_aware;
   o.use_loaned = true;
   o.elastic = false;
   return std::make_unique<RoundPolicy>("loan-only", o, r);
@@ -28,6 +30,7 @@ std::unique_ptr<Policy> MakeLoanOnly(const SchedulerConfig& c, ReclaimStrategy r
 // Elasticity without loaning: the knapsack shares the training cluster only.
 std::unique_ptr<Policy> MakeElasticOnly(const SchedulerConfig& c, ReclaimStrategy r) {
   internal::RoundOptions o = OptionsFrom(c);
+  o.type_aware = c.type_aware;
   o.use_loaned = false;
   o.elastic = true;
   o.extra = internal::ExtraRule::kKnapsack;

@@ -103,6 +103,7 @@ namespace {
 struct Alloc {
   const JobInfo* job = nullptr;
   bool is_new = false;
+  bool moved = false;     // running job migrated to a faster GPU type this round
   bool flexible = false;  // takes part in the elastic allocation
   int home = -1;          // GPU type of its base workers
   Placement base;
@@ -140,6 +141,20 @@ double RemainingTime(const JobInfo& job, int type, int w) {
   return thr > 0 ? job.remaining_work / thr : kNever;
 }
 
+// The allowed type where `job` runs fastest at `w` workers (-1: none).
+int FastestType(const JobInfo& job, int num_types, int w) {
+  int best = -1;
+  for (int t = 0; t < num_types; ++t) {
+    if (job.Thr(t, w) > 0 && (best < 0 || job.Thr(t, w) > job.Thr(best, w))) best = t;
+  }
+  return best;
+}
+
+// Whether type `t` is slower than type `f` for `job` at `w` workers.
+bool Slower(const JobInfo& job, int t, int f, int w) {
+  return job.Thr(t, w) < job.Thr(f, w) * (1 - 1e-9);
+}
+
 // The elastic allocation of `capacity` GPUs of one type among `group`.
 void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt) {
   if (group.empty() || capacity <= 0) return;
@@ -149,7 +164,7 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
     for (Alloc* a : group) {
       const JobInfo& j = *a->job;
       const int base = Sum(a->base);
-      const int cur = a->is_new ? 0 : j.workers;
+      const int cur = a->is_new || a->moved ? 0 : j.workers;
       const double r0 = RemainingTime(j, a->home, base);
       auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
       KnapsackGroup g;
@@ -270,9 +285,43 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     Seconds submit;
     JobId id;
     int demand;
+    int alloc = -1;  // migration candidate: its index in `allocs`
   };
   std::vector<Queued> queue;
   queue.reserve(state.queued().size());
+  // Slow GPU types (type_aware): `frees[t]` is when the base GPUs of type t held
+  // by running jobs free up (estimated finish, cumulative GPUs), for the wait
+  // estimate; a running job whose type is slower than its fastest one is a
+  // migration candidate and competes for the fast type in admission order.
+  const int n_types = state.num_types();
+  std::vector<std::vector<std::pair<Seconds, int>>> frees(n_types);
+  std::vector<int> ahead(n_types, 0);  // demand of earlier jobs still waiting per type
+  if (opt.type_aware && n_types > 1) {
+    for (size_t k = 0; k < allocs.size(); ++k) {
+      const Alloc& a = allocs[k];
+      const JobInfo& j = *a.job;
+      const int d = Sum(a.base);
+      if (a.home < 0 || d <= 0) continue;
+      frees[a.home].emplace_back(state.EstimatedFinishTime(j.spec.id), d);
+      const int f = FastestType(j, n_types, d);
+      if (f < 0 || !Slower(j, a.home, f, d)) continue;
+      const double key = opt.fifo ? j.spec.submit_time : RemainingTime(j, f, d);
+      queue.push_back({key, j.spec.submit_time, j.spec.id, d, static_cast<int>(k)});
+    }
+    for (auto& v : frees) {
+      std::sort(v.begin(), v.end());
+      for (size_t i = 1; i < v.size(); ++i) v[i].second += v[i - 1].second;
+    }
+  }
+  // Seconds until `need` more GPUs of type t free up (fluid estimate, ignores
+  // fragmentation); kNever when the running jobs never free that many.
+  auto wait_for = [&](int t, int need) -> Seconds {
+    if (need <= 0) return 0;
+    const auto& v = frees[t];
+    auto it = std::lower_bound(v.begin(), v.end(), need,
+                               [](const std::pair<Seconds, int>& e, int n) { return e.second < n; });
+    return it == v.end() ? kNever : std::max(0.0, it->first - state.now());
+  };
   for (JobId id : state.queued()) {
     const JobInfo& j = *state.job(id);
     const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
@@ -285,26 +334,62 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     return std::tie(a.key, a.submit, a.id) < std::tie(b.key, b.submit, b.id);
   });
   std::vector<int> types;
+  const SchedulerConfig& cfg = state.config();
   for (const Queued& q : queue) {
     const JobInfo& j = *state.job(q.id);
+    const bool migrating = q.alloc >= 0;
+    const int d = q.demand;
     types.clear();
     double fastest = 0;
-    for (int t = 0; t < state.num_types(); ++t) fastest = std::max(fastest, j.Thr(t, q.demand));
-    for (int t = 0; t < state.num_types(); ++t) {
-      if (j.Allowed(t, q.demand) && j.Thr(t, q.demand) >= opt.min_type_speed * fastest) {
+    for (int t = 0; t < n_types; ++t) fastest = std::max(fastest, j.Thr(t, d));
+    for (int t = 0; t < n_types; ++t) {
+      if (j.Allowed(t, d) && j.Thr(t, d) >= opt.min_type_speed * fastest) {
         types.push_back(t);
       }
     }
     std::stable_sort(types.begin(), types.end(),
-                     [&](int a, int b) { return j.Thr(a, q.demand) > j.Thr(b, q.demand); });
+                     [&](int a, int b) { return j.Thr(a, d) > j.Thr(b, d); });
     const bool flexible = opt.elastic && j.elastic();
     const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
+    const int fast = opt.type_aware && !types.empty() ? FastestType(j, n_types, d) : -1;
+    // Whether starting (or moving) on type t beats the alternative.
+    auto worth = [&](int t) {
+      if (!opt.type_aware) return true;
+      if (migrating) {
+        // A move pays when the remaining time on t plus its cost (a rescale
+        // pause, or a restart plus the work since the last checkpoint) is
+        // shorter than staying.
+        const Alloc& a = allocs[q.alloc];
+        if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
+        const double rt = RemainingTime(j, t, d);
+        const double cost = a.flexible ? opt.rescale_pause
+                                       : cfg.restart_pause +
+                                             std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
+                                                 j.Thr(t, d);
+        const double stay = j.throughput > 0 ? std::max(0.0, j.paused_until - state.now()) +
+                                                   j.remaining_work / j.throughput
+                                             : kNever;
+        return rt + cost < stay;
+      }
+      if (fast < 0 || !Slower(j, t, fast, d)) return true;
+      // A slower type: start there only when the estimated completion is earlier
+      // than waiting W for the fast type. The job migrates when the fast type
+      // frees up, so starting slow finishes at min(R_slow, W + cost + R_fast -
+      // s W) against W + R_fast: it pays when R_slow <= W or s W > cost.
+      const Seconds w = wait_for(fast, ahead[fast] + d - index.Total(fast, true, may_loan));
+      const double s = j.Thr(t, d) / j.Thr(fast, d);
+      const double cost =
+          flexible ? opt.rescale_pause
+                   : cfg.restart_pause + s * std::min(w, cfg.checkpoint_interval) / 2;
+      return RemainingTime(j, t, d) <= w || s * w > cost;
+    };
     Placement p;
     int home = -1;
     for (int phase = 0; phase < (may_loan ? 2 : 1) && p.empty(); ++phase) {
       for (FreeIndex* from : {&idle, &index}) {
         for (int t : types) {
-          p = from->Find(t, true, phase == 1, q.demand, false);
+          if (!worth(t)) continue;
+          p = from->Find(t, true, phase == 1, d, false);
           if (!p.empty()) {
             home = t;
             break;
@@ -313,11 +398,30 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
         if (!p.empty()) break;
       }
     }
+    if (fast >= 0 && (p.empty() || home != fast)) ahead[fast] += d;  // still waits for `fast`
     if (p.empty()) continue;  // backfill: later jobs may still fit
     for (const auto& [sid, n] : p) {
       const int i = state.server_index(sid);
       index.Take(i, n);
       idle.Set(i, std::max(0, idle.avail(i) - n));
+    }
+    if (migrating) {
+      // Its GPUs on the slow type are free for later jobs of this round.
+      Alloc& m = allocs[q.alloc];
+      for (const auto& [sid, n] : m.base) {
+        const int i = state.server_index(sid);
+        index.Set(i, index.avail(i) + n);
+        idle.Set(i, idle.avail(i) + n);
+      }
+      for (const auto& [sid, n] : m.flex) {
+        const int i = state.server_index(sid);
+        idle.Set(i, idle.avail(i) + n);
+      }
+      m.base = std::move(p);
+      m.flex.clear();
+      m.home = home;
+      m.moved = true;
+      continue;
     }
     Alloc a;
     a.job = &j;
@@ -402,12 +506,22 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     if (a.flexible && !a.job->Allowed(a.home, Sum(desired))) {
       desired = a.base;  // defensive: never emit a size the job may not run at
     }
-    if (a.is_new) {
+    if (a.moved && !a.flexible) {
+      // No elastic resize: stop it (from its last checkpoint) and start it again.
+      Action stop;
+      stop.type = ActionType::kPreempt;
+      stop.job = a.job->spec.id;
+      stop.reason = "migrate to a faster GPU type (restart)";
+      actions.push_back(std::move(stop));
+    }
+    if (a.is_new || (a.moved && !a.flexible)) {
       Action act;
       act.type = ActionType::kStart;
       act.job = a.job->spec.id;
       act.placement = std::move(desired);
-      act.reason = opt.fifo ? "admit (fifo)" : "admit (sjf)";
+      act.reason = a.moved ? "migrate to a faster GPU type"
+                   : opt.fifo ? "admit (fifo)"
+                              : "admit (sjf)";
       actions.push_back(std::move(act));
     } else if (desired != a.job->placement) {
       const int before = a.job->workers, after = Sum(desired);
@@ -415,7 +529,8 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
       act.type = ActionType::kResize;
       act.job = a.job->spec.id;
       act.placement = std::move(desired);
-      act.reason = after > before   ? "elastic: grow"
+      act.reason = a.moved        ? "migrate to a faster GPU type (elastic resize)"
+                   : after > before ? "elastic: grow"
                    : after < before ? "elastic: shrink (base demand or better use)"
                                     : "elastic: move";
       actions.push_back(std::move(act));

@@ -59,6 +59,12 @@ struct RoundOptions {
   std::int64_t knapsack_budget = 20'000'000;
   Seconds rescale_pause = 30;
   double min_type_speed = 0;  // SchedulerConfig::min_type_speed
+  // Aryl's heterogeneous-type rules (docs/scheduler.md, "Slow GPU types"): start
+  // a queued job on a type slower than its fastest only when its estimated
+  // completion there is earlier than waiting for the fast type, and move a job
+  // running on a slower type to its fast type (in admission order) when that
+  // frees up and the move pays for itself.
+  bool type_aware = false;
 };
 
 // The actions of one non-preemptive round: admissions (kStart) in SJF/FIFO

@@ -23,6 +23,11 @@ struct SchedulerConfig {
   // inference GPUs much slower than the training ones can cost a job more than
   // waiting for a training server (see docs/scheduler.md, "Observed behaviour").
   double min_type_speed = 0;
+  // aryl, loan-only, elastic-only: start a job on a slower GPU type only when the
+  // estimated completion there beats waiting for its fastest type, and migrate
+  // it to the fast type when that frees up and the move pays (docs/scheduler.md,
+  // "Slow GPU types"). Other policies ignore it.
+  bool type_aware = true;
   std::uint64_t seed = 1;              // for the `random` reclaim strategy
   // The knapsack is solved exactly (DP over capacity) while groups x capacity x
   // options stays under this many steps; above it, the convex-hull greedy (see
