@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "aryl/checkpoint.h"
 #include "local_coordinator.h"
 
 namespace aryl {
@@ -200,6 +201,25 @@ TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
   EXPECT_NE(logs.find("restored checkpoint step=20 saved_world=2 world=3 skipped=1"), std::string::npos) << logs;
   bool bitwise = false;
   ExpectSameParams(reference, LoadParams(second), &bitwise);
+}
+
+// A preemption notice (SIGTERM) to one worker stops the whole job at the same
+// step boundary: the flag rides in the step's all-reduce, rank 0 writes a
+// checkpoint, every worker exits 0.
+TEST(ElasticRuntime, SigtermStopsAllWithCheckpoint) {
+  JobRun run = MakeRun("sigterm", kSteps, 20, {}, /*checkpoints=*/true);
+  fs::remove_all(run.dir + "/ckpt");
+  ASSERT_TRUE(run.coord->Launch(2).ok());
+  ASSERT_TRUE(run.coord->WaitProgress(15, milliseconds(30000)).ok()) << Logs(run);
+  ASSERT_TRUE(run.coord->Kill("w1", SIGTERM).ok());
+  ASSERT_TRUE(run.coord->WaitAll(milliseconds(30000)).ok()) << Logs(run);
+  for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
+  CheckpointManager ckpt(run.dir + "/ckpt");
+  auto latest = ckpt.LoadLatest();
+  ASSERT_TRUE(latest.ok()) << latest.status() << "\n" << Logs(run);
+  EXPECT_GE(latest->info.step, 15);
+  EXPECT_LT(latest->info.step, kSteps);
+  EXPECT_EQ(latest->info.world_size, 2);
 }
 
 // The same planned changes driven through the worker <-> agent messages

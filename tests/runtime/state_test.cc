@@ -61,6 +61,50 @@ TEST(ElasticState, RoundTripContinuesIdentically) {
   for (size_t i = 0; i < qa.size(); ++i) EXPECT_TRUE(torch::equal(qa[i], qb[i])) << "param " << i;
 }
 
+// The joiner fast path (metadata + tensors copied in place) for SGD with
+// momentum and for AdamW: the receiver continues exactly like the sender.
+template <typename Opt, typename Options>
+void FastPathContinuesIdentically(Options options) {
+  torch::manual_seed(0);
+  Model a, b;
+  Opt opt_a(a.net->parameters(), options), opt_b(b.net->parameters(), options);
+  ElasticSampler sa(100, 10, 1), sb(100, 10, 1);
+  ElasticState state_a, state_b;
+  state_a.Track(a.net);
+  state_a.Track(opt_a);
+  state_a.Track(sa);
+  state_b.Track(b.net);
+  state_b.Track(opt_b);
+  state_b.Track(sb);
+  TrainSteps(a.net, opt_a, 3);
+  sa.Advance(3);
+  state_a.set_step(3);
+  auto meta = state_a.SerializeMetadata();
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  ASSERT_TRUE(state_b.DeserializeMetadata(*meta).ok());
+  auto from = state_a.TransferTensors(), to = state_b.TransferTensors();
+  ASSERT_EQ(from.size(), to.size());
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  EXPECT_EQ(state_b.step(), 3);
+  EXPECT_EQ(sb.cursor(), 10);
+  torch::manual_seed(5);
+  TrainSteps(a.net, opt_a, 2);
+  torch::manual_seed(5);
+  TrainSteps(b.net, opt_b, 2);
+  auto qa = a.net->parameters(), qb = b.net->parameters();
+  for (size_t i = 0; i < qa.size(); ++i) EXPECT_TRUE(torch::equal(qa[i], qb[i])) << "param " << i;
+}
+
+TEST(ElasticState, FastPathSgdMomentum) {
+  FastPathContinuesIdentically<torch::optim::SGD>(torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+TEST(ElasticState, FastPathAdamW) {
+  FastPathContinuesIdentically<torch::optim::AdamW>(torch::optim::AdamWOptions(0.01).amsgrad(true));
+}
+
 TEST(ElasticState, GarbageIsCorruption) {
   Model a;
   ElasticState s;
