@@ -31,27 +31,46 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
   sol.exact = true;
   sol.choice.assign(groups.size(), 0);
   capacity = std::max(capacity, 0);
+  // Capacity beyond what all groups together can use changes nothing: at any
+  // c >= the sum of the groups' largest weights every option fits, best[c] is
+  // the same value (bit for bit) and the same option wins. So the DP runs up
+  // to that sum only, with identical choices.
+  std::int64_t usable = 0;
+  for (const auto& g : groups) {
+    int w = 0;
+    for (const auto& o : g.options) w = std::max(w, o.weight);
+    usable += w;
+  }
+  capacity = static_cast<int>(std::min<std::int64_t>(capacity, usable));
   const size_t width = static_cast<size_t>(capacity) + 1;
-  // best[c]: the best value of the groups so far using at most c GPUs.
-  std::vector<double> best(width, 0.0), next(width);
-  std::vector<std::uint16_t> pick(groups.size() * width, 0);
+  // best[c]: the best value of the groups so far using at most c GPUs. The
+  // buffers are reused across calls (a simulation solves ~100k small instances).
+  thread_local std::vector<double> best, next;
+  thread_local std::vector<std::uint16_t> pick;
+  best.assign(width, 0.0);
+  next.resize(width);
+  pick.resize(groups.size() * width);
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& opts = groups[g].options;
     std::uint16_t* row = &pick[g * width];
-    for (size_t c = 0; c < width; ++c) {
-      double v = kNegInf;
-      std::uint16_t arg = 0;
-      for (size_t o = 0; o < opts.size(); ++o) {
-        const int w = opts[o].weight;
-        if (w > static_cast<int>(c)) continue;
-        const double cand = best[c - w] + opts[o].value;
-        if (cand > v) {
-          v = cand;
-          arg = static_cast<std::uint16_t>(o);
+    double* nx = next.data();
+    const double* bs = best.data();
+    std::fill(nx, nx + width, kNegInf);
+    std::fill(row, row + width, std::uint16_t{0});
+    // Options in index order with a strict comparison: the first best option
+    // wins at every c, as in a per-c scan over the options.
+    for (size_t o = 0; o < opts.size(); ++o) {
+      const int w = opts[o].weight;
+      if (w < 0 || w >= static_cast<int>(width)) continue;
+      const double value = opts[o].value;
+      const std::uint16_t idx = static_cast<std::uint16_t>(o);
+      for (size_t c = static_cast<size_t>(w); c < width; ++c) {
+        const double cand = bs[c - w] + value;
+        if (cand > nx[c]) {
+          nx[c] = cand;
+          row[c] = idx;
         }
       }
-      next[c] = v;
-      row[c] = arg;
     }
     best.swap(next);
   }
