@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "aryl/checkpoint.h"
 #include "local_coordinator.h"
@@ -201,6 +202,43 @@ TEST(ElasticRuntime, CheckpointResumeAtAnotherWorldSkipsCorruptNewest) {
   EXPECT_NE(logs.find("restored checkpoint step=20 saved_world=2 world=3 skipped=1"), std::string::npos) << logs;
   bool bitwise = false;
   ExpectSameParams(reference, LoadParams(second), &bitwise);
+}
+
+// With min workers 2, losing one of 2 leaves the survivor below the minimum:
+// it checkpoints and waits; when a replacement is announced it moves into the
+// larger generation, hands the state over, and the job finishes like the
+// fixed-size run.
+TEST(ElasticRuntime, BelowMinWorkersCheckpointsAndWaits) {
+  const auto& reference = Reference();
+  JobRun run = MakeRun("belowmin", kSteps, 15, {{"ARYL_MIN_WORKERS", "2"}}, /*checkpoints=*/true);
+  fs::remove_all(run.dir + "/ckpt");
+  ASSERT_TRUE(run.coord->Launch(2).ok());
+  ASSERT_TRUE(run.coord->WaitProgress(30, milliseconds(30000)).ok()) << Logs(run);
+  ASSERT_TRUE(run.coord->Kill("w1", SIGKILL).ok());
+  // The survivor forms a generation of one.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (true) {
+    auto members = run.coord->Members();
+    ASSERT_TRUE(members.ok());
+    if (members->size() == 1) break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << Logs(run);
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  int64_t stalled_at = run.coord->Progress();
+  std::this_thread::sleep_for(milliseconds(300));
+  EXPECT_EQ(run.coord->Progress(), stalled_at) << "trained below min workers";
+  auto g = run.coord->Resize(2);
+  ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
+  ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
+  auto codes = run.coord->exit_codes();
+  EXPECT_EQ(codes["w0"], 0) << Logs(run);
+  EXPECT_EQ(codes["w2"], 0) << Logs(run);
+  CheckpointManager ckpt(run.dir + "/ckpt");
+  auto latest = ckpt.LoadLatest();
+  ASSERT_TRUE(latest.ok()) << "no checkpoint written below min workers\n" << Logs(run);
+  EXPECT_EQ(latest->info.world_size, 1);
+  bool bitwise = false;
+  ExpectSameParams(reference, LoadParams(run), &bitwise);
 }
 
 // A preemption notice (SIGTERM) to one worker stops the whole job at the same
