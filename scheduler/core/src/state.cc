@@ -59,6 +59,12 @@ Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
     info.state = s.pool == Pool::kTraining ? ServerState::kAvailable : ServerState::kHeld;
     state.servers_.push_back(std::move(info));
   }
+  ServerId max_id = 0;
+  for (const auto& s : state.servers_) max_id = std::max(max_id, s.spec.id);
+  if (static_cast<size_t>(max_id) < 4 * state.servers_.size() + 64) {
+    state.server_dense_.assign(static_cast<size_t>(max_id) + 1, -1);
+    for (const auto& [id, i] : state.server_index_) state.server_dense_[id] = i;
+  }
   state.type_names_.assign(types.begin(), types.end());
   for (auto& s : state.servers_) s.type = state.type_index(s.spec.gpu_type);
   return state;
@@ -70,6 +76,9 @@ const ServerInfo* ClusterState::server(ServerId id) const {
 }
 
 int ClusterState::server_index(ServerId id) const {
+  if (!server_dense_.empty()) {
+    return static_cast<size_t>(id) < server_dense_.size() ? server_dense_[id] : -1;
+  }
   auto it = server_index_.find(id);
   return it == server_index_.end() ? -1 : it->second;
 }
@@ -108,15 +117,35 @@ int ClusterState::used_gpus() const {
   return n;
 }
 
-const JobInfo* ClusterState::job(JobId id) const {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : &it->second;
+void ClusterState::IndexJob(JobInfo* job) const {
+  JobIndex& x = job_index_;
+  const JobId id = job->spec.id;
+  if (static_cast<size_t>(id) < 2 * (jobs_.size() + 1024)) {
+    if (static_cast<size_t>(id) >= x.dense.size()) {
+      x.dense.resize(std::max(static_cast<size_t>(id) + 1, 2 * x.dense.size()), nullptr);
+    }
+    x.dense[id] = job;
+  } else {
+    x.sparse[id] = job;
+  }
+  ++x.size;
 }
 
-JobInfo* ClusterState::mutable_job(JobId id) {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : &it->second;
+JobInfo* ClusterState::FindJob(JobId id) const {
+  JobIndex& x = job_index_;
+  if (x.size != jobs_.size()) {  // a copied state: rebuild
+    x = JobIndex();
+    for (auto& [jid, j] : jobs_) IndexJob(const_cast<JobInfo*>(&j));
+  }
+  if (static_cast<size_t>(id) < x.dense.size() && x.dense[id]) return x.dense[id];
+  if (x.sparse.empty()) return nullptr;
+  auto it = x.sparse.find(id);
+  return it == x.sparse.end() ? nullptr : it->second;
 }
+
+const JobInfo* ClusterState::job(JobId id) const { return FindJob(id); }
+
+JobInfo* ClusterState::mutable_job(JobId id) { return FindJob(id); }
 
 double ClusterState::PlacementThroughput(const JobInfo& job, const Placement& placement) const {
   int w = 0;
@@ -158,7 +187,7 @@ Status ClusterState::AdvanceTo(Seconds t) {
   }
   if (t == now_) return Status::Ok();
   const Seconds dt = t - now_;
-  for (JobId id : running_) AdvanceJob(jobs_.at(id), t);
+  for (JobId id : running_) AdvanceJob(*FindJob(id), t);
   for (auto& s : servers_) {
     s.busy_gpu_seconds += s.used * dt;
     if (s.state == ServerState::kLoaned) s.loaned_seconds += dt;
@@ -209,7 +238,9 @@ Status ClusterState::ValidateJob(const JobSpec& spec) const { return BuildJob(sp
 Status ClusterState::AddJob(const JobSpec& spec) {
   ARYL_ASSIGN_OR_RETURN(JobInfo job, BuildJob(spec));
   job.queued_since = now_;
-  jobs_.emplace(spec.id, std::move(job));
+  FindJob(spec.id);  // brings the index up to date before it grows
+  auto [it, inserted] = jobs_.emplace(spec.id, std::move(job));
+  IndexJob(&it->second);
   queued_.insert(spec.id);
   return Status::Ok();
 }

@@ -201,6 +201,8 @@ class ClusterState {
   Status ValidatePlacement(const JobInfo& job, const Placement& placement, bool resize) const;
   void SetPlacement(JobInfo& job, const Placement& placement);
   JobInfo* mutable_job(JobId id);
+  JobInfo* FindJob(JobId id) const;
+  void IndexJob(JobInfo* job) const;
   void AdvanceJob(JobInfo& job, Seconds t);
   double RemainingAt(const JobInfo& job, Seconds t) const;
 
@@ -209,6 +211,25 @@ class ClusterState {
   Seconds now_ = 0;
   std::vector<ServerInfo> servers_;
   std::unordered_map<ServerId, int> server_index_;
+  std::vector<int> server_dense_;  // server_index_ by id when the ids are small
+  // Job lookup by id without walking jobs_ (every round looks up every active
+  // job): a vector by id for small ids, a hash map for the others. Pointers
+  // into jobs_ (its nodes never move); a copy of the state starts with an empty
+  // index, which FindJob rebuilds when it is not complete.
+  struct JobIndex {
+    std::vector<JobInfo*> dense;
+    std::unordered_map<JobId, JobInfo*> sparse;
+    size_t size = 0;
+    JobIndex() = default;
+    JobIndex(const JobIndex&) {}
+    JobIndex& operator=(const JobIndex&) {
+      *this = JobIndex();
+      return *this;
+    }
+    JobIndex(JobIndex&&) = default;
+    JobIndex& operator=(JobIndex&&) = default;
+  };
+  mutable JobIndex job_index_;
   std::vector<std::string> type_names_;
   std::map<JobId, JobInfo> jobs_;
   std::set<JobId> running_;
