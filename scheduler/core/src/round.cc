@@ -1,6 +1,7 @@
 #include "round.h"
 
 #include <algorithm>
+#include <bit>
 #include <queue>
 #include <tuple>
 
@@ -20,7 +21,9 @@ FreeIndex::FreeIndex(const ClusterState& state, const std::vector<int>& avail,
     : state_(state), avail_(avail), group_of_(avail.size(), -1) {
   for (const auto& s : state.servers()) max_gpus_ = std::max(max_gpus_, s.spec.gpus);
   const int groups = state.num_types() * 2;
-  buckets_.assign(groups, std::vector<std::set<int>>(max_gpus_ + 1));
+  words_ = static_cast<int>((avail.size() + 63) / 64);
+  bits_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1) * words_, 0);
+  counts_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1), 0);
   totals_.assign(groups, 0);
   for (size_t i = 0; i < avail.size(); ++i) {
     if (!enabled[i]) {
@@ -30,18 +33,45 @@ FreeIndex::FreeIndex(const ClusterState& state, const std::vector<int>& avail,
     const ServerInfo& s = state.servers()[i];
     group_of_[i] = Group(s.type, s.loaned());
     avail_[i] = std::clamp(avail_[i], 0, s.spec.gpus);
-    buckets_[group_of_[i]][avail_[i]].insert(static_cast<int>(i));
+    Insert(Bucket(group_of_[i], avail_[i]), static_cast<int>(i));
     totals_[group_of_[i]] += avail_[i];
+  }
+}
+
+int FreeIndex::First(int b) const {
+  if (counts_[b] == 0) return -1;
+  const std::uint64_t* w = &bits_[static_cast<size_t>(b) * words_];
+  for (int k = 0; k < words_; ++k) {
+    if (w[k]) return k * 64 + std::countr_zero(w[k]);
+  }
+  return -1;
+}
+
+void FreeIndex::Insert(int b, int server) {
+  std::uint64_t& w = bits_[static_cast<size_t>(b) * words_ + server / 64];
+  const std::uint64_t bit = std::uint64_t{1} << (server % 64);
+  if (!(w & bit)) {
+    w |= bit;
+    ++counts_[b];
+  }
+}
+
+void FreeIndex::Erase(int b, int server) {
+  std::uint64_t& w = bits_[static_cast<size_t>(b) * words_ + server / 64];
+  const std::uint64_t bit = std::uint64_t{1} << (server % 64);
+  if (w & bit) {
+    w &= ~bit;
+    --counts_[b];
   }
 }
 
 void FreeIndex::Set(int server, int value) {
   const int g = group_of_[server];
   if (g < 0) return;
-  buckets_[g][avail_[server]].erase(server);
+  Erase(Bucket(g, avail_[server]), server);
   totals_[g] += value - avail_[server];
   avail_[server] = value;
-  buckets_[g][value].insert(server);
+  Insert(Bucket(g, value), server);
 }
 
 int FreeIndex::Total(int type, bool training, bool loaned) const {
@@ -59,15 +89,15 @@ int FreeIndex::Pick(int type, bool training, bool loaned, int n, bool prefer_loa
     if (loaned) order[count++] = Group(type, true);
   }
   for (int k = 0; k < count; ++k) {
-    const auto& b = buckets_[order[k]];
     for (int a = std::max(n, 1); a <= max_gpus_; ++a) {
-      if (!b[a].empty()) return *b[a].begin();
+      const int s = First(Bucket(order[k], a));
+      if (s >= 0) return s;
     }
   }
   for (int k = 0; k < count; ++k) {
-    const auto& b = buckets_[order[k]];
     for (int a = std::min(n, max_gpus_); a >= 1; --a) {
-      if (!b[a].empty()) return *b[a].begin();
+      const int s = First(Bucket(order[k], a));
+      if (s >= 0) return s;
     }
   }
   return -1;

@@ -36,12 +36,21 @@ class FreeIndex {
 
  private:
   int Group(int type, bool loaned) const { return type * 2 + (loaned ? 1 : 0); }
+  int Bucket(int group, int free) const { return group * (max_gpus_ + 1) + free; }
+  // The lowest server index in bucket `b`; -1 when it is empty.
+  int First(int b) const;
+  void Insert(int b, int server);
+  void Erase(int b, int server);
   const ClusterState& state_;
   int max_gpus_ = 0;
+  int words_ = 0;                 // 64-bit words per bucket bitset
   std::vector<int> avail_;
-  std::vector<int> group_of_;                       // per server, -1 when disabled
-  std::vector<std::vector<std::set<int>>> buckets_;  // [group][free] -> servers
-  std::vector<int> totals_;                         // [group]
+  std::vector<int> group_of_;     // per server, -1 when disabled
+  // Bucket [group][free] -> servers, as a bitset over server indices (the
+  // lowest index is the first set bit) with its population.
+  std::vector<std::uint64_t> bits_;
+  std::vector<int> counts_;
+  std::vector<int> totals_;       // [group]
 };
 
 enum class ExtraRule : std::uint8_t {
