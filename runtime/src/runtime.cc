@@ -588,9 +588,15 @@ class Runtime::Impl {
     (void)CheckpointNow(state);
     double deadline = Now() + std::chrono::duration<double>(opt_.wait_for_workers).count();
     while (Now() < deadline) {
-      ARYL_ASSIGN_OR_RETURN(int64_t latest, store_->Latest());
+      int64_t latest = 0;
+      if (channel_) {
+        for (auto& rec : channel_->Poll().generations) gens_[rec.generation] = rec;
+        if (!gens_.empty()) latest = gens_.rbegin()->first;
+      }
+      ARYL_ASSIGN_OR_RETURN(int64_t in_store, store_->Latest());
+      latest = std::max(latest, in_store);
       if (latest > gen_) {
-        ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(latest, opt_.rendezvous_timeout));
+        ARYL_ASSIGN_OR_RETURN(auto rec, Record(latest));
         if (int(rec.members.size()) >= opt_.min_workers) return PlannedResize(state, latest);
       }
       std::this_thread::sleep_for(opt_.poll_interval);

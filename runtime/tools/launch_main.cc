@@ -4,7 +4,9 @@
 //   aryl-rt-launch --workers 2 --schedule 20:4,40:3,60:1,80:2 -- build/examples/elastic_mlp --steps 100
 //
 // --schedule STEP:WORLD,... resizes once rank 0 committed STEP steps;
-// --kill STEP:WORKER sends SIGKILL to a worker (fault injection).
+// --kill STEP:WORKER sends SIGKILL to a worker (fault injection); --agent
+// drives the workers through the agent messages instead of store keys
+// (worker ids are then 0, 1, ...).
 #include <signal.h>
 
 #include <cstdio>
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
       "checkpoint-dir", "checkpoint directory", cxxopts::value<std::string>()->default_value(""))(
       "log-dir", "per-worker logs (default: inherit stdout)", cxxopts::value<std::string>()->default_value(""))(
       "store", "tcp://127.0.0.1:* (project store) or c10d", cxxopts::value<std::string>()->default_value("tcp://127.0.0.1:*"))(
+      "agent", "announce generations as agent messages over ipc:// (numeric job id)")(
       "timeout", "seconds before giving up", cxxopts::value<int>()->default_value("600"))(
       "command", "program and arguments", cxxopts::value<std::vector<std::string>>());
   options.parse_positional({"command"});
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
   opt.checkpoint_dir = flags["checkpoint-dir"].as<std::string>();
   opt.log_dir = flags["log-dir"].as<std::string>();
   opt.store = flags["store"].as<std::string>();
+  opt.agent = flags.count("agent") > 0;
+  if (opt.agent && flags["job"].as<std::string>() == "local") opt.job_id = "1";
   auto coord = aryl::LocalCoordinator::Start(opt);
   if (!coord.ok()) {
     std::fprintf(stderr, "aryl-rt-launch: %s\n", coord.status().ToString().c_str());
