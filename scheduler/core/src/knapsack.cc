@@ -29,54 +29,86 @@ void Finish(const std::vector<KnapsackGroup>& groups, KnapsackSolution* sol) {
 KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, int capacity) {
   KnapsackSolution sol;
   sol.exact = true;
-  sol.choice.assign(groups.size(), 0);
-  capacity = std::max(capacity, 0);
-  // Capacity beyond what all groups together can use changes nothing: at any
-  // c >= the sum of the groups' largest weights every option fits, best[c] is
-  // the same value (bit for bit) and the same option wins. So the DP runs up
-  // to that sum only, with identical choices.
-  std::int64_t usable = 0;
+  const size_t n = groups.size();
+  sol.choice.assign(n, 0);
+  // The DP over capacity: best_g[c] is the best value of groups 0..g within c
+  // GPUs, pick_g[c] the first option that reaches it (options in index order,
+  // strict comparison). It computes only the cells the answer depends on, with
+  // the same arithmetic, so its choices are those of the full table:
+  //   - Let W_g be the sum of the largest weights of groups 0..g. For c >= W_g
+  //     every option fits, so best_g[c] equals best_g[W_g] bit for bit and
+  //     pick_g[c] equals pick_g[W_g]: cells above hi_g = min(C, W_g) are copies.
+  //   - Backtracking from C visits stage g only at c >= C - (W_total - W_g):
+  //     cells below lo_g = max(0, that) are never read, and stage g reads stage
+  //     g-1 only at c - w >= lo_{g-1}.
+  //   - Capacity beyond W_total is never used: C = min(capacity, W_total).
+  // Each stage spans at most min(C, W_total - C) + 1 cells: no work when
+  // everything fits, the full width only when the capacity is half the demand.
+  thread_local std::vector<int> lo, hi;
+  thread_local std::vector<size_t> offset;
+  thread_local std::vector<double> best, next;
+  thread_local std::vector<std::uint16_t> pick;
+  std::int64_t total = 0;
   for (const auto& g : groups) {
     int w = 0;
     for (const auto& o : g.options) w = std::max(w, o.weight);
-    usable += w;
+    total += w;
   }
-  capacity = static_cast<int>(std::min<std::int64_t>(capacity, usable));
-  const size_t width = static_cast<size_t>(capacity) + 1;
-  // best[c]: the best value of the groups so far using at most c GPUs. The
-  // buffers are reused across calls (a simulation solves ~100k small instances).
-  thread_local std::vector<double> best, next;
-  thread_local std::vector<std::uint16_t> pick;
-  best.assign(width, 0.0);
-  next.resize(width);
-  pick.resize(groups.size() * width);
-  for (size_t g = 0; g < groups.size(); ++g) {
+  const std::int64_t cap = std::min<std::int64_t>(std::max(capacity, 0), total);
+  lo.resize(n);
+  hi.resize(n);
+  offset.resize(n + 1);
+  offset[0] = 0;
+  std::int64_t prefix = 0;
+  for (size_t g = 0; g < n; ++g) {
+    int w = 0;
+    for (const auto& o : groups[g].options) w = std::max(w, o.weight);
+    prefix += w;
+    hi[g] = static_cast<int>(std::min(cap, prefix));
+    lo[g] = static_cast<int>(std::max<std::int64_t>(0, cap - (total - prefix)));
+    offset[g + 1] = offset[g] + static_cast<size_t>(hi[g] - lo[g] + 1);
+  }
+  best.assign(static_cast<size_t>(cap) + 1, 0.0);
+  next.resize(static_cast<size_t>(cap) + 1);
+  pick.resize(offset[n]);
+  int prev_hi = 0;  // best_{-1}[c] = 0 for every c
+  for (size_t g = 0; g < n; ++g) {
     const auto& opts = groups[g].options;
-    std::uint16_t* row = &pick[g * width];
+    const int l = lo[g], h = hi[g];
+    std::uint16_t* row = &pick[offset[g]] - l;
     double* nx = next.data();
     const double* bs = best.data();
-    std::fill(nx, nx + width, kNegInf);
-    std::fill(row, row + width, std::uint16_t{0});
-    // Options in index order with a strict comparison: the first best option
-    // wins at every c, as in a per-c scan over the options.
+    std::fill(nx + l, nx + h + 1, kNegInf);
+    std::fill(row + l, row + h + 1, std::uint16_t{0});
     for (size_t o = 0; o < opts.size(); ++o) {
       const int w = opts[o].weight;
-      if (w < 0 || w >= static_cast<int>(width)) continue;
+      if (w < 0 || w > h) continue;
       const double value = opts[o].value;
       const std::uint16_t idx = static_cast<std::uint16_t>(o);
-      for (size_t c = static_cast<size_t>(w); c < width; ++c) {
+      const int start = std::max(l, w);
+      const int split = std::min(h, prev_hi + w);  // above it, c - w > prev_hi
+      for (int c = start; c <= split; ++c) {
         const double cand = bs[c - w] + value;
         if (cand > nx[c]) {
           nx[c] = cand;
           row[c] = idx;
         }
       }
+      const double top = bs[prev_hi] + value;
+      for (int c = std::max(start, split + 1); c <= h; ++c) {
+        if (top > nx[c]) {
+          nx[c] = top;
+          row[c] = idx;
+        }
+      }
     }
     best.swap(next);
+    prev_hi = h;
   }
-  size_t c = width - 1;
-  for (size_t g = groups.size(); g-- > 0;) {
-    const std::uint16_t o = pick[g * width + c];
+  std::int64_t c = cap;
+  for (size_t g = n; g-- > 0;) {
+    const std::int64_t at = std::min<std::int64_t>(c, hi[g]);
+    const std::uint16_t o = pick[offset[g] + static_cast<size_t>(at - lo[g])];
     sol.choice[g] = o;
     c -= groups[g].options[o].weight;
   }
