@@ -265,6 +265,10 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
 }  // namespace
 
 std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt) {
+  // Nothing to admit, migrate or resize: every running job keeps its placement.
+  if (!opt.elastic && state.queued().empty() && !(opt.type_aware && state.num_types() > 1)) {
+    return {};
+  }
   const auto& servers = state.servers();
   const int n_servers = static_cast<int>(servers.size());
   std::vector<bool> enabled(n_servers);
@@ -531,6 +535,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
   // 5. The actions: starts for admitted jobs, resizes for changed ones.
   std::vector<Action> actions;
   for (Alloc& a : allocs) {
+    if (!a.is_new && !a.moved && !a.flexible) continue;  // base == its placement
     Placement desired = a.base;
     for (const auto& [sid, n] : a.kept) desired[sid] += n;
     if (a.flexible && !a.job->Allowed(a.home, Sum(desired))) {
