@@ -961,6 +961,12 @@ class Daemon::Impl {
       case JobState::kFailed: r.state = p::JobState::kFailed; break;
       case JobState::kCancelled: r.state = p::JobState::kCancelled; break;
     }
+    if (!live) {
+      try {
+        r.rescales = json::parse(rec.workers_json).value("rescales", std::int64_t{0});
+      } catch (const std::exception&) {
+      }
+    }
     if (live) {
       for (const auto& [id, w] : live->workers)
         if (!w.leaving) r.workers++;
