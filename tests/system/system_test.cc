@@ -80,7 +80,7 @@ class SystemTest : public ::testing::Test {
     agent::LaunchSpec spec;
     spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(port_),
                  "--state", (dir_ / "state.db").string(), "--http-port", std::to_string(http_port_),
-                 "--heartbeat", "0.2", "--agent-timeout", "1.5", "--stop-grace", "2", "--log-level", "debug"};
+                 "--heartbeat", "0.2", "--agent-timeout", "3", "--stop-grace", "2", "--log-level", "debug"};
     spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
     spec.stdout_path = (dir_ / "scheduler.log").string();
     auto pid = launcher_.Launch(spec);
