@@ -99,9 +99,8 @@ class Agent::Impl {
   struct PendingPublish {
     p::JobId job = 0;
     std::string endpoint, key;
-    std::int64_t generation = 0, prev = 0;
-    std::vector<std::string> members, joiners;
-    int from = 0;
+    std::int64_t generation = 0;
+    std::vector<std::string> members;
     double deadline = 0;
   };
   std::vector<PendingPublish> publishes;
@@ -256,10 +255,8 @@ class Agent::Impl {
     if (UsesStore(m.store_endpoint) && m.store_endpoint == store_endpoint) {
       resizing.insert({m.store_prefix, m.generation});
       auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
-      auto latest = relay->Latest(m.store_endpoint, m.store_prefix);
-      if (!g.ok() || !latest.ok()) {
-        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint,
-                      (!g.ok() ? g.status() : latest.status()).ToString());
+      if (!g.ok()) {
+        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint, g.status().ToString());
         return;
       }
       PendingPublish pp;
@@ -267,12 +264,7 @@ class Agent::Impl {
       pp.endpoint = m.store_endpoint;
       pp.key = m.store_prefix;
       pp.generation = *g;
-      pp.prev = latest->first;
       pp.members = Ids(m.members);
-      pp.from = static_cast<int>(latest->second.size());
-      std::set<std::string> before(latest->second.begin(), latest->second.end());
-      for (const auto& id : pp.members)
-        if (!before.count(id)) pp.joiners.push_back(id);
       pp.deadline = Now() + 120;
       publishes.push_back(pp);
     }
@@ -377,22 +369,46 @@ class Agent::Impl {
   void PumpStore() {
     if (!relay) return;
     double now = Now();
+    // One change at a time per job: the next is published once the runtime has
+    // reported the previous one (report/<G>), in the order they arrived.
+    std::set<p::JobId> busy;
+    for (const auto& r : reports) busy.insert(r.job);
     for (auto it = publishes.begin(); it != publishes.end();) {
-      auto ready = relay->Ready(it->endpoint, it->key, it->joiners);
-      if (ready.ok() && *ready) {
-        Status st = relay->Publish(it->endpoint, it->key, it->generation, it->prev, it->members);
-        if (!st.ok()) spdlog::error("job {}: publish generation {}: {}", it->job, it->generation, st.ToString());
-        else spdlog::info("job {}: published generation {} ({} -> {} workers)", it->job, it->generation, it->from,
-                          it->members.size());
-        reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 120});
-        it = publishes.erase(it);
-      } else if (now > it->deadline || !ready.ok()) {
-        spdlog::error("job {}: joiners of generation {} not ready in time ({}); not published", it->job,
-                      it->generation, ready.ok() ? "timeout" : ready.status().ToString());
-        it = publishes.erase(it);
-      } else {
+      if (busy.count(it->job)) {
         ++it;
+        continue;
       }
+      busy.insert(it->job);
+      if (now > it->deadline) {
+        spdlog::error("job {}: generation {} not published in time (joiners not ready)", it->job, it->generation);
+        it = publishes.erase(it);
+        continue;
+      }
+      // The previous generation and the joiners are read at publish time.
+      auto latest = relay->Latest(it->endpoint, it->key);
+      if (!latest.ok()) {
+        spdlog::error("job {}: store: {}", it->job, latest.status().ToString());
+        it = publishes.erase(it);
+        continue;
+      }
+      std::set<std::string> before(latest->second.begin(), latest->second.end());
+      std::vector<std::string> joiners;
+      for (const auto& id : it->members)
+        if (!before.count(id)) joiners.push_back(id);
+      auto ready = relay->Ready(it->endpoint, it->key, joiners);
+      if (!ready.ok() || !*ready) {
+        ++it;
+        continue;
+      }
+      Status st = relay->Publish(it->endpoint, it->key, it->generation, latest->first, it->members);
+      if (!st.ok()) {
+        spdlog::error("job {}: publish generation {}: {}", it->job, it->generation, st.ToString());
+      } else {
+        spdlog::info("job {}: published generation {} ({} -> {} workers)", it->job, it->generation,
+                     latest->second.size(), it->members.size());
+        reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 30});
+      }
+      it = publishes.erase(it);
     }
     for (auto it = reports.begin(); it != reports.end();) {
       auto rep = relay->Report(it->endpoint, it->key, it->generation);
