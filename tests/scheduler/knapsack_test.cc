@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,60 @@ TEST(KnapsackTest, ExactMatchesBruteForceOnRandomSmallInstances) {
     ++checked;
   }
   std::printf("[knapsack] exact == brute force on %d/%d random instances\n", checked, 2000);
+}
+
+// The textbook DP: the full (groups x capacity) table, options scanned in index
+// order with a strict comparison at every capacity. The solver computes only
+// the cells its answer depends on; its choices must be these, ties included.
+std::vector<int> FullTableChoices(const std::vector<KnapsackGroup>& groups, int capacity) {
+  const size_t width = static_cast<size_t>(std::max(capacity, 0)) + 1;
+  std::vector<double> best(width, 0.0), next(width);
+  std::vector<std::vector<int>> pick(groups.size(), std::vector<int>(width, 0));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t c = 0; c < width; ++c) {
+      double v = -std::numeric_limits<double>::infinity();
+      for (size_t o = 0; o < groups[g].options.size(); ++o) {
+        const int w = groups[g].options[o].weight;
+        if (w > static_cast<int>(c)) continue;
+        const double cand = best[c - w] + groups[g].options[o].value;
+        if (cand > v) {
+          v = cand;
+          pick[g][c] = static_cast<int>(o);
+        }
+      }
+      next[c] = v;
+    }
+    best.swap(next);
+  }
+  std::vector<int> choice(groups.size());
+  size_t c = width - 1;
+  for (size_t g = groups.size(); g-- > 0;) {
+    choice[g] = pick[g][c];
+    c -= groups[g].options[choice[g]].weight;
+  }
+  return choice;
+}
+
+TEST(KnapsackTest, ExactChoosesAsTheFullTableIncludingTies) {
+  // 20,000 random instances, many with equal values (ties) and capacities from
+  // none to more than every group can use: the same option in every group.
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const int groups = static_cast<int>(rng() % 10);
+    const bool ties = i % 2 == 0;
+    std::vector<KnapsackGroup> inst(groups);
+    for (auto& g : inst) {
+      g.options.push_back({0, ties ? -static_cast<double>(rng() % 3) : (rng() % 1000) / 7.0});
+      const int n = static_cast<int>(rng() % 5);
+      for (int o = 0; o < n; ++o) {
+        g.options.push_back({1 + static_cast<int>(rng() % 9),
+                             ties ? static_cast<double>(rng() % 6) - 1 : (rng() % 1000) / 7.0 - 20});
+      }
+    }
+    const int capacity = static_cast<int>(rng() % 60) - 2;
+    ASSERT_EQ(SolveKnapsackExact(inst, capacity).choice, FullTableChoices(inst, capacity))
+        << "instance " << i << ", capacity " << capacity;
+  }
 }
 
 TEST(KnapsackTest, GreedyStaysWithinOnePercentOfExact) {
