@@ -60,9 +60,11 @@ TEST_P(CommunicatorTest, AllReduceAndBroadcast) {
 }
 
 // A rank alone in a collective gets a Timeout within the configured time.
-TEST_P(CommunicatorTest, RankAloneTimesOut) {
+// Needs a peer that stays away, so it runs at world sizes 2 and 3 only.
+class CommunicatorTimeoutTest : public CommunicatorTest {};
+
+TEST_P(CommunicatorTimeoutTest, RankAloneTimesOut) {
   auto [backend, size] = GetParam();
-  if (size < 2) GTEST_SKIP();
   RunRanks(backend, size, milliseconds(800), [](Communicator& c) {
     if (c.Rank() != 0) {
       std::this_thread::sleep_for(milliseconds(1500));  // never joins the collective
@@ -82,6 +84,11 @@ TEST_P(CommunicatorTest, RankAloneTimesOut) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorTest,
                          ::testing::Combine(::testing::Values("fake", "gloo"), ::testing::Values(1, 2, 3)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_world" + std::to_string(std::get<1>(info.param));
+                         });
+INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorTimeoutTest,
+                         ::testing::Combine(::testing::Values("fake", "gloo"), ::testing::Values(2, 3)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_world" + std::to_string(std::get<1>(info.param));
                          });
