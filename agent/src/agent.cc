@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -74,6 +76,8 @@ class Agent::Impl {
     std::int64_t slot = 0;
     pid_t pid = 0;
     double leave_deadline = -1;  // leaver: stop after this time
+    std::string store_key;       // the job's key in its store (empty: no store)
+    std::string identity;        // its DEALER's routing id on the worker channel
     std::string stdout_path;
     std::streamoff read_offset = 0;
   };
@@ -95,16 +99,37 @@ class Agent::Impl {
   bool gpus = false;
   std::unique_ptr<StoreRelay> relay;
   std::string store_endpoint;  // this agent's store; empty without a relay
-  // A resize this agent publishes once its joiners are ready (home store only).
+
+  // The worker channel (protocol steps 12-16): a ROUTER on an ipc:// endpoint
+  // in the log directory (ARYL_AGENT_ENDPOINT). The server thread answers
+  // WorkerHello from `announced`; every other worker message is queued for
+  // the loop thread, which owns the rest of the state.
+  std::string worker_endpoint;
+  std::string worker_socket_path;
+  std::unique_ptr<p::Server> worker_server;
+  struct Channel {
+    std::mutex mu;
+    std::map<std::pair<p::JobId, std::int64_t>, p::GenerationAnnounce> announced;  // (job, store generation)
+    std::vector<p::Message> inbox;
+  };
+  std::shared_ptr<Channel> channel = std::make_shared<Channel>();
+  // Rank 0's newest WorkerProgress per job; `fresh` until sent as a JobProgress.
+  struct LatestProgress {
+    p::WorkerProgress msg;
+    bool fresh = false;
+  };
+  std::map<p::JobId, LatestProgress> worker_progress;
+  std::map<p::JobId, double> stdout_loss;  // the newest loss rank 0 printed
+
+  // A resize this agent announces to its workers once every member is ready.
   struct PendingPublish {
     p::JobId job = 0;
     std::string endpoint, key;
     std::int64_t generation = 0;
-    std::vector<std::string> members;
+    std::vector<p::WorkerId> members;
     double deadline = 0;
   };
   std::vector<PendingPublish> publishes;
-  std::set<std::pair<std::string, std::int64_t>> resizing;  // (job key, scheduler generation) with a NewGeneration
   struct PendingReport {
     p::JobId job = 0;
     std::string endpoint, key;
@@ -121,6 +146,78 @@ class Agent::Impl {
     std::vector<std::string> out;
     for (auto id : ids) out.push_back(std::to_string(id));
     return out;
+  }
+
+  static p::GenerationAnnounce MakeAnnounce(p::JobId job, std::int64_t generation, const std::vector<p::WorkerId>& members,
+                                            const std::string& endpoint, const std::string& key) {
+    p::GenerationAnnounce a;
+    a.job = job;
+    a.generation = generation;
+    a.members = members;
+    a.store_endpoint = endpoint;
+    a.store_prefix = key;
+    return a;
+  }
+
+  // Workers started for `a.generation` ask for it in their WorkerHello.
+  void Remember(const p::GenerationAnnounce& a) {
+    std::lock_guard<std::mutex> lock(channel->mu);
+    channel->announced[{a.job, a.generation}] = a;
+  }
+
+  // Pushes `m` to this agent's running workers of the job start `key`.
+  void PushToWorkers(p::JobId job, const std::string& key, const p::Message& m,
+                     const std::set<p::WorkerId>* only = nullptr) {
+    for (const auto& [pid, w] : workers) {
+      if (w.job != job || w.identity.empty() || (!key.empty() && w.store_key != key)) continue;
+      if (only && !only->empty() && !only->count(w.id)) continue;
+      Status st = worker_server->Push(w.identity, m);
+      if (!st.ok()) spdlog::warn("job {} worker {}: push {}: {}", job, w.id, p::TypeName(m), st.ToString());
+    }
+  }
+
+  Status StartWorkerChannel() {
+    fs::path dir = fs::absolute(opt.log_dir);
+    std::string name = "agent-";
+    for (char c : opt.id) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    fs::path path = dir / (name + ".sock");
+    // sun_path holds 107 characters; a deep log directory falls back to /tmp.
+    if (path.string().size() > 100) {
+      path = fs::temp_directory_path() / ("aryl-agent-" + std::to_string(::getuid()) + "-" +
+                                          std::to_string(::getpid()) + ".sock");
+    }
+    std::error_code ec;
+    fs::remove(path, ec);  // a socket file left by an agent that died
+    p::Server::Options so;
+    so.endpoint = "ipc://" + path.string();
+    std::shared_ptr<Channel> ch = channel;
+    auto server = p::Server::Start(so, [ch](const p::ReplyTo&, p::Message m) -> std::optional<p::Message> {
+      std::lock_guard<std::mutex> lock(ch->mu);
+      if (auto* h = std::get_if<p::WorkerHello>(&m)) {
+        auto it = ch->announced.find({h->job, h->generation});
+        if (it == ch->announced.end()) {
+          return p::Error{Status::Code::kNotFound, "job " + std::to_string(h->job) + ": generation " +
+                                                       std::to_string(h->generation) + " unknown to this agent"};
+        }
+        return it->second;
+      }
+      if (ch->inbox.size() < 10000) ch->inbox.push_back(std::move(m));
+      return std::nullopt;
+    });
+    if (!server.ok()) return server.status().WithContext("worker channel " + so.endpoint);
+    worker_server = std::move(*server);
+    worker_endpoint = worker_server->endpoint();
+    worker_socket_path = path.string();
+    return Status::Ok();
+  }
+
+  ~Impl() {
+    if (worker_server) {
+      worker_server->Close();
+      worker_server->Join();
+      std::error_code ec;
+      fs::remove(worker_socket_path, ec);
+    }
   }
 
   std::vector<p::RunningWorker> Running() const {
@@ -178,12 +275,9 @@ class Agent::Impl {
         use_store = false;
       } else {
         store_gen = *g;
-        bool home = m.store_endpoint == store_endpoint;
-        if (home && !resizing.count({m.store_prefix, m.generation})) {
-          // A fresh start: the record exists before any worker looks for it.
-          Status st = relay->Publish(m.store_endpoint, m.store_prefix, store_gen, 0, Ids(m.members));
-          if (!st.ok()) spdlog::error("job {}: publish generation {}: {}", m.job, store_gen, st.ToString());
-        }
+        // Fresh workers and joiners ask for their generation in WorkerHello:
+        // the record exists before any of them starts.
+        Remember(MakeAnnounce(m.job, store_gen, m.members, m.store_endpoint, m.store_prefix));
       }
     }
     for (const auto& wp : m.workers) {
@@ -201,9 +295,12 @@ class Agent::Impl {
       spec.env["ARYL_WORLD_SIZE"] = std::to_string(m.members.size());
       spec.env["ARYL_LOCAL_SLOT"] = std::to_string(wp.local_slot);
       spec.env["ARYL_AGENT_ID"] = opt.id;
+      spec.env["ARYL_AGENT_ENDPOINT"] = worker_endpoint;
       if (!m.checkpoint_dir.empty()) spec.env["ARYL_CHECKPOINT_DIR"] = m.checkpoint_dir;
       if (use_store) {
         spec.env["ARYL_STORE_ENDPOINT"] = m.store_endpoint;
+        // "<job>-<start>": the runtime's store keys and its channel identity;
+        // the message fields carry the numeric job (its leading number).
         spec.env["ARYL_JOB_ID"] = m.store_prefix;
       }
       if (gpus) spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(wp.local_slot);
@@ -225,6 +322,9 @@ class Agent::Impl {
       }
       w.job = m.job;
       w.id = wp.worker;
+      if (use_store) w.store_key = m.store_prefix;
+      // The runtime's AgentChannel connects as "worker-<ARYL_JOB_ID>-<ARYL_WORKER_ID>".
+      w.identity = "worker-" + spec.env["ARYL_JOB_ID"] + "-" + spec.env["ARYL_WORKER_ID"];
       w.generation = m.generation;
       w.rank = wp.rank;
       w.slot = wp.local_slot;
@@ -252,8 +352,9 @@ class Agent::Impl {
     }
     spdlog::info("job {}: generation {} with {} members, {} leaving here", m.job, m.generation, m.members.size(),
                  m.leaving.size());
-    if (UsesStore(m.store_endpoint) && m.store_endpoint == store_endpoint) {
-      resizing.insert({m.store_prefix, m.generation});
+    if (UsesStore(m.store_endpoint)) {
+      // Every agent that hosts members or leavers announces to its own workers;
+      // all of them map this scheduler generation to the same store generation.
       auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
       if (!g.ok()) {
         spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint, g.status().ToString());
@@ -264,7 +365,7 @@ class Agent::Impl {
       pp.endpoint = m.store_endpoint;
       pp.key = m.store_prefix;
       pp.generation = *g;
-      pp.members = Ids(m.members);
+      pp.members = m.members;
       pp.deadline = Now() + 120;
       publishes.push_back(pp);
     }
@@ -272,6 +373,16 @@ class Agent::Impl {
 
   void OnStop(const p::StopWorkers& m) {
     std::set<p::WorkerId> which(m.workers.begin(), m.workers.end());
+    if (m.checkpoint_first) {
+      // A preemption notice: the runtime checkpoints and stops at its next
+      // step boundary; SIGTERM (which it treats the same) follows as the backstop.
+      p::WorkerCheckpointRequest req;
+      req.job = m.job;
+      req.reason = m.reason;
+      req.deadline_seconds = m.grace_seconds;
+      req.stop_after = true;
+      PushToWorkers(m.job, "", req, &which);
+    }
     for (auto& [pid, w] : workers) {
       if (w.job != m.job || (!which.empty() && !which.count(w.id))) continue;
       spdlog::info("job {} worker {}: stopping ({}; grace {} s)", m.job, w.id, m.reason, m.grace_seconds);
@@ -286,7 +397,7 @@ class Agent::Impl {
     if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
     if (auto* m = std::get_if<p::WorkerCheckpointRequest>(&msg)) {
       spdlog::info("job {}: checkpoint requested ({})", m->job, m->reason);
-      return;
+      return PushToWorkers(m->job, "", *m);
     }
     if (auto* e = std::get_if<p::Error>(&msg)) {
       if (e->code == Status::Code::kFailedPrecondition) {
@@ -322,13 +433,65 @@ class Agent::Impl {
       if (ex.signal != 0) m.signal = ex.signal;
       else m.exit_code = ex.exit_code;
       if (registered) Send(m);
+      p::JobId job = w.job;
       workers.erase(it);
+      Forget(job);
     }
     running = static_cast<int>(workers.size());
   }
 
-  // Rank 0's stdout carries "step=N loss=X steps_per_second=R" lines (the
-  // examples print them); the newest becomes a JobProgress.
+  // Drops a job's generation records once none of its workers runs here
+  // (a later StartWorkers records its generation again).
+  void Forget(p::JobId job) {
+    for (const auto& [pid, w] : workers)
+      if (w.job == job) return;
+    std::lock_guard<std::mutex> lock(channel->mu);
+    std::erase_if(channel->announced, [job](const auto& kv) { return kv.first.first == job; });
+  }
+
+  // Takes the worker messages the channel's thread queued (protocol 13, 14, 16).
+  void DrainWorkerMessages() {
+    std::vector<p::Message> inbox;
+    {
+      std::lock_guard<std::mutex> lock(channel->mu);
+      inbox.swap(channel->inbox);
+    }
+    for (auto& msg : inbox) {
+      if (auto* r = std::get_if<p::WorkerResizeReport>(&msg)) {
+        OnWorkerResizeReport(*r);
+      } else if (auto* pr = std::get_if<p::WorkerProgress>(&msg)) {
+        auto& cur = worker_progress[pr->job];
+        if (!cur.fresh || pr->step >= cur.msg.step) cur = {*pr, true};
+      } else if (auto* l = std::get_if<p::WorkerLeave>(&msg)) {
+        spdlog::info("job {} worker {} leaves at step {} (not in generation {})", l->job, l->worker, l->step,
+                     l->generation);
+      } else {
+        spdlog::warn("worker channel: unexpected '{}' ignored", p::TypeName(msg));
+      }
+    }
+  }
+
+  // Rank 0's WorkerResizeReport becomes the scheduler's ResizeReport (protocol 8);
+  // it also ends the wait for that change (one change at a time per job).
+  void OnWorkerResizeReport(const p::WorkerResizeReport& w) {
+    p::ResizeReport r;
+    r.job = w.job;
+    r.generation = w.generation;
+    r.from_workers = w.from_workers;
+    r.to_workers = w.to_workers;
+    r.planned = w.planned;
+    r.phases = w.phases;
+    spdlog::info("job {}: {} resize into generation {}: {} -> {} workers, pause {:.3f} s", w.job,
+                 w.planned ? "planned" : "fault", w.generation, w.from_workers, w.to_workers, w.phases.total);
+    std::erase_if(reports, [&](const PendingReport& p) { return p.job == w.job && p.generation == w.generation; });
+    if (registered) Send(r);
+  }
+
+  // Progress (protocol 9), at most once a second per job: rank 0's
+  // WorkerProgress messages, with the loss from its stdout when the message has
+  // none (the runtime does not know the loss). Rank 0's stdout lines
+  // "step=N loss=X steps_per_second=R" (the examples print them) stand in for
+  // programs that do not speak to the agent.
   void Progress() {
     double now = Now();
     if (now - last_progress < 1.0) return;
@@ -346,7 +509,7 @@ class Agent::Impl {
         if (in.eof()) break;  // partial line: read it next time
         good = in.tellg();
         std::int64_t s;
-        double l = 0, r = 0;
+        double l = NAN, r = 0;
         if (ParseProgress(line, &s, &l, &r)) {
           step = s;
           loss = l;
@@ -354,7 +517,9 @@ class Agent::Impl {
         }
       }
       w.read_offset = good;
-      if (step < 0 || !registered) continue;
+      if (step < 0) continue;
+      if (!std::isnan(loss)) stdout_loss[w.job] = loss;
+      if (!registered || worker_progress.count(w.job)) continue;
       p::JobProgress m;
       m.job = w.job;
       m.generation = w.generation;
@@ -363,14 +528,40 @@ class Agent::Impl {
       m.steps_per_second = rate;
       Send(m);
     }
+    for (auto it = worker_progress.begin(); it != worker_progress.end();) {
+      const p::WorkerProgress& wp = it->second.msg;
+      bool here = false;
+      for (const auto& [pid, w] : workers) here |= w.job == wp.job;
+      if (!here) {
+        stdout_loss.erase(wp.job);
+        it = worker_progress.erase(it);
+        continue;
+      }
+      if (registered && it->second.fresh) {
+        it->second.fresh = false;
+        p::JobProgress m;
+        m.job = wp.job;
+        m.generation = 0;  // the scheduler's generation; the message has the store's
+        for (const auto& [pid, w] : workers)
+          if (w.job == wp.job) m.generation = std::max(m.generation, w.generation);
+        m.step = wp.step;
+        m.loss = std::isfinite(wp.loss) ? wp.loss : (stdout_loss.count(wp.job) ? stdout_loss[wp.job] : NAN);
+        m.steps_per_second = std::isfinite(wp.steps_per_second) ? std::max(0.0, wp.steps_per_second) : 0;
+        Send(m);
+      }
+      ++it;
+    }
   }
 
-  // Publishes resizes whose joiners are ready; relays the runtime's reports.
+  // Announces resizes to this agent's workers (GenerationAnnounce, protocol
+  // 12) once every member has set "ready/<id>" in the job's store (stayers set
+  // it when they started, so only joiners are waited for). One change at a
+  // time per job: the next waits until the runtime reported the previous one
+  // (WorkerResizeReport to the agent of rank 0, "report/<G>" in the store for
+  // every agent), in the order they arrived.
   void PumpStore() {
     if (!relay) return;
     double now = Now();
-    // One change at a time per job: the next is published once the runtime has
-    // reported the previous one (report/<G>), in the order they arrived.
     std::set<p::JobId> busy;
     for (const auto& r : reports) busy.insert(r.job);
     for (auto it = publishes.begin(); it != publishes.end();) {
@@ -380,84 +571,31 @@ class Agent::Impl {
       }
       busy.insert(it->job);
       if (now > it->deadline) {
-        spdlog::error("job {}: generation {} not published in time (joiners not ready)", it->job, it->generation);
+        spdlog::error("job {}: generation {} not announced in time (joiners not ready)", it->job, it->generation);
         it = publishes.erase(it);
         continue;
       }
-      // The previous generation and the joiners are read at publish time.
-      auto latest = relay->Latest(it->endpoint, it->key);
-      if (!latest.ok()) {
-        spdlog::error("job {}: store: {}", it->job, latest.status().ToString());
-        it = publishes.erase(it);
-        continue;
-      }
-      std::set<std::string> before(latest->second.begin(), latest->second.end());
-      std::vector<std::string> joiners;
-      for (const auto& id : it->members)
-        if (!before.count(id)) joiners.push_back(id);
-      auto ready = relay->Ready(it->endpoint, it->key, joiners);
+      auto ready = relay->Ready(it->endpoint, it->key, Ids(it->members));
       if (!ready.ok() || !*ready) {
         ++it;
         continue;
       }
-      Status st = relay->Publish(it->endpoint, it->key, it->generation, latest->first, it->members);
-      if (!st.ok()) {
-        spdlog::error("job {}: publish generation {}: {}", it->job, it->generation, st.ToString());
-      } else {
-        spdlog::info("job {}: published generation {} ({} -> {} workers)", it->job, it->generation,
-                     latest->second.size(), it->members.size());
-        reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 30});
-      }
+      auto announce = MakeAnnounce(it->job, it->generation, it->members, it->endpoint, it->key);
+      Remember(announce);
+      PushToWorkers(it->job, it->key, announce);
+      spdlog::info("job {}: announced generation {} ({} workers) to the workers here", it->job, it->generation,
+                   it->members.size());
+      reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 30});
       it = publishes.erase(it);
     }
     for (auto it = reports.begin(); it != reports.end();) {
       auto rep = relay->Report(it->endpoint, it->key, it->generation);
-      if (rep.ok() && *rep) {
-        SendResizeReport(it->job, it->generation, **rep);
-        it = reports.erase(it);
-      } else if (now > it->deadline || !rep.ok()) {
+      if ((rep.ok() && *rep) || now > it->deadline || !rep.ok()) {
         it = reports.erase(it);
       } else {
         ++it;
       }
     }
-  }
-
-  // The runtime's report line: "from_gen=.. to_gen=.. from=.. to=.. detect_s=.. ... total_s=..".
-  void SendResizeReport(p::JobId job, std::int64_t generation, const std::string& line) {
-    std::map<std::string, std::string> kv;
-    std::istringstream is(line);
-    std::string tok;
-    while (is >> tok) {
-      auto eq = tok.find('=');
-      if (eq != std::string::npos) kv[tok.substr(0, eq)] = tok.substr(eq + 1);
-    }
-    auto num = [&](std::initializer_list<const char*> keys) {
-      for (const char* k : keys) {
-        auto f = kv.find(k);
-        if (f == kv.end()) continue;
-        try {
-          double v = std::stod(f->second);
-          if (std::isfinite(v) && v >= 0) return v;
-        } catch (const std::exception&) {
-        }
-      }
-      return 0.0;
-    };
-    p::ResizeReport r;
-    r.job = job;
-    r.generation = std::max<std::int64_t>(1, generation);
-    r.from_workers = static_cast<std::int64_t>(num({"from_world", "from"}));
-    r.to_workers = std::max<std::int64_t>(1, static_cast<std::int64_t>(num({"to_world", "to"})));
-    r.planned = kv.count("planned") == 0 || kv["planned"] != "0";
-    r.phases.detect = num({"detect_s", "detect"});
-    r.phases.agree = num({"agree_s", "agree"});
-    r.phases.rendezvous = num({"rendezvous_s", "rendezvous"});
-    r.phases.communicator = num({"communicator_s", "communicator"});
-    r.phases.state_transfer = num({"transfer_s", "state_transfer"});
-    r.phases.total = num({"total_s", "total"});
-    spdlog::info("job {}: resize into generation {}: {}", job, generation, line);
-    if (registered) Send(r);
   }
 
   Status Run() {
@@ -477,6 +615,7 @@ class Agent::Impl {
       }
       auto msg = client->Receive(milliseconds(20));
       if (msg.ok()) OnPush(*msg);
+      DrainWorkerMessages();
       Reap();
       Progress();
       PumpStore();
@@ -542,6 +681,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     spdlog::info("rendezvous store on {}", impl->store_endpoint);
   }
   impl->opt = options;
+  ARYL_RETURN_IF_ERROR(impl->StartWorkerChannel());
+  spdlog::info("worker channel on {}", impl->worker_endpoint);
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

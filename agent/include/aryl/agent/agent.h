@@ -14,11 +14,23 @@
 //     ARYL_MASTER_ADDR/PORT, ARYL_CHECKPOINT_DIR, ARYL_AGENT_ENDPOINT and
 //     CUDA_VISIBLE_DEVICES (GPU agents; CPU agents set ARYL_LOCAL_SLOT);
 //     stdout/stderr go to <log dir>/job-<job>/worker-<id>.{out,err}.
-//  4. NewGeneration: relayed to the job's local workers; leavers must exit by
-//     themselves at the switch step, or are stopped after leave_timeout.
-//  5. StopWorkers: SIGTERM to each worker's process group, SIGKILL after the
-//     grace period. 7. WorkerExited for every worker that ends, with its exit
-//     code or signal.
+//  4. NewGeneration: relayed to the job's local workers as GenerationAnnounce
+//     over the worker channel (below) once every member is ready; leavers
+//     must exit by themselves at the switch step, or are stopped after
+//     leave_timeout.
+//  5. StopWorkers: with checkpoint_first, WorkerCheckpointRequest (stop
+//     after) to those workers first; then SIGTERM to each worker's process
+//     group, SIGKILL after the grace period. 6. WorkerCheckpointRequest from
+//     the scheduler is relayed to the job's local workers. 7. WorkerExited
+//     for every worker that ends, with its exit code or signal. 8/9. Rank 0's
+//     WorkerResizeReport and WorkerProgress become ResizeReport and
+//     JobProgress (loss from rank 0's stdout when the message has none).
+//
+// Worker channel (messages.h steps 12-16): a ROUTER on
+// ipc://<log dir>/agent-<id>.sock (ARYL_AGENT_ENDPOINT); workers connect as
+// "worker-<ARYL_JOB_ID>-<ARYL_WORKER_ID>". WorkerHello is answered on the
+// channel's thread with the generation the worker was started for; all other
+// worker messages are handed to the Run() thread.
 //
 // Thread safety: Run() owns everything; Stop() may be called from any thread.
 // Run() must stay on one thread for the agent's life (workers are bound to it

@@ -11,10 +11,13 @@
 //     store generation G: the first agent to need it allocates G and records
 //     it under "sched/<s>"; the others read it there.
 //  2. Joiners start with ARYL_GENERATION=G and ARYL_STORE_ENDPOINT=home.
-//  3. The home agent publishes G's record: at once for a fresh start
-//     (prev = 0); for a resize, once every joiner has set "ready/<id>".
-//  4. After the switch the runtime writes "report/<G>" (timed phases); the
-//     home agent relays it to the scheduler as a ResizeReport.
+//  3. Each agent hosting the job's workers announces G to them over its
+//     worker channel (GenerationAnnounce, see agent.h), for a resize once
+//     every member has set "ready/<id>". The agent does not publish planned
+//     generations in the store; Publish and Latest are unused by the agent.
+//  4. After the switch the runtime writes "report/<G>" (timed phases): the
+//     next change of the job waits for it. The scheduler's ResizeReport comes
+//     from rank 0's WorkerResizeReport.
 //
 // Thread safety: used from the agent's loop thread only.
 #pragma once

@@ -1,0 +1,224 @@
+// The agent's worker channel (protocol/messages.h steps 12-16) against a fake
+// scheduler (a protocol Server) and a fake worker (a Client that speaks as the
+// runtime's AgentChannel does), with a real aryl_agent loop and real processes.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "aryl/agent/agent.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/store.h"
+#include "aryl/protocol/transport.h"
+
+namespace aryl::agent {
+namespace {
+
+namespace fs = std::filesystem;
+namespace p = aryl::protocol;
+using std::chrono::milliseconds;
+
+template <typename F>
+bool WaitFor(F pred, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return pred();
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Plays the scheduler: answers AgentRegister and keeps what the agent sends.
+class FakeScheduler {
+ public:
+  FakeScheduler() {
+    p::Server::Options o;
+    o.endpoint = "tcp://127.0.0.1:*";
+    auto s = p::Server::Start(o, [this](const p::ReplyTo&, p::Message m) -> std::optional<p::Message> {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto* r = std::get_if<p::AgentRegister>(&m)) {
+        store_endpoint_ = r->store_endpoint;
+        p::AgentRegistered reply;
+        reply.agent_id = r->agent_id;
+        reply.heartbeat_interval_seconds = 0.2;
+        reply.scheduler_epoch = 1;
+        return reply;
+      }
+      received_.push_back(std::move(m));
+      return std::nullopt;
+    });
+    EXPECT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+  const std::string& endpoint() const { return server_->endpoint(); }
+  std::string store_endpoint() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_endpoint_;
+  }
+  template <typename T>
+  std::optional<T> Find() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& m : received_)
+      if (auto* t = std::get_if<T>(&m)) return *t;
+    return std::nullopt;
+  }
+  Status Push(const std::string& agent, const p::Message& m) { return server_->Push(agent, m); }
+
+ private:
+  std::mutex mu_;
+  std::string store_endpoint_;
+  std::vector<p::Message> received_;
+  std::unique_ptr<p::Server> server_;
+};
+
+// A worker's side of the channel, as the runtime's AgentChannel speaks it.
+template <typename T>
+Result<T> NextPush(p::Client& c, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto m = c.Receive(milliseconds(50));
+    if (!m.ok()) continue;
+    if (auto* t = std::get_if<T>(&*m)) return *t;
+  }
+  return Status::Timeout("no " + std::string(T::kType) + " pushed");
+}
+
+// The agent serves the worker channel: a worker started for generation G gets
+// G's members from WorkerHello; a resize is pushed as GenerationAnnounce once
+// the joiner is ready; rank 0's reports and progress reach the scheduler; a
+// stop with checkpoint_first is relayed as WorkerCheckpointRequest.
+TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
+  fs::path dir = fs::temp_directory_path() / ("aryl-agent-channel-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FakeScheduler sched;
+  AgentOptions opt;
+  opt.scheduler = sched.endpoint();
+  opt.id = "a1";
+  opt.host = "127.0.0.1";
+  opt.slots = 2;
+  opt.gpu_type = "cpu";
+  opt.log_dir = (dir / "logs").string();
+  auto agent = Agent::Create(opt);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  std::thread loop([&] { (void)(*agent)->Run(); });
+  ASSERT_TRUE(WaitFor([&] { return !sched.store_endpoint().empty(); }, 10));
+  const std::string store = sched.store_endpoint();
+
+  // Generation 1: worker 0 alone. It records the environment it was given.
+  p::StartWorkers sw;
+  sw.job = 7;
+  sw.generation = 1;
+  sw.workers = {{0, 0, 0}};
+  sw.members = {0};
+  sw.argv = {"/bin/sh", "-c", "echo \"$ARYL_AGENT_ENDPOINT $ARYL_JOB_ID\" > " + (dir / "env0").string() + "; sleep 30"};
+  sw.store_endpoint = store;
+  sw.store_prefix = "7-1";
+  ASSERT_TRUE(sched.Push("a1", sw).ok());
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir / "env0").empty(); }, 10));
+  std::string env0 = ReadFile(dir / "env0");
+  std::string endpoint = env0.substr(0, env0.find(' '));
+  EXPECT_EQ(endpoint, "ipc://" + (fs::absolute(opt.log_dir) / "agent-a1.sock").string());
+  EXPECT_EQ(env0.substr(env0.find(' ') + 1), "7-1\n");
+
+  p::Client::Options co;
+  co.endpoint = endpoint;
+  co.identity = "worker-7-1-0";
+  auto worker = p::Client::Connect(co);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  p::WorkerHello hello;
+  hello.job = 7;
+  hello.worker = 0;
+  hello.pid = ::getpid();
+  hello.generation = 1;  // the store's first generation for this start
+  auto g1 = (*worker)->Call<p::GenerationAnnounce>(hello, milliseconds(3000));
+  ASSERT_TRUE(g1.ok()) << g1.status();
+  EXPECT_EQ(g1->generation, 1);
+  EXPECT_EQ(g1->members, std::vector<p::WorkerId>{0});
+  hello.generation = 9;
+  EXPECT_FALSE((*worker)->Call<p::GenerationAnnounce>(hello, milliseconds(3000)).ok());
+
+  // A grow to {0, 1}: announced only once the joiner set its ready key.
+  p::Client::Options so;
+  so.endpoint = store;
+  auto sc = p::StoreClient::Connect(so);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_TRUE((*sc)->Set("aryl/7-1/ready/0", "1", milliseconds(2000)).ok());
+  p::NewGeneration ng;
+  ng.job = 7;
+  ng.generation = 2;
+  ng.members = {0, 1};
+  ng.store_endpoint = store;
+  ng.store_prefix = "7-1";
+  ASSERT_TRUE(sched.Push("a1", ng).ok());
+  EXPECT_FALSE(NextPush<p::GenerationAnnounce>(**worker, 0.5).ok()) << "announced before the joiner was ready";
+  ASSERT_TRUE((*sc)->Set("aryl/7-1/ready/1", "1", milliseconds(2000)).ok());
+  auto g2 = NextPush<p::GenerationAnnounce>(**worker, 5);
+  ASSERT_TRUE(g2.ok()) << g2.status();
+  EXPECT_EQ(g2->generation, 2);
+  EXPECT_EQ(g2->members, (std::vector<p::WorkerId>{0, 1}));
+  EXPECT_EQ(g2->store_endpoint, store);
+
+  // Rank 0 reports the resize and its progress; the scheduler hears both.
+  p::WorkerResizeReport rr;
+  rr.job = 7;
+  rr.worker = 0;
+  rr.generation = 2;
+  rr.from_workers = 1;
+  rr.to_workers = 2;
+  rr.phases.total = 0.125;
+  ASSERT_TRUE((*worker)->Send(rr, milliseconds(1000)).ok());
+  p::WorkerProgress wp;
+  wp.job = 7;
+  wp.worker = 0;
+  wp.generation = 2;
+  wp.step = 42;
+  wp.loss = 0.5;
+  wp.steps_per_second = 3;
+  ASSERT_TRUE((*worker)->Send(wp, milliseconds(1000)).ok());
+  ASSERT_TRUE(WaitFor([&] { return sched.Find<p::ResizeReport>().has_value(); }, 5));
+  auto rep = *sched.Find<p::ResizeReport>();
+  EXPECT_EQ(rep.job, 7u);
+  EXPECT_EQ(rep.generation, 2);
+  EXPECT_EQ(rep.to_workers, 2);
+  EXPECT_DOUBLE_EQ(rep.phases.total, 0.125);
+  ASSERT_TRUE(WaitFor([&] {
+    auto jp = sched.Find<p::JobProgress>();
+    return jp && jp->step == 42;
+  }, 5));
+  EXPECT_DOUBLE_EQ(sched.Find<p::JobProgress>()->loss, 0.5);
+
+  // A preemption: the checkpoint request reaches the worker before SIGTERM.
+  p::StopWorkers stop;
+  stop.job = 7;
+  stop.grace_seconds = 2;
+  stop.checkpoint_first = true;
+  stop.reason = "preempted";
+  ASSERT_TRUE(sched.Push("a1", stop).ok());
+  auto ck = NextPush<p::WorkerCheckpointRequest>(**worker, 5);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_TRUE(ck->stop_after);
+  EXPECT_EQ(ck->reason, "preempted");
+  ASSERT_TRUE(WaitFor([&] { return (*agent)->running_workers() == 0; }, 10));
+
+  (*agent)->Stop();
+  loop.join();
+  agent->reset();
+  EXPECT_FALSE(fs::exists(fs::absolute(opt.log_dir) / "agent-a1.sock"));
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace aryl::agent
