@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <system_error>
+
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 
@@ -25,12 +28,17 @@ AgentChannel::~AgentChannel() = default;
 Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& endpoint, const std::string& job_id,
                                                             const std::string& worker_id) {
   auto ch = std::unique_ptr<AgentChannel>(new AgentChannel());
-  try {
-    ch->job_ = std::stoull(job_id);
-    ch->worker_ = std::stoll(worker_id);
-  } catch (...) {
-    return Status::InvalidArgument("with ARYL_AGENT_ENDPOINT, ARYL_JOB_ID ('" + job_id + "') and ARYL_WORKER_ID ('" +
-                                   worker_id + "') must be numbers");
+  // ARYL_JOB_ID is "<job>" or, from the agent, "<job>-<start>": the protocol's job id
+  // is the leading number. ARYL_WORKER_ID is a number.
+  auto parse = [](const std::string& text, bool allow_suffix, auto* out) {
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+    return ec == std::errc() && ptr != text.data() && (ptr == end || (allow_suffix && *ptr == '-'));
+  };
+  if (!parse(job_id, true, &ch->job_) || !parse(worker_id, false, &ch->worker_)) {
+    return Status::InvalidArgument("with ARYL_AGENT_ENDPOINT, ARYL_JOB_ID ('" + job_id +
+                                   "') must be <number> or <number>-<suffix> and ARYL_WORKER_ID ('" +
+                                   worker_id + "') a number");
   }
   protocol::Client::Options opts;
   opts.endpoint = endpoint;
