@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The headline comparison of docs/evaluation.md, shortened to run in about a
-# minute on two cores: aryl against the baseline, the two ablations and the
+# The headline comparison of docs/evaluation.md, shortened to run in about
+# 20 seconds on two cores: aryl against the baseline, the two ablations and the
 # peers on the shipped ITP traces, with a daily inference cycle.
 # Usage: scripts/sim-demo.sh [BUILD_DIR] [extra aryl-sim flags...]
 set -euo pipefail
