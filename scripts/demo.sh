@@ -98,12 +98,14 @@ echo "rescales (each pause as the runtime measured it):"
 cat "${OUTS[@]}" 2>/dev/null | grep -h '^aryl: resize' | sort -t= -k3 -n | sed -E 's/.*from_world=([0-9]+) to_world=([0-9]+) step=([0-9]+) planned=([01]).*total_s=([0-9.]+).*/  step \3: \1 -> \2 workers, pause \5 s/' || echo "  none"
 # The scheduler's own account (the JSON summary behind aryl top and /status).
 SUMMARY="$("$ARYL" top --once --json 2>/dev/null || true)"
-field() { echo "$SUMMARY" | grep -o -E "\"$1\":[^,}]*" | head -1 | sed 's/.*://'; }
-sub() { echo "$SUMMARY" | grep -o -E "\"$1\":\{[^}]*\}" | grep -o -E "\"$2\":[^,}]*" | sed 's/.*://'; }
+# Counts print as integers, seconds with three decimals.
+num() { awk -v x="$1" -v d="$2" 'BEGIN { if (x == "") print "?"; else printf("%.*f\n", d, x) }'; }
+field() { num "$(echo "$SUMMARY" | grep -o -E "\"$1\":[^,}]*" | head -1 | sed 's/.*://')" 0; }
+sub() { num "$(echo "$SUMMARY" | grep -o -E "\"$1\":\{[^}]*\}" | grep -o -E "\"$2\":[^,}]*" | sed 's/.*://')" "${3:-0}"; }
 if [ -n "$SUMMARY" ]; then
-  echo "reclaims      : $(field reclaims) (late: $(field reclaims_late)), slowest emptied in $(sub reclaim_latency max_seconds) s"
+  echo "reclaims      : $(field reclaims) (late: $(field reclaims_late)), slowest emptied in $(sub reclaim_latency max_seconds 3) s"
   echo "rescales      : $(field rescales), preemptions $(field preemptions)"
-  echo "sched rounds  : $(sub rounds count), slowest $(sub rounds max_seconds) s"
+  echo "sched rounds  : $(sub rounds count), slowest $(sub rounds max_seconds 4) s"
 else
   echo "(scheduler status unavailable)"
 fi
