@@ -147,7 +147,11 @@ int CmdSubmit(int argc, char** argv) {
   if (m.argv.empty()) aryl::UsageError(prog, "missing the command to run (after --)");
   aryl::Status v = m.Validate();
   if (!v.ok()) aryl::UsageError(prog, v.message());
+  // Resent with the same token after a timeout: at most one job is created.
+  m.client_token = aryl::cli::NewClientToken();
   auto reply = Call<p::SubmitReply>(prog, c, m);
+  for (int retry = 0; retry < 2 && !reply.ok() && reply.status().IsTimeout(); ++retry)
+    reply = Call<p::SubmitReply>(prog, c, m);
   if (!reply.ok()) return aryl::cli::Fail(prog, reply.status());
   if (c.json) std::cout << p::ToJson(*reply).dump() << "\n";
   else std::cout << reply->job << "\n";

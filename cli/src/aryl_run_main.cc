@@ -194,11 +194,16 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
-  // Submit; in standalone mode the agents may still be registering.
+  // Submit; in standalone mode the agents may still be registering. A timed-out
+  // submission is resent with the same token, so it never creates a second job.
+  m.client_token = aryl::cli::NewClientToken();
   aryl::Result<p::SubmitReply> submitted = aryl::Status::Unavailable("not submitted");
+  int timeouts = 0;
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
     submitted = (*client)->Call<p::SubmitReply>(m, milliseconds(3000));
-    if (submitted.ok() || !(submitted.status().IsUnavailable() && standalone)) break;
+    if (submitted.ok()) break;
+    if (submitted.status().IsTimeout() && ++timeouts < 3) continue;
+    if (!(submitted.status().IsUnavailable() && standalone)) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
   if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status()));

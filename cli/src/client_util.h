@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,6 +22,15 @@ namespace aryl::cli {
 inline std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
+}
+
+// A random token that makes a submission idempotent: resending the same SubmitJob
+// after a timeout returns the job the first one created.
+inline std::string NewClientToken() {
+  std::random_device rd;
+  std::ostringstream os;
+  for (int i = 0; i < 4; ++i) os << std::hex << std::setw(8) << std::setfill('0') << rd();
+  return os.str();
 }
 
 inline std::string DefaultScheduler() { return EnvOr("ARYL_SCHEDULER", "tcp://127.0.0.1:7117"); }

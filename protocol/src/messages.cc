@@ -587,6 +587,9 @@ Status SubmitJob::Validate() const {
       return FieldError("min_workers", "min_workers " + std::to_string(*min_workers) +
                                            " > max_workers " + std::to_string(*max_workers));
   }
+  if (client_token && (client_token->empty() || client_token->size() > 128))
+    return FieldError("client_token", "expected 1 to 128 characters, got " +
+                                          std::to_string(client_token->size()));
   return Status::Ok();
 }
 

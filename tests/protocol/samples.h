@@ -90,7 +90,8 @@ inline std::vector<Message> SampleMessages() {
                         .checkpoint_dir = "/ckpt",
                         .cwd = "/home/u",
                         .model = "resnet50",
-                        .total_work = 5000});
+                        .total_work = 5000,
+                        .client_token = "3f2a9c0d1e7b4a65"});
   m.push_back(SubmitReply{.job = 12, .name = "mlp"});
   m.push_back(ListJobs{.include_finished = true});
   m.push_back(JobsReply{.jobs = {row, row}});

@@ -189,6 +189,20 @@ TEST_F(SystemTest, JobLifecycle) {
   ASSERT_TRUE(WaitState(*c, *failing, p::JobState::kFailed, 15)) << Logs();
   EXPECT_EQ(Status(*c, *failing)->exit_code.value_or(-1), 7);
   // Bad submissions are refused with a reason; the daemon carries on.
+  // A resent submission (same client token) is answered with the first job.
+  p::SubmitJob once;
+  once.argv = {"true"};
+  once.workers = 1;
+  once.client_token = "retry-token-1";
+  auto first = c->Call<p::SubmitReply>(once, milliseconds(3000));
+  auto again = c->Call<p::SubmitReply>(once, milliseconds(3000));
+  ASSERT_TRUE(first.ok() && again.ok()) << first.status() << " " << again.status();
+  EXPECT_EQ(first->job, again->job);
+  auto listed = c->Call<p::JobsReply>(p::ListJobs{.include_finished = true}, milliseconds(1000));
+  ASSERT_TRUE(listed.ok());
+  int with_job = 0;
+  for (const auto& row : listed->jobs) with_job += row.job == first->job;
+  EXPECT_EQ(with_job, 1);
   auto too_big = Submit(*c, {"true"}, 64);
   ASSERT_FALSE(too_big.ok());
   EXPECT_NE(too_big.status().message().find("64"), std::string::npos) << too_big.status();

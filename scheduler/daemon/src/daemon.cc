@@ -890,7 +890,20 @@ class Daemon::Impl {
       return Err(v);
     }
     if (!core) return Err(Status::Unavailable("no agent has registered yet; start an aryl-agent first"));
+    if (m.client_token) {
+      // A retry of a submission that already landed: answer with that job.
+      auto existing = store->FindJobByToken(*m.client_token);
+      if (!existing.ok()) return Err(existing.status());
+      if (*existing) {
+        p::SubmitReply reply;
+        reply.job = **existing;
+        auto it = jobs.find(reply.job);
+        if (it != jobs.end()) reply.name = it->second.rec.name;
+        return p::Message(reply);
+      }
+    }
     JobRecord rec;
+    rec.client_token = m.client_token.value_or("");
     rec.name = m.name.empty() ? m.argv[0].substr(m.argv[0].find_last_of('/') + 1) : m.name;
     rec.spec_json = p::Encode(m);
     rec.submit_time = WallNow();

@@ -461,6 +461,9 @@ struct SubmitJob {
   std::string cwd{};
   std::string model{};    // throughput catalog key; empty = unknown
   double total_work = 0;  // steps; 0 = unknown
+  // Idempotency: a SubmitJob carrying the token of an earlier one is answered with
+  // that job instead of creating a second (a client retrying after a timeout).
+  std::optional<std::string> client_token{};
   template <typename V>
   void Visit(V& v) {
     v("name", name);
@@ -474,9 +477,11 @@ struct SubmitJob {
     v("cwd", cwd);
     v("model", model);
     v("total_work", total_work, {.min = 0});
+    v("client_token", client_token);
   }
   // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
-  // argv[0] non-empty; env names non-empty without '='.
+  // argv[0] non-empty; env names non-empty without '='; client_token, when
+  // present, 1 to 128 characters.
   Status Validate() const;
   bool operator==(const SubmitJob&) const = default;
 };
