@@ -489,7 +489,7 @@ class Agent::Impl {
 
   // Progress (protocol 9), at most once a second per job: rank 0's
   // WorkerProgress messages, with the loss from its stdout when the message has
-  // none (the runtime does not know the loss). Rank 0's stdout lines
+  // none (the program did not call Runtime::ReportLoss). Rank 0's stdout lines
   // "step=N loss=X steps_per_second=R" (the examples print them) stand in for
   // programs that do not speak to the agent.
   void Progress() {

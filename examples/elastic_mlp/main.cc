@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     if (!rt.AllReduceGradients(*model, batch.weight)) continue;  // a peer failed: step abandoned
     optimizer.step();
     last_loss = loss.item<double>();
+    rt.ReportLoss(last_loss);
     if (rt.Rank() == 0) {
       progress.Step(state.step() + 1, last_loss, rt.WorldSize(), rt.Generation(), batch.global_size);
     }

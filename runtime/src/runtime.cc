@@ -99,7 +99,7 @@ class Runtime::Impl {
         double now = Now();
         if (now - last_progress_time_ > 0.25) {
           double rate = last_progress_time_ > 0 ? (state.step() - last_progress_step_) / (now - last_progress_time_) : 0;
-          channel_->ReportProgress(gen_, state.step(), std::nan(""), rate);
+          channel_->ReportProgress(gen_, state.step(), last_loss_, rate);
           last_progress_time_ = now;
           last_progress_step_ = state.step();
         }
@@ -669,6 +669,7 @@ class Runtime::Impl {
   std::unique_ptr<AgentChannel> channel_;
   std::map<int64_t, GenerationRecord> gens_;  // announced by the agent
   double last_progress_time_ = 0;
+  double last_loss_ = std::nan("");  // from ReportLoss; NaN until the program reports one
   int64_t last_progress_step_ = 0;
   int64_t gen_ = 0;
   std::vector<std::string> members_;
@@ -735,5 +736,6 @@ const std::vector<ResizeReport>& Runtime::Resizes() const { return impl_->report
 Communicator* Runtime::communicator() { return impl_->comm_.get(); }
 Status Runtime::CheckpointNow(const ElasticState& state) { return impl_->CheckpointNow(state); }
 void Runtime::RequestStop() { impl_->stop_wanted_ = true; }
+void Runtime::ReportLoss(double loss) { impl_->last_loss_ = loss; }
 
 }  // namespace aryl

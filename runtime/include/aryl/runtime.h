@@ -155,6 +155,9 @@ class Runtime {
   Status CheckpointNow(const ElasticState& state);
   // Stops at the next step boundary after a checkpoint (also on SIGTERM).
   void RequestStop();
+  // The training loss of the latest step (rank 0's is the one reported), carried in
+  // the progress reports to the agent and from there to the scheduler. Optional.
+  void ReportLoss(double loss);
 
  private:
   class Impl;
