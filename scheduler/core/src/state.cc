@@ -359,22 +359,11 @@ void ClusterState::SetPlacement(JobInfo& job, const Placement& placement) {
   job.throughput = placement.empty() ? 0 : PlacementThroughput(job, placement);
 }
 
-Status ClusterState::FinishJob(JobId id) {
-  JobInfo* j = mutable_job(id);
-  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
-  if (j->status == JobStatus::kFinished || j->status == JobStatus::kCancelled) {
-    return Status::FailedPrecondition(JobName(id) + ": already finished or cancelled");
-  }
-  SetPlacement(*j, {});
-  running_.erase(id);
-  queued_.erase(id);
-  j->status = JobStatus::kFinished;
-  j->remaining_work = 0;
-  j->stats.finish_time = now_;
-  return Status::Ok();
-}
+Status ClusterState::FinishJob(JobId id) { return EndJob(id, JobStatus::kFinished); }
 
-Status ClusterState::CancelJob(JobId id) {
+Status ClusterState::CancelJob(JobId id) { return EndJob(id, JobStatus::kCancelled); }
+
+Status ClusterState::EndJob(JobId id, JobStatus status) {
   JobInfo* j = mutable_job(id);
   if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
   if (j->status == JobStatus::kFinished || j->status == JobStatus::kCancelled) {
@@ -383,7 +372,8 @@ Status ClusterState::CancelJob(JobId id) {
   SetPlacement(*j, {});
   running_.erase(id);
   queued_.erase(id);
-  j->status = JobStatus::kCancelled;
+  j->status = status;
+  if (status == JobStatus::kFinished) j->remaining_work = 0;
   j->stats.finish_time = now_;
   return Status::Ok();
 }

@@ -200,6 +200,8 @@ class ClusterState {
   Result<JobInfo> BuildJob(const JobSpec& spec) const;
   Status ValidatePlacement(const JobInfo& job, const Placement& placement, bool resize) const;
   void SetPlacement(JobInfo& job, const Placement& placement);
+  // Ends a running or queued job (finished or cancelled) and frees its GPUs.
+  Status EndJob(JobId id, JobStatus status);
   JobInfo* mutable_job(JobId id);
   JobInfo* FindJob(JobId id) const;
   void IndexJob(JobInfo* job) const;
