@@ -33,6 +33,7 @@
 #include "aryl/flags.h"
 #include "aryl/runtime.h"
 #include "local_coordinator.h"
+#include "mlp.h"
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
@@ -193,21 +194,7 @@ int Resize(const cxxopts::ParseResult& flags) {
 
 // ---- steady state ---------------------------------------------------------
 
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t in, int64_t hidden, int layers, int64_t classes) {
-    int64_t width = in;
-    for (int i = 0; i < layers; ++i) {
-      body->push_back(torch::nn::Linear(width, hidden));
-      body->push_back(torch::nn::ReLU());
-      width = hidden;
-    }
-    body->push_back(torch::nn::Linear(width, classes));
-    register_module("body", body);
-  }
-  torch::Tensor forward(torch::Tensor x) { return body->forward(x); }
-  torch::nn::Sequential body;
-};
-TORCH_MODULE(Mlp);
+using aryl::examples::Mlp;
 
 int SteadyWorker(const cxxopts::ParseResult& flags, int rank, int world, int port) {
   setenv("ARYL_WORLD_SIZE", std::to_string(world).c_str(), 1);

@@ -15,26 +15,9 @@
 #include "aryl/flags.h"
 #include "aryl/runtime.h"
 #include "common.h"
+#include "mlp.h"
 
-namespace {
-
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int64_t in, int64_t hidden, int layers, int64_t classes) {
-    int64_t width = in;
-    for (int i = 0; i < layers; ++i) {
-      body->push_back(torch::nn::Linear(width, hidden));
-      body->push_back(torch::nn::ReLU());
-      width = hidden;
-    }
-    body->push_back(torch::nn::Linear(width, classes));
-    register_module("body", body);
-  }
-  torch::Tensor forward(torch::Tensor x) { return body->forward(x); }
-  torch::nn::Sequential body;
-};
-TORCH_MODULE(Mlp);
-
-}  // namespace
+using aryl::examples::Mlp;
 
 int main(int argc, char** argv) {
   cxxopts::Options options("elastic_mlp", "MLP on synthetic classification, elastic data parallel");
