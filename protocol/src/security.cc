@@ -63,11 +63,14 @@ Status WriteFile(const std::string& path, const std::string& content, mode_t mod
   return Status::Ok();
 }
 
-// The single key in a key file ("file:line: ..." on error).
-Result<std::string> ReadKeyFile(const std::string& path) {
+// The keys of a key or allow-list file, one per line ('#' comments and blank
+// lines skipped), each with its line number; "file:line: ..." on a bad key.
+Result<std::vector<std::pair<int, std::string>>> ReadKeyLines(const std::string& path,
+                                                              const std::string& what) {
   std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read key file '" + path + "'");
-  std::string line, key;
+  if (!in) return Status::NotFound("cannot read " + what + " '" + path + "'");
+  std::vector<std::pair<int, std::string>> keys;
+  std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
@@ -76,13 +79,19 @@ Result<std::string> ReadKeyFile(const std::string& path) {
     if (!IsValidZ85Key(t))
       return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
                                      ": not a 40-character Z85 CURVE key");
-    if (!key.empty())
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
-                                     ": a key file holds exactly one key");
-    key = t;
+    keys.emplace_back(lineno, std::move(t));
   }
-  if (key.empty()) return Status::InvalidArgument(path + ": no key in file");
-  return key;
+  return keys;
+}
+
+// The single key in a key file ("file:line: ..." on error).
+Result<std::string> ReadKeyFile(const std::string& path) {
+  ARYL_ASSIGN_OR_RETURN(auto keys, ReadKeyLines(path, "key file"));
+  if (keys.empty()) return Status::InvalidArgument(path + ": no key in file");
+  if (keys.size() > 1)
+    return Status::InvalidArgument(path + ":" + std::to_string(keys[1].first) +
+                                   ": a key file holds exactly one key");
+  return keys[0].second;
 }
 
 }  // namespace
@@ -163,19 +172,8 @@ Result<std::set<std::string>> LoadAllowList(const std::string& path) {
       return Status::InvalidArgument("allow-list directory '" + path + "' has no .pub files");
     return keys;
   }
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("cannot read allow-list '" + path + "'");
-  std::string line;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    std::string t = Trim(line);
-    if (t.empty() || t[0] == '#') continue;
-    if (!IsValidZ85Key(t))
-      return Status::InvalidArgument(path + ":" + std::to_string(lineno) +
-                                     ": not a 40-character Z85 CURVE key");
-    keys.insert(t);
-  }
+  ARYL_ASSIGN_OR_RETURN(auto lines, ReadKeyLines(path, "allow-list"));
+  for (auto& [lineno, key] : lines) keys.insert(std::move(key));
   if (keys.empty()) return Status::InvalidArgument("allow-list '" + path + "' has no keys");
   return keys;
 }
