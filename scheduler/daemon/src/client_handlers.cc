@@ -1,0 +1,209 @@
+#include "daemon_impl.h"
+
+namespace aryl::daemon {
+
+std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Message msg) {
+  try {
+    return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
+  } catch (const std::exception& e) {
+    spdlog::error("handling {}: {}", p::TypeName(msg), e.what());
+    return p::Message(p::Error::FromStatus(Status::Internal(e.what())));
+  }
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
+  Status v = m.Validate();
+  if (!v.ok()) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(v);
+  }
+  if (!core) return Err(Status::Unavailable("no agent has registered yet; start an aryl-agent first"));
+  if (m.client_token) {
+    // A retry of a submission that already landed: answer with that job.
+    auto existing = store->FindJobByToken(*m.client_token);
+    if (!existing.ok()) return Err(existing.status());
+    if (*existing) {
+      p::SubmitReply reply;
+      reply.job = **existing;
+      auto it = jobs.find(reply.job);
+      if (it != jobs.end()) reply.name = it->second.rec.name;
+      return p::Message(reply);
+    }
+  }
+  JobRecord rec;
+  rec.client_token = m.client_token.value_or("");
+  rec.name = m.name.empty() ? m.argv[0].substr(m.argv[0].find_last_of('/') + 1) : m.name;
+  rec.spec_json = p::Encode(m);
+  rec.submit_time = WallNow();
+  // Validate against the core without keeping it: the core refuses impossible jobs.
+  s::JobSpec spec;
+  spec.name = rec.name;
+  spec.submit_time = CoreNow();
+  bool elastic = !m.workers.has_value();
+  spec.kind = elastic ? s::JobKind::kElastic : s::JobKind::kInelastic;
+  spec.min_workers = static_cast<int>(elastic ? *m.min_workers : *m.workers);
+  spec.max_workers = static_cast<int>(elastic ? *m.max_workers : *m.workers);
+  if (!m.gpu_type.empty()) spec.gpu_types = {m.gpu_type};
+  spec.model = !m.model.empty() && measured && measured->HasModel(m.model) ? m.model : kLinearModel;
+  spec.total_work = m.total_work > 0 ? m.total_work : kUnknownWork;
+  int capacity = 0;
+  for (const auto& [id, n] : nodes)
+    if (m.gpu_type.empty() || n.gpu_type == m.gpu_type) capacity += n.slots;
+  if (spec.min_workers > capacity) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(Status::InvalidArgument("job needs at least " + std::to_string(spec.min_workers) + " workers" +
+                                       (m.gpu_type.empty() ? "" : " of type " + m.gpu_type) +
+                                       " but the cluster has " + std::to_string(capacity)));
+  }
+  std::uint64_t id = 0;
+  Status st = store->Batch([&]() -> Status {
+    ARYL_ASSIGN_OR_RETURN(id, store->InsertJob(rec));
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + p::Encode(m)));
+    return Status::Ok();
+  });
+  if (!st.ok()) return Err(st);
+  rec.id = id;
+  spec.id = id;
+  Job j;
+  j.rec = rec;
+  j.spec = m;
+  jobs[id] = std::move(j);
+  metrics.Inc("aryl_jobs_submitted_total");
+  st = Feed(s::JobSubmitted{spec}, "submit");
+  if (!st.ok()) {
+    // The core refused it: the job fails at once with the reason.
+    (void)EndJob(jobs[id], JobState::kFailed, 2, "refused by the scheduler: " + st.message());
+    jobs.erase(id);
+    return Err(st);
+  }
+  p::SubmitReply reply;
+  reply.job = id;
+  reply.name = rec.name;
+  PublishSnapshot();
+  return p::Message(reply);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListJobs& m) {
+  p::JobsReply reply;
+  if (m.include_finished) {
+    auto all = store->ListJobs(false);
+    if (!all.ok()) return Err(all.status());
+    for (const auto& rec : *all) {
+      auto it = jobs.find(rec.id);
+      reply.jobs.push_back(it != jobs.end() ? Row(it->second.rec, &it->second) : Row(rec, nullptr));
+    }
+  } else {
+    for (const auto& [id, j] : jobs) reply.jobs.push_back(Row(j.rec, &j));
+  }
+  return p::Message(reply);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
+  auto it = jobs.find(m.job);
+  JobRecord rec;
+  if (it != jobs.end()) {
+    rec = it->second.rec;
+  } else {
+    auto r = store->GetJob(m.job);
+    if (!r.ok()) return Err(r.status());
+    rec = *r;
+  }
+  p::JobStatusReply reply;
+  reply.row = Row(rec, it != jobs.end() ? &it->second : nullptr);
+  std::map<std::string, int> placement;
+  if (it != jobs.end()) {
+    for (const auto& [id, w] : it->second.workers)
+      if (!w.leaving) placement[w.agent]++;
+  }
+  for (const auto& [node, n] : placement) reply.placement.push_back({node, n});
+  auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
+  if (spec.ok()) reply.argv = spec->argv;
+  if (IsTerminal(rec.state)) reply.exit_code = std::clamp(rec.exit_code, 0, 255);
+  reply.message = rec.message;
+  return p::Message(reply);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CancelJob& m) {
+  auto it = jobs.find(m.job);
+  if (it == jobs.end()) {
+    auto r = store->GetJob(m.job);
+    if (!r.ok()) return Err(r.status());
+    return Err(Status::FailedPrecondition("job " + std::to_string(m.job) + " is already " +
+                                          std::string(JobStateName(r->state))));
+  }
+  Status st = Feed(s::JobCancelled{m.job}, "cancel");
+  if (!st.ok()) return Err(st);
+  it = jobs.find(m.job);
+  if (it != jobs.end()) {
+    (void)EndJob(it->second, JobState::kCancelled, 130, "cancelled by the user");
+    jobs.erase(it);
+  }
+  PublishSnapshot();
+  p::Ok ok;
+  ok.message = "job " + std::to_string(m.job) + " cancelled";
+  return p::Message(ok);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListNodes&) {
+  p::NodesReply reply;
+  reply.nodes = NodeRows();
+  return p::Message(reply);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolOffer& m) {
+  Status st = Offer(m.servers);
+  if (!st.ok()) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(st);
+  }
+  PublishSnapshot();
+  p::Ok ok;
+  ok.message = std::to_string(m.servers.size()) + " server(s) loaned";
+  return p::Message(ok);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolReclaim& m) {
+  Status v = m.Validate();
+  if (!v.ok()) return Err(v);
+  Status st = ReclaimServers(static_cast<int>(m.count), m.servers, m.deadline_seconds);
+  if (!st.ok()) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(st);
+  }
+  PublishSnapshot();
+  p::Ok ok;
+  ok.message = "reclaim accepted; servers are empty within " + std::to_string(m.deadline_seconds) + " s";
+  return p::Message(ok);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::WatchJob& m) {
+  auto it = jobs.find(m.job);
+  if (it == jobs.end()) {
+    auto r = store->GetJob(m.job);
+    if (!r.ok()) return Err(r.status());
+    // Already over: one final event.
+    p::JobEvent ev;
+    ev.job = m.job;
+    ev.time = WallNow();
+    ev.state = Row(*r, nullptr).state;
+    ev.message = r->message;
+    ev.exit_code = std::clamp(r->exit_code, 0, 255);
+    ev.final = true;
+    (void)server->Push(from.peer.identity, ev);
+  } else {
+    auto& w = it->second.watchers;
+    if (std::find(w.begin(), w.end(), from.peer.identity) == w.end()) w.push_back(from.peer.identity);
+    Notify(it->second, Row(it->second.rec, &it->second).state, it->second.rec.message);
+  }
+  p::Ok ok;
+  ok.message = "watching job " + std::to_string(m.job);
+  return p::Message(ok);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::StatusRequest&) {
+  p::StatusReply reply;
+  reply.summary = Summary();
+  return p::Message(reply);
+}
+
+}  // namespace aryl::daemon

@@ -1,0 +1,214 @@
+// Daemon::Impl: the scheduler daemon's state and the functions that change it,
+// split by responsibility across the files of this folder:
+//   daemon.cc           setup (state file, metrics), the public Daemon class
+//   core_journal.cc     rebuilding the core by replaying its journal
+//   plan.cc             the one path from a core event to executed actions:
+//                       Feed, Execute, Converge (placement -> agent commands)
+//   agents.cc           agent registration, heartbeats, liveness, reconciliation
+//   job_lifecycle.cc    worker reports (exits, progress, resizes) and job ends
+//   client_handlers.cc  requests from aryl / aryl-run / inference managers
+//   status.cc           listings, the status summary and gauges
+//   inference.cc        loans, reclaims and the inference demand source
+//   tick.cc             the periodic work, in order
+//
+// Thread safety: everything here runs on the protocol::Server thread (its
+// handler and its tick); only status_snapshot is read by the HTTP thread,
+// under snapshot_mu.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "aryl/daemon/daemon.h"
+#include "aryl/daemon/http_server.h"
+#include "aryl/daemon/metrics.h"
+#include "aryl/daemon/state_store.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/transport.h"
+#include "aryl/sched/scheduler.h"
+#include "aryl/sched/state.h"
+#include "aryl/sched/throughput.h"
+#include "aryl/sim/demand.h"
+
+namespace aryl::daemon {
+
+namespace p = aryl::protocol;
+namespace s = aryl::sched;
+using json = nlohmann::json;
+
+inline double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+inline constexpr const char* kLinearModel = "linear";
+inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
+
+// "node:n,node:n" ("-" when empty), for logs and the event journal.
+std::string PlacementString(const std::map<std::string, int>& placement);
+
+class Daemon::Impl {
+ public:
+ public:
+  struct Node {
+    std::string id;
+    std::string host;
+    p::Pool pool = p::Pool::kTraining;
+    std::string gpu_type;
+    int slots = 0;
+    s::ServerId server_id = 0;
+    bool connected = false;
+    double last_heartbeat = 0;  // wall
+    std::string store_endpoint;
+    std::string loan_state = "available";  // available | held | loaned
+  };
+  struct Worker {
+    p::WorkerId id = 0;
+    std::string agent;
+    int rank = 0;
+    int slot = 0;
+    std::int64_t generation = 0;
+    bool leaving = false;  // asked to leave (resize, preempt, cancel, reclaim)
+  };
+  struct Job {
+    JobRecord rec;
+    p::SubmitJob spec;
+    std::map<p::WorkerId, Worker> workers;  // live workers
+    std::int64_t generation = 0;
+    p::WorkerId next_worker = 0;
+    int starts = 0;
+    int failures = 0;
+    std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
+    bool completing = false;  // a worker exited 0 on its own: the job is done
+    double completing_since = 0;
+    std::int64_t step = 0;
+    double loss = 0, rate = 0;
+    std::int64_t rescales = 0;
+    double last_progress_event = 0;
+    std::vector<std::string> watchers;  // client identities
+    std::deque<std::string> output;
+  };
+  struct PendingReclaim {
+    std::string node;
+    double start = 0;     // wall
+    double deadline = 0;  // wall
+    bool forced = false;
+  };
+
+  DaemonOptions opt;
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<p::Server> server;
+  std::unique_ptr<HttpServer> http;
+  Metrics metrics;
+  std::string public_key;
+
+  double epoch = 0;              // wall time of core time 0
+  double last_core_time = 0;
+  std::unique_ptr<s::Scheduler> core;
+  std::shared_ptr<s::ThroughputCatalog> measured;  // optional tables
+  std::map<std::string, Node> nodes;
+  std::map<s::ServerId, std::string> node_by_server;
+  std::map<s::JobId, Job> jobs;  // live jobs (queued or running)
+  std::vector<PendingReclaim> reclaims;
+  double started_at = 0;
+  double last_tick = 0;
+  double last_demand_check = 0;
+  std::optional<sim::DemandCurve> demand;
+  int demand_servers = -1;
+  std::uint64_t scheduler_epoch = 0;
+
+  std::mutex snapshot_mu;
+  std::string status_snapshot = "{}";
+
+
+  // Set by the reclaim in progress (inference.cc), read by Execute.
+  double current_reclaim_deadline = 120;
+  double demand_reclaim_deadline = 10;
+  // Jobs whose workers changed outside a plan; converged on the next tick.
+  std::set<p::JobId> pending_converge;
+
+  // --- daemon.cc: setup
+  Status Init();
+  void DeclareMetrics();
+  double CoreNow();
+  std::shared_ptr<const s::ThroughputCatalog> Catalog();
+
+  // --- core_journal.cc
+  Status RebuildCore(std::optional<s::ServerId> recovering);
+
+  // --- plan.cc
+  Status Feed(s::EventBody body, const std::string& why);
+  std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
+  Status Execute(const s::Action& a);
+  Status SaveNode(const Node& n);
+  Status SaveJob(Job& j);
+  std::set<int> FreeSlots(const Node& n);
+  Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
+  void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason);
+  void Push(const std::string& agent, const p::Message& msg);
+  void Notify(Job& j, p::JobState state, const std::string& message, bool final = false,
+              std::vector<std::string> output = {});
+
+  // --- client_handlers.cc (dispatch) and the handlers of every file
+  std::optional<p::Message> Handle(const p::ReplyTo& from, p::Message msg);
+  static p::Message Err(const Status& st) { return p::Error::FromStatus(st); }
+  template <typename T>
+  std::optional<p::Message> On(const p::ReplyTo&, T&) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(Status::InvalidArgument(std::string("the scheduler does not accept '") + std::string(T::kType) + "'"));
+  }
+
+  // --- agents.cc
+  std::optional<p::Message> On(const p::ReplyTo& from, p::AgentRegister& m);
+  void Reconcile(Node& n, const std::vector<p::RunningWorker>& running);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
+  void LivenessTick(double now);
+
+  // --- job_lifecycle.cc
+  Status EndJob(Job& j, JobState state, int exit_code, const std::string& message);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::WorkerExited& m);
+  void FinishJob(Job& j, int exit_code);
+  void FailJob(Job& j, int code, const std::string& why);
+  std::optional<p::Message> On(const p::ReplyTo&, p::ResizeReport& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::JobProgress& m);
+  void ConvergeTick(double now);
+
+  // --- client_handlers.cc
+  std::optional<p::Message> On(const p::ReplyTo&, p::SubmitJob& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::ListJobs& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::JobStatus& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::CancelJob& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::ListNodes&);
+  std::optional<p::Message> On(const p::ReplyTo&, p::PoolOffer& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::PoolReclaim& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::WatchJob& m);
+  std::optional<p::Message> On(const p::ReplyTo&, p::StatusRequest&);
+
+  // --- status.cc
+  p::JobRow Row(const JobRecord& rec, const Job* live);
+  std::vector<p::NodeRow> NodeRows();
+  json Summary();
+  void PublishSnapshot();
+
+  // --- inference.cc
+  Status Offer(const std::vector<std::string>& names);
+  Status ReclaimServers(int count, const std::vector<std::string>& names, double deadline_s);
+  void ReclaimTick(double now);
+  void DemandTick(double now);
+
+  // --- tick.cc
+  void Tick();
+};
+
+}  // namespace aryl::daemon

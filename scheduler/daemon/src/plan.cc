@@ -1,0 +1,318 @@
+#include "core_journal.h"
+#include "daemon_impl.h"
+
+namespace aryl::daemon {
+
+Status Daemon::Impl::Feed(s::EventBody body, const std::string& why) {
+  if (!core) return Status::FailedPrecondition("no agent has registered yet");
+  auto t0 = std::chrono::steady_clock::now();
+  double t = CoreNow();
+  std::string text = EventToJson(body);
+  // Validate before journaling: a bad event must not poison the replay.
+  auto plan = core->Handle({t, body});
+  if (!plan.ok()) return plan.status();
+  last_core_time = t;
+  Status st = store->Batch([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, text));
+    for (const auto& a : plan->actions) ARYL_RETURN_IF_ERROR(Execute(a));
+    return Status::Ok();
+  });
+  if (!st.ok()) {
+    // The core moved but the journal did not: rebuild the core from disk so the two agree.
+    spdlog::error("persisting {} failed: {}; rebuilding the core", why, st.ToString());
+    (void)RebuildCore(std::nullopt);
+    return st;
+  }
+  metrics.Observe("aryl_round_seconds",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return Status::Ok();
+}
+
+std::map<std::string, int> Daemon::Impl::ToNodePlacement(const s::Placement& placement) {
+  std::map<std::string, int> out;
+  for (const auto& [sid, n] : placement) {
+    auto it = node_by_server.find(sid);
+    if (it != node_by_server.end() && n > 0) out[it->second] = n;
+  }
+  return out;
+}
+
+Status Daemon::Impl::Execute(const s::Action& a) {
+  switch (a.type) {
+    case s::ActionType::kStart:
+    case s::ActionType::kResize: {
+      auto it = jobs.find(a.job);
+      if (it == jobs.end()) return Status::Ok();
+      // A job whose workers are finishing keeps them until they are gone.
+      if (it->second.completing) return Status::Ok();
+      if (a.type == s::ActionType::kResize) {
+        it->second.rescales++;
+        metrics.Inc("aryl_rescales_total");
+      }
+      return Converge(it->second, ToNodePlacement(a.placement), a.reason);
+    }
+    case s::ActionType::kPreempt: {
+      auto it = jobs.find(a.job);
+      if (it == jobs.end()) return Status::Ok();
+      metrics.Inc("aryl_preemptions_total");
+      Job& j = it->second;
+      StopJobWorkers(j, /*checkpoint_first=*/true, "preempted: " + a.reason);
+      j.rec.state = JobState::kQueued;
+      j.rec.placement.clear();
+      j.rec.message = "preempted: " + a.reason;
+      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, "preempt", a.reason));
+      Notify(j, p::JobState::kPreempted, j.rec.message);
+      return SaveJob(j);
+    }
+    case s::ActionType::kReturnServer: {
+      auto nit = node_by_server.find(a.server);
+      if (nit == node_by_server.end()) return Status::Ok();
+      Node& n = nodes[nit->second];
+      n.loan_state = "held";
+      ARYL_RETURN_IF_ERROR(SaveNode(n));
+      metrics.Inc("aryl_reclaims_total");
+      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "return", n.id + ": " + a.reason));
+      PendingReclaim pr{n.id, WallNow(), WallNow() + current_reclaim_deadline};
+      reclaims.push_back(pr);
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Status Daemon::Impl::SaveNode(const Node& n) {
+  return store->UpsertNode({n.id, std::string(p::ToString(n.pool)), n.gpu_type, n.slots, n.loan_state, n.server_id});
+}
+
+Status Daemon::Impl::SaveJob(Job& j) {
+  json w;
+  w["generation"] = j.generation;
+  w["next_worker"] = j.next_worker;
+  w["starts"] = j.starts;
+  w["failures"] = j.failures;
+  w["rescales"] = j.rescales;
+  w["home_store"] = j.home_store;
+  json arr = json::array();
+  j.rec.placement.clear();
+  for (const auto& [id, wk] : j.workers) {
+    arr.push_back({{"id", wk.id}, {"agent", wk.agent}, {"rank", wk.rank}, {"slot", wk.slot},
+                   {"generation", wk.generation}, {"leaving", wk.leaving}});
+    if (!wk.leaving) j.rec.placement[wk.agent]++;
+  }
+  w["workers"] = arr;
+  j.rec.workers_json = w.dump();
+  j.rec.generation = static_cast<std::uint64_t>(j.generation);
+  return store->UpdateJob(j.rec);
+}
+
+// Slots not held by a worker that stays. A leaver's slot counts as free: the
+// core gave it away with the plan, and the leaver goes at its next step
+// boundary (or is stopped), so the joiner shares it only briefly.
+std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
+  std::set<int> used;
+  for (const auto& [jid, j] : jobs)
+    for (const auto& [wid, w] : j.workers)
+      if (w.agent == n.id && !w.leaving) used.insert(w.slot);
+  std::set<int> free;
+  for (int i = 0; i < n.slots; ++i)
+    if (!used.count(i)) free.insert(i);
+  return free;
+}
+
+// Makes the job's live workers match `desired` (node -> count): starts joiners
+// where there are too few, marks leavers where there are too many, and
+// announces the new generation to every agent involved.
+Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+  std::map<std::string, std::vector<p::WorkerId>> actual;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) actual[w.agent].push_back(id);
+  std::map<std::string, int> have;
+  for (const auto& [node, ids] : actual) have[node] = static_cast<int>(ids.size());
+  if (have == desired && !desired.empty()) return Status::Ok();
+  bool fresh = have.empty();
+  std::vector<p::WorkerId> leavers;
+  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
+  for (auto& [node, ids] : actual) {
+    int want = desired.count(node) ? desired.at(node) : 0;
+    // Leave the highest ranks first.
+    std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return j.workers[a].rank < j.workers[b].rank; });
+    while (static_cast<int>(ids.size()) > want) {
+      leavers.push_back(ids.back());
+      j.workers[ids.back()].leaving = true;
+      ids.pop_back();
+    }
+  }
+  std::set<std::string> existing_agents;
+  for (const auto& [id, w] : j.workers) existing_agents.insert(w.agent);
+  // Training servers first: their workers get the lowest ranks, so rank 0 (and
+  // the job's rendezvous store) stays off loaned servers that may be reclaimed.
+  std::vector<std::pair<std::string, int>> order(desired.begin(), desired.end());
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    auto rank_of = [&](const std::string& n) {
+      auto it = nodes.find(n);
+      return it == nodes.end() || it->second.pool != p::Pool::kTraining ? 1 : 0;
+    };
+    return rank_of(a.first) < rank_of(b.first);
+  });
+  for (const auto& [node, want] : order) {
+    int got = have.count(node) ? have.at(node) : 0;
+    if (got >= want) continue;
+    auto nit = nodes.find(node);
+    if (nit == nodes.end()) continue;
+    auto free = FreeSlots(nit->second);
+    if (static_cast<int>(free.size()) < want - got) {
+      spdlog::error("job {}: {} needs {} more slots but has {} free; the scheduler's view and the agent disagree",
+                    j.rec.id, node, want - got, free.size());
+      pending_converge.insert(j.rec.id);
+    }
+    for (int k = got; k < want && !free.empty(); ++k) {
+      Worker w;
+      w.id = j.next_worker++;
+      w.agent = node;
+      w.slot = *free.begin();
+      free.erase(free.begin());
+      joiners[node].push_back({w.id, 0, w.slot});
+      j.workers[w.id] = w;
+    }
+  }
+  j.generation++;
+  // Ranks: stayers keep their order, joiners follow.
+  std::vector<p::WorkerId> members;
+  std::vector<std::pair<int, p::WorkerId>> stayers;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving && w.generation != 0) stayers.push_back({w.rank, id});
+  std::sort(stayers.begin(), stayers.end());
+  for (auto& [r, id] : stayers) members.push_back(id);
+  for (const auto& [node, want] : order)
+    if (joiners.count(node))
+      for (auto& wp : joiners[node]) members.push_back(wp.worker);
+  for (size_t r = 0; r < members.size(); ++r) {
+    auto& w = j.workers[members[r]];
+    w.rank = static_cast<int>(r);
+    w.generation = j.generation;
+  }
+  for (auto& [node, list] : joiners)
+    for (auto& wp : list) wp.rank = j.workers[wp.worker].rank;
+
+  if (fresh) {
+    j.starts++;
+    j.completing = false;
+    j.rec.start_time = WallNow();
+  }
+  std::string master_node = members.empty() ? "" : j.workers[members[0]].agent;
+  std::string master_host = nodes.count(master_node) ? nodes[master_node].host : "127.0.0.1";
+  int master_port = 20000 + static_cast<int>((j.rec.id * 131 + j.starts * 7) % 20000);
+  // Every agent hosting stayers or leavers learns the new generation; the
+  // agent relays it to its workers and makes leavers go at the switch.
+  std::map<std::string, std::vector<p::WorkerId>> leaving_by_agent;
+  for (auto id : leavers) leaving_by_agent[j.workers[id].agent].push_back(id);
+  if (fresh) {
+    // The agent of rank 0 hosts this start's rendezvous (when it has a store).
+    j.home_store = nodes.count(master_node) && !nodes[master_node].store_endpoint.empty()
+                       ? nodes[master_node].store_endpoint
+                       : "none";
+  }
+  std::string store_ep = j.home_store;
+  std::string store_key = std::to_string(j.rec.id) + "-" + std::to_string(j.starts);
+  if (!fresh && store_ep != "none") {
+    for (const auto& [id, n] : nodes)
+      if (n.store_endpoint == store_ep && n.connected) existing_agents.insert(id);
+  }
+  if (!fresh) {
+    for (const auto& agent : existing_agents) {
+      p::NewGeneration ng;
+      ng.job = j.rec.id;
+      ng.generation = j.generation;
+      ng.members = members;
+      ng.leaving = leaving_by_agent.count(agent) ? leaving_by_agent[agent] : std::vector<p::WorkerId>{};
+      ng.store_endpoint = store_ep;
+      ng.store_prefix = store_key;
+      if (members.empty()) {
+        p::StopWorkers sw;
+        sw.job = j.rec.id;
+        sw.workers = ng.leaving;
+        sw.grace_seconds = opt.stop_grace;
+        sw.reason = reason;
+        Push(agent, sw);
+      } else {
+        Push(agent, ng);
+      }
+    }
+  }
+  for (const auto& [agent, list] : joiners) {
+    p::StartWorkers sw;
+    sw.job = j.rec.id;
+    sw.generation = j.generation;
+    sw.workers = list;
+    sw.members = members;
+    sw.argv = j.spec.argv;
+    sw.env = j.spec.env;
+    sw.env["ARYL_JOB_ID"] = store_key;
+    sw.env["ARYL_MIN_WORKERS"] = std::to_string(j.spec.min_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MASTER_ADDR"] = master_host;
+    sw.env["ARYL_MASTER_PORT"] = std::to_string(master_port);
+    sw.cwd = j.spec.cwd;
+    sw.checkpoint_dir = j.spec.checkpoint_dir;
+    sw.store_endpoint = store_ep;
+    sw.store_prefix = store_key;
+    Push(agent, sw);
+  }
+  int size = static_cast<int>(members.size());
+  j.rec.state = size > 0 ? JobState::kRunning : j.rec.state;
+  j.rec.message = reason;
+  std::string kind = fresh ? "start" : "resize";
+  std::map<std::string, int> placed;
+  for (auto id : members) placed[j.workers[id].agent]++;
+  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, kind,
+                                          "generation " + std::to_string(j.generation) + " on " +
+                                              PlacementString(placed) + " (" + reason + ")"));
+  Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
+         kind + " to " + std::to_string(size) + " workers on " + PlacementString(placed) + ": " + reason);
+  spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
+  return SaveJob(j);
+}
+
+void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason) {
+  std::map<std::string, std::vector<p::WorkerId>> by_agent;
+  for (auto& [id, w] : j.workers) {
+    w.leaving = true;
+    by_agent[w.agent].push_back(id);
+  }
+  for (const auto& [agent, ids] : by_agent) {
+    p::StopWorkers sw;
+    sw.job = j.rec.id;
+    sw.workers = ids;
+    sw.grace_seconds = opt.stop_grace;
+    sw.checkpoint_first = checkpoint_first;
+    sw.reason = reason;
+    Push(agent, sw);
+  }
+}
+
+void Daemon::Impl::Push(const std::string& agent, const p::Message& msg) {
+  auto n = nodes.find(agent);
+  if (n == nodes.end() || !n->second.connected) return;  // reconciled when it comes back
+  Status st = server->Push(agent, msg);
+  if (!st.ok()) spdlog::warn("push {} to {}: {}", p::TypeName(msg), agent, st.ToString());
+}
+
+void Daemon::Impl::Notify(Job& j, p::JobState state, const std::string& message, bool final,
+                           std::vector<std::string> output) {
+  if (j.watchers.empty()) return;
+  p::JobEvent ev;
+  ev.job = j.rec.id;
+  ev.time = WallNow();
+  ev.state = state;
+  int size = 0;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) size++;
+  ev.workers = size;
+  ev.message = message;
+  ev.output = std::move(output);
+  ev.final = final;
+  if (final) ev.exit_code = std::clamp(j.rec.exit_code, 0, 255);
+  for (const auto& watcher : j.watchers) (void)server->Push(watcher, ev);
+}
+
+}  // namespace aryl::daemon

@@ -1,0 +1,133 @@
+#include "daemon_impl.h"
+
+namespace aryl::daemon {
+
+p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
+  p::JobRow r;
+  r.job = rec.id;
+  r.name = rec.name;
+  auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
+  if (spec.ok()) {
+    r.min_workers = spec->workers.value_or(spec->min_workers.value_or(1));
+    r.max_workers = spec->workers.value_or(spec->max_workers.value_or(1));
+    r.gpu_type = spec->gpu_type;
+  }
+  r.submit_time = std::max(0.0, rec.submit_time);
+  r.generation = static_cast<std::int64_t>(rec.generation);
+  switch (rec.state) {
+    case JobState::kQueued: r.state = p::JobState::kQueued; break;
+    case JobState::kRunning: r.state = p::JobState::kRunning; break;
+    case JobState::kFinished: r.state = p::JobState::kCompleted; break;
+    case JobState::kFailed: r.state = p::JobState::kFailed; break;
+    case JobState::kCancelled: r.state = p::JobState::kCancelled; break;
+  }
+  if (!live) {
+    try {
+      r.rescales = json::parse(rec.workers_json).value("rescales", std::int64_t{0});
+    } catch (const std::exception&) {
+    }
+  }
+  if (live) {
+    for (const auto& [id, w] : live->workers)
+      if (!w.leaving) r.workers++;
+    r.step = live->step;
+    r.steps_per_second = live->rate;
+    r.rescales = live->rescales;
+    r.generation = live->generation;
+    if (rec.state == JobState::kQueued && !live->workers.empty()) r.state = p::JobState::kPreempted;
+  }
+  return r;
+}
+
+std::vector<p::NodeRow> Daemon::Impl::NodeRows() {
+  std::vector<p::NodeRow> rows;
+  for (const auto& [id, n] : nodes) {
+    p::NodeRow r;
+    r.agent_id = n.id;
+    r.host = n.host;
+    r.pool = n.pool;
+    r.gpu_type = n.gpu_type;
+    r.slots = n.slots;
+    r.used_slots = n.slots - static_cast<int>(FreeSlots(n).size());
+    r.connected = n.connected;
+    r.last_heartbeat_age = n.last_heartbeat > 0 ? std::max(0.0, WallNow() - n.last_heartbeat) : 0;
+    if (!n.connected) r.state = p::NodeState::kDisconnected;
+    else if (n.loan_state == "loaned") r.state = p::NodeState::kLoaned;
+    else if (n.loan_state == "held") {
+      bool reclaiming = std::any_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == n.id; });
+      r.state = reclaiming ? p::NodeState::kReclaiming : p::NodeState::kHeld;
+    } else r.state = p::NodeState::kAvailable;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+json Daemon::Impl::Summary() {
+  json j;
+  j["epoch"] = scheduler_epoch;
+  j["policy"] = opt.policy;
+  j["uptime_seconds"] = WallNow() - started_at;
+  json pools = json::object();
+  int loaned = 0;
+  for (const auto& row : NodeRows()) {
+    std::string pool(p::ToString(row.pool));
+    auto& pj = pools[pool];
+    if (pj.is_null()) pj = json::object();
+    pj["servers"] = pj.value("servers", 0) + 1;
+    pj["slots"] = pj.value("slots", 0) + row.slots;
+    pj["used_slots"] = pj.value("used_slots", 0) + row.used_slots;
+    if (row.state == p::NodeState::kLoaned) {
+      loaned++;
+      pj["loaned_servers"] = pj.value("loaned_servers", 0) + 1;
+      pj["loaned_slots"] = pj.value("loaned_slots", 0) + row.slots;
+    }
+    if (row.connected) pj["connected"] = pj.value("connected", 0) + 1;
+  }
+  j["pools"] = pools;
+  j["loaned_servers"] = loaned;
+  json counts = json::object();
+  json jobs_arr = json::array();
+  for (const auto& [id, job] : jobs) {
+    auto row = Row(job.rec, &job);
+    std::string st(p::ToString(row.state));
+    counts[st] = counts.value(st, 0) + 1;
+    jobs_arr.push_back({{"job", id}, {"name", row.name}, {"state", st}, {"workers", row.workers},
+                        {"min", row.min_workers}, {"max", row.max_workers}, {"step", row.step},
+                        {"loss", job.loss}, {"steps_per_second", row.steps_per_second},
+                        {"rescales", row.rescales}, {"generation", row.generation}});
+  }
+  j["jobs_by_state"] = counts;
+  j["jobs"] = jobs_arr;
+  j["rescales"] = metrics.Value("aryl_rescales_total");
+  j["preemptions"] = metrics.Value("aryl_preemptions_total");
+  j["reclaims"] = metrics.Value("aryl_reclaims_total");
+  j["reclaims_late"] = metrics.Value("aryl_reclaims_late_total");
+  auto round = metrics.Histogram("aryl_round_seconds");
+  j["rounds"] = {{"count", round.count}, {"max_seconds", round.max},
+                 {"mean_seconds", round.count ? round.sum / round.count : 0.0}};
+  auto lat = metrics.Histogram("aryl_reclaim_latency_seconds");
+  j["reclaim_latency"] = {{"count", lat.count}, {"max_seconds", lat.max}};
+  j["pending_reclaims"] = reclaims.size();
+  return j;
+}
+
+void Daemon::Impl::PublishSnapshot() {
+  json j = Summary();
+  // Gauges.
+  metrics.ClearGauge("aryl_jobs");
+  for (auto& [state, n] : j["jobs_by_state"].items()) metrics.Set("aryl_jobs", "state=\"" + state + "\"", n.get<double>());
+  metrics.ClearGauge("aryl_gpus");
+  for (auto& [pool, pj] : j["pools"].items()) {
+    int used = pj.value("used_slots", 0), total = pj.value("slots", 0);
+    metrics.Set("aryl_gpus", "pool=\"" + pool + "\",use=\"used\"", used);
+    metrics.Set("aryl_gpus", "pool=\"" + pool + "\",use=\"free\"", total - used);
+  }
+  metrics.Set("aryl_loaned_servers", "", j["loaned_servers"].get<double>());
+  int connected = 0;
+  for (const auto& [id, n] : nodes) connected += n.connected;
+  metrics.Set("aryl_nodes_connected", "", connected);
+  std::lock_guard lock(snapshot_mu);
+  status_snapshot = j.dump(2);
+}
+
+}  // namespace aryl::daemon
