@@ -566,9 +566,21 @@ Status NewGeneration::Validate() const {
   return Status::Ok();
 }
 
+bool IsWorkerOutcome(std::string_view s) {
+  return s == "completed" || s == "stopped" || s == "left" || s == "interrupted" || s == "failed";
+}
+
 Status WorkerExited::Validate() const {
   if (exit_code.has_value() == signal.has_value())
     return FieldError("exit_code", "exactly one of 'exit_code' and 'signal' must be set");
+  if (!outcome.empty() && !IsWorkerOutcome(outcome))
+    return FieldError("outcome", "expected completed, stopped, left, interrupted or failed, got \"" + outcome + "\"");
+  return Status::Ok();
+}
+
+Status WorkerDone::Validate() const {
+  if (!IsWorkerOutcome(outcome))
+    return FieldError("outcome", "expected completed, stopped, left, interrupted or failed, got \"" + outcome + "\"");
   return Status::Ok();
 }
 

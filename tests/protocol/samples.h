@@ -67,7 +67,11 @@ inline std::vector<Message> SampleMessages() {
                            .worker = 5,
                            .generation = 3,
                            .exit_code = std::nullopt,
-                           .signal = 9});
+                           .signal = 9,
+                           .outcome = "interrupted",
+                           .runtime = true,
+                           .error = ""});
+  m.push_back(WorkerExitAck{.job = 12, .worker = 6});
   m.push_back(ResizeReport{.job = 12,
                            .generation = 3,
                            .from_workers = 3,
@@ -150,6 +154,8 @@ inline std::vector<Message> SampleMessages() {
   m.push_back(WorkerCheckpointRequest{
       .job = 12, .reason = "preemption", .deadline_seconds = 30, .stop_after = true});
   m.push_back(WorkerLeave{.job = 12, .worker = 5, .generation = 3, .step = 1300});
+  m.push_back(WorkerDone{
+      .job = 12, .worker = 5, .generation = 3, .step = 1300, .outcome = "stopped", .message = ""});
   m.push_back(StoreSet{.key = "job/12/g3/rank0", .value = {std::string("\x00\x01\xff\x80z", 5)}});
   m.push_back(StoreGet{.key = "job/12/g3/rank0", .timeout_ms = 250});
   m.push_back(StoreAdd{.key = "job/12/g3/count", .delta = -2});

@@ -22,7 +22,12 @@
 //      SIGTERM, then SIGKILL after the grace period.
 //   6. Scheduler → WorkerCheckpointRequest {job, reason, deadline}: a preemption
 //      notice; the agent relays it to the job's local workers (step 15).
-//   7. Agent → WorkerExited {job, worker, exit code or signal}, one-way.
+//   7. Agent → WorkerExited {job, worker, exit code or signal, the runtime's
+//      outcome (step 18), exec error}, one-way. The agent keeps each exit and
+//      sends it again (every few seconds, and in AgentRegister.exited) until the
+//      scheduler answers WorkerExitAck, which it sends once the exit is durable:
+//      an exit is never lost to a scheduler restart or a full state disk, and
+//      handling one twice changes nothing.
 //   8. Agent → ResizeReport {job, generation, per-phase timings}, one-way, once
 //      per resize (from the rank-0 worker's WorkerResizeReport).
 //   9. Agent → JobProgress {job, step, loss, steps/s, remaining work}, one-way,
@@ -47,6 +52,10 @@
 //  15. Agent → WorkerCheckpointRequest: checkpoint now (e.g. a preemption notice).
 //  16. Worker → WorkerLeave {job, worker, generation, step} when it leaves
 //      cleanly (it then exits 0), one-way.
+//  18. Worker → WorkerDone {job, worker, generation, step, outcome} just before
+//      its program exits ⇠ Ok. Only an outcome of "completed" ends a job as
+//      completed; an exit 0 without it (a worker stopped by a signal the runtime
+//      turned into a clean stop) is not the end of the job's work.
 //
 //  Rendezvous store (StoreClient → StoreServer, embedded in an agent, the daemon
 //  or a test coordinator; it outlives every worker):
@@ -157,6 +166,42 @@ struct RunningWorker {
     v("pid", pid, {.min = 1});
   }
   bool operator==(const RunningWorker&) const = default;
+};
+
+// How a worker's program ended, in its own words (WorkerDone, carried on in
+// WorkerExited.outcome): "completed" (it finished its work), "stopped" (it
+// stopped at a step boundary with a durable checkpoint, e.g. on a stop request
+// or SIGTERM, and can resume), "left" (it was not a member of the newest
+// generation), "interrupted" (a peer or the store failed; a retry may succeed),
+// "failed" (an error a retry will not fix). Empty: no report (a program that
+// does not link the runtime, or one that died before it could say).
+bool IsWorkerOutcome(std::string_view s);
+
+struct WorkerExited {
+  static constexpr std::string_view kType = "worker_exited";
+  std::string agent_id{};
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;
+  std::optional<std::int64_t> exit_code{};  // exactly one of exit_code and signal
+  std::optional<std::int64_t> signal{};
+  std::string outcome{};  // the runtime's WorkerDone outcome; empty: none
+  bool runtime = false;   // the worker spoke the runtime protocol (WorkerHello)
+  std::string error{};    // why it could not start (exec error), empty otherwise
+  template <typename V>
+  void Visit(V& v) {
+    v("agent_id", agent_id, {.non_empty = true});
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("exit_code", exit_code, {.min = 0, .max = 255});
+    v("signal", signal, {.min = 1, .max = 128});
+    v("outcome", outcome);
+    v("runtime", runtime);
+    v("error", error);
+  }
+  Status Validate() const;
+  bool operator==(const WorkerExited&) const = default;
 };
 
 // One worker to start on an agent.
@@ -274,6 +319,7 @@ struct AgentRegister {
   std::int64_t slots = 1;
   std::vector<RunningWorker> workers{};  // already running (reconciliation)
   std::string store_endpoint{};          // the agent's embedded store; empty = none
+  std::vector<WorkerExited> exited{};    // exits the scheduler has not acknowledged yet
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -283,6 +329,7 @@ struct AgentRegister {
     v("slots", slots, {.min = 1, .max = 4096});
     v("workers", workers);
     v("store_endpoint", store_endpoint);
+    v("exited", exited);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -385,25 +432,18 @@ struct StopWorkers {
   bool operator==(const StopWorkers&) const = default;
 };
 
-struct WorkerExited {
-  static constexpr std::string_view kType = "worker_exited";
-  std::string agent_id{};
+// Scheduler → agent: the exit of (job, worker) is durable in the scheduler's
+// state; the agent stops re-sending it (protocol step 7).
+struct WorkerExitAck {
+  static constexpr std::string_view kType = "worker_exit_ack";
   JobId job = 0;
   WorkerId worker = 0;
-  std::int64_t generation = 0;
-  std::optional<std::int64_t> exit_code{};  // exactly one of exit_code and signal
-  std::optional<std::int64_t> signal{};
   template <typename V>
   void Visit(V& v) {
-    v("agent_id", agent_id, {.non_empty = true});
     v("job", job);
     v("worker", worker, {.min = 0});
-    v("generation", generation, {.min = 0});
-    v("exit_code", exit_code, {.min = 0, .max = 255});
-    v("signal", signal, {.min = 1, .max = 128});
   }
-  Status Validate() const;
-  bool operator==(const WorkerExited&) const = default;
+  bool operator==(const WorkerExitAck&) const = default;
 };
 
 struct ResizeReport {
@@ -796,6 +836,30 @@ struct WorkerLeave {
   bool operator==(const WorkerLeave&) const = default;
 };
 
+// The runtime's last word before its program exits (protocol step 18): how it
+// ended (see WorkerExited.outcome) and the last step it completed. Answered with
+// Ok once the agent has recorded it, so the report cannot race the exit.
+struct WorkerDone {
+  static constexpr std::string_view kType = "worker_done";
+  JobId job = 0;
+  WorkerId worker = 0;
+  std::int64_t generation = 0;
+  std::int64_t step = 0;
+  std::string outcome{};  // completed | stopped | left | interrupted | failed
+  std::string message{};  // the runtime's status text, empty when ok
+  template <typename V>
+  void Visit(V& v) {
+    v("job", job);
+    v("worker", worker, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("step", step, {.min = 0});
+    v("outcome", outcome, {.non_empty = true});
+    v("message", message);
+  }
+  Status Validate() const;
+  bool operator==(const WorkerDone&) const = default;
+};
+
 // --- Rendezvous store ----------------------------------------------------------------
 
 struct StoreSet {
@@ -909,12 +973,12 @@ struct StoreReply {
 // clang-format off
 #define ARYL_PROTOCOL_MESSAGES(X)                                                          \
   X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)        \
-  X(StopWorkers) X(WorkerExited) X(ResizeReport) X(JobProgress)                            \
+  X(StopWorkers) X(WorkerExited) X(WorkerExitAck) X(ResizeReport) X(JobProgress)           \
   X(SubmitJob) X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply)      \
   X(CancelJob) X(ListNodes) X(NodesReply) X(PoolOffer) X(PoolReclaim) X(WatchJob)          \
   X(JobEvent) X(StatusRequest) X(StatusReply) X(Ok) X(Error)                               \
   X(WorkerHello) X(GenerationAnnounce) X(WorkerResizeReport) X(WorkerProgress)             \
-  X(WorkerCheckpointRequest) X(WorkerLeave)                                                \
+  X(WorkerCheckpointRequest) X(WorkerLeave) X(WorkerDone)                                  \
   X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)        \
   X(StoreDeleteKey) X(StoreReply)
 // clang-format on
