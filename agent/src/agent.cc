@@ -111,6 +111,10 @@ class Agent::Impl {
     std::mutex mu;
     std::map<std::pair<p::JobId, std::int64_t>, p::GenerationAnnounce> announced;  // (job, store generation)
     std::vector<p::Message> inbox;
+    // By channel identity: workers that said WorkerHello (they link the
+    // runtime) and the outcome each reported in WorkerDone before exiting.
+    std::set<std::string> hello;
+    std::map<std::string, std::string> outcome;
   };
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
   // Rank 0's newest WorkerProgress per job; `fresh` until sent as a JobProgress.
@@ -137,6 +141,10 @@ class Agent::Impl {
     double deadline = 0;
   };
   std::vector<PendingReport> reports;
+  // Worker exits the scheduler has not acknowledged yet, by (job, worker).
+  static constexpr double kExitResendSeconds = 2.0;
+  std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked_exits;
+  double last_exit_resend = 0;
 
   bool UsesStore(const std::string& endpoint) const {
     return relay && !endpoint.empty() && endpoint != "none";
@@ -191,9 +199,17 @@ class Agent::Impl {
     p::Server::Options so;
     so.endpoint = "ipc://" + path.string();
     std::shared_ptr<Channel> ch = channel;
-    auto server = p::Server::Start(so, [ch](const p::ReplyTo&, p::Message m) -> std::optional<p::Message> {
+    auto server = p::Server::Start(so, [ch](const p::ReplyTo& from, p::Message m) -> std::optional<p::Message> {
       std::lock_guard<std::mutex> lock(ch->mu);
+      if (auto* d = std::get_if<p::WorkerDone>(&m)) {
+        // Answered here, once recorded, so the report cannot race the exit.
+        Status v = d->Validate();
+        if (!v.ok()) return p::Error::FromStatus(v);
+        if (ch->outcome.size() < 100000) ch->outcome[from.peer.identity] = d->outcome;
+        return p::Ok{"recorded"};
+      }
       if (auto* h = std::get_if<p::WorkerHello>(&m)) {
+        ch->hello.insert(from.peer.identity);
         auto it = ch->announced.find({h->job, h->generation});
         if (it == ch->announced.end()) {
           return p::Error{Status::Code::kNotFound, "job " + std::to_string(h->job) + ": generation " +
@@ -236,6 +252,7 @@ class Agent::Impl {
     m.slots = opt.slots;
     m.workers = Running();
     m.store_endpoint = store_endpoint;
+    for (const auto& [key, ex] : unacked_exits) m.exited.push_back(ex);
     auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
     if (!reply.ok()) {
       if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
@@ -317,7 +334,8 @@ class Agent::Impl {
         ex.worker = wp.worker;
         ex.generation = m.generation;
         ex.exit_code = 127;
-        Send(ex);
+        ex.error = pid.status().message();
+        ReportExit(ex);
         continue;
       }
       w.job = m.job;
@@ -395,6 +413,10 @@ class Agent::Impl {
     if (auto* m = std::get_if<p::StartWorkers>(&msg)) return OnStart(*m);
     if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
     if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
+    if (auto* a = std::get_if<p::WorkerExitAck>(&msg)) {
+      unacked_exits.erase({a->job, a->worker});
+      return;
+    }
     if (auto* m = std::get_if<p::WorkerCheckpointRequest>(&msg)) {
       spdlog::info("job {}: checkpoint requested ({})", m->job, m->reason);
       return PushToWorkers(m->job, "", *m);
@@ -412,6 +434,42 @@ class Agent::Impl {
     spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
   }
 
+  // What the scheduler learns of a worker's end: exit code or signal, and the
+  // runtime's own outcome when the program reported one (WorkerDone).
+  p::WorkerExited ExitOf(const Worker& w, const ExitInfo& ex) {
+    p::WorkerExited m;
+    m.agent_id = opt.id;
+    m.job = w.job;
+    m.worker = w.id;
+    m.generation = w.generation;
+    if (ex.signal != 0) m.signal = ex.signal;
+    else m.exit_code = ex.exit_code;
+    std::lock_guard<std::mutex> lock(channel->mu);
+    m.runtime = channel->hello.erase(w.identity) > 0;
+    auto it = channel->outcome.find(w.identity);
+    if (it != channel->outcome.end()) {
+      m.outcome = it->second;
+      channel->outcome.erase(it);
+    }
+    return m;
+  }
+
+  // Exits are kept until the scheduler acknowledges them (WorkerExitAck, sent
+  // once the exit is durable there) and sent again every few seconds and on
+  // every registration (protocol step 7), so no exit is lost to a scheduler
+  // restart, a full state disk or a dropped message.
+  void ReportExit(const p::WorkerExited& m) {
+    unacked_exits[{m.job, m.worker}] = m;
+    if (registered) Send(m);
+  }
+
+  void ResendExits() {
+    double now = Now();
+    if (!registered || unacked_exits.empty() || now - last_exit_resend < kExitResendSeconds) return;
+    last_exit_resend = now;
+    for (const auto& [key, m] : unacked_exits) Send(m);
+  }
+
   void Reap() {
     double now = Now();
     for (auto& [pid, w] : workers) {
@@ -425,15 +483,8 @@ class Agent::Impl {
       if (it == workers.end()) continue;
       const Worker& w = it->second;
       spdlog::info("job {} worker {} {}", w.job, w.id, ex.Describe());
-      p::WorkerExited m;
-      m.agent_id = opt.id;
-      m.job = w.job;
-      m.worker = w.id;
-      m.generation = w.generation;
-      if (ex.signal != 0) m.signal = ex.signal;
-      else m.exit_code = ex.exit_code;
-      if (registered) Send(m);
       p::JobId job = w.job;
+      ReportExit(ExitOf(w, ex));
       workers.erase(it);
       Forget(job);
     }
@@ -617,6 +668,7 @@ class Agent::Impl {
       if (msg.ok()) OnPush(*msg);
       DrainWorkerMessages();
       Reap();
+      ResendExits();
       Progress();
       PumpStore();
     }
@@ -624,14 +676,7 @@ class Agent::Impl {
     for (const auto& ex : launcher.StopAll(5)) {
       auto it = workers.find(ex.pid);
       if (it == workers.end()) continue;
-      p::WorkerExited m;
-      m.agent_id = opt.id;
-      m.job = it->second.job;
-      m.worker = it->second.id;
-      m.generation = it->second.generation;
-      if (ex.signal != 0) m.signal = ex.signal;
-      else m.exit_code = ex.exit_code;
-      if (registered) Send(m);
+      ReportExit(ExitOf(it->second, ex));
       workers.erase(it);
     }
     running = 0;

@@ -25,6 +25,8 @@ using std::chrono::milliseconds;
 constexpr std::int64_t kMaxMsgSize = std::int64_t(kMaxFrameBytes) + 4096;
 constexpr std::size_t kMaxCorrelation = 64;
 constexpr std::size_t kMaxParts = 8;
+// Messages handled per loop turn before ticks and pushes get their turn.
+constexpr int kBatch = 256;
 constexpr const char* kZapDomain = "aryl";
 
 Status FromZmq(std::string_view what, const zmq::error_t& e) {
@@ -140,6 +142,7 @@ class Server::Impl {
   bool joined = false;
 
   std::atomic<std::uint64_t> received{0}, rejected{0}, sent{0}, send_failed{0};
+  std::atomic<bool> drained{true};  // the last receive batch emptied the socket
 
   Status Init() {
     try {
@@ -302,8 +305,9 @@ class Server::Impl {
         DrainOutbox();
         bool too_many = false;
         // A bounded batch, so ticks and pushes are not starved by a flood.
-        for (int i = 0; i < 256 && !stop && ReceiveParts(router, &parts, &too_many); ++i)
-          HandleOne(parts, too_many);
+        int i = 0;
+        for (; i < kBatch && !stop && ReceiveParts(router, &parts, &too_many); ++i) HandleOne(parts, too_many);
+        drained = i < kBatch;
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) break;
         spdlog::warn("server {}: {}", endpoint, e.what());
@@ -391,6 +395,8 @@ Status Server::Push(std::string_view identity, const Message& msg) {
   if (identity.empty()) return Status::InvalidArgument("Push: empty routing id");
   return impl_->Enqueue(std::string(identity), "", Encode(msg));
 }
+bool Server::drained() const { return impl_->drained; }
+
 ServerStats Server::stats() const {
   return {impl_->received.load(), impl_->rejected.load(), impl_->sent.load(),
           impl_->send_failed.load()};

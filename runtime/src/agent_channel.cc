@@ -109,4 +109,16 @@ void AgentChannel::Leave(int64_t generation, int64_t step) {
   (void)client_->Send(m, kSendTimeout);
 }
 
+Status AgentChannel::Done(int64_t generation, int64_t step, const std::string& outcome, const std::string& message,
+                          std::chrono::milliseconds timeout) {
+  protocol::WorkerDone m;
+  m.job = job_;
+  m.worker = worker_;
+  m.generation = generation;
+  m.step = step;
+  m.outcome = outcome;
+  m.message = message;
+  return client_->Call<protocol::Ok>(m, timeout).status();
+}
+
 }  // namespace aryl

@@ -8,6 +8,8 @@
 //    (planned changes) and WorkerCheckpointRequest (preemption notices).
 //  - ReportResize / ReportProgress / Leave: one-way WorkerResizeReport,
 //    WorkerProgress, WorkerLeave.
+//  - Done(): WorkerDone -> Ok, the program's outcome just before it exits
+//    (protocol step 18); bounded by `timeout`.
 // Thread safety: one thread (the training loop).
 #pragma once
 
@@ -44,6 +46,8 @@ class AgentChannel {
   void ReportResize(const ResizeReport& report);
   void ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second);
   void Leave(int64_t generation, int64_t step);
+  Status Done(int64_t generation, int64_t step, const std::string& outcome, const std::string& message,
+              std::chrono::milliseconds timeout);
 
  private:
   AgentChannel() = default;

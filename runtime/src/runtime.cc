@@ -49,6 +49,22 @@ std::string ResizeReport::ToString() const {
 class Runtime::Impl {
  public:
   explicit Impl(RuntimeOptions o) : opt_(std::move(o)) {}
+  ~Impl() { ReportDone(); }
+
+  // The program is about to exit (the Runtime goes out of scope): tell the
+  // agent how it ended, so that an exit 0 after a stop is never taken for the
+  // end of the job's work (protocol step 18). Bounded; a lost report makes the
+  // scheduler treat the exit as an interruption, which resumes from a checkpoint.
+  void ReportDone() {
+    if (!channel_) return;
+    std::string outcome = !status_.ok() ? (status_.IsRetryable() ? "interrupted" : "failed")
+                          : left_       ? "left"
+                          : agreed_stop_ ? "stopped"
+                                         : "completed";
+    Status st = channel_->Done(gen_, last_step_, outcome, status_.ok() ? "" : status_.ToString(),
+                               std::chrono::milliseconds(2000));
+    if (!st.ok()) spdlog::warn("aryl: {}: completion report ({}) not delivered: {}", opt_.worker_id, outcome, st.ToString());
+  }
 
   Status Init() {
     if (opt_.elastic()) {
@@ -82,6 +98,11 @@ class Runtime::Impl {
   // ---- step boundary ----------------------------------------------------
   bool Step(ElasticState& state) {
     if (finished_) return false;
+    struct NoteStep {  // the last step reached, for the completion report
+      Impl* self;
+      ElasticState& state;
+      ~NoteStep() { self->last_step_ = state.step(); }
+    } note{this, state};
     Status s;
     if (!started_) {
       started_ = true;
@@ -484,6 +505,7 @@ class Runtime::Impl {
     rep.rendezvous_s = t_rdv - t0;
     if (std::find(rec.members.begin(), rec.members.end(), opt_.worker_id) == rec.members.end()) {
       if (channel_) channel_->Leave(target, state.step());
+      left_ = true;
       spdlog::info("aryl: {} leaves at step {} (not in generation {})", opt_.worker_id, state.step(), target);
       std::printf("aryl: left generation=%lld step=%lld\n", (long long)target, (long long)state.step());
       std::fflush(stdout);
@@ -685,6 +707,8 @@ class Runtime::Impl {
   int64_t agreed_gen_ = 0;
   bool agreed_ckpt_ = false;
   bool agreed_stop_ = false;
+  bool left_ = false;        // not a member of the newest generation: it left
+  int64_t last_step_ = 0;    // the step of the last Step() call
   bool ckpt_wanted_ = false;
   bool stop_wanted_ = false;
   int64_t ckpt_seen_ = 0;

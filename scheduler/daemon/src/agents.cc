@@ -9,44 +9,61 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   }
   auto it = nodes.find(m.agent_id);
   bool is_new = it == nodes.end();
+
   if (!is_new && (it->second.pool != m.pool || it->second.gpu_type != m.gpu_type || it->second.slots != m.slots)) {
     return Err(Status::FailedPrecondition(
         "agent " + m.agent_id + " registered before as " + std::string(p::ToString(it->second.pool)) + "/" +
         it->second.gpu_type + "/" + std::to_string(it->second.slots) + " slots; use a new agent id for a changed server"));
   }
-  Node& n = nodes[m.agent_id];
-  bool was_connected = n.connected;
-  if (is_new) {
-    n.id = m.agent_id;
-    n.pool = m.pool;
-    n.gpu_type = m.gpu_type;
-    n.slots = static_cast<int>(m.slots);
-    s::ServerId next = 0;
-    for (const auto& [sid, name] : node_by_server) next = std::max(next, sid + 1);
-    n.server_id = next;
-    n.loan_state = m.pool == p::Pool::kInference ? "held" : "available";
-    node_by_server[n.server_id] = n.id;
+  bool was_connected = !is_new && it->second.connected;
+  std::string id = m.agent_id;
+  Status st = Transaction("register " + id, [&]() -> Status {
+    Node& n = nodes[id];
+    if (is_new) {
+      n.id = id;
+      n.pool = m.pool;
+      n.gpu_type = m.gpu_type;
+      n.slots = static_cast<int>(m.slots);
+      s::ServerId next = 0;
+      for (const auto& [sid, name] : node_by_server) next = std::max(next, sid + 1);
+      n.server_id = next;
+      n.loan_state = m.pool == p::Pool::kInference ? "held" : "available";
+      node_by_server[n.server_id] = n.id;
+    }
+    n.host = m.host;
+    n.store_endpoint = m.store_endpoint;
+    n.connected = true;
+    n.last_heartbeat = WallNow();
+    ARYL_RETURN_IF_ERROR(SaveNode(n));
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "register",
+                                            n.id + " " + std::string(p::ToString(n.pool)) + " " + n.gpu_type + " x" +
+                                                std::to_string(n.slots)));
+    spdlog::info("agent {} registered ({} {} x{}, {} workers running, {} exits to report)", n.id,
+                 p::ToString(n.pool), n.gpu_type, n.slots, m.workers.size(), m.exited.size());
+    // Exits the agent kept for us come first: those workers ended, they are not lost.
+    for (auto ex : m.exited) {
+      ex.agent_id = n.id;
+      ARYL_RETURN_IF_ERROR(ex.Validate());
+      ARYL_RETURN_IF_ERROR(HandleWorkerExit(ex));
+      Send(n.id, p::WorkerExitAck{ex.job, ex.worker});
+    }
+    Reconcile(n, m.workers);
+    if (is_new) return RebuildCore(n.server_id);
+    if (core && !was_connected) {
+      const auto* info = core->state().server(n.server_id);
+      if (info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "agent back");
+    }
+    return Status::Ok();
+  });
+  if (!st.ok()) {
+    // Nothing of the registration happened; the agent tries again.
+    auto nit = nodes.find(id);
+    if (nit != nodes.end()) nit->second.connected = was_connected;
+    spdlog::error("agent {}: registration not recorded: {}", id, st.ToString());
+    return Err(st);
   }
-  n.host = m.host;
-  n.store_endpoint = m.store_endpoint;
-  n.connected = true;
-  n.last_heartbeat = WallNow();
-  Status st = SaveNode(n);
-  if (!st.ok()) return Err(st);
-  (void)store->AppendEvent(WallNow(), 0, "register", n.id + " " + std::string(p::ToString(n.pool)) + " " +
-                                                        n.gpu_type + " x" + std::to_string(n.slots));
-  spdlog::info("agent {} registered ({} {} x{}, {} workers running)", n.id, p::ToString(n.pool), n.gpu_type, n.slots,
-               m.workers.size());
-  Reconcile(n, m.workers);
-  if (is_new) {
-    st = RebuildCore(n.server_id);
-  } else if (core && !was_connected) {
-    const auto* info = core->state().server(n.server_id);
-    if (info && info->failed) st = Feed(s::ServerRecovered{n.server_id}, "agent back");
-  }
-  if (!st.ok()) spdlog::error("agent {}: {}", n.id, st.ToString());
   p::AgentRegistered reply;
-  reply.agent_id = n.id;
+  reply.agent_id = id;
   reply.heartbeat_interval_seconds = opt.heartbeat_interval;
   reply.scheduler_epoch = scheduler_epoch;
   PublishSnapshot();
@@ -62,14 +79,17 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
     bool known = jit != jobs.end() && jit->second.workers.count(rw.worker) &&
                  jit->second.workers[rw.worker].agent == n.id;
     if (!known) {
-      spdlog::warn("agent {} runs worker {} of job {} that the scheduler does not expect: stopping it", n.id,
+      // Its job went on without it (the agent was out of touch past the
+      // timeout) or is over. SIGKILL, not SIGTERM: the runtime turns a SIGTERM
+      // into a clean stop of every rank, which would stop the job it left.
+      spdlog::warn("agent {} runs worker {} of job {} that the scheduler does not expect: killing it", n.id,
                    rw.worker, rw.job);
       p::StopWorkers sw;
       sw.job = rw.job;
       sw.workers = {rw.worker};
-      sw.grace_seconds = opt.stop_grace;
+      sw.grace_seconds = 0;
       sw.reason = "not expected by the scheduler";
-      (void)server->Push(n.id, sw);
+      Send(n.id, sw);
     }
   }
   // Workers the daemon expected there but the agent no longer runs: they exited while we were apart.
@@ -94,39 +114,56 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
     p::Error e;
     e.code = Status::Code::kFailedPrecondition;
     e.message = "unknown agent " + m.agent_id + ": register again";
-    (void)server->Push(from.peer.identity, e);
+    Send(from.peer.identity, e);
     return std::nullopt;
   }
   it->second.last_heartbeat = WallNow();
   return std::nullopt;
 }
 
-// Agents that stopped heartbeating have failed: their workers are gone.
+// Agents that stopped heartbeating have failed: their workers are gone. Time
+// is measured up to the last moment the server had read every queued message
+// (`drained_at`), so a backlog of heartbeats never reads as dead agents.
 void Daemon::Impl::LivenessTick(double now) {
+  if (server->drained()) drained_at = now;
   bool after_restart_grace = now - started_at > std::max(opt.restart_grace, opt.agent_timeout);
   for (auto& [id, n] : nodes) {
-    bool timed_out = n.connected && now - n.last_heartbeat > opt.agent_timeout;
+    bool timed_out = n.connected && drained_at - n.last_heartbeat > opt.agent_timeout;
     bool never_came_back = !n.connected && after_restart_grace && core;
     if (!timed_out && !never_came_back) continue;
     if (never_came_back) {
       const auto* info = core->state().server(n.server_id);
       if (!info || info->failed) continue;
     }
-    spdlog::warn("agent {} {}: its workers are lost", id, timed_out ? "stopped heartbeating" : "did not come back");
-    n.connected = false;
-    for (auto& [jid, j] : jobs) {
-      std::vector<p::WorkerId> gone;
-      for (const auto& [wid, w] : j.workers)
-        if (w.agent == id) gone.push_back(wid);
-      for (auto wid : gone) j.workers.erase(wid);
-      if (!gone.empty()) pending_converge.insert(jid);
-    }
-    (void)store->AppendEvent(now, 0, "node_failed", id);
-    if (core) {
-      Status st = Feed(s::ServerFailed{n.server_id}, "agent lost");
-      if (!st.ok()) spdlog::error("server {} failed: {}", id, st.ToString());
-    }
+    std::string node_id = id;
+    Status st = Transaction("node " + node_id + " failed", [&] { return NodeFailed(node_id, now); });
+    if (!st.ok()) spdlog::error("agent {} lost: {}", node_id, st.ToString());
+    spdlog::warn("agent {} {}: its workers are lost", node_id, timed_out ? "stopped heartbeating" : "did not come back");
   }
+}
+
+Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
+  Node& n = nodes[id];
+  n.connected = false;
+  for (auto& [jid, j] : jobs) {
+    std::vector<p::WorkerId> gone;
+    for (const auto& [wid, w] : j.workers)
+      if (w.agent == id) gone.push_back(wid);
+    if (gone.empty()) continue;
+    for (auto wid : gone) j.workers.erase(wid);
+    pending_converge.insert(jid);
+    if (!n.store_endpoint.empty() && j.home_store == n.store_endpoint && !j.workers.empty()) {
+      // The job's rendezvous store died with this agent: its other workers
+      // cannot form another generation. Stop them now (no checkpoint is
+      // possible without rank 0) and start again from the latest checkpoint.
+      spdlog::warn("job {}: its rendezvous store was on {}; restarting it from its latest checkpoint", jid, id);
+      StopJobWorkers(j, /*checkpoint_first=*/false, "the job's rendezvous store was lost with " + id, 0.0);
+    }
+    ARYL_RETURN_IF_ERROR(SaveJob(j));
+  }
+  ARYL_RETURN_IF_ERROR(store->AppendEvent(now, 0, "node_failed", id));
+  if (core) return Feed(s::ServerFailed{n.server_id}, "agent lost");
+  return Status::Ok();
 }
 
 }  // namespace aryl::daemon

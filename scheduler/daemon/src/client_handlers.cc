@@ -3,6 +3,9 @@
 namespace aryl::daemon {
 
 std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Message msg) {
+  // Any message from a connected agent shows it is alive, not only heartbeats.
+  auto nit = nodes.find(from.peer.identity);
+  if (nit != nodes.end() && nit->second.connected) nit->second.last_heartbeat = WallNow();
   try {
     return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
   } catch (const std::exception& e) {
@@ -56,26 +59,27 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
                                        " but the cluster has " + std::to_string(capacity)));
   }
   std::uint64_t id = 0;
-  Status st = store->Batch([&]() -> Status {
+  Status refused;
+  Status st = Transaction("submit", [&]() -> Status {
     ARYL_ASSIGN_OR_RETURN(id, store->InsertJob(rec));
     ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + p::Encode(m)));
+    rec.id = id;
+    spec.id = id;
+    Job j;
+    j.rec = rec;
+    j.spec = m;
+    jobs[id] = std::move(j);
+    Status fed = Feed(s::JobSubmitted{spec}, "submit");
+    if (fed.ok() || fed.IsIoError() || fed.IsCorruption()) return fed;
+    // The core refused it (and did not change): the job fails at once with the reason.
+    refused = fed;
+    ARYL_RETURN_IF_ERROR(EndJob(jobs[id], JobState::kFailed, 2, "refused by the scheduler: " + fed.message()));
+    jobs.erase(id);
     return Status::Ok();
   });
   if (!st.ok()) return Err(st);
-  rec.id = id;
-  spec.id = id;
-  Job j;
-  j.rec = rec;
-  j.spec = m;
-  jobs[id] = std::move(j);
+  if (!refused.ok()) return Err(refused);
   metrics.Inc("aryl_jobs_submitted_total");
-  st = Feed(s::JobSubmitted{spec}, "submit");
-  if (!st.ok()) {
-    // The core refused it: the job fails at once with the reason.
-    (void)EndJob(jobs[id], JobState::kFailed, 2, "refused by the scheduler: " + st.message());
-    jobs.erase(id);
-    return Err(st);
-  }
   p::SubmitReply reply;
   reply.job = id;
   reply.name = rec.name;
@@ -131,13 +135,15 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CancelJob& m) {
     return Err(Status::FailedPrecondition("job " + std::to_string(m.job) + " is already " +
                                           std::string(JobStateName(r->state))));
   }
-  Status st = Feed(s::JobCancelled{m.job}, "cancel");
+  Status st = Transaction("cancel", [&]() -> Status {
+    ARYL_RETURN_IF_ERROR(Feed(s::JobCancelled{m.job}, "cancel"));
+    auto live = jobs.find(m.job);
+    if (live == jobs.end()) return Status::Ok();
+    ARYL_RETURN_IF_ERROR(EndJob(live->second, JobState::kCancelled, 130, "cancelled by the user"));
+    jobs.erase(live);
+    return Status::Ok();
+  });
   if (!st.ok()) return Err(st);
-  it = jobs.find(m.job);
-  if (it != jobs.end()) {
-    (void)EndJob(it->second, JobState::kCancelled, 130, "cancelled by the user");
-    jobs.erase(it);
-  }
   PublishSnapshot();
   p::Ok ok;
   ok.message = "job " + std::to_string(m.job) + " cancelled";
@@ -189,7 +195,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::WatchJob& 
     ev.message = r->message;
     ev.exit_code = std::clamp(r->exit_code, 0, 255);
     ev.final = true;
-    (void)server->Push(from.peer.identity, ev);
+    Send(from.peer.identity, ev);
   } else {
     auto& w = it->second.watchers;
     if (std::find(w.begin(), w.end(), from.peer.identity) == w.end()) w.push_back(from.peer.identity);

@@ -12,11 +12,29 @@ std::string PlacementString(const std::map<std::string, int>& placement) {
   return out.empty() ? "-" : out;
 }
 
+namespace {
+
+// A number read back from the state file; a bad one names where it came from.
+Result<double> ParseStoredNumber(const std::string& where, const std::string& text) {
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v))
+    return Status::Corruption("state file: " + where + " = '" + text + "' is not a finite number");
+  return v;
+}
+
+}  // namespace
+
 Status Daemon::Impl::Init() {
   ARYL_ASSIGN_OR_RETURN(store, StateStore::Open(opt.state_path));
   ARYL_ASSIGN_OR_RETURN(auto ep, store->GetMeta("epoch"));
   if (ep) {
-    epoch = std::stod(*ep);
+    ARYL_ASSIGN_OR_RETURN(epoch, ParseStoredNumber("table meta, key 'epoch'", *ep));
   } else {
     epoch = WallNow();
     ARYL_RETURN_IF_ERROR(store->SetMeta("epoch", std::to_string(epoch)));
@@ -27,26 +45,58 @@ Status Daemon::Impl::Init() {
     measured = std::make_shared<s::ThroughputCatalog>(std::move(cat));
   }
   DeclareMetrics();
-  // Nodes and live jobs from the state file.
+  ARYL_RETURN_IF_ERROR(LoadState());
+  ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
+  started_at = WallNow();
+  spdlog::info("state {}: {} nodes, {} live jobs; core {}", opt.state_path, nodes.size(), jobs.size(),
+               core ? "rebuilt from the journal" : "waits for the first agent");
+  return Status::Ok();
+}
+
+Status Daemon::Impl::LoadState() {
+  std::map<std::string, Node> loaded_nodes;
+  std::map<s::ServerId, std::string> loaded_by_server;
   ARYL_ASSIGN_OR_RETURN(auto node_rows, store->ListNodes());
   for (const auto& r : node_rows) {
+    std::string where = "table nodes, node '" + r.name + "'";
     Node n;
+    auto old = nodes.find(r.name);
+    if (old != nodes.end()) n = old->second;  // connection state lives in memory only
+    else n.host = r.name;
     n.id = r.name;
-    n.host = r.name;
-    if (!p::FromString(r.pool, &n.pool)) return Status::Corruption("node " + r.name + ": bad pool " + r.pool);
+    if (!p::FromString(r.pool, &n.pool)) return Status::Corruption("state file: " + where + ": pool '" + r.pool + "'");
+    if (r.gpus < 1 || r.gpus > 4096)
+      return Status::Corruption("state file: " + where + ": gpus " + std::to_string(r.gpus) + " outside 1..4096");
+    if (r.loan_state != "available" && r.loan_state != "held" && r.loan_state != "loaned")
+      return Status::Corruption("state file: " + where + ": loan_state '" + r.loan_state + "'");
+    if (loaded_by_server.count(r.server_id))
+      return Status::Corruption("state file: " + where + ": server_id " + std::to_string(r.server_id) +
+                                " also used by '" + loaded_by_server[r.server_id] + "'");
     n.gpu_type = r.gpu_type;
     n.slots = r.gpus;
     n.server_id = r.server_id;
     n.loan_state = r.loan_state;
-    node_by_server[n.server_id] = n.id;
-    nodes[n.id] = n;
+    loaded_by_server[n.server_id] = n.id;
+    loaded_nodes[n.id] = n;
   }
+  std::map<s::JobId, Job> loaded_jobs;
   ARYL_ASSIGN_OR_RETURN(auto live, store->ListJobs(true));
   for (auto& rec : live) {
+    std::string where = "table jobs, job " + std::to_string(rec.id);
     Job j;
+    auto old = jobs.find(rec.id);
+    if (old != jobs.end()) {  // what only memory knows
+      j.watchers = old->second.watchers;
+      j.output = old->second.output;
+      j.step = old->second.step;
+      j.loss = old->second.loss;
+      j.rate = old->second.rate;
+      j.last_progress_event = old->second.last_progress_event;
+      j.completing_since = old->second.completing_since;
+    }
     j.rec = rec;
     auto spec_msg = p::DecodeAs<p::SubmitJob>(rec.spec_json);
-    if (!spec_msg.ok()) return Status::Corruption("job " + std::to_string(rec.id) + ": " + spec_msg.status().message());
+    if (!spec_msg.ok()) return Status::Corruption("state file: " + where + ": spec: " + spec_msg.status().message());
     j.spec = *spec_msg;
     try {
       json w = json::parse(rec.workers_json);
@@ -56,6 +106,7 @@ Status Daemon::Impl::Init() {
       j.failures = w.value("failures", 0);
       j.rescales = w.value("rescales", std::int64_t{0});
       j.home_store = w.value("home_store", std::string("none"));
+      j.completing = w.value("completing", false);
       for (const auto& x : w.value("workers", json::array())) {
         Worker wk;
         wk.id = x.at("id").get<p::WorkerId>();
@@ -64,18 +115,27 @@ Status Daemon::Impl::Init() {
         wk.slot = x.at("slot").get<int>();
         wk.generation = x.at("generation").get<std::int64_t>();
         wk.leaving = x.at("leaving").get<bool>();
+        if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
+          return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +
+                                    " (bad id, rank, slot or unknown node)");
         j.workers[wk.id] = wk;
       }
     } catch (const std::exception& e) {
-      return Status::Corruption("job " + std::to_string(rec.id) + " workers: " + e.what());
+      return Status::Corruption("state file: " + where + ": workers_json '" + rec.workers_json.substr(0, 200) +
+                                "': " + e.what());
     }
-    jobs[rec.id] = std::move(j);
+    loaded_jobs[rec.id] = std::move(j);
   }
-  ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
-  started_at = WallNow();
-  spdlog::info("state {}: {} nodes, {} live jobs; core {}", opt.state_path, nodes.size(), jobs.size(),
-               core ? "rebuilt from the journal" : "waits for the first agent");
+  nodes = std::move(loaded_nodes);
+  node_by_server = std::move(loaded_by_server);
+  jobs = std::move(loaded_jobs);
   return Status::Ok();
+}
+
+Status Daemon::Impl::Reload() {
+  ARYL_RETURN_IF_ERROR(LoadState());
+  core.reset();
+  return RebuildCore(std::nullopt);
 }
 
 void Daemon::Impl::DeclareMetrics() {
@@ -89,7 +149,8 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that reached a terminal state, by state");
   metrics.DeclareCounter("aryl_reclaims_total", "Servers reclaimed by inference");
   metrics.DeclareCounter("aryl_reclaims_late_total", "Reclaimed servers emptied after their deadline");
-  metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid");
+  metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid, undecodable frames included");
+  metrics.DeclareCounter("aryl_state_write_failures_total", "State-file transactions that failed and were rolled back");
   metrics.DeclareHistogram("aryl_reclaim_latency_seconds", "Time from a reclaim to its server being empty",
                            {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300});
   metrics.DeclareHistogram("aryl_resize_pause_seconds", "Training pause of one resize, as the runtime measured it",

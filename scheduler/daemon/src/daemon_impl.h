@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,6 +58,15 @@ inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that doe
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
+
+// A worker's end as the job life cycle sees it (job_lifecycle.cc).
+enum class ExitKind {
+  kCompleted,  // the program finished its work (the runtime's "completed", or exit 0 without the runtime)
+  kLeft,       // it was not a member of the newest generation
+  kLost,       // killed, interrupted or stopped without being asked: the job goes on without it
+  kFailed,     // the program failed (exit code, its report, an exec error): the job fails
+};
+ExitKind ClassifyExit(const p::WorkerExited& m);
 
 class Daemon::Impl {
  public:
@@ -140,6 +150,10 @@ class Daemon::Impl {
 
   // --- daemon.cc: setup
   Status Init();
+  // Nodes and live jobs as the store holds them (Init, and after a failed
+  // write); what only memory knows (connections, watchers, progress) is kept.
+  Status LoadState();
+  Status Reload();
   void DeclareMetrics();
   double CoreNow();
   std::shared_ptr<const s::ThroughputCatalog> Catalog();
@@ -148,6 +162,16 @@ class Daemon::Impl {
   Status RebuildCore(std::optional<s::ServerId> recovering);
 
   // --- plan.cc
+  // Runs `body` as one durable step: its store writes in one SQLite
+  // transaction, its messages to agents and clients (Send) held back until that
+  // transaction commits. When it fails (a full disk, an I/O error) none of it
+  // happened: the messages are dropped and memory is reloaded from the store.
+  // Nested calls are part of the outermost one.
+  Status Transaction(const std::string& what, const std::function<Status()>& body);
+  void Send(const std::string& identity, const p::Message& msg);
+  void SendNow(const std::string& identity, const p::Message& msg);
+  int transaction_depth = 0;
+  std::vector<std::pair<std::string, p::Message>> outbox;
   Status Feed(s::EventBody body, const std::string& why);
   std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
   Status Execute(const s::Action& a);
@@ -155,7 +179,9 @@ class Daemon::Impl {
   Status SaveJob(Job& j);
   std::set<int> FreeSlots(const Node& n);
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
-  void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason);
+  // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
+  // after `grace` seconds; < 0: the configured stop grace).
+  void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace = -1);
   void Push(const std::string& agent, const p::Message& msg);
   void Notify(Job& j, p::JobState state, const std::string& message, bool final = false,
               std::vector<std::string> output = {});
@@ -174,12 +200,17 @@ class Daemon::Impl {
   void Reconcile(Node& n, const std::vector<p::RunningWorker>& running);
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
   void LivenessTick(double now);
+  // The agent is gone: its workers are lost; jobs whose rendezvous store it
+  // hosted restart from their latest checkpoint.
+  Status NodeFailed(const std::string& id, double now);
+  double drained_at = 0;  // wall time the server last had no message queued
 
   // --- job_lifecycle.cc
   Status EndJob(Job& j, JobState state, int exit_code, const std::string& message);
   std::optional<p::Message> On(const p::ReplyTo& from, p::WorkerExited& m);
-  void FinishJob(Job& j, int exit_code);
-  void FailJob(Job& j, int code, const std::string& why);
+  Status HandleWorkerExit(const p::WorkerExited& m);
+  Status FinishJob(Job& j, int exit_code);
+  Status FailJob(Job& j, int code, const std::string& why);
   std::optional<p::Message> On(const p::ReplyTo&, p::ResizeReport& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::JobProgress& m);
   void ConvergeTick(double now);
@@ -209,6 +240,7 @@ class Daemon::Impl {
 
   // --- tick.cc
   void Tick();
+  std::uint64_t rejected_counted = 0;  // transport rejections already in aryl_bad_requests_total
 };
 
 }  // namespace aryl::daemon

@@ -13,15 +13,19 @@ Status Daemon::Impl::Offer(const std::vector<std::string>& names) {
     if (!it->second.connected) return Status::Unavailable("'" + name + "' is not connected");
     ids.push_back(it->second.server_id);
   }
-  ARYL_RETURN_IF_ERROR(Feed(s::ServersLoaned{ids}, "pool offer"));
-  for (const auto& name : names) {
-    nodes[name].loan_state = "loaned";
-    // A server offered again before its reclaim completed is no longer pending.
+  ARYL_RETURN_IF_ERROR(Transaction("pool offer", [&]() -> Status {
+    ARYL_RETURN_IF_ERROR(Feed(s::ServersLoaned{ids}, "pool offer"));
+    for (const auto& name : names) {
+      nodes[name].loan_state = "loaned";
+      ARYL_RETURN_IF_ERROR(SaveNode(nodes[name]));
+      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "loan", name));
+    }
+    return Status::Ok();
+  }));
+  // A server offered again before its reclaim completed is no longer pending.
+  for (const auto& name : names)
     reclaims.erase(std::remove_if(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == name; }),
                    reclaims.end());
-    ARYL_RETURN_IF_ERROR(SaveNode(nodes[name]));
-    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "loan", name));
-  }
   spdlog::info("loaned {} server(s) to training", names.size());
   return Status::Ok();
 }
@@ -35,10 +39,12 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
     ids.push_back(it->second.server_id);
   }
   current_reclaim_deadline = deadline_s;
-  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "reclaim",
-                                          std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
-                                              " server(s) within " + std::to_string(deadline_s) + " s"));
-  Status st = Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + deadline_s}, "pool reclaim");
+  Status st = Transaction("pool reclaim", [&]() -> Status {
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "reclaim",
+                                            std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
+                                                " server(s) within " + std::to_string(deadline_s) + " s"));
+    return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + deadline_s}, "pool reclaim");
+  });
   current_reclaim_deadline = 120;
   return st;
 }

@@ -20,74 +20,103 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
   return Status::Ok();
 }
 
+// How the scheduler reads a worker's end. Only the program can say that it
+// finished its work: a worker that links the runtime must report "completed"
+// (WorkerDone); an exit 0 after a stop it was sent (a SIGTERM on any rank stops
+// every rank cleanly, with a checkpoint) is not the job's end. A program that
+// does not link the runtime has only its exit code to speak with.
+ExitKind ClassifyExit(const p::WorkerExited& m) {
+  bool exit0 = m.exit_code && *m.exit_code == 0;
+  if (m.outcome == "left") return ExitKind::kLeft;
+  if (m.signal) return ExitKind::kLost;
+  if (m.outcome == "interrupted" || m.outcome == "stopped") return ExitKind::kLost;
+  if (exit0 && m.outcome == "completed") return ExitKind::kCompleted;
+  if (exit0 && m.outcome.empty() && !m.runtime) return ExitKind::kCompleted;
+  if (exit0) return ExitKind::kLost;  // a runtime program that exited 0 without its report
+  return ExitKind::kFailed;
+}
+
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::WorkerExited& m) {
-  auto jit = jobs.find(m.job);
-  if (jit == jobs.end()) return std::nullopt;
-  Job& j = jit->second;
-  auto wit = j.workers.find(m.worker);
-  if (wit == j.workers.end() || wit->second.agent != m.agent_id) return std::nullopt;
-  bool leaving = wit->second.leaving;
-  int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
-  j.workers.erase(wit);
-  (void)store->AppendEvent(WallNow(), j.rec.id, "worker_exit",
-                           "worker " + std::to_string(m.worker) + " on " + m.agent_id + ": " +
-                               (m.exit_code ? "exit " + std::to_string(*m.exit_code)
-                                            : "signal " + std::to_string(m.signal.value_or(0))) +
-                               (leaving ? " (asked to leave)" : ""));
-  if (leaving) {
-    if (j.completing && j.workers.empty()) FinishJob(j, j.rec.exit_code);
-    else (void)SaveJob(j);
-    return std::nullopt;
-  }
-  if (code == 0 || j.completing) {
-    if (!j.completing) {
-      j.completing = true;
-      j.completing_since = WallNow();
-    }
-    if (code != 0 && j.rec.exit_code == 0) j.rec.exit_code = code;
-    if (j.workers.empty()) FinishJob(j, j.rec.exit_code);
-    else (void)SaveJob(j);
-    return std::nullopt;
-  }
-  if (m.exit_code) {
-    // A worker that exits with an error code failed on purpose: so does the job.
-    FailJob(j, code, "worker " + std::to_string(m.worker) + " on " + m.agent_id + " exited with " +
-                         std::to_string(code));
-    return std::nullopt;
-  }
-  // Killed by a signal (OOM killer, an operator, a crash): replace it, within limits.
-  j.failures++;
-  if (j.failures > opt.max_worker_failures) {
-    FailJob(j, code, "worker " + std::to_string(m.worker) + " on " + m.agent_id + " was killed by signal " +
-                         std::to_string(m.signal.value_or(0)) + " (" + std::to_string(j.failures) +
-                         " workers lost; giving up)");
-    return std::nullopt;
-  }
-  spdlog::warn("job {}: worker {} on {} died ({}); replacing it", j.rec.id, m.worker, m.agent_id, code);
-  pending_converge.insert(j.rec.id);
-  (void)SaveJob(j);
+  Status st = Transaction("worker exit", [&] { return HandleWorkerExit(m); });
+  // Acknowledged once durable (also when stale: nothing to record), so the
+  // agent stops re-sending it; without the ack it comes again.
+  if (st.ok()) Send(from.peer.identity, p::WorkerExitAck{m.job, m.worker});
+  else spdlog::error("job {} worker {} exit not recorded (the agent sends it again): {}", m.job, m.worker, st.ToString());
   return std::nullopt;
 }
 
-void Daemon::Impl::FinishJob(Job& j, int exit_code) {
-  s::JobId id = j.rec.id;
-  Status st = Feed(s::JobFinished{id}, "job finished");
-  if (!st.ok()) spdlog::error("job {} finished: {}", id, st.ToString());
-  auto it = jobs.find(id);
-  if (it == jobs.end()) return;
-  (void)EndJob(it->second, exit_code == 0 ? JobState::kFinished : JobState::kFailed, exit_code,
-               exit_code == 0 ? "completed" : "a worker exited with " + std::to_string(exit_code));
-  jobs.erase(id);
+Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
+  auto jit = jobs.find(m.job);
+  if (jit == jobs.end()) return Status::Ok();  // the job is over: a late or repeated exit
+  Job& j = jit->second;
+  auto wit = j.workers.find(m.worker);
+  if (wit == j.workers.end() || wit->second.agent != m.agent_id) return Status::Ok();  // handled before
+  bool leaving = wit->second.leaving;
+  int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
+  ExitKind kind = ClassifyExit(m);
+  j.workers.erase(wit);
+  std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
+                    (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
+                    (m.error.empty() ? "" : ": " + m.error);
+  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, "worker_exit",
+                                          "worker " + std::to_string(m.worker) + " on " + m.agent_id + ": " + how));
+  std::string who = "worker " + std::to_string(m.worker) + " on " + m.agent_id;
+  if (kind == ExitKind::kCompleted && !j.completing) {
+    // The program finished its work (even if it was also asked to leave): the
+    // job is done once its other workers are gone.
+    j.completing = true;
+    j.completing_since = WallNow();
+  }
+  if (j.completing) {
+    if (kind == ExitKind::kFailed && j.rec.exit_code == 0) j.rec.exit_code = code;
+    if (j.workers.empty()) return FinishJob(j, j.rec.exit_code);
+    return SaveJob(j);
+  }
+  if (leaving || kind == ExitKind::kLeft) {
+    // Asked to go, or not a member of the newest generation: the plan already
+    // counts it out. A job whose workers were all stopped this way is either
+    // preempted (queued in the core) or restarting; converge decides.
+    pending_converge.insert(j.rec.id);
+    return SaveJob(j);
+  }
+  if (kind == ExitKind::kFailed) {
+    // The program failed on purpose (its exit code, its own report, or it could
+    // not start): so does the job, with the reason.
+    return FailJob(j, code, who + (m.error.empty() ? " exited with " + std::to_string(code) : ": " + m.error));
+  }
+  // Lost: killed by a signal (OOM killer, an operator, a crash), interrupted
+  // (a peer or the store failed), or stopped cleanly without being asked: the
+  // job resumes without it (shrink and regrow, or a restart from its latest
+  // checkpoint), within limits for crashes.
+  bool crash = m.signal.has_value() || m.outcome == "interrupted" || (m.outcome.empty() && m.runtime);
+  if (crash) j.failures++;
+  if (j.failures > opt.max_worker_failures) {
+    return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
+  }
+  spdlog::warn("job {}: {} ended ({}); the job goes on without it", j.rec.id, who, how);
+  pending_converge.insert(j.rec.id);
+  return SaveJob(j);
 }
 
-void Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
+Status Daemon::Impl::FinishJob(Job& j, int exit_code) {
   s::JobId id = j.rec.id;
-  Status st = Feed(s::JobFinished{id}, "job failed");
-  if (!st.ok()) spdlog::error("job {} failed: {}", id, st.ToString());
+  ARYL_RETURN_IF_ERROR(Feed(s::JobFinished{id}, "job finished"));
   auto it = jobs.find(id);
-  if (it == jobs.end()) return;
-  (void)EndJob(it->second, JobState::kFailed, code, why);
+  if (it == jobs.end()) return Status::Ok();
+  ARYL_RETURN_IF_ERROR(EndJob(it->second, exit_code == 0 ? JobState::kFinished : JobState::kFailed, exit_code,
+                              exit_code == 0 ? "completed" : "a worker exited with " + std::to_string(exit_code)));
   jobs.erase(id);
+  return Status::Ok();
+}
+
+Status Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
+  s::JobId id = j.rec.id;
+  ARYL_RETURN_IF_ERROR(Feed(s::JobFinished{id}, "job failed"));
+  auto it = jobs.find(id);
+  if (it == jobs.end()) return Status::Ok();
+  ARYL_RETURN_IF_ERROR(EndJob(it->second, JobState::kFailed, code, why));
+  jobs.erase(id);
+  return Status::Ok();
 }
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m) {
@@ -111,7 +140,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
   // The core hears about progress at most every 5 s per job (it is journaled).
   if (m.remaining_work > 0 && WallNow() - j.last_progress_event > 5) {
     j.last_progress_event = WallNow();
-    (void)Feed(s::JobProgress{m.job, m.remaining_work}, "progress");
+    Status st = Transaction("progress", [&] { return Feed(s::JobProgress{m.job, m.remaining_work}, "progress"); });
+    if (!st.ok()) spdlog::warn("job {}: progress not recorded: {}", m.job, st.ToString());
   }
   return std::nullopt;
 }
@@ -124,17 +154,17 @@ void Daemon::Impl::ConvergeTick(double now) {
   for (auto jid : pending) {
     auto it = jobs.find(jid);
     if (it == jobs.end() || !core) continue;
-    Job& j = it->second;
-    if (j.completing) {
-      if (j.workers.empty()) FinishJob(j, j.rec.exit_code);
-      continue;
+    Status st = Transaction("converge job " + std::to_string(jid), [&]() -> Status {
+      Job& j = it->second;
+      if (j.completing) return j.workers.empty() ? FinishJob(j, j.rec.exit_code) : Status::Ok();
+      const auto* info = core->state().job(jid);
+      if (!info || info->status != s::JobStatus::kRunning) return SaveJob(j);
+      return Converge(j, ToNodePlacement(info->placement), "replace lost workers");
+    });
+    if (!st.ok()) {
+      spdlog::error("job {}: converge: {}", jid, st.ToString());
+      pending_converge.insert(jid);  // again on a later tick
     }
-    const auto* info = core->state().job(jid);
-    if (!info || info->status != s::JobStatus::kRunning) {
-      (void)SaveJob(j);
-      continue;
-    }
-    (void)store->Batch([&] { return Converge(j, ToNodePlacement(info->placement), "replace lost workers"); });
   }
   // Jobs whose workers said they are done but some linger: stop the rest.
   for (auto& [jid, j] : jobs) {

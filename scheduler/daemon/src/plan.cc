@@ -3,29 +3,56 @@
 
 namespace aryl::daemon {
 
+Status Daemon::Impl::Transaction(const std::string& what, const std::function<Status()>& body) {
+  if (transaction_depth > 0) return body();  // part of the enclosing one
+  ++transaction_depth;
+  outbox.clear();
+  Status st = store->Batch(body);
+  --transaction_depth;
+  if (st.ok()) {
+    auto out = std::move(outbox);
+    outbox.clear();
+    for (const auto& [identity, msg] : out) SendNow(identity, msg);
+    return st;
+  }
+  // Nothing of it happened: no command left, and memory goes back to what the
+  // store holds (the core is rebuilt from its journal).
+  outbox.clear();
+  metrics.Inc("aryl_state_write_failures_total");
+  Status reload = Reload();
+  if (!reload.ok()) spdlog::error("{}: reloading the state after a failed write: {}", what, reload.ToString());
+  return st.WithContext(what);
+}
+
+void Daemon::Impl::Send(const std::string& identity, const p::Message& msg) {
+  if (transaction_depth > 0) outbox.emplace_back(identity, msg);
+  else SendNow(identity, msg);
+}
+
+void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
+  Status st = server->Push(identity, msg);
+  if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());
+}
+
 Status Daemon::Impl::Feed(s::EventBody body, const std::string& why) {
   if (!core) return Status::FailedPrecondition("no agent has registered yet");
   auto t0 = std::chrono::steady_clock::now();
   double t = CoreNow();
   std::string text = EventToJson(body);
-  // Validate before journaling: a bad event must not poison the replay.
+  // Validate before journaling: a bad event must not poison the replay. The
+  // core refuses an event without changing.
   auto plan = core->Handle({t, body});
   if (!plan.ok()) return plan.status();
   last_core_time = t;
-  Status st = store->Batch([&]() -> Status {
+  // The core moved: journal the event and execute the plan as one durable step
+  // (a failed write rebuilds the core from the journal, so the two agree).
+  return Transaction(why, [&]() -> Status {
     ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, text));
     for (const auto& a : plan->actions) ARYL_RETURN_IF_ERROR(Execute(a));
+    metrics.Observe("aryl_round_seconds",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return Status::Ok();
   });
-  if (!st.ok()) {
-    // The core moved but the journal did not: rebuild the core from disk so the two agree.
-    spdlog::error("persisting {} failed: {}; rebuilding the core", why, st.ToString());
-    (void)RebuildCore(std::nullopt);
-    return st;
-  }
-  metrics.Observe("aryl_round_seconds",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  return Status::Ok();
 }
 
 std::map<std::string, int> Daemon::Impl::ToNodePlacement(const s::Placement& placement) {
@@ -92,6 +119,7 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["failures"] = j.failures;
   w["rescales"] = j.rescales;
   w["home_store"] = j.home_store;
+  w["completing"] = j.completing;
   json arr = json::array();
   j.rec.placement.clear();
   for (const auto& [id, wk] : j.workers) {
@@ -273,7 +301,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   return SaveJob(j);
 }
 
-void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason) {
+void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace) {
   std::map<std::string, std::vector<p::WorkerId>> by_agent;
   for (auto& [id, w] : j.workers) {
     w.leaving = true;
@@ -283,7 +311,7 @@ void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::stri
     p::StopWorkers sw;
     sw.job = j.rec.id;
     sw.workers = ids;
-    sw.grace_seconds = opt.stop_grace;
+    sw.grace_seconds = grace < 0 ? opt.stop_grace : grace;
     sw.checkpoint_first = checkpoint_first;
     sw.reason = reason;
     Push(agent, sw);
@@ -293,8 +321,7 @@ void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::stri
 void Daemon::Impl::Push(const std::string& agent, const p::Message& msg) {
   auto n = nodes.find(agent);
   if (n == nodes.end() || !n->second.connected) return;  // reconciled when it comes back
-  Status st = server->Push(agent, msg);
-  if (!st.ok()) spdlog::warn("push {} to {}: {}", p::TypeName(msg), agent, st.ToString());
+  Send(agent, msg);
 }
 
 void Daemon::Impl::Notify(Job& j, p::JobState state, const std::string& message, bool final,
@@ -312,7 +339,7 @@ void Daemon::Impl::Notify(Job& j, p::JobState state, const std::string& message,
   ev.output = std::move(output);
   ev.final = final;
   if (final) ev.exit_code = std::clamp(j.rec.exit_code, 0, 255);
-  for (const auto& watcher : j.watchers) (void)server->Push(watcher, ev);
+  for (const auto& watcher : j.watchers) Send(watcher, ev);
 }
 
 }  // namespace aryl::daemon

@@ -1,7 +1,12 @@
 #include "aryl/daemon/state_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace aryl::daemon {
@@ -124,7 +129,37 @@ Result<JobState> ParseJobState(std::string_view s) {
 
 StateStore::~StateStore() {
   if (db_) sqlite3_close_v2(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
+
+namespace {
+
+// Takes the exclusive lock on "<path>.lock" and writes this process's pid in it.
+Result<int> LockStateFile(const std::string& path) {
+  std::string lock_path = path + ".lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoError("cannot open lock file " + lock_path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    int err = errno;
+    char buf[32] = {};
+    ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "unknown";
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      return Status::FailedPrecondition("state file " + path + " is in use by another aryl-scheduler (pid " + pid +
+                                        ", lock " + lock_path + "); one scheduler per state file");
+    }
+    return Status::IoError("cannot lock " + lock_path + ": " + std::strerror(err));
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The lock is what matters; the pid is only for the error message.
+  }
+  return fd;
+}
+
+}  // namespace
 
 Status StateStore::Exec(const char* sql) {
   char* err = nullptr;
@@ -141,6 +176,9 @@ Status StateStore::Exec(const char* sql) {
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   std::unique_ptr<StateStore> store(new StateStore());
   store->path_ = path;
+  if (path != ":memory:") {
+    ARYL_ASSIGN_OR_RETURN(store->lock_fd_, LockStateFile(path));
+  }
   int rc = sqlite3_open_v2(path.c_str(), &store->db_,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {

@@ -7,6 +7,10 @@ namespace aryl::daemon {
 // and the inference demand, then the published status.
 void Daemon::Impl::Tick() {
   double now = WallNow();
+  // Frames the transport refused (undecodable, bad envelope) are bad requests too.
+  std::uint64_t rejected = server->stats().rejected;
+  if (rejected > rejected_counted) metrics.Inc("aryl_bad_requests_total", "", double(rejected - rejected_counted));
+  rejected_counted = rejected;
   LivenessTick(now);
   ConvergeTick(now);
   ReclaimTick(now);

@@ -136,6 +136,10 @@ class Server {
   Status Push(std::string_view identity, const Message& msg);
 
   ServerStats stats() const;
+  // True when the loop's last receive batch found no more queued messages: a
+  // tick can then trust that every message sent before it has been handled
+  // (the daemon's agent liveness check measures time up to such a moment).
+  bool drained() const;
 
   // Two-step shutdown: Close() stops the loop (returns at once, any thread);
   // Join() waits for the thread and closes the sockets. Both idempotent.

@@ -83,7 +83,9 @@ class StateStore {
 
   // Opens (creating when missing) the store at `path`; ":memory:" for tests.
   // Fails with Corruption when the file is not an Aryl store, FailedPrecondition
-  // when it was written by a newer schema.
+  // when it was written by a newer schema or another process holds it: one
+  // scheduler per state file, enforced by an exclusive flock on "<path>.lock"
+  // that the kernel releases when its holder dies (SIGKILL included).
   static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
   ~StateStore();
   StateStore(const StateStore&) = delete;
@@ -132,6 +134,7 @@ class StateStore {
   Status Migrate();
 
   sqlite3* db_ = nullptr;
+  int lock_fd_ = -1;  // flock on "<path>.lock", held while open
   std::string path_;
   int schema_version_ = 0;
   int batch_depth_ = 0;

@@ -1,0 +1,178 @@
+// LiveCluster: a test fixture that runs a real aryl-scheduler and real
+// aryl-agent processes on loopback in a scratch directory, with a protocol
+// client and helpers to submit, wait and read logs. Used by the system tests and
+// the fault tests (tests/chaos). Needs ARYL_SCHEDULER_BIN and ARYL_AGENT_BIN.
+#pragma once
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aryl/agent/process.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/transport.h"
+
+namespace aryl::livetest {
+
+namespace fs = std::filesystem;
+namespace p = aryl::protocol;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+inline int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+inline std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Waits for `pred` up to `timeout_s`, polling every 50 ms.
+template <typename F>
+inline bool WaitFor(F pred, double timeout_s) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return pred();
+}
+
+class LiveCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("aryl-live-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    port_ = FreePort();
+    http_port_ = FreePort();
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(port_);
+  }
+  void TearDown() override {
+    launcher_.StopAll(2);
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  pid_t StartScheduler(std::vector<std::string> extra = {}) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(port_),
+                 "--state", state_path_.empty() ? (dir_ / "state.db").string() : state_path_, "--http-port", std::to_string(http_port_),
+                 "--heartbeat", "0.2", "--agent-timeout", "3", "--stop-grace", "2", "--log-level", "debug"};
+    spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+    spec.stdout_path = (dir_ / "scheduler.log").string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    scheduler_pid_ = pid.ok() ? *pid : 0;
+    return scheduler_pid_;
+  }
+
+  pid_t StartAgent(const std::string& id, int slots, const std::string& pool = "training",
+                   std::vector<std::string> extra = {}) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint_, "--id", id, "--host", "127.0.0.1", "--pool", pool,
+                 "--slots", std::to_string(slots), "--gpu-type", "cpu", "--log-dir", (dir_ / ("logs-" + id)).string(),
+                 "--log-level", "debug"};
+    spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
+    spec.cwd = dir_.string();
+    spec.stdout_path = (dir_ / ("agent-" + id + ".log")).string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    return pid.ok() ? *pid : 0;
+  }
+
+  void Kill(pid_t pid) {
+    launcher_.Signal(pid, SIGKILL);
+    WaitFor([&] {
+      launcher_.Poll();
+      return !launcher_.Running(pid);
+    }, 5);
+  }
+
+  std::unique_ptr<p::Client> Client(std::optional<p::CurveClientKeys> curve = std::nullopt) {
+    p::Client::Options o;
+    o.endpoint = endpoint_;
+    o.curve = curve;
+    auto c = p::Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  // Waits until `n` agents are connected.
+  bool WaitAgents(p::Client& c, int n, double timeout_s = 10) {
+    return WaitFor([&] {
+      auto r = c.Call<p::NodesReply>(p::ListNodes{}, milliseconds(500));
+      if (!r.ok()) return false;
+      int connected = 0;
+      for (const auto& node : r->nodes) connected += node.connected;
+      return connected >= n;
+    }, timeout_s);
+  }
+
+  Result<p::JobId> Submit(p::Client& c, std::vector<std::string> argv, int workers, int min = 0, int max = 0) {
+    p::SubmitJob m;
+    m.argv = std::move(argv);
+    if (min > 0) {
+      m.min_workers = min;
+      m.max_workers = max;
+    } else {
+      m.workers = workers;
+    }
+    ARYL_ASSIGN_OR_RETURN(auto reply, c.Call<p::SubmitReply>(m, milliseconds(3000)));
+    return reply.job;
+  }
+
+  Result<p::JobStatusReply> Status(p::Client& c, p::JobId job) {
+    p::JobStatus m;
+    m.job = job;
+    return c.Call<p::JobStatusReply>(m, milliseconds(1000));
+  }
+
+  bool WaitState(p::Client& c, p::JobId job, p::JobState state, double timeout_s) {
+    return WaitFor([&] {
+      auto r = Status(c, job);
+      return r.ok() && r->row.state == state;
+    }, timeout_s);
+  }
+
+  std::string Logs() {
+    std::string out;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (e.path().extension() == ".log") out += "==== " + e.path().filename().string() + "\n" + ReadFile(e.path());
+    return out.substr(out.size() > 20000 ? out.size() - 20000 : 0);
+  }
+
+  fs::path dir_;
+  std::string state_path_;  // empty: <dir>/state.db
+  int port_ = 0, http_port_ = 0;
+  std::string endpoint_;
+  pid_t scheduler_pid_ = 0;
+  agent::ProcessLauncher launcher_;
+};
+
+
+}  // namespace aryl::livetest
