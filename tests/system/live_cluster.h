@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -75,7 +76,7 @@ class LiveCluster : public ::testing::Test {
   }
   void TearDown() override {
     launcher_.StopAll(2);
-    if (!HasFailure()) fs::remove_all(dir_);
+    if (!HasFailure() && !std::getenv("ARYL_KEEP_TEST_DIRS")) fs::remove_all(dir_);
   }
 
   pid_t StartScheduler(std::vector<std::string> extra = {}) {
