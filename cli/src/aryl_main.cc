@@ -28,6 +28,7 @@ void Usage() {
                "  status JOB              one job: state, size, placement, exit code\n"
                "  cancel JOB              cancel a job\n"
                "  nodes                   agents: pool, loan state, slots in use\n"
+               "  nodes drain|resume|remove NAME  take a node out of service, back, or forget it\n"
                "  pool offer SERVER...    lend idle inference servers to training\n"
                "  pool reclaim K [--deadline 120s] | pool reclaim --servers A,B\n"
                "  keygen DIR NAME         write a CURVE key pair DIR/NAME.key (0600) and DIR/NAME.pub\n"
@@ -182,10 +183,17 @@ int CmdJobs(int argc, char** argv) {
   Common c = ReadCommon(r);
   p::ListJobs m;
   m.include_finished = r.count("all") > 0;
-  auto reply = Call<p::JobsReply>(prog, c, m);
-  if (!reply.ok()) return aryl::cli::Fail(prog, reply.status());
-  if (c.json) std::cout << p::ToJson(*reply).dump(2) << "\n";
-  else std::cout << JobsTable(reply->jobs);
+  // Page by page (each reply well under the frame limit), into one listing.
+  p::JobsReply all;
+  while (true) {
+    auto reply = Call<p::JobsReply>(prog, c, m);
+    if (!reply.ok()) return aryl::cli::Fail(prog, reply.status());
+    all.jobs.insert(all.jobs.end(), reply->jobs.begin(), reply->jobs.end());
+    if (!reply->more || reply->jobs.empty()) break;
+    m.after = reply->jobs.back().job;
+  }
+  if (c.json) std::cout << p::ToJson(all).dump(2) << "\n";
+  else std::cout << JobsTable(all.jobs);
   return 0;
 }
 
@@ -253,10 +261,25 @@ std::string NodesTable(const std::vector<p::NodeRow>& nodes) {
 
 int CmdNodes(int argc, char** argv) {
   const std::string prog = "aryl nodes";
-  cxxopts::Options o(prog, "List agents.");
+  cxxopts::Options o(prog, "List agents, or: nodes drain|resume|remove NAME.");
+  o.add_options()("action", "drain | resume | remove", cxxopts::value<std::string>())(
+      "node", "agent id", cxxopts::value<std::string>());
+  o.parse_positional({"action", "node"});
   AddCommon(o);
   auto r = aryl::ParseFlagsOrExit(o, argc, argv);
   Common c = ReadCommon(r);
+  if (r.count("action")) {
+    p::NodeCommand cmd;
+    cmd.action = r["action"].as<std::string>();
+    if (!r.count("node")) aryl::UsageError(prog, "missing NAME after '" + cmd.action + "'");
+    cmd.node = r["node"].as<std::string>();
+    aryl::Status v = cmd.Validate();
+    if (!v.ok()) aryl::UsageError(prog, v.message());
+    auto ok = Call<p::Ok>(prog, c, cmd);
+    if (!ok.ok()) return aryl::cli::Fail(prog, ok.status());
+    std::cout << ok->message << "\n";
+    return 0;
+  }
   auto reply = Call<p::NodesReply>(prog, c, p::ListNodes{});
   if (!reply.ok()) return aryl::cli::Fail(prog, reply.status());
   if (c.json) std::cout << p::ToJson(*reply).dump(2) << "\n";

@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
   bool cancel_sent = false;
   auto last_watch = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   std::string last_line;
+  std::int64_t rank0_worker = 0;
   while (true) {
     if (g_interrupts > 0 && !cancel_sent) {
       std::cerr << kProg << ": interrupted; cancelling job " << job << "\n";
@@ -238,13 +239,15 @@ int main(int argc, char** argv) {
       (void)(*client)->Call<p::Ok>(w, milliseconds(1000));
     }
     if (!follow_logs.empty()) {
-      tail.Follow(follow_logs + "/job-" + std::to_string(job) + "/worker-0.out");
+      // Rank 0's output, wherever rank 0 is now (it moves when its worker is lost).
+      tail.Follow(follow_logs + "/job-" + std::to_string(job) + "/worker-" + std::to_string(rank0_worker) + ".out");
       tail.Pump(std::cout);
     }
     auto msg = (*client)->Receive(milliseconds(100));
     if (!msg.ok()) continue;
     auto* ev = std::get_if<p::JobEvent>(&*msg);
     if (!ev || ev->job != job) continue;
+    if (ev->rank0_worker >= 0) rank0_worker = ev->rank0_worker;
     std::string line = std::string(p::ToString(ev->state)) + " (" + std::to_string(ev->workers) + " workers)" +
                        (ev->message.empty() ? "" : ": " + ev->message);
     if (!quiet && line != last_line) std::cerr << kProg << ": job " << job << " " << line << "\n";

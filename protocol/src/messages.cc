@@ -102,12 +102,14 @@ constexpr NameTable<JobState, 9> kJobStateNames{{{JobState::kQueued, "queued"},
                                                  {JobState::kCompleted, "completed"},
                                                  {JobState::kFailed, "failed"},
                                                  {JobState::kCancelled, "cancelled"}}};
-constexpr NameTable<NodeState, 6> kNodeStateNames{{{NodeState::kAvailable, "available"},
+constexpr NameTable<NodeState, 8> kNodeStateNames{{{NodeState::kAvailable, "available"},
                                                    {NodeState::kHeld, "held"},
                                                    {NodeState::kLoaned, "loaned"},
                                                    {NodeState::kReclaiming, "reclaiming"},
                                                    {NodeState::kFailed, "failed"},
-                                                   {NodeState::kDisconnected, "disconnected"}}};
+                                                   {NodeState::kDisconnected, "disconnected"},
+                                                   {NodeState::kDraining, "draining"},
+                                                   {NodeState::kDrained, "drained"}}};
 constexpr std::array<Status::Code, 13> kAllCodes{Status::Code::kOk,
                                                  Status::Code::kInvalidArgument,
                                                  Status::Code::kNotFound,
@@ -575,6 +577,12 @@ Status WorkerExited::Validate() const {
     return FieldError("exit_code", "exactly one of 'exit_code' and 'signal' must be set");
   if (!outcome.empty() && !IsWorkerOutcome(outcome))
     return FieldError("outcome", "expected completed, stopped, left, interrupted or failed, got \"" + outcome + "\"");
+  return Status::Ok();
+}
+
+Status NodeCommand::Validate() const {
+  if (action != "drain" && action != "resume" && action != "remove")
+    return FieldError("action", "expected drain, resume or remove, got \"" + action + "\"");
   return Status::Ok();
 }
 

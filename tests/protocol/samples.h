@@ -116,6 +116,7 @@ inline std::vector<Message> SampleMessages() {
                                     .used_slots = 2,
                                     .connected = true,
                                     .last_heartbeat_age = 0.4}}});
+  m.push_back(NodeCommand{.node = "train-03", .action = "drain"});
   m.push_back(PoolOffer{.servers = {"inf-01", "inf-02"}});
   m.push_back(PoolReclaim{.count = 2, .servers = {}, .deadline_seconds = 120});
   m.push_back(WatchJob{.job = 12, .output = false});

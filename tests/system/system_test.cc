@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <zmq.hpp>
@@ -293,6 +294,91 @@ TEST_F(SystemTest, GarbageFrames) {
   fake.gpu_type = "cpu";
   auto reg = c->Call<p::AgentRegistered>(fake, milliseconds(1000));
   EXPECT_FALSE(reg.ok());
+  // Every refused frame counts as a bad request (decode failures included).
+  auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  std::smatch sm;
+  std::regex re(R"(aryl_bad_requests_total (\d+))");
+  ASSERT_TRUE(WaitFor([&] {
+    auto m = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+    std::string body = m.ok() ? m->second : "";
+    return std::regex_search(body, sm, re) && std::stoi(sm[1]) >= 15;
+  }, 5)) << "bad requests counted: " << (std::regex_search(metrics->second, sm, re) ? sm[1].str() : "none");
+}
+
+// Operators drain a node (its workers move off, no new ones land), resume it,
+// and remove a dead one, which then no longer counts toward submit capacity.
+TEST_F(SystemTest, NodesDrainResumeRemove) {
+  StartScheduler();
+  StartAgent("a", 2);
+  pid_t b = StartAgent("b", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  auto job = Submit(*c, {"sleep", "60"}, 0, 1, 4);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitFor([&] { auto r = Status(*c, *job); return r.ok() && r->row.workers == 4; }, 15)) << Logs();
+  auto drain = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "drain"}, milliseconds(2000));
+  ASSERT_TRUE(drain.ok()) << drain.status();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *job);
+    if (!r.ok() || r->row.workers != 2) return false;
+    for (const auto& pl : r->placement) if (pl.agent_id == "b") return false;
+    return true;
+  }, 20)) << Logs();
+  auto nodes = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+  ASSERT_TRUE(nodes.ok());
+  for (const auto& n : nodes->nodes)
+    if (n.agent_id == "b") EXPECT_TRUE(n.state == p::NodeState::kDraining || n.state == p::NodeState::kDrained);
+  auto bad = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "reboot"}, milliseconds(1000));
+  EXPECT_FALSE(bad.ok());
+  auto remove_live = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "remove"}, milliseconds(1000));
+  EXPECT_FALSE(remove_live.ok()) << "a connected node cannot be removed";
+  auto resume = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "resume"}, milliseconds(2000));
+  ASSERT_TRUE(resume.ok()) << resume.status();
+  ASSERT_TRUE(WaitFor([&] { auto r = Status(*c, *job); return r.ok() && r->row.workers == 4; }, 20)) << Logs();
+  // b dies: a 4-worker job no longer fits the live cluster; after remove, b is gone from the listing.
+  Kill(b);
+  ASSERT_TRUE(WaitFor([&] {
+    auto n = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500));
+    if (!n.ok()) return false;
+    for (const auto& x : n->nodes) if (x.agent_id == "b") return !x.connected;
+    return false;
+  }, 15)) << Logs();
+  auto too_big = Submit(*c, {"true"}, 4);
+  EXPECT_FALSE(too_big.ok()) << "capacity counts only live nodes";
+  auto removed = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "remove"}, milliseconds(2000));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  nodes = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+  ASSERT_TRUE(nodes.ok());
+  for (const auto& n : nodes->nodes) EXPECT_NE(n.agent_id, "b");
+}
+
+// Listings come in pages; a missing program's exec error reaches the job's status.
+TEST_F(SystemTest, PagedListingAndExecError) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(*c, {"true"}, 1).ok());
+  p::ListJobs page;
+  page.include_finished = true;
+  page.limit = 2;
+  std::vector<p::JobId> seen;
+  for (int guard = 0; guard < 10; ++guard) {
+    auto r = c->Call<p::JobsReply>(page, milliseconds(1000));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->jobs.size(), 2u);
+    for (const auto& row : r->jobs) seen.push_back(row.job);
+    if (!r->more) break;
+    page.after = r->jobs.back().job;
+  }
+  EXPECT_EQ(seen, (std::vector<p::JobId>{1, 2, 3, 4, 5}));
+  auto missing = Submit(*c, {"/nonexistent/trainer"}, 1);
+  ASSERT_TRUE(missing.ok());
+  ASSERT_TRUE(WaitState(*c, *missing, p::JobState::kFailed, 15)) << Logs();
+  auto st = Status(*c, *missing);
+  ASSERT_TRUE(st.ok());
+  EXPECT_NE(st->message.find("/nonexistent/trainer"), std::string::npos) << st->message;
 }
 
 // CURVE: a listed client key gets in; an unknown one is refused.

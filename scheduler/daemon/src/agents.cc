@@ -33,6 +33,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     n.host = m.host;
     n.store_endpoint = m.store_endpoint;
     n.connected = true;
+    if (n.removed) {
+      n.removed = false;
+      ARYL_RETURN_IF_ERROR(store->SetMeta("removed/" + n.id, "0"));
+    }
     n.last_heartbeat = WallNow();
     ARYL_RETURN_IF_ERROR(SaveNode(n));
     ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "register",
@@ -49,7 +53,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     }
     Reconcile(n, m.workers);
     if (is_new) return RebuildCore(n.server_id);
-    if (core && !was_connected) {
+    if (core && !was_connected && !n.drained) {
       const auto* info = core->state().server(n.server_id);
       if (info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "agent back");
     }
@@ -164,6 +168,53 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   ARYL_RETURN_IF_ERROR(store->AppendEvent(now, 0, "node_failed", id));
   if (core) return Feed(s::ServerFailed{n.server_id}, "agent lost");
   return Status::Ok();
+}
+
+std::int64_t Daemon::Impl::RankZero(const Job& j) {
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving && w.rank == 0) return id;
+  return -1;
+}
+
+// drain: the node takes no new workers and its workers move off as on a
+// planned shrink or a preemption (the core sees the server as failed while the
+// agent stays connected, so leavers go at a step boundary, with a checkpoint);
+// resume: schedulable again; remove: forget a disconnected node. Each is
+// idempotent and survives a scheduler restart (meta table).
+Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& action) {
+  auto it = nodes.find(name);
+  if (it == nodes.end() || it->second.removed) return Status::NotFound("no node named '" + name + "'");
+  Node& n = it->second;
+  if (action == "drain") {
+    if (n.drained) return Status::Ok();
+    return Transaction("drain " + name, [&]() -> Status {
+      n.drained = true;
+      ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "1"));
+      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "drain", name));
+      const auto* info = core ? core->state().server(n.server_id) : nullptr;
+      if (info && !info->failed) return Feed(s::ServerFailed{n.server_id}, "drain " + name);
+      return Status::Ok();
+    });
+  }
+  if (action == "resume") {
+    if (!n.drained) return Status::FailedPrecondition("node '" + name + "' is not drained");
+    return Transaction("resume " + name, [&]() -> Status {
+      n.drained = false;
+      ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "0"));
+      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "resume", name));
+      const auto* info = core ? core->state().server(n.server_id) : nullptr;
+      if (n.connected && info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "resume " + name);
+      return Status::Ok();
+    });
+  }
+  // remove
+  if (n.connected)
+    return Status::FailedPrecondition("node '" + name + "' is connected; stop its agent first (or drain it)");
+  return Transaction("remove " + name, [&]() -> Status {
+    n.removed = true;
+    ARYL_RETURN_IF_ERROR(store->SetMeta("removed/" + name, "1"));
+    return store->AppendEvent(WallNow(), 0, "remove", name);
+  });
 }
 
 }  // namespace aryl::daemon

@@ -51,12 +51,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   spec.total_work = m.total_work > 0 ? m.total_work : kUnknownWork;
   int capacity = 0;
   for (const auto& [id, n] : nodes)
-    if (m.gpu_type.empty() || n.gpu_type == m.gpu_type) capacity += n.slots;
+    if (n.connected && !n.drained && (m.gpu_type.empty() || n.gpu_type == m.gpu_type)) capacity += n.slots;
   if (spec.min_workers > capacity) {
     metrics.Inc("aryl_bad_requests_total");
     return Err(Status::InvalidArgument("job needs at least " + std::to_string(spec.min_workers) + " workers" +
                                        (m.gpu_type.empty() ? "" : " of type " + m.gpu_type) +
-                                       " but the cluster has " + std::to_string(capacity)));
+                                       " but the cluster's connected, undrained nodes have " + std::to_string(capacity)));
   }
   std::uint64_t id = 0;
   Status refused;
@@ -88,16 +88,26 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
 }
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListJobs& m) {
+  // One page: the rows of a few thousand jobs stay far below the frame limit.
   p::JobsReply reply;
+  int limit = static_cast<int>(m.limit > 0 ? m.limit : p::kDefaultJobsPage);
   if (m.include_finished) {
-    auto all = store->ListJobs(false);
-    if (!all.ok()) return Err(all.status());
-    for (const auto& rec : *all) {
+    auto page = store->ListJobs(false, m.after, limit + 1);
+    if (!page.ok()) return Err(page.status());
+    reply.more = static_cast<int>(page->size()) > limit;
+    if (reply.more) page->pop_back();
+    for (const auto& rec : *page) {
       auto it = jobs.find(rec.id);
       reply.jobs.push_back(it != jobs.end() ? Row(it->second.rec, &it->second) : Row(rec, nullptr));
     }
   } else {
-    for (const auto& [id, j] : jobs) reply.jobs.push_back(Row(j.rec, &j));
+    for (auto it = jobs.upper_bound(m.after); it != jobs.end(); ++it) {
+      if (static_cast<int>(reply.jobs.size()) == limit) {
+        reply.more = true;
+        break;
+      }
+      reply.jobs.push_back(Row(it->second.rec, &it->second));
+    }
   }
   return p::Message(reply);
 }
@@ -120,6 +130,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
       if (!w.leaving) placement[w.agent]++;
   }
   for (const auto& [node, n] : placement) reply.placement.push_back({node, n});
+  if (it != jobs.end()) reply.rank0_worker = RankZero(it->second);
   auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
   if (spec.ok()) reply.argv = spec->argv;
   if (IsTerminal(rec.state)) reply.exit_code = std::clamp(rec.exit_code, 0, 255);
@@ -147,6 +158,19 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CancelJob& m) {
   PublishSnapshot();
   p::Ok ok;
   ok.message = "job " + std::to_string(m.job) + " cancelled";
+  return p::Message(ok);
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::NodeCommand& m) {
+  Status st = m.Validate();
+  if (st.ok()) st = NodeCommandFor(m.node, m.action);
+  if (!st.ok()) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(st);
+  }
+  PublishSnapshot();
+  p::Ok ok;
+  ok.message = "node " + m.node + ": " + m.action + (m.action == "drain" ? "ing" : m.action == "remove" ? "d" : "d");
   return p::Message(ok);
 }
 

@@ -76,6 +76,10 @@ Status Daemon::Impl::LoadState() {
     n.slots = r.gpus;
     n.server_id = r.server_id;
     n.loan_state = r.loan_state;
+    ARYL_ASSIGN_OR_RETURN(auto drained, store->GetMeta("drained/" + r.name));
+    ARYL_ASSIGN_OR_RETURN(auto removed, store->GetMeta("removed/" + r.name));
+    n.drained = drained && *drained == "1";
+    n.removed = removed && *removed == "1";
     loaded_by_server[n.server_id] = n.id;
     loaded_nodes[n.id] = n;
   }

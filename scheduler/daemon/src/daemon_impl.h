@@ -82,6 +82,8 @@ class Daemon::Impl {
     double last_heartbeat = 0;  // wall
     std::string store_endpoint;
     std::string loan_state = "available";  // available | held | loaned
+    bool drained = false;  // an operator took it out of service (nodes drain)
+    bool removed = false;  // an operator forgot it (nodes remove); known again when its agent registers
   };
   struct Worker {
     p::WorkerId id = 0;
@@ -196,6 +198,10 @@ class Daemon::Impl {
   }
 
   // --- agents.cc
+  // Operator commands (drain | resume | remove), persisted in the meta table.
+  Status NodeCommandFor(const std::string& node, const std::string& action);
+  // The worker id of rank 0 among the job's staying workers; -1 when none.
+  static std::int64_t RankZero(const Job& j);
   std::optional<p::Message> On(const p::ReplyTo& from, p::AgentRegister& m);
   void Reconcile(Node& n, const std::vector<p::RunningWorker>& running);
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
@@ -221,6 +227,7 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo&, p::JobStatus& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::CancelJob& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::ListNodes&);
+  std::optional<p::Message> On(const p::ReplyTo&, p::NodeCommand& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::PoolOffer& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::PoolReclaim& m);
   std::optional<p::Message> On(const p::ReplyTo& from, p::WatchJob& m);

@@ -338,6 +338,7 @@ void Daemon::Impl::Notify(Job& j, p::JobState state, const std::string& message,
   ev.message = message;
   ev.output = std::move(output);
   ev.final = final;
+  ev.rank0_worker = RankZero(j);
   if (final) ev.exit_code = std::clamp(j.rec.exit_code, 0, 255);
   for (const auto& watcher : j.watchers) Send(watcher, ev);
 }

@@ -384,12 +384,16 @@ Result<JobRecord> StateStore::GetJob(std::uint64_t id) {
   return j;
 }
 
-Result<std::vector<JobRecord>> StateStore::ListJobs(bool only_live) {
+Result<std::vector<JobRecord>> StateStore::ListJobs(bool only_live, std::uint64_t after, int limit) {
   std::string sql = kJobColumns;
-  if (only_live) sql += " WHERE state IN ('queued', 'running')";
-  sql += " ORDER BY id;";
+  sql += " WHERE id > ?";
+  if (only_live) sql += " AND state IN ('queued', 'running')";
+  sql += " ORDER BY id";
+  if (limit >= 0) sql += " LIMIT " + std::to_string(limit);
+  sql += ";";
   Stmt q(db_, sql.c_str());
   ARYL_RETURN_IF_ERROR(q.status("prepare list jobs"));
+  q.Bind(1, static_cast<std::int64_t>(after));
   std::vector<JobRecord> jobs;
   std::map<std::uint64_t, size_t> index;
   int rc;
@@ -399,7 +403,10 @@ Result<std::vector<JobRecord>> StateStore::ListJobs(bool only_live) {
     jobs.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) return q.Error("list jobs", rc);
-  Stmt p(db_, "SELECT job_id, node, workers FROM placements;");
+  if (jobs.empty()) return jobs;
+  Stmt p(db_, "SELECT job_id, node, workers FROM placements WHERE job_id > ? AND job_id <= ?;");
+  p.Bind(1, static_cast<std::int64_t>(after));
+  p.Bind(2, static_cast<std::int64_t>(jobs.back().id));
   while ((rc = p.Step()) == SQLITE_ROW) {
     auto it = index.find(static_cast<std::uint64_t>(p.Int(0)));
     if (it != index.end()) jobs[it->second].placement[p.Text(1)] = static_cast<int>(p.Int(2));

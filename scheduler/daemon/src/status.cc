@@ -40,18 +40,26 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
 }
 
 std::vector<p::NodeRow> Daemon::Impl::NodeRows() {
+  // Slots held by staying workers, per node, in one pass over the jobs.
+  std::map<std::string, std::set<int>> used;
+  for (const auto& [jid, j] : jobs)
+    for (const auto& [wid, w] : j.workers)
+      if (!w.leaving) used[w.agent].insert(w.slot);
   std::vector<p::NodeRow> rows;
   for (const auto& [id, n] : nodes) {
+    if (n.removed) continue;
     p::NodeRow r;
     r.agent_id = n.id;
     r.host = n.host;
     r.pool = n.pool;
     r.gpu_type = n.gpu_type;
     r.slots = n.slots;
-    r.used_slots = n.slots - static_cast<int>(FreeSlots(n).size());
+    auto u = used.find(n.id);
+    r.used_slots = u == used.end() ? 0 : static_cast<int>(u->second.size());
     r.connected = n.connected;
     r.last_heartbeat_age = n.last_heartbeat > 0 ? std::max(0.0, WallNow() - n.last_heartbeat) : 0;
     if (!n.connected) r.state = p::NodeState::kDisconnected;
+    else if (n.drained) r.state = r.used_slots > 0 ? p::NodeState::kDraining : p::NodeState::kDrained;
     else if (n.loan_state == "loaned") r.state = p::NodeState::kLoaned;
     else if (n.loan_state == "held") {
       bool reclaiming = std::any_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == n.id; });

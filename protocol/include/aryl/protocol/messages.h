@@ -34,9 +34,9 @@
 //      from the rank-0 worker's WorkerProgress, at most a few times per second.
 //
 //  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
-//  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply; JobStatus ⇠
+//  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply (a page); JobStatus ⇠
 //      JobStatusReply; CancelJob ⇠ Ok; ListNodes ⇠ NodesReply; PoolOffer ⇠ Ok;
-//      PoolReclaim ⇠ Ok; StatusRequest ⇠ StatusReply. Any request may instead be
+//      PoolReclaim ⇠ Ok; NodeCommand ⇠ Ok; StatusRequest ⇠ StatusReply. Any request may instead be
 //      answered with Error{code, message}.
 //  11. WatchJob ⇠ Ok, then the scheduler pushes JobEvent {state, size, rank-0
 //      output lines} to that client until a JobEvent with final = true. A client
@@ -132,7 +132,9 @@ enum class NodeState : std::uint8_t {
   kLoaned,
   kReclaiming,
   kFailed,
-  kDisconnected
+  kDisconnected,
+  kDraining,
+  kDrained,
 };
 
 std::string_view ToString(Pool v);          // "training" | "inference"
@@ -538,12 +540,21 @@ struct SubmitReply {
   bool operator==(const SubmitReply&) const = default;
 };
 
+// Listings come in pages (a reply stays far below kMaxFrameBytes): jobs with
+// id > after, at most `limit` of them (0: kDefaultJobsPage); JobsReply.more
+// says whether a next page starts after its last job.
+inline constexpr std::int64_t kDefaultJobsPage = 500;
+inline constexpr std::int64_t kMaxJobsPage = 2000;
 struct ListJobs {
   static constexpr std::string_view kType = "list_jobs";
   bool include_finished = false;
+  JobId after = 0;
+  std::int64_t limit = 0;
   template <typename V>
   void Visit(V& v) {
     v("include_finished", include_finished);
+    v("after", after);
+    v("limit", limit, {.min = 0, .max = double(kMaxJobsPage)});
   }
   bool operator==(const ListJobs&) const = default;
 };
@@ -551,9 +562,11 @@ struct ListJobs {
 struct JobsReply {
   static constexpr std::string_view kType = "jobs_reply";
   std::vector<JobRow> jobs{};
+  bool more = false;  // more jobs after the last one here
   template <typename V>
   void Visit(V& v) {
     v("jobs", jobs);
+    v("more", more);
   }
   bool operator==(const JobsReply&) const = default;
 };
@@ -575,6 +588,7 @@ struct JobStatusReply {
   std::vector<std::string> argv{};
   std::optional<std::int64_t> exit_code{};  // once terminal
   std::string message{};                    // last state change's reason
+  std::int64_t rank0_worker = -1;           // the worker that is rank 0 now; -1: none
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -582,6 +596,7 @@ struct JobStatusReply {
     v("argv", argv);
     v("exit_code", exit_code, {.min = 0, .max = 255});
     v("message", message);
+    v("rank0_worker", rank0_worker, {.min = -1});
   }
   bool operator==(const JobStatusReply&) const = default;
 };
@@ -611,6 +626,24 @@ struct NodesReply {
     v("nodes", nodes);
   }
   bool operator==(const NodesReply&) const = default;
+};
+
+// Operators take a node out of service or back: "drain" (no new workers; its
+// workers are checkpointed and moved off, as on a preemption notice), "resume"
+// (schedulable again) or "remove" (forget a node that is not connected: it no
+// longer counts toward capacity or shows in listings; it is known again if its
+// agent registers) ⇠ Ok.
+struct NodeCommand {
+  static constexpr std::string_view kType = "node_command";
+  std::string node{};
+  std::string action{};
+  template <typename V>
+  void Visit(V& v) {
+    v("node", node, {.non_empty = true});
+    v("action", action, {.non_empty = true});
+  }
+  Status Validate() const;
+  bool operator==(const NodeCommand&) const = default;
 };
 
 // The inference side lends servers (agent ids of inference-pool agents).
@@ -663,6 +696,7 @@ struct JobEvent {
   std::string message{};              // why the state changed
   std::optional<std::int64_t> exit_code{};
   bool final = false;  // no more events for this job
+  std::int64_t rank0_worker = -1;  // the worker that is rank 0 now (its log is the job's); -1: none
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -673,6 +707,7 @@ struct JobEvent {
     v("message", message);
     v("exit_code", exit_code, {.min = 0, .max = 255});
     v("final", final);
+    v("rank0_worker", rank0_worker, {.min = -1});
   }
   bool operator==(const JobEvent&) const = default;
 };
@@ -975,7 +1010,8 @@ struct StoreReply {
   X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)        \
   X(StopWorkers) X(WorkerExited) X(WorkerExitAck) X(ResizeReport) X(JobProgress)           \
   X(SubmitJob) X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply)      \
-  X(CancelJob) X(ListNodes) X(NodesReply) X(PoolOffer) X(PoolReclaim) X(WatchJob)          \
+  X(CancelJob) X(ListNodes) X(NodesReply) X(NodeCommand) X(PoolOffer) X(PoolReclaim)       \
+  X(WatchJob)                                                                              \
   X(JobEvent) X(StatusRequest) X(StatusReply) X(Ok) X(Error)                               \
   X(WorkerHello) X(GenerationAnnounce) X(WorkerResizeReport) X(WorkerProgress)             \
   X(WorkerCheckpointRequest) X(WorkerLeave) X(WorkerDone)                                  \

@@ -105,8 +105,9 @@ class StateStore {
   // Overwrites state, times, generation, exit code, message and placement.
   Status UpdateJob(const JobRecord& job);
   Result<JobRecord> GetJob(std::uint64_t id);
-  // Every job, oldest first; `only_live` keeps queued and running ones.
-  Result<std::vector<JobRecord>> ListJobs(bool only_live = false);
+  // Jobs with id > `after`, oldest first, at most `limit` (< 0: all);
+  // `only_live` keeps queued and running ones.
+  Result<std::vector<JobRecord>> ListJobs(bool only_live = false, std::uint64_t after = 0, int limit = -1);
   Result<std::uint64_t> MaxJobId();
 
   // --- nodes ---
