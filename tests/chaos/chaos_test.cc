@@ -173,6 +173,30 @@ class ChaosTest : public LiveCluster {
     return at.string();
   }
 
+  // Pauses one agent (SIGSTOP) past the agent timeout, resumes it (SIGCONT),
+  // and checks the job completes after all its steps.
+  void PauseAgent(bool rank_zero) {
+    StartScheduler();
+    pid_t a1 = StartAgent("a1", 2);
+    pid_t a2 = StartAgent("a2", 2);
+    auto c = Client();
+    ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+    auto job = SubmitTraining(*c, 1, 4);
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE(WaitTraining(*c, *job, 4, 100, 60)) << Logs();
+    std::string rank0 = RankZeroAgent(*job);
+    pid_t victim = (rank0 == "a1") == rank_zero ? a1 : a2;
+    ::kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(milliseconds(5000));  // past the 3 s agent timeout
+    ::kill(victim, SIGCONT);
+    p::JobState end = FollowToEnd(*c, *job, 150);
+    Outcome o = ReadOutcome(*job);
+    bool ok = end == p::JobState::kCompleted && o.done_steps == kSteps;
+    Record(ok, o.steps_lost, max_pause_s_);
+    EXPECT_EQ(p::ToString(end), "completed") << Logs();
+    EXPECT_EQ(o.done_steps, kSteps) << "the job ended before its program did all its steps\n" << Logs();
+  }
+
   double max_pause_s_ = 0;
   bool result_recorded_ = false;
   std::string last_rank0_agent_;
@@ -184,28 +208,11 @@ class ChaosTest : public LiveCluster {
 // them back or regrows, and completes only after all its steps. (Before: the
 // scheduler SIGTERMed the resumed agent's workers, the runtime stopped every
 // rank cleanly, and exit 0 was taken as "completed" at step ~450 of 30,000.)
-TEST_F(ChaosTest, PausedAgentDoesNotEndTheJob) {
-  StartScheduler();
-  pid_t a1 = StartAgent("a1", 2);
-  pid_t a2 = StartAgent("a2", 2);
-  auto c = Client();
-  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
-  (void)a1;
-  auto job = SubmitTraining(*c, 1, 4);
-  ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_TRUE(WaitTraining(*c, *job, 4, 100, 60)) << Logs();
-  std::string rank0 = RankZeroAgent(*job);
-  pid_t victim = rank0 == "a1" ? a2 : a1;
-  ::kill(victim, SIGSTOP);
-  std::this_thread::sleep_for(milliseconds(5000));  // past the 3 s agent timeout
-  ::kill(victim, SIGCONT);
-  p::JobState end = FollowToEnd(*c, *job, 150);
-  Outcome o = ReadOutcome(*job);
-  bool ok = end == p::JobState::kCompleted && o.done_steps == kSteps;
-  Record(ok, o.steps_lost, max_pause_s_);
-  EXPECT_EQ(p::ToString(end), "completed") << Logs();
-  EXPECT_EQ(o.done_steps, kSteps) << "the job ended before its program did all its steps\n" << Logs();
-}
+TEST_F(ChaosTest, PausedAgentDoesNotEndTheJob) { PauseAgent(/*rank_zero=*/false); }
+
+// The same with the agent that hosts rank 0 and the job's store: the others
+// cannot go on without the store, so the job restarts from its checkpoint.
+TEST_F(ChaosTest, PausedStoreAgentDoesNotEndTheJob) { PauseAgent(/*rank_zero=*/true); }
 
 // SIGKILL of the agent that hosts rank 0 and the job's rendezvous store: the
 // job restarts from its latest checkpoint on the agents left and completes;

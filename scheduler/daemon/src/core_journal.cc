@@ -103,9 +103,15 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
   }
   ARYL_ASSIGN_OR_RETURN(auto journal, store->CoreEvents());
   double t_last = 0;
+  std::size_t row = 0;
   for (const auto& [t, body] : journal) {
-    ARYL_ASSIGN_OR_RETURN(auto ev, EventFromJson(body));
-    auto r = fresh->Handle({t, ev});
+    ++row;
+    auto ev = EventFromJson(body);
+    if (!ev.ok()) {
+      return Status::Corruption("state file: table core_events, row " + std::to_string(row) + " (t=" +
+                                std::to_string(t) + ") '" + body.substr(0, 200) + "': " + ev.status().message());
+    }
+    auto r = fresh->Handle({t, *ev});
     // A journaled event was valid when it was handled; the core is deterministic.
     if (!r.ok()) spdlog::warn("replay of {} at t={:.3f}: {}", body, t, r.status().ToString());
     t_last = std::max(t_last, t);
