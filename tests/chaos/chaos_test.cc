@@ -173,24 +173,36 @@ class ChaosTest : public LiveCluster {
     return at.string();
   }
 
-  // Pauses one agent (SIGSTOP) past the agent timeout, resumes it (SIGCONT),
-  // and checks the job completes after all its steps.
-  void PauseAgent(bool rank_zero) {
+  // A scheduler, agents a1 and a2 of 2 slots each, and a training job of 1..4
+  // workers running on all 4 past step 100; the pids of the agent that hosts
+  // rank 0 (and the job's store) and of the other one.
+  void StartTraining(p::Client& c, p::JobId* job, pid_t* rank0, pid_t* other) {
     StartScheduler();
     pid_t a1 = StartAgent("a1", 2);
     pid_t a2 = StartAgent("a2", 2);
+    ASSERT_TRUE(WaitAgents(c, 2)) << Logs();
+    auto submitted = SubmitTraining(c, 1, 4);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    *job = *submitted;
+    ASSERT_TRUE(WaitTraining(c, *job, 4, 100, 60)) << Logs();
+    bool first = RankZeroAgent(*job) == "a1";
+    *rank0 = first ? a1 : a2;
+    *other = first ? a2 : a1;
+  }
+
+  // Pauses one agent (SIGSTOP) past the agent timeout, resumes it (SIGCONT),
+  // and checks the job completes after all its steps.
+  void PauseAgent(bool rank_zero) {
     auto c = Client();
-    ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
-    auto job = SubmitTraining(*c, 1, 4);
-    ASSERT_TRUE(job.ok()) << job.status();
-    ASSERT_TRUE(WaitTraining(*c, *job, 4, 100, 60)) << Logs();
-    std::string rank0 = RankZeroAgent(*job);
-    pid_t victim = (rank0 == "a1") == rank_zero ? a1 : a2;
+    p::JobId job = 0;
+    pid_t rank0 = 0, other = 0;
+    ASSERT_NO_FATAL_FAILURE(StartTraining(*c, &job, &rank0, &other));
+    pid_t victim = rank_zero ? rank0 : other;
     ::kill(victim, SIGSTOP);
     std::this_thread::sleep_for(milliseconds(5000));  // past the 3 s agent timeout
     ::kill(victim, SIGCONT);
-    p::JobState end = FollowToEnd(*c, *job, 150);
-    Outcome o = ReadOutcome(*job);
+    p::JobState end = FollowToEnd(*c, job, 150);
+    Outcome o = ReadOutcome(job);
     bool ok = end == p::JobState::kCompleted && o.done_steps == kSteps;
     Record(ok, o.steps_lost, max_pause_s_);
     EXPECT_EQ(p::ToString(end), "completed") << Logs();
@@ -218,18 +230,13 @@ TEST_F(ChaosTest, PausedStoreAgentDoesNotEndTheJob) { PauseAgent(/*rank_zero=*/t
 // job restarts from its latest checkpoint on the agents left and completes;
 // it never hangs reading "running".
 TEST_F(ChaosTest, RankZeroAgentKilled) {
-  StartScheduler();
-  pid_t a1 = StartAgent("a1", 2);
-  pid_t a2 = StartAgent("a2", 2);
   auto c = Client();
-  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
-  auto job = SubmitTraining(*c, 1, 4);
-  ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_TRUE(WaitTraining(*c, *job, 4, 100, 60)) << Logs();
-  std::string rank0 = RankZeroAgent(*job);
-  Kill(rank0 == "a1" ? a1 : a2);
-  p::JobState end = FollowToEnd(*c, *job, 150);
-  Outcome o = ReadOutcome(*job);
+  p::JobId job = 0;
+  pid_t rank0 = 0, other = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTraining(*c, &job, &rank0, &other));
+  Kill(rank0);
+  p::JobState end = FollowToEnd(*c, job, 150);
+  Outcome o = ReadOutcome(job);
   bool ok = end == p::JobState::kCompleted && o.done_steps == kSteps && max_pause_s_ < 60;
   Record(ok, o.steps_lost, max_pause_s_);
   EXPECT_EQ(p::ToString(end), "completed") << Logs();
