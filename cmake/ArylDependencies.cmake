@@ -48,3 +48,23 @@ if(NOT ARYL_WITH_NCCL STREQUAL "OFF" AND ARYL_HAVE_CUDA)
   endif()
 endif()
 aryl_resolve_option(NCCL _nccl_found "NCCL (nccl.h and libnccl; needs the CUDA toolkit)")
+
+# Optional: the aryl Python module (pybind11 over the same runtime), for the
+# interpreter ARYL_PYTHON whose torch must be the libtorch we build against.
+set(_python_found OFF)
+if(ARYL_HAVE_TORCH AND NOT ARYL_WITH_PYTHON STREQUAL "OFF" AND EXISTS "${ARYL_PYTHON}")
+  set(Python3_EXECUTABLE "${ARYL_PYTHON}")
+  find_package(Python3 COMPONENTS Interpreter Development.Module QUIET)
+  find_package(pybind11 CONFIG QUIET)
+  if(Python3_FOUND AND pybind11_FOUND)
+    execute_process(COMMAND "${ARYL_PYTHON}" -c "import torch, os; print(torch.__version__ + ';' + os.path.dirname(torch.__file__))"
+      OUTPUT_VARIABLE _py_torch OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _py_torch_rc ERROR_QUIET)
+    find_library(ARYL_TORCH_PYTHON_LIBRARY torch_python HINTS ${TORCH_INSTALL_PREFIX}/lib)
+    if(_py_torch_rc EQUAL 0 AND ARYL_TORCH_PYTHON_LIBRARY)
+      list(GET _py_torch 0 ARYL_PYTHON_TORCH_VERSION)
+      list(GET _py_torch 1 ARYL_PYTHON_TORCH_DIR)
+      set(_python_found ON)
+    endif()
+  endif()
+endif()
+aryl_resolve_option(PYTHON _python_found "${ARYL_PYTHON} with torch, Python headers and pybind11 (Debian: python3-torch pybind11-dev)")

@@ -5,6 +5,11 @@ set(ARYL_WITH_NCCL AUTO CACHE STRING "Build the NCCL communicator (AUTO|ON|OFF)"
 set_property(CACHE ARYL_WITH_TORCH PROPERTY STRINGS AUTO ON OFF)
 set_property(CACHE ARYL_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
 set_property(CACHE ARYL_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)
+set(ARYL_WITH_PYTHON AUTO CACHE STRING "Build the aryl Python module (AUTO|ON|OFF; python3-torch pybind11-dev)")
+set_property(CACHE ARYL_WITH_PYTHON PROPERTY STRINGS AUTO ON OFF)
+# The interpreter whose torch the module is built for: Debian's, whose torch uses
+# the same libtorch as libtorch-dev (another python3 may come first on PATH).
+set(ARYL_PYTHON /usr/bin/python3 CACHE FILEPATH "Python interpreter with torch for the aryl module")
 option(ARYL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(ARYL_FUZZ "Build libFuzzer targets (clang only)" OFF)
 

@@ -8,11 +8,11 @@ namespace aryl {
 
 ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, BatchPolicy policy,
                                int reference_world)
-    : dataset_size_(dataset_size),
-      batch_(batch),
-      seed_(seed),
-      policy_(policy),
-      reference_world_(std::max(1, reference_world)) {
+    : ElasticSampler(dataset_size, batch, seed, SamplerOptions{true, policy, reference_world}) {}
+
+ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, SamplerOptions options)
+    : dataset_size_(dataset_size), batch_(batch), seed_(seed), options_(options) {
+  options_.reference_world = std::max(1, options_.reference_world);
   if (dataset_size <= 0 || batch <= 0) {
     throw std::invalid_argument("ElasticSampler: dataset_size=" + std::to_string(dataset_size) +
                                 " and batch=" + std::to_string(batch) + " must be positive");
@@ -20,24 +20,25 @@ ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t see
 }
 
 int64_t ElasticSampler::GlobalBatch(int world) const {
-  return policy_ == BatchPolicy::kFixedGlobal ? batch_ : batch_ * std::max(1, world);
+  return options_.policy == BatchPolicy::kFixedGlobal ? batch_ : batch_ * std::max(1, world);
 }
 
 double ElasticSampler::LearningRateScale(int world) const {
-  return policy_ == BatchPolicy::kFixedGlobal ? 1.0 : double(std::max(1, world)) / reference_world_;
+  return options_.policy == BatchPolicy::kFixedGlobal ? 1.0 : double(std::max(1, world)) / options_.reference_world;
 }
 
 const std::vector<int64_t>& ElasticSampler::Permutation(int64_t epoch) const {
   if (cached_epoch_ != epoch) {
     permutation_.resize(dataset_size_);
     for (int64_t i = 0; i < dataset_size_; ++i) permutation_[i] = i;
+    cached_epoch_ = epoch;
+    if (!options_.shuffle) return permutation_;
     // Fisher-Yates with an explicit generator: identical on every platform.
     std::mt19937_64 rng(seed_ ^ (0x9E3779B97F4A7C15ull * uint64_t(epoch + 1)));
     for (int64_t i = dataset_size_ - 1; i > 0; --i) {
       int64_t j = int64_t(rng() % uint64_t(i + 1));
       std::swap(permutation_[i], permutation_[j]);
     }
-    cached_epoch_ = epoch;
   }
   return permutation_;
 }
@@ -53,6 +54,7 @@ ElasticSampler::Batch ElasticSampler::Local(int rank, int world) const {
   const auto& perm = Permutation(epoch_);
   out.indices.assign(perm.begin() + begin, perm.begin() + begin + size);
   out.weight = global > 0 ? double(size) / double(global) : 0.0;
+  out.last_in_epoch = cursor_ + global >= dataset_size_;
   return out;
 }
 

@@ -1,13 +1,14 @@
 #include "aryl/elastic_state.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <cstring>
+#include <mutex>
 #include <sstream>
 
 #include "aryl/elastic_sampler.h"
-
-#include <cstring>
 
 namespace aryl {
 
@@ -17,7 +18,45 @@ struct ElasticState::Entries {
   std::vector<std::pair<std::string, int64_t*>> ints;
   std::vector<std::pair<std::string, double*>> doubles;
   std::vector<std::pair<std::string, ElasticSampler*>> samplers;
+  std::vector<std::pair<std::string, StateSource*>> sources;
+  bool random_state = false;
 };
+
+namespace {
+
+torch::Tensor BytesTensor(std::string_view bytes) {
+  auto t = torch::empty({int64_t(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string TensorBytes(const torch::Tensor& t) {
+  auto c = t.contiguous().to(torch::kUInt8);
+  return std::string(static_cast<const char*>(c.data_ptr()), size_t(c.numel()));
+}
+
+std::string RandomState() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return TensorBytes(gen.get_state());
+}
+
+void SetRandomState(std::string_view bytes) {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(BytesTensor(bytes));
+}
+
+// Copies `loaded` into a source's tensor, checking that the shapes agree.
+void CopyInto(const std::string& what, torch::Tensor& into, const torch::Tensor& loaded) {
+  if (into.sizes() != loaded.sizes()) {
+    throw std::runtime_error(what + ": saved shape " + c10::str(loaded.sizes()) + ", tracking " + c10::str(into.sizes()));
+  }
+  torch::NoGradGuard no_grad;
+  into.copy_(loaded);
+}
+
+}  // namespace
 
 ElasticState::ElasticState() : entries_(std::make_unique<Entries>()) {}
 ElasticState::~ElasticState() = default;
@@ -26,6 +65,15 @@ void ElasticState::Track(std::shared_ptr<torch::nn::Module> module, std::string 
   if (name.empty()) name = "module" + std::to_string(entries_->modules.size());
   entries_->modules.emplace_back(std::move(name), std::move(module));
 }
+void ElasticState::Track(torch::nn::Module& module, std::string name) {
+  // Not owned: the program keeps the module alive (see the header).
+  Track(std::shared_ptr<torch::nn::Module>(&module, [](torch::nn::Module*) {}), std::move(name));
+}
+void ElasticState::Track(StateSource& source, std::string name) {
+  if (name.empty()) name = "source" + std::to_string(entries_->sources.size());
+  entries_->sources.emplace_back(std::move(name), &source);
+}
+void ElasticState::TrackRandomState() { entries_->random_state = true; }
 void ElasticState::Track(torch::optim::Optimizer& optimizer, std::string name) {
   if (name.empty()) name = "optimizer" + std::to_string(entries_->optimizers.size());
   entries_->optimizers.emplace_back(std::move(name), &optimizer);
@@ -66,6 +114,14 @@ Result<std::string> ElasticState::Serialize() const {
     for (auto& [name, s] : entries_->samplers) {
       archive.write("sampler/" + name, torch::tensor({s->epoch(), s->cursor(), s->dataset_size()}, torch::kInt64));
     }
+    for (auto& [name, src] : entries_->sources) {
+      archive.write("source/" + name + "/meta", BytesTensor(src->Metadata()));
+      auto tensors = src->Tensors();
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        archive.write("source/" + name + "/" + std::to_string(i), tensors[i].detach());
+      }
+    }
+    if (entries_->random_state) archive.write("aryl/random_state", BytesTensor(RandomState()));
     std::ostringstream out;
     archive.save_to(out);
     return out.str();
@@ -110,6 +166,22 @@ Status ElasticState::Deserialize(std::string_view bytes) {
                                   std::to_string(s->dataset_size()));
       }
       s->SetPosition(t[0].item<int64_t>(), t[1].item<int64_t>());
+    }
+    for (auto& [name, src] : entries_->sources) {
+      t = torch::Tensor();
+      archive.read("source/" + name + "/meta", t);
+      ARYL_RETURN_IF_ERROR(src->Restore(TensorBytes(t)).WithContext("ElasticState: source '" + name + "'"));
+      auto tensors = src->Tensors();
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        t = torch::Tensor();
+        archive.read("source/" + name + "/" + std::to_string(i), t);
+        CopyInto("source '" + name + "' tensor " + std::to_string(i), tensors[i], t);
+      }
+    }
+    if (entries_->random_state) {
+      t = torch::Tensor();
+      archive.read("aryl/random_state", t);
+      SetRandomState(TensorBytes(t));
     }
     step_ = step;
     return Status::Ok();
@@ -233,6 +305,8 @@ Result<std::string> ElasticState::SerializeMetadata() const {
         }
       }
     }
+    for (auto& [name, src] : entries_->sources) w.S(src->Metadata());
+    if (entries_->random_state) w.S(RandomState());
     return w.Take();
   } catch (const std::exception& e) {
     return Status::Internal(std::string("ElasticState::SerializeMetadata: ") + e.what());
@@ -291,6 +365,10 @@ Status ElasticState::DeserializeMetadata(std::string_view bytes) {
         }
       }
     }
+    for (auto& [name, src] : entries_->sources) {
+      ARYL_RETURN_IF_ERROR(src->Restore(r.S()).WithContext("ElasticState: source '" + name + "'"));
+    }
+    if (entries_->random_state) SetRandomState(r.S());
     step_ = step;
     return Status::Ok();
   } catch (const std::exception& e) {
@@ -328,6 +406,9 @@ std::vector<at::Tensor> ElasticState::TransferTensors() const {
         }
       }
     }
+  }
+  for (auto& [name, src] : entries_->sources) {
+    for (auto& t : src->Tensors()) out.push_back(t.detach());
   }
   return out;
 }

@@ -112,6 +112,10 @@ class Runtime::Impl {
       s = RecoverLoop(state, fail_status_);
       if (!s.ok()) return Fail(s);
       if (finished_) return false;
+    } else if (last_ == LastStep::kNone) {
+      return Fail(Status::FailedPrecondition(
+          "Step() called without AllReduceGradients() since the previous Step(): step " +
+          std::to_string(state.step()) + "'s batch would be skipped; call AllReduceGradients() once per step"));
     } else {
       state.set_step(state.step() + 1);
       state.AdvanceSamplers(world_);
@@ -148,7 +152,7 @@ class Runtime::Impl {
     return true;
   }
 
-  bool AllReduceGradients(torch::nn::Module& module, double weight) {
+  bool AllReduceGradients(const std::vector<torch::Tensor>& parameters, double weight) {
     if (finished_ || !comm_) return comm_ == nullptr && !finished_;
     if (weight < 0) weight = 1.0 / double(world_);
     PollControl();
@@ -156,7 +160,7 @@ class Runtime::Impl {
       // Buckets of consecutive gradients (in parameter order, identical on
       // every rank); the control vector rides in the last one.
       std::vector<torch::Tensor> grads;
-      for (auto& p : module.parameters()) {
+      for (auto p : parameters) {
         if (!p.requires_grad()) continue;
         if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
         grads.push_back(p.grad());
@@ -747,7 +751,10 @@ Runtime Runtime::FromEnv() {
 
 bool Runtime::Step(ElasticState& state) { return impl_->Step(state); }
 bool Runtime::AllReduceGradients(torch::nn::Module& module, double weight) {
-  return impl_->AllReduceGradients(module, weight);
+  return impl_->AllReduceGradients(module.parameters(), weight);
+}
+bool Runtime::AllReduceGradients(const std::vector<at::Tensor>& parameters, double weight) {
+  return impl_->AllReduceGradients(parameters, weight);
 }
 int Runtime::Rank() const { return impl_->rank_; }
 int Runtime::WorldSize() const { return impl_->world_; }

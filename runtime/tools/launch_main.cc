@@ -7,8 +7,14 @@
 // --kill STEP:WORKER sends SIGKILL to a worker (fault injection); --agent
 // drives the workers through the agent messages instead of store keys
 // (worker ids are then 0, 1, ...).
+//
+// SIGTERM and SIGINT are forwarded to every worker (the runtime then stops
+// all of them at one step boundary, after a checkpoint); workers still
+// running after --grace seconds are killed. Workers get SIGKILL when the
+// launcher dies (PR_SET_PDEATHSIG), so killing it leaves no orphans.
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -31,6 +37,9 @@ std::vector<std::pair<int64_t, std::string>> ParsePairs(const std::string& text)
   return out;
 }
 
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,6 +54,7 @@ int main(int argc, char** argv) {
       "store", "tcp://127.0.0.1:* (project store) or c10d", cxxopts::value<std::string>()->default_value("tcp://127.0.0.1:*"))(
       "agent", "announce generations as agent messages over ipc:// (numeric job id)")(
       "timeout", "seconds before giving up", cxxopts::value<int>()->default_value("600"))(
+      "grace", "seconds workers get after a forwarded SIGTERM/SIGINT", cxxopts::value<int>()->default_value("30"))(
       "command", "program and arguments", cxxopts::value<std::vector<std::string>>());
   options.parse_positional({"command"});
   aryl::AddCommonFlags(options);
@@ -67,15 +77,46 @@ int main(int argc, char** argv) {
   }
   auto& c = **coord;
   std::printf("aryl-rt-launch: store %s\n", c.store_endpoint().c_str());
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::map<std::string, pid_t> announced;
+  auto print_new_workers = [&] {
+    for (auto& [id, pid] : c.running()) {
+      if (announced.emplace(id, pid).second) std::printf("aryl-rt-launch: worker %s pid %d\n", id.c_str(), int(pid));
+    }
+    std::fflush(stdout);
+  };
   if (auto s = c.Launch(flags["workers"].as<int>()); !s.ok()) {
     std::fprintf(stderr, "aryl-rt-launch: %s\n", s.ToString().c_str());
     return 1;
   }
+  print_new_workers();
+  int forwarded = 0;
+  std::chrono::steady_clock::time_point grace_end;
   auto schedule = ParsePairs(flags["schedule"].as<std::string>());
   auto kills = ParsePairs(flags["kill"].as<std::string>());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(flags["timeout"].as<int>());
   size_t next_resize = 0, next_kill = 0;
   while (!c.Reap()) {
+    if (int sig = g_signal.exchange(0); sig != 0) {
+      int n = c.SignalAll(sig);
+      std::printf("aryl-rt-launch: forwarded %s to %d workers\n", sig == SIGINT ? "SIGINT" : "SIGTERM", n);
+      std::fflush(stdout);
+      if (forwarded == 0) grace_end = std::chrono::steady_clock::now() + std::chrono::seconds(flags["grace"].as<int>());
+      forwarded = sig;
+    }
+    if (forwarded != 0) {
+      if (std::chrono::steady_clock::now() > grace_end) {
+        std::printf("aryl-rt-launch: grace period over: SIGKILL %d workers\n", c.SignalAll(SIGKILL));
+        std::fflush(stdout);
+        grace_end = std::chrono::steady_clock::time_point::max();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;  // no more resizes once stopping
+    }
     int64_t progress = c.Progress();
     if (next_resize < schedule.size() && progress >= schedule[next_resize].first) {
       auto g = c.Resize(std::stoi(schedule[next_resize].second));
@@ -83,6 +124,7 @@ int main(int argc, char** argv) {
                   schedule[next_resize].second.c_str(), g.ok() ? ("gen " + std::to_string(*g)).c_str()
                                                                 : g.status().ToString().c_str());
       std::fflush(stdout);
+      print_new_workers();
       ++next_resize;
     }
     if (next_kill < kills.size() && progress >= kills[next_kill].first) {
@@ -97,6 +139,10 @@ int main(int argc, char** argv) {
       return 124;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (forwarded != 0) {
+    for (auto& [id, code] : c.exit_codes()) std::printf("aryl-rt-launch: %s exited %d\n", id.c_str(), code);
+    return 128 + forwarded;
   }
   int worst = 0;
   for (auto& [id, code] : c.exit_codes()) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,9 +141,15 @@ Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   std::string log = LogPath(worker);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return Status::IoError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // Dies with the coordinator (which holds the job's store): no orphans
+    // when the launcher is killed. The check closes the race with a parent
+    // that died before prctl().
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);
     if (!log.empty()) {
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
@@ -247,6 +254,12 @@ Status LocalCoordinator::Kill(const std::string& worker, int signal) {
   if (it == running_.end()) return Status::NotFound("worker '" + worker + "' is not running");
   if (::kill(it->second, signal) != 0) return Status::IoError(std::string("kill: ") + std::strerror(errno));
   return Status::Ok();
+}
+
+int LocalCoordinator::SignalAll(int signal) {
+  int sent = 0;
+  for (auto& [id, pid] : running_) sent += ::kill(pid, signal) == 0 ? 1 : 0;
+  return sent;
 }
 
 Status LocalCoordinator::RequestCheckpoint() { return store_->Add("control/checkpoint", 1).status(); }

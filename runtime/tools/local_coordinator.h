@@ -2,7 +2,8 @@
 //
 // It serves the job's rendezvous store (a c10d TCPStore on loopback, in this
 // process, so it outlives every worker), launches workers as real processes
-// (fork/exec, ARYL_* environment, own log file each) and announces
+// (fork/exec, ARYL_* environment, own log file each; each gets SIGKILL when
+// the coordinator's thread dies, PR_SET_PDEATHSIG) and announces
 // generations exactly as the agent does (see the protocol in aryl/runtime.h).
 // Used by the runtime tests, the benchmarks and aryl-rt-launch.
 //
@@ -64,6 +65,8 @@ class LocalCoordinator {
   // Returns the new generation.
   Result<int64_t> Resize(int world);
   Status Kill(const std::string& worker, int signal);
+  // Sends `signal` to every running worker; returns how many it reached.
+  int SignalAll(int signal);
   Status RequestCheckpoint();
   Status RequestStop();
   Status ClearStop();
@@ -76,6 +79,8 @@ class LocalCoordinator {
   // Waits until every worker exited; exit codes by worker id (128+signal when killed).
   Status WaitAll(std::chrono::milliseconds timeout);
   const std::map<std::string, int>& exit_codes() const { return exit_codes_; }
+  // Running workers' process ids by worker id.
+  const std::map<std::string, pid_t>& running() const { return running_; }
   // Members of the newest generation.
   Result<std::vector<std::string>> Members();
   const std::string& store_endpoint() const;

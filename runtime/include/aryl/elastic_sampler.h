@@ -17,15 +17,28 @@
 //  - kLinearScaling (opt-in): the local batch is fixed, the global batch is
 //    local * world and LearningRateScale(world) = world / reference_world.
 //
+// Order: a seeded permutation per epoch (default) or, with
+// SamplerOptions::shuffle = false, the dataset order 0, 1, 2, ... every epoch.
+// Batch::last_in_epoch marks the step that finishes an epoch (evaluate, save,
+// adjust the learning rate there); Batch::As<T>() gives the indices in the
+// type a dataset takes (size_t for torch::data datasets).
+//
 // Thread safety: not thread-safe; owned by the training loop.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace aryl {
 
 enum class BatchPolicy { kFixedGlobal, kLinearScaling };
+
+struct SamplerOptions {
+  bool shuffle = true;  // false: sequential order
+  BatchPolicy policy = BatchPolicy::kFixedGlobal;
+  int reference_world = 1;  // kLinearScaling: the world the learning rate was tuned at
+};
 
 class ElasticSampler {
  public:
@@ -37,12 +50,20 @@ class ElasticSampler {
     double weight = 0.0;
     int64_t epoch = 0;
     int64_t global_size = 0;  // size of this step's global batch
+    bool last_in_epoch = false;  // committing this step finishes the epoch
+
+    // The indices converted to the type a dataset takes.
+    template <typename T = std::size_t>
+    std::vector<T> As() const {
+      return std::vector<T>(indices.begin(), indices.end());
+    }
   };
 
   // kFixedGlobal: `batch` is the global batch. kLinearScaling: `batch` is the
   // local batch and `reference_world` the world at which the learning rate was tuned.
   ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed,
                  BatchPolicy policy = BatchPolicy::kFixedGlobal, int reference_world = 1);
+  ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, SamplerOptions options);
 
   // The current step's slice for `rank` of `world`. Does not move the cursor.
   Batch Local(int rank, int world) const;
@@ -56,6 +77,7 @@ class ElasticSampler {
   int64_t epoch() const { return epoch_; }
   int64_t cursor() const { return cursor_; }
   int64_t dataset_size() const { return dataset_size_; }
+  const SamplerOptions& options() const { return options_; }
 
   // Splits `indices` into chunks of at most `max_local` (gradient accumulation
   // when a local batch would not fit); each chunk's weight is chunk / global.
@@ -67,8 +89,7 @@ class ElasticSampler {
   int64_t dataset_size_;
   int64_t batch_;
   uint64_t seed_;
-  BatchPolicy policy_;
-  int reference_world_;
+  SamplerOptions options_;
   int64_t epoch_ = 0;
   int64_t cursor_ = 0;
   mutable int64_t cached_epoch_ = -1;

@@ -2,12 +2,15 @@
 //
 // Tracks modules (parameters and buffers), optimizers (the ones libtorch ships:
 // SGD, Adam, AdamW, RMSprop, Adagrad, with their per-parameter state), user
-// scalars, ElasticSamplers (epoch and cursor) and the step counter the runtime
-// commits. Serialize()/Deserialize() use libtorch's archive format, so a state
-// written at one world size loads at any other.
+// scalars, ElasticSamplers (epoch and cursor), the CPU random generator
+// (TrackRandomState: dropout, augmentation), state the program keeps in its
+// own form (StateSource: the Python API's modules and optimizers) and the
+// step counter the runtime commits. Serialize()/Deserialize() use libtorch's
+// archive format, so a state written at one world size loads at any other.
 //
-// Tracked objects are not owned (except modules, shared) and must outlive the
-// state. Register the same objects in the same order on every worker.
+// Tracked objects are not owned (modules passed as shared_ptr or holders are
+// shared) and must outlive the state. Register the same objects in the same
+// order on every worker.
 // Thread safety: not thread-safe; owned by the training loop.
 #pragma once
 
@@ -34,6 +37,22 @@ namespace aryl {
 
 class ElasticSampler;
 
+// State that the program keeps in its own representation: metadata (shapes,
+// hyperparameters, counters) plus tensors that the runtime moves in place.
+// The Python API implements it for torch.nn.Module and torch.optim.Optimizer.
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+  // Everything but the tensors (small); enough for Restore() to recreate them.
+  virtual std::string Metadata() const = 0;
+  // Makes Tensors() return tensors of the sender's shapes and types (creating
+  // missing optimizer state, checking that parameters match).
+  virtual Status Restore(std::string_view metadata) = 0;
+  // The tensors, in the same order on every worker after Restore(); written
+  // in place when state arrives.
+  virtual std::vector<at::Tensor> Tensors() const = 0;
+};
+
 class ElasticState {
  public:
   ElasticState();
@@ -47,7 +66,14 @@ class ElasticState {
   auto Track(Holder& holder, std::string name = {}) -> decltype(holder.ptr(), void()) {
     Track(std::shared_ptr<torch::nn::Module>(holder.ptr()), std::move(name));
   }
+  // A module the program owns (a plain struct deriving torch::nn::Module).
+  void Track(torch::nn::Module& module, std::string name = {});
   void Track(torch::optim::Optimizer& optimizer, std::string name = {});
+  void Track(StateSource& source, std::string name = {});
+  // The CPU default generator (torch::manual_seed's): joiners receive the
+  // source's generator state and checkpoints restore it, so random ops after a
+  // resize or a restart continue the sequence the stayers were drawing from.
+  void TrackRandomState();
   void Track(std::string name, int64_t* value);
   void Track(std::string name, double* value);
   void Track(ElasticSampler& sampler, std::string name = {});

@@ -133,12 +133,18 @@ class Runtime {
   // applies an agreed membership change, writes due checkpoints. The first call
   // joins the starting generation and synchronizes the state. False: stop the
   // loop (this worker left, a stop was requested, or a fatal error: status()).
+  // Each step must call AllReduceGradients() before the next Step(); a Step()
+  // without one is a FailedPrecondition error (it would commit a step whose
+  // batch was never applied).
   bool Step(ElasticState& state);
 
   // Scales every gradient of `module` by `weight` (default: 1 / WorldSize(),
   // i.e. averaging) and sums them across ranks in buckets. False when the
   // collective failed: skip optimizer.step(); the next Step() recovers.
   [[nodiscard]] bool AllReduceGradients(torch::nn::Module& module, double weight = -1.0);
+  // The same for the gradients of `parameters` (the Python API passes
+  // model.parameters()); parameters without requires_grad are skipped.
+  [[nodiscard]] bool AllReduceGradients(const std::vector<at::Tensor>& parameters, double weight = -1.0);
 
   int Rank() const;
   int WorldSize() const;

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""elastic_mlp.py: the MLP of examples/elastic_mlp (synthetic classification),
+trained with the aryl Python API. Runs alone, at a fixed size
+(ARYL_WORLD_SIZE/ARYL_RANK) or elastically under aryl-rt-launch / aryl-run.
+Rank 0 prints the same progress lines as the C++ examples.
+
+    PYTHONPATH=build/python build/runtime/aryl-rt-launch --workers 2 --schedule 50:4,100:3 -- \\
+        /usr/bin/python3 examples/python/elastic_mlp.py --steps 300
+"""
+import argparse
+import os
+import time
+
+import torch
+
+import aryl
+from progress import ProgressPrinter
+
+
+def build_model(features, hidden, layers, classes):
+    body, width = [], features
+    for _ in range(layers):
+        body += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
+        width = hidden
+    body.append(torch.nn.Linear(width, classes))
+    return torch.nn.Sequential(*body)
+
+
+def make_optimizer(name, params, lr):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    return torch.optim.Adam(params, lr=lr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--global-batch", type=int, default=64)
+    ap.add_argument("--dataset", type=int, default=8192)
+    ap.add_argument("--features", type=int, default=32)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--classes", type=int, default=8)
+    ap.add_argument("--optimizer", choices=["adam", "adamw", "sgd"], default="adam")
+    ap.add_argument("--lr", type=float, default=0.003)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--sleep-ms", type=int, default=0, help="per-step sleep (tests: keeps a run long enough)")
+    ap.add_argument("--out", default="", help="rank 0 saves the final parameters here (torch.save)")
+    ap.add_argument("--samples-dir", default="", help="each worker appends its committed samples here")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    # A learnable task: labels from a fixed random linear teacher. Same on every worker.
+    torch.manual_seed(args.seed)
+    x = torch.randn(args.dataset, args.features)
+    teacher = torch.randn(args.features, args.classes)
+    y = torch.argmax(x @ teacher, 1)
+    model = build_model(args.features, args.hidden, args.layers, args.classes)
+    opt = make_optimizer(args.optimizer, model.parameters(), args.lr)
+    sampler = aryl.ElasticSampler(args.dataset, args.global_batch, seed=args.seed)
+    state = aryl.ElasticState(model=model, optimizer=opt, sampler=sampler)
+
+    rt = aryl.Runtime.from_env()
+    samples = None
+    if args.samples_dir:
+        samples = open(os.path.join(args.samples_dir, f"{rt.worker_id}.txt"), "a")
+    progress = ProgressPrinter(args.log_every)
+    announced = False
+    while rt.step(state) and state.step < args.steps:
+        if not announced and rt.rank == 0:
+            print(f"start worker={rt.worker_id} world={rt.world_size} gen={rt.generation} step={state.step}",
+                  flush=True)
+            announced = True
+        batch = sampler.local_batch(rt.rank, rt.world_size)
+        idx = torch.tensor(batch.indices, dtype=torch.int64)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+        loss.backward()
+        if args.sleep_ms:
+            time.sleep(args.sleep_ms / 1000)
+        if not rt.all_reduce_gradients(model, batch.weight):
+            continue  # a peer failed: step abandoned, replayed after recovery
+        opt.step()
+        rt.report_loss(loss.item())
+        if samples:
+            samples.write(f"{state.step} {batch.epoch} {os.getpid()} {' '.join(map(str, batch.indices))}\n")
+            samples.flush()
+        if rt.rank == 0:
+            progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, batch.global_size)
+    if rt.ok and state.step >= args.steps and rt.rank == 0:
+        print(f"done steps={state.step} world={rt.world_size} resizes={len(rt.resizes)}", flush=True)
+        if args.out:
+            torch.save([p.detach().clone() for p in model.parameters()], args.out)
+    raise SystemExit(rt.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""The aryl Python API, end to end: examples/python/elastic_mlp.py under
+aryl-rt-launch (real processes, Gloo on loopback) resized while it trains,
+compared with a fixed-size run of the same program; plus in-process checks
+of the state sources and of the runtime's errors.
+
+Run by ctest with ARYL_RT_LAUNCH, ARYL_EXAMPLES and PYTHONPATH set:
+    /usr/bin/python3 tests/runtime/python/elastic_py_test.py [TestName]
+"""
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+import aryl
+
+LAUNCH = os.environ.get("ARYL_RT_LAUNCH", "build/runtime/aryl-rt-launch")
+EXAMPLES = os.environ.get("ARYL_EXAMPLES", "examples/python")
+DATASET, GLOBAL_BATCH = 200, 24
+MODEL = ["--dataset", str(DATASET), "--global-batch", str(GLOBAL_BATCH), "--features", "16", "--hidden", "32",
+         "--layers", "1", "--classes", "4", "--lr", "0.01"]
+ENV = {"ARYL_FAULT_SETTLE_MS": "1000", "ARYL_COLLECTIVE_TIMEOUT_MS": "20000", "ARYL_RENDEZVOUS_TIMEOUT_MS": "30000"}
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_ms=0):
+    """Runs elastic_mlp.py under aryl-rt-launch; returns (launcher output, params, samples dir)."""
+    out_dir = os.path.join(tmp, name)
+    samples = os.path.join(out_dir, "samples")
+    os.makedirs(samples)
+    final = os.path.join(out_dir, "final.pt")
+    cmd = [LAUNCH, "--workers", str(workers), "--timeout", "240", "--log-dir", out_dir]
+    if schedule:
+        cmd += ["--schedule", schedule]
+    cmd += ["--", sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--optimizer",
+            optimizer, "--sleep-ms", str(sleep_ms), "--out", final, "--samples-dir", samples] + MODEL
+    proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
+    logs = "".join(f"==== {f}\n" + read(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))
+                   if f.endswith(".log"))
+    if proc.returncode != 0 or not os.path.exists(final):
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}\n{logs}")
+    return proc.stdout + logs, torch.load(final), samples
+
+
+def committed_samples(samples_dir):
+    """worker -> list of (step, epoch, pid, indices) from the workers' sample files."""
+    out = {}
+    for f in os.listdir(samples_dir):
+        rows = []
+        for line in read(os.path.join(samples_dir, f)).splitlines():
+            step, epoch, pid, *idx = map(int, line.split())
+            rows.append((step, epoch, pid, idx))
+        out[f[:-4]] = rows
+    return out
+
+
+class ResizeMatchesFixedRun(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="aryl_py_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def check(self, optimizer, schedule, steps, expected_workers):
+        _, reference, _ = run_example(self.tmp, "fixed", 2, steps, optimizer=optimizer)
+        output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=25)
+        # Every planned change took effect while training.
+        worlds = [w for _, w in (item.split(":") for item in schedule.split(","))]
+        for world in worlds:
+            self.assertRegex(output, rf"resize to {world}: gen \d+", output)
+        self.assertIn("planned=1", output)
+        # Final parameters: those of the fixed-size run (same tolerance as the C++ test).
+        self.assertEqual(len(reference), len(params))
+        for i, (a, b) in enumerate(zip(reference, params)):
+            self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-5),
+                            f"param {i}: max abs diff {(a - b).abs().max().item()}")
+        # Every sample of every epoch exactly once; every step committed once.
+        rows = committed_samples(samples_dir)
+        self.assertEqual(len(rows), expected_workers)
+        by_epoch = collections.defaultdict(list)
+        steps_seen = set()
+        for worker_rows in rows.values():
+            for step, epoch, _, idx in worker_rows:
+                by_epoch[epoch].extend(idx)
+                steps_seen.add(step)
+        self.assertEqual(steps_seen, set(range(steps)))
+        last = max(by_epoch)
+        for epoch, idx in by_epoch.items():
+            self.assertEqual(len(idx), len(set(idx)), f"epoch {epoch} has duplicate samples")
+            if epoch < last:
+                self.assertEqual(sorted(idx), list(range(DATASET)), f"epoch {epoch} is incomplete")
+        # Stayers keep their process: one pid per worker, the one the launcher started;
+        # w0 stayed in every generation and committed every step.
+        launched = dict(re.findall(r"aryl-rt-launch: worker (\w+) pid (\d+)", output))
+        for worker, worker_rows in rows.items():
+            pids = {pid for _, _, pid, _ in worker_rows}
+            self.assertEqual(pids, {int(launched[worker])}, worker)
+        self.assertEqual(sorted(s for s, _, _, _ in rows["w0"]), list(range(steps)))
+
+    def test_adam_2_4_3_1_2(self):
+        self.check("adam", "10:4,20:3,30:1,40:2", 300, 5)
+
+    def test_sgd_momentum_2_3_1(self):
+        self.check("sgd", "10:3,20:1", 150, 3)
+
+    def test_adamw_2_4_2(self):
+        self.check("adamw", "10:4,20:2", 150, 4)
+
+
+class InProcess(unittest.TestCase):
+    def train(self, model, opt, steps=3):
+        torch.manual_seed(5)
+        for _ in range(steps):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+
+    def test_checkpoint_round_trip_moves_optimizer_state(self):
+        for make in (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9), lambda p: torch.optim.Adam(p, lr=0.01),
+                     lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1)):
+            torch.manual_seed(1)
+            a = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+            opt_a = make(a.parameters())
+            self.train(a, opt_a)
+            values = {"best": 0.5}
+            data = aryl.ElasticState(model=a, optimizer=opt_a, values=values).serialize()
+            torch.manual_seed(2)
+            b = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+            opt_b = make(b.parameters())
+            opt_b.param_groups[0]["lr"] = 123.0
+            restored = {}
+            aryl.ElasticState(model=b, optimizer=opt_b, values=restored).deserialize(data)
+            name = type(opt_a).__name__
+            self.assertEqual(restored, values)
+            self.assertEqual(opt_b.param_groups[0]["lr"], opt_a.param_groups[0]["lr"], name)
+            for x, y in zip(a.state_dict().values(), b.state_dict().values()):
+                self.assertTrue(torch.equal(x, y), name)
+            for pa, pb in zip(a.parameters(), b.parameters()):
+                sa, sb = opt_a.state[pa], opt_b.state[pb]
+                self.assertEqual(sorted(sa), sorted(sb), name)
+                for k in sa:
+                    self.assertTrue(torch.equal(torch.as_tensor(sa[k]), torch.as_tensor(sb[k])), f"{name} {k}")
+            # Both continue identically.
+            self.train(a, opt_a)
+            self.train(b, opt_b)
+            for pa, pb in zip(a.parameters(), b.parameters()):
+                self.assertTrue(torch.equal(pa, pb), name)
+
+    def test_module_mismatch_is_reported(self):
+        data = aryl.ElasticState(model=torch.nn.Linear(4, 3)).serialize()
+        with self.assertRaisesRegex(RuntimeError, r"module Linear differs from the sender's: .*weight"):
+            aryl.ElasticState(model=torch.nn.Linear(5, 3)).deserialize(data)
+
+    def test_random_state_continues_after_restore(self):
+        state = aryl.ElasticState(random_state=True)
+        torch.manual_seed(3)
+        torch.rand(10)
+        data = state.serialize()
+        expected = torch.rand(100)
+        torch.manual_seed(99)
+        state.deserialize(data)
+        self.assertTrue(torch.equal(torch.rand(100), expected))
+
+    def test_sampler_is_a_batch_sampler(self):
+        sampler = aryl.ElasticSampler(10, 4, seed=1, shuffle=False)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.arange(10)), batch_sampler=sampler)
+        sampler._bind(1, 2)
+        self.assertEqual([b[0].tolist() for b in loader], [[2, 3]])
+        self.assertEqual(sampler.local(0, 3), [0, 1])
+        self.assertEqual(sampler.local_batch(2, 3).weight, 0.25)
+        self.assertFalse(sampler.local_batch(0, 1).last_in_epoch)
+
+    def test_step_without_all_reduce_is_an_error(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARYL_")}
+        code = ("import aryl, torch\n"
+                "m = torch.nn.Linear(2, 1); rt = aryl.Runtime.from_env(); st = aryl.ElasticState(model=m)\n"
+                "assert rt.step(st)\n"
+                "print(rt.step(st), rt.exit_code, rt.status)\n")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertIn("False 1 FailedPrecondition: Step() called without AllReduceGradients()", out.stdout,
+                      out.stdout + out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
