@@ -76,5 +76,25 @@ TEST(ElasticSampler, MicroBatchesForGradientAccumulation) {
   EXPECT_NEAR(w, b.weight, 1e-12);
 }
 
+// Sequential order visits 0, 1, 2, ... each epoch; the step that ends an
+// epoch says so; indices convert to the type a dataset takes.
+TEST(ElasticSampler, SequentialOrderEpochEndAndIndexType) {
+  ElasticSampler sampler(10, 4, 1, SamplerOptions{.shuffle = false});
+  std::vector<int64_t> seen;
+  std::vector<bool> ends;
+  for (int step = 0; step < 6; ++step) {
+    auto batch = sampler.Local(0, 1);
+    seen.insert(seen.end(), batch.indices.begin(), batch.indices.end());
+    ends.push_back(batch.last_in_epoch);
+    sampler.Advance(1);
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(ends, (std::vector<bool>{false, false, true, false, false, true}));
+  auto batch = ElasticSampler(10, 4, 1, SamplerOptions{.shuffle = false}).Local(1, 2);
+  std::vector<std::size_t> as_size_t = batch.As();
+  EXPECT_EQ(as_size_t, (std::vector<std::size_t>{2, 3}));
+  EXPECT_EQ(batch.As<int>(), (std::vector<int>{2, 3}));
+}
+
 }  // namespace
 }  // namespace aryl
