@@ -20,6 +20,7 @@ import torch
 import aryl
 
 LAUNCH = os.environ.get("ARYL_RT_LAUNCH", "build/runtime/aryl-rt-launch")
+ARYL_RUN = os.environ.get("ARYL_RUN", "build/cli/aryl-run")
 EXAMPLES = os.environ.get("ARYL_EXAMPLES", "examples/python")
 DATASET, GLOBAL_BATCH = 200, 24
 MODEL = ["--dataset", str(DATASET), "--global-batch", str(GLOBAL_BATCH), "--features", "16", "--hidden", "32",
@@ -114,6 +115,47 @@ class ResizeMatchesFixedRun(unittest.TestCase):
 
     def test_adamw_2_4_2(self):
         self.check("adamw", "10:4,20:2", 150, 4)
+
+
+class UnderArylRun(unittest.TestCase):
+    """aryl-run --standalone (embedded scheduler and agents): the job grows onto a loanable
+    inference agent's slots and shrinks when the scheduler reclaims them."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="aryl_py_run_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_loaned_slots_match_fixed_run(self):
+        steps = 400
+        _, reference, _ = run_example(self.tmp, "fixed", 2, steps)
+        samples = os.path.join(self.tmp, "samples")
+        os.makedirs(samples)
+        final = os.path.join(self.tmp, "final.pt")
+        cmd = [ARYL_RUN, "--standalone", "--slots", "2", "--min", "1", "--max", "4", "--loan-slots", "2",
+               "--inference-demand", "daily:peak=0.9,trough=0.1", "--demand-time-scale", "2880",
+               "--work-dir", os.path.join(self.tmp, "work"), "--follow-logs", os.path.join(self.tmp, "work"), "--",
+               sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--sleep-ms", "30",
+               "--out", final, "--samples-dir", samples] + MODEL
+        proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
+        output = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, output[-5000:])
+        self.assertRegex(output, r"from_world=2 to_world=4 .*planned=1", "never grew onto the loaned slots")
+        for i, (a, b) in enumerate(zip(reference, torch.load(final))):
+            self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-5),
+                            f"param {i}: max abs diff {(a - b).abs().max().item()}")
+        rows = committed_samples(samples)
+        by_epoch = collections.defaultdict(list)
+        for worker, worker_rows in rows.items():
+            self.assertEqual(len({pid for _, _, pid, _ in worker_rows}), 1, f"worker {worker} changed process")
+            for _, epoch, _, idx in worker_rows:
+                by_epoch[epoch].extend(idx)
+        for epoch, idx in by_epoch.items():
+            self.assertEqual(len(idx), len(set(idx)), f"epoch {epoch} has duplicate samples")
+            if epoch < max(by_epoch):
+                self.assertEqual(sorted(idx), list(range(DATASET)), f"epoch {epoch} is incomplete")
+        self.assertEqual(sorted(s for s, _, _, _ in rows["0"]), list(range(steps)), "worker 0 did not stay")
 
 
 class InProcess(unittest.TestCase):

@@ -1,0 +1,33 @@
+# aryl_doc_snippets(OUT_VAR OUT_DIR dir FILES a.md b.md ...)
+# Writes every ```cpp block of the given Markdown files to
+# <dir>/<file>_<n>.cc (each block is a whole translation unit) and returns
+# their paths. Re-runs when a file changes (CMAKE_CONFIGURE_DEPENDS); a
+# snippet is rewritten only when its text changed.
+function(aryl_doc_snippets out_var)
+  cmake_parse_arguments(ARG "" "OUT_DIR" "FILES" ${ARGN})
+  set(out)
+  foreach(md ${ARG_FILES})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${md})
+    file(READ ${md} text)
+    # Keep CMake's list syntax out of the code: ; [ ] become placeholders.
+    string(REPLACE ";" "@SEMI@" text "${text}")
+    string(REPLACE "[" "@LBR@" text "${text}")
+    string(REPLACE "]" "@RBR@" text "${text}")
+    string(REGEX MATCHALL "```cpp\n[^`]*```" blocks "${text}")
+    get_filename_component(stem ${md} NAME_WE)
+    set(n 0)
+    foreach(block ${blocks})
+      math(EXPR n "${n} + 1")
+      string(REGEX REPLACE "^```cpp\n" "" code "${block}")
+      string(REGEX REPLACE "```$" "" code "${code}")
+      string(REPLACE "@SEMI@" ";" code "${code}")
+      string(REPLACE "@LBR@" "[" code "${code}")
+      string(REPLACE "@RBR@" "]" code "${code}")
+      set(path ${ARG_OUT_DIR}/${stem}_${n}.cc)
+      file(WRITE ${path}.new "// From ${md}, C++ block ${n}.\n${code}")
+      configure_file(${path}.new ${path} COPYONLY)
+      list(APPEND out ${path})
+    endforeach()
+  endforeach()
+  set(${out_var} ${out} PARENT_SCOPE)
+endfunction()
