@@ -2,10 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -117,7 +121,29 @@ std::string LocalCoordinator::LogPath(const std::string& worker) const {
   return opt_.log_dir.empty() ? std::string() : opt_.log_dir + "/" + worker + ".log";
 }
 
-Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
+namespace {
+
+// A port that was free a moment ago on loopback (for MASTER_PORT).
+int FreeLoopbackPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+}  // namespace
+
+Status LocalCoordinator::Spawn(const std::string& worker, const GenerationRecord& rec) {
+  const int64_t generation = rec.generation;
   std::map<std::string, std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -132,6 +158,20 @@ Status LocalCoordinator::Spawn(const std::string& worker, int64_t generation) {
   env["ARYL_BACKEND"] = opt_.backend;
   if (!opt_.checkpoint_dir.empty()) env["ARYL_CHECKPOINT_DIR"] = opt_.checkpoint_dir;
   if (agent_) env["ARYL_AGENT_ENDPOINT"] = agent_->endpoint;
+  // The variables torchrun gives a worker, as of this worker's start (one
+  // machine: local = global), so torch.distributed's env:// init works.
+  auto pos = std::find(rec.members.begin(), rec.members.end(), worker) - rec.members.begin();
+  if (master_port_gen_ != generation) {
+    master_port_ = FreeLoopbackPort();
+    master_port_gen_ = generation;
+  }
+  env["RANK"] = env["LOCAL_RANK"] = std::to_string(pos);
+  env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(rec.members.size());
+  env["GROUP_RANK"] = "0";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = std::to_string(master_port_);
+  env["TORCHELASTIC_RESTART_COUNT"] = "0";
+  env["TORCHELASTIC_RUN_ID"] = opt_.job_id;
   std::vector<std::string> env_strings;
   for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
@@ -176,7 +216,7 @@ Status LocalCoordinator::Launch(int world) {
   } else {
     ARYL_RETURN_IF_ERROR(store_->PublishAs(rec));
   }
-  for (const auto& id : rec.members) ARYL_RETURN_IF_ERROR(Spawn(id, g));
+  for (const auto& id : rec.members) ARYL_RETURN_IF_ERROR(Spawn(id, rec));
   return Status::Ok();
 }
 
@@ -215,7 +255,7 @@ Result<int64_t> LocalCoordinator::Resize(int world) {
     std::lock_guard<std::mutex> lock(agent_->mu);
     agent_->records[g] = rec;  // joiners ask for it in their WorkerHello
   }
-  for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(Spawn(id, g));
+  for (const auto& id : joiners) ARYL_RETURN_IF_ERROR(Spawn(id, rec));
   // Waits for `key` while any worker of the current generation still runs;
   // when they have all exited (the job finished) the joiners are killed.
   auto wait_for = [&](const std::string& key) -> Status {

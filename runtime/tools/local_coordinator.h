@@ -2,7 +2,10 @@
 //
 // It serves the job's rendezvous store (a c10d TCPStore on loopback, in this
 // process, so it outlives every worker), launches workers as real processes
-// (fork/exec, ARYL_* environment, own log file each; each gets SIGKILL when
+// (fork/exec, ARYL_* environment plus torchrun's RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_RUN_ID as of the worker's start;
+// own log file each; each gets SIGKILL when
 // the coordinator's thread dies, PR_SET_PDEATHSIG) and announces
 // generations exactly as the agent does (see the protocol in aryl/runtime.h).
 // Used by the runtime tests, the benchmarks and aryl-rt-launch.
@@ -90,7 +93,7 @@ class LocalCoordinator {
 
  private:
   LocalCoordinator(CoordinatorOptions options, std::unique_ptr<JobStore> store);
-  Status Spawn(const std::string& worker, int64_t generation);
+  Status Spawn(const std::string& worker, const struct GenerationRecord& rec);
   std::string NewWorkerId();
   Status StartAgent();
   Status Announce(const struct GenerationRecord& rec, const std::vector<std::string>& to);
@@ -102,6 +105,8 @@ class LocalCoordinator {
   std::map<std::string, pid_t> running_;
   std::map<std::string, int> exit_codes_;
   int next_worker_ = 0;
+  int64_t master_port_gen_ = -1;  // MASTER_PORT is chosen once per generation
+  int master_port_ = 0;
 };
 
 }  // namespace aryl

@@ -158,6 +158,18 @@ class UnderArylRun(unittest.TestCase):
         self.assertEqual(sorted(s for s, _, _, _ in rows["0"]), list(range(steps)), "worker 0 did not stay")
 
 
+class TorchrunScript(unittest.TestCase):
+    def test_unmodified_ddp_script_runs_at_fixed_size(self):
+        """aryl-rt-launch gives workers torchrun's variables: init_process_group("gloo") works."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_script.py")
+        proc = subprocess.run([LAUNCH, "--workers", "3", "--job", "ddp7", "--", sys.executable, script],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        found = re.findall(r"ddp rank=(\d) world=3 run_id=ddp7 checksum=(\S+)", proc.stdout)
+        self.assertEqual(sorted(r for r, _ in found), ["0", "1", "2"], proc.stdout)
+        self.assertEqual(len({c for _, c in found}), 1, "ranks ended with different parameters")
+
+
 class InProcess(unittest.TestCase):
     def train(self, model, opt, steps=3):
         torch.manual_seed(5)
