@@ -25,6 +25,7 @@
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/security.h"
 #include "aryl/protocol/transport.h"
+#include "aryl/torchrun_env.h"
 
 namespace aryl::agent {
 
@@ -145,6 +146,29 @@ class Agent::Impl {
   static constexpr double kExitResendSeconds = 2.0;
   std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked_exits;
   double last_exit_resend = 0;
+
+  // torchrun's variables for a worker of `m` (aryl/torchrun_env.h). Local ranks
+  // count the workers this message starts here; MASTER_ADDR is the store's host,
+  // so env:// rendezvous of a multi-machine job needs rank 0 on that host.
+  static TorchrunPlacement TorchrunPlacementOf(const p::StartWorkers& m, const p::WorkerPlacement& wp) {
+    TorchrunPlacement t;
+    t.rank = int(wp.rank);
+    t.world_size = int(m.members.size());
+    t.local_world_size = int(m.workers.size());
+    int lowest = t.rank;
+    for (const auto& other : m.workers) {
+      if (other.rank < wp.rank) ++t.local_rank;
+      lowest = std::min(lowest, int(other.rank));
+    }
+    t.group_rank = lowest / std::max(1, t.local_world_size);
+    std::string host = m.store_endpoint;
+    if (auto s = host.find("://"); s != std::string::npos) host = host.substr(s + 3);
+    if (auto c = host.rfind(':'); c != std::string::npos) host = host.substr(0, c);
+    t.master_addr = host.empty() || host == "*" || host == "none" ? "127.0.0.1" : host;
+    t.master_port = TorchrunMasterPort(m.job, m.generation);
+    t.run_id = std::to_string(m.job);
+    return t;
+  }
 
   bool UsesStore(const std::string& endpoint) const {
     return relay && !endpoint.empty() && endpoint != "none";
@@ -313,6 +337,7 @@ class Agent::Impl {
       spec.env["ARYL_LOCAL_SLOT"] = std::to_string(wp.local_slot);
       spec.env["ARYL_AGENT_ID"] = opt.id;
       spec.env["ARYL_AGENT_ENDPOINT"] = worker_endpoint;
+      SetTorchrunEnv(spec.env, TorchrunPlacementOf(m, wp));
       if (!m.checkpoint_dir.empty()) spec.env["ARYL_CHECKPOINT_DIR"] = m.checkpoint_dir;
       if (use_store) {
         spec.env["ARYL_STORE_ENDPOINT"] = m.store_endpoint;

@@ -16,6 +16,7 @@
 
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
+#include "aryl/torchrun_env.h"
 #include "rendezvous.h"
 
 extern char** environ;
@@ -165,13 +166,13 @@ Status LocalCoordinator::Spawn(const std::string& worker, const GenerationRecord
     master_port_ = FreeLoopbackPort();
     master_port_gen_ = generation;
   }
-  env["RANK"] = env["LOCAL_RANK"] = std::to_string(pos);
-  env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(rec.members.size());
-  env["GROUP_RANK"] = "0";
-  env["MASTER_ADDR"] = "127.0.0.1";
-  env["MASTER_PORT"] = std::to_string(master_port_);
-  env["TORCHELASTIC_RESTART_COUNT"] = "0";
-  env["TORCHELASTIC_RUN_ID"] = opt_.job_id;
+  TorchrunPlacement placement;
+  placement.rank = placement.local_rank = int(pos);
+  placement.world_size = placement.local_world_size = int(rec.members.size());
+  placement.master_addr = "127.0.0.1";
+  placement.master_port = master_port_;
+  placement.run_id = opt_.job_id;
+  SetTorchrunEnv(env, placement);
   std::vector<std::string> env_strings;
   for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;

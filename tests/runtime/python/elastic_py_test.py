@@ -170,6 +170,22 @@ class TorchrunScript(unittest.TestCase):
         self.assertEqual(len({c for _, c in found}), 1, "ranks ended with different parameters")
 
 
+    def test_unmodified_ddp_script_under_aryl_run(self):
+        """The agent gives workers torchrun's variables too (aryl-run --standalone, fixed size)."""
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_script.py")
+        work = tempfile.mkdtemp(prefix="aryl_py_ddp_")
+        try:
+            proc = subprocess.run([ARYL_RUN, "--standalone", "--slots", "2", "--work-dir", work, "--", sys.executable,
+                                   script], capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            logs = "".join(read(os.path.join(work, "logs", "job-1", f)) for f in ("worker-0.out", "worker-1.out"))
+            found = re.findall(r"ddp rank=(\d) world=2 run_id=1 checksum=(\S+)", logs)
+            self.assertEqual(sorted(r for r, _ in found), ["0", "1"], logs)
+            self.assertEqual(len({c for _, c in found}), 1, "ranks ended with different parameters")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 class InProcess(unittest.TestCase):
     def train(self, model, opt, steps=3):
         torch.manual_seed(5)
