@@ -9,6 +9,11 @@
 // one-machine default, like torchrun --standalone): a training agent with
 // --slots slots and, with --loan-slots, an inference agent whose slots are
 // loaned to training when inference demand (--inference-demand) is low.
+//
+// torchrun spellings: --nproc-per-node N [--nnodes M | MIN:MAX] (workers =
+// N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to the
+// most workers), --rdzv-id ID (= --name), --standalone. Workers get torchrun's
+// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...; aryl/torchrun_env.h).
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +96,13 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(""))
       ("work-dir", "Standalone: logs and state go here", cxxopts::value<std::string>()->default_value("aryl-run"))
       ("http-port", "Standalone: metrics/status port (-1: off)", cxxopts::value<int>()->default_value("-1"));
+  // torchrun's spellings, so a torchrun command line carries over.
+  o.add_options("torchrun aliases")
+      ("nproc-per-node", "torchrun --nproc-per-node: workers per machine (workers = nproc x nnodes)",
+       cxxopts::value<int>())
+      ("nnodes", "torchrun --nnodes N or MIN:MAX: machines (elastic: --min/--max = MIN/MAX x nproc)",
+       cxxopts::value<std::string>())
+      ("rdzv-id", "torchrun --rdzv-id: the job name", cxxopts::value<std::string>());
   o.positional_help("-- CMD ARGS...");
   aryl::AddCommonFlags(o);
   auto r = aryl::ParseFlagsOrExit(o, argc, argv);
@@ -100,8 +112,34 @@ int main(int argc, char** argv) {
   if (r.count("workers")) m.workers = r["workers"].as<int>();
   if (r.count("min")) m.min_workers = r["min"].as<int>();
   if (r.count("max")) m.max_workers = r["max"].as<int>();
+  if (r.count("rdzv-id")) m.name = r["rdzv-id"].as<std::string>();
+  if (r.count("nproc-per-node") || r.count("nnodes")) {
+    int nproc = r.count("nproc-per-node") ? r["nproc-per-node"].as<int>() : 1;
+    std::string nodes = r.count("nnodes") ? r["nnodes"].as<std::string>() : "1";
+    auto colon = nodes.find(':');
+    int lo = 0, hi = 0;
+    try {
+      lo = std::stoi(nodes.substr(0, colon));
+      hi = colon == std::string::npos ? lo : std::stoi(nodes.substr(colon + 1));
+    } catch (const std::exception&) {
+      aryl::UsageError(kProg, "--nnodes '" + nodes + "': expected N or MIN:MAX");
+    }
+    if (nproc < 1 || lo < 1 || hi < lo) {
+      aryl::UsageError(kProg, "--nproc-per-node " + std::to_string(nproc) + " --nnodes " + nodes +
+                                  ": need nproc >= 1 and 1 <= MIN <= MAX");
+    }
+    if (lo == hi) {
+      m.workers = nproc * lo;
+    } else {
+      m.min_workers = nproc * lo;
+      m.max_workers = nproc * hi;
+    }
+  }
   bool standalone = r.count("standalone") > 0;
   int slots = r["slots"].as<int>();
+  if (standalone && slots <= 0 && (r.count("nproc-per-node") || r.count("nnodes"))) {
+    slots = int(m.workers ? *m.workers : m.max_workers.value_or(0));
+  }
   int loan_slots = r["loan-slots"].as<int>();
   if (!m.workers && !m.min_workers && !m.max_workers) {
     if (standalone && slots > 0) m.workers = slots;

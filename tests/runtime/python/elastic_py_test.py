@@ -175,7 +175,7 @@ class TorchrunScript(unittest.TestCase):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_script.py")
         work = tempfile.mkdtemp(prefix="aryl_py_ddp_")
         try:
-            proc = subprocess.run([ARYL_RUN, "--standalone", "--slots", "2", "--work-dir", work, "--", sys.executable,
+            proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--work-dir", work, "--", sys.executable,
                                    script], capture_output=True, text=True, timeout=120)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             logs = "".join(read(os.path.join(work, "logs", "job-1", f)) for f in ("worker-0.out", "worker-1.out"))
