@@ -186,6 +186,19 @@ class TorchrunScript(unittest.TestCase):
             shutil.rmtree(work, ignore_errors=True)
 
 
+class DocsSnippets(unittest.TestCase):
+    def test_python_blocks_parse(self):
+        """Every python block of README.md and docs/runtime.md is valid Python (the C++ blocks
+        are compiled by the build: runtime_doc_snippets)."""
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+        count = 0
+        for doc in ("README.md", os.path.join("docs", "runtime.md")):
+            for i, block in enumerate(re.findall(r"```python\n(.*?)```", read(os.path.join(root, doc)), re.S)):
+                compile(block, f"{doc} python block {i + 1}", "exec")
+                count += 1
+        self.assertGreater(count, 0)
+
+
 class InProcess(unittest.TestCase):
     def train(self, model, opt, steps=3):
         torch.manual_seed(5)
