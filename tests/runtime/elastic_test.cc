@@ -47,7 +47,7 @@ JobRun MakeRun(const std::string& name, int64_t steps, int sleep_ms, std::map<st
   opt.log_dir = run.dir + "/logs";
   opt.timeout = milliseconds(30000);
   env.emplace("ARYL_FAULT_SETTLE_MS", "1000");
-  env.emplace("ARYL_COLLECTIVE_TIMEOUT_MS", "10000");
+  env.emplace("ARYL_COLLECTIVE_TIMEOUT_MS", "30000");  // workers start slowly on a busy machine
   env.emplace("ARYL_RENDEZVOUS_TIMEOUT_MS", "20000");
   opt.env = env;
   if (checkpoints) opt.checkpoint_dir = run.dir + "/ckpt";
