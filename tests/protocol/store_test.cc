@@ -123,7 +123,7 @@ TEST_F(StoreTest, WaitTimesOut) {
   EXPECT_THAT(s.message(), HasSubstr("'absent'"));
   EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("'present'")));
   EXPECT_GE(took, 190ms);
-  EXPECT_LT(took, 550ms);
+  EXPECT_LT(took, 3000ms);  // bounded (generous: CI machines are busy)
   EXPECT_EQ(server_->service().parked(), 0u);
 }
 

@@ -276,6 +276,25 @@ TEST_F(SystemTest, GarbageFrames) {
     raw.send(zmq::str_buffer("c"), zmq::send_flags::sndmore);
     raw.send(zmq::str_buffer("d"), zmq::send_flags::dontwait);
     raw.send(zmq::message_t(), zmq::send_flags::dontwait);                        // empty
+    // A valid request on the same connection: once its answer is here, every
+    // frame above has reached the scheduler (one connection keeps its order).
+    raw.send(zmq::str_buffer("probe"), zmq::send_flags::sndmore);
+    raw.send(zmq::str_buffer(R"({"v":1,"type":"list_nodes"})"), zmq::send_flags::dontwait);
+    bool answered = false;
+    for (auto until = Clock::now() + std::chrono::seconds(10); !answered && Clock::now() < until;) {
+      zmq::pollitem_t item{raw.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, milliseconds(100));
+      std::vector<zmq::message_t> parts;
+      while (item.revents & ZMQ_POLLIN) {
+        zmq::message_t part;
+        if (!raw.recv(part, zmq::recv_flags::dontwait)) break;
+        bool more = part.more();
+        parts.push_back(std::move(part));
+        if (!more) break;
+      }
+      for (const auto& part : parts) answered |= part.to_string_view() == "probe";
+    }
+    EXPECT_TRUE(answered) << "no answer to a valid request after the garbage";
     std::string huge(2u << 20, 'x');                                              // 2 MiB
     raw.send(zmq::str_buffer("c4"), zmq::send_flags::sndmore);
     raw.send(zmq::buffer(huge), zmq::send_flags::dontwait);
@@ -283,7 +302,7 @@ TEST_F(SystemTest, GarbageFrames) {
     auto t0 = Clock::now();
     auto r = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(2000));
     EXPECT_TRUE(r.ok()) << r.status();
-    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 1.0);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 3.0);  // promptly, on a busy machine too
   }
   launcher_.Poll();
   EXPECT_TRUE(launcher_.Running(scheduler_pid_)) << Logs();
@@ -302,7 +321,7 @@ TEST_F(SystemTest, GarbageFrames) {
   ASSERT_TRUE(WaitFor([&] {
     auto m = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
     std::string body = m.ok() ? m->second : "";
-    return std::regex_search(body, sm, re) && std::stoi(sm[1]) >= 15;
+    return std::regex_search(body, sm, re) && std::stoi(sm[1]) >= 18;  // 6 refused frames a round
   }, 5)) << "bad requests counted: " << (std::regex_search(metrics->second, sm, re) ? sm[1].str() : "none");
 }
 
