@@ -9,6 +9,7 @@ find_package(spdlog REQUIRED)
 find_package(SQLite3 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark QUIET)
+find_package(prometheus-cpp CONFIG REQUIRED COMPONENTS core)  # Debian: prometheus-cpp-dev
 
 # Optional: libtorch (CPU build from Debian's libtorch-dev, with Gloo for c10d).
 set(_torch_found OFF)

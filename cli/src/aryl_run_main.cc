@@ -25,6 +25,7 @@
 #include "aryl/agent/agent.h"
 #include "aryl/daemon/daemon.h"
 #include "aryl/flags.h"
+#include "client_config.h"
 #include "client_util.h"
 
 namespace p = aryl::protocol;
@@ -69,8 +70,10 @@ class Tail {
 
 int main(int argc, char** argv) {
   cxxopts::Options o(kProg, "Run a training job on an Aryl cluster (or standalone on this machine).");
+  // Defaults: ~/.config/aryl/config or /etc/aryl/aryl.toml, then the environment (client_config.h).
+  const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()
-      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(aryl::cli::DefaultScheduler()))
+      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(defaults.scheduler))
       ("name", "Job name", cxxopts::value<std::string>()->default_value(""))
       ("workers", "Fixed number of workers", cxxopts::value<int>())
       ("min", "Elastic: fewest workers", cxxopts::value<int>())
@@ -82,9 +85,9 @@ int main(int argc, char** argv) {
       ("quiet", "Do not print state changes")
       ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
        cxxopts::value<std::string>()->default_value(""))
-      ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_KEY", "")))
+      ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(defaults.curve_key))
       ("curve-server-key", "Scheduler CURVE public key file",
-       cxxopts::value<std::string>()->default_value(aryl::cli::EnvOr("ARYL_CURVE_SERVER_KEY", "")));
+       cxxopts::value<std::string>()->default_value(defaults.curve_server_key));
   o.add_options("standalone")
       ("standalone", "Embed a scheduler and agents in this process (loopback only)")
       ("slots", "Standalone: training slots", cxxopts::value<int>()->default_value("0"))

@@ -1,5 +1,5 @@
 // Shared by aryl and aryl-run: connecting to the scheduler (with CURVE when
-// keys are given), tables, and turning replies into exit codes.
+// keys are given) and turning replies into exit codes.
 #pragma once
 
 #include <chrono>
@@ -33,8 +33,6 @@ inline std::string NewClientToken() {
   return os.str();
 }
 
-inline std::string DefaultScheduler() { return EnvOr("ARYL_SCHEDULER", "tcp://127.0.0.1:7117"); }
-
 // Connects a DEALER to the scheduler; CURVE when both key files are given.
 inline Result<std::unique_ptr<protocol::Client>> ConnectScheduler(const std::string& endpoint,
                                                                   const std::string& curve_key,
@@ -51,38 +49,6 @@ inline Result<std::unique_ptr<protocol::Client>> ConnectScheduler(const std::str
     co.curve = protocol::CurveClientKeys{kp.public_key, kp.secret_key, server_pub};
   }
   return protocol::Client::Connect(co);
-}
-
-// A plain text table: columns padded to their widest cell.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string Render() const {
-    std::vector<size_t> width;
-    for (const auto& r : rows_) {
-      if (width.size() < r.size()) width.resize(r.size(), 0);
-      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-    }
-    std::ostringstream os;
-    for (const auto& r : rows_) {
-      for (size_t i = 0; i < r.size(); ++i) {
-        os << r[i];
-        if (i + 1 < r.size()) os << std::string(width[i] - r[i].size() + 2, ' ');
-      }
-      os << "\n";
-    }
-    return os.str();
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
-
-inline std::string Fixed(double v, int digits = 2) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
 }
 
 // Exit codes: 0 ok, 1 the scheduler said no / not reachable, 2 bad usage.

@@ -60,6 +60,10 @@ int main(int argc, char** argv) {
   aryl::AddCommonFlags(options);
   auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
   if (!flags.count("command")) aryl::UsageError("aryl-rt-launch", "missing the program to run (after --)");
+  if (flags["workers"].as<int>() < 1)
+    aryl::FlagError("aryl-rt-launch", "--workers", std::to_string(flags["workers"].as<int>()), "must be >= 1");
+  if (flags["timeout"].as<int>() < 1)
+    aryl::FlagError("aryl-rt-launch", "--timeout", std::to_string(flags["timeout"].as<int>()), "must be >= 1");
 
   aryl::CoordinatorOptions opt;
   opt.worker_argv = flags["command"].as<std::vector<std::string>>();

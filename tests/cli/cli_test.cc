@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -58,9 +59,13 @@ class CliTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  static Out Aryl(std::vector<std::string> args, bool with_endpoint = true) {
+  static Out Aryl(std::vector<std::string> args, bool with_endpoint = true,
+                  std::map<std::string, std::string> env = {}) {
     static int n = 0;
     agent::LaunchSpec s;
+    // Hermetic: no config file of the machine or the user unless a test names one.
+    s.env = {{"ARYL_CONFIG", "/dev/null"}, {"ARYL_SCHEDULER", ""}};
+    for (auto& [k, v] : env) s.env[k] = v;
     s.argv = {ARYL_BIN};
     // --scheduler goes before "--" (what follows is the job's command).
     auto dashes = std::find(args.begin(), args.end(), std::string("--"));
@@ -81,6 +86,15 @@ class CliTest : public ::testing::Test {
     ss << in.rdbuf();
     o.text = ss.str();
     return o;
+  }
+
+  // Until the agent has registered (each test runs in its own process).
+  static void WaitForAgent() {
+    for (int i = 0; i < 200; ++i) {
+      Out nodes = Aryl({"nodes", "--json"});
+      if (nodes.code == 0 && nodes.text.find("\"connected\": true") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
 
   static fs::path dir_;
@@ -109,19 +123,14 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(both.code, 2) << both.text;
   Out bad_id = Aryl({"status", "abc"});
   EXPECT_EQ(bad_id.code, 2);
-  EXPECT_NE(bad_id.text.find("'abc' is not a job id"), std::string::npos) << bad_id.text;
+  EXPECT_NE(bad_id.text.find("JOB 'abc': not a job id"), std::string::npos) << bad_id.text;
   Out bad_deadline = Aryl({"pool", "reclaim", "1", "--deadline", "soon"});
   EXPECT_EQ(bad_deadline.code, 2);
 }
 
 // Submit, list, status, cancel and nodes, as tables and as JSON.
 TEST_F(CliTest, JobCommands) {
-  // Wait for the agent.
-  for (int i = 0; i < 100; ++i) {
-    Out nodes = Aryl({"nodes", "--json"});
-    if (nodes.code == 0 && nodes.text.find("\"connected\": true") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitForAgent();
   Out nodes = Aryl({"nodes"});
   ASSERT_EQ(nodes.code, 0) << nodes.text;
   EXPECT_NE(nodes.text.find("AGENT"), std::string::npos);
@@ -176,6 +185,87 @@ TEST_F(CliTest, Keygen) {
   EXPECT_EQ(perms & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_TRUE(fs::exists(keys / "me.pub"));
   EXPECT_EQ(Aryl({"keygen", keys.string(), "me"}, false).code, 1);
+}
+
+// -o table|wide|json, --no-headers and --utc on a real job; a bad -o is a usage error.
+TEST_F(CliTest, OutputFormats) {
+  WaitForAgent();
+  Out sub = Aryl({"submit", "--name", "fmt", "--workers", "1", "--", "sleep", "30"});
+  ASSERT_EQ(sub.code, 0) << sub.text;
+  std::string id = sub.text.substr(0, sub.text.find('\n'));
+  Out table = Aryl({"jobs"});
+  ASSERT_EQ(table.code, 0) << table.text;
+  EXPECT_EQ(table.text.rfind("JOB  ", 0), 0u) << table.text;
+  EXPECT_EQ(table.text.find("SUBMITTED"), std::string::npos) << table.text;
+  Out wide = Aryl({"jobs", "-o", "wide"});
+  ASSERT_EQ(wide.code, 0) << wide.text;
+  EXPECT_NE(wide.text.find("GPU-TYPE"), std::string::npos) << wide.text;
+  EXPECT_NE(wide.text.find("SUBMITTED"), std::string::npos) << wide.text;
+  Out bare = Aryl({"jobs", "--no-headers"});
+  ASSERT_EQ(bare.code, 0);
+  EXPECT_EQ(bare.text.find("JOB"), std::string::npos) << bare.text;
+  EXPECT_EQ(bare.text.rfind(id + " ", 0), 0u) << bare.text;
+  Out js = Aryl({"jobs", "-o", "json"});
+  ASSERT_EQ(js.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(js.text)["jobs"][0]["name"], "fmt");
+  Out utc = Aryl({"status", id, "--utc"});
+  ASSERT_EQ(utc.code, 0) << utc.text;
+  EXPECT_NE(utc.text.find("Z ("), std::string::npos) << utc.text;
+  Out local = Aryl({"status", id}, true, {{"TZ", "UTC+5"}});
+  ASSERT_EQ(local.code, 0);
+  EXPECT_EQ(local.text.find("Z ("), std::string::npos) << local.text;
+  Out bad = Aryl({"jobs", "-o", "yaml"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find("-o 'yaml'"), std::string::npos) << bad.text;
+  EXPECT_EQ(Aryl({"cancel", id}).code, 0);
+}
+
+// `aryl top` into a pipe or a file prints plain frames: no escape codes, no screen clearing.
+TEST_F(CliTest, TopWithoutTtyIsPlainText) {
+  agent::LaunchSpec s;
+  s.env = {{"ARYL_CONFIG", "/dev/null"}};
+  s.argv = {"timeout", "-s", "INT", "3", ARYL_BIN, "top", "--interval", "0.2", "--scheduler", endpoint_};
+  s.stdout_path = (dir_ / "top.out").string();
+  agent::ProcessLauncher l;
+  ASSERT_TRUE(l.Launch(s).ok());
+  for (int i = 0; i < 1000 && l.size() > 0; ++i) {
+    l.Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::ifstream in(dir_ / "top.out");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  size_t frames = 0;
+  for (size_t at = text.find("aryl top - "); at != std::string::npos; at = text.find("aryl top - ", at + 1)) ++frames;
+  EXPECT_GE(frames, 2u) << text;
+  EXPECT_EQ(text.find('\033'), std::string::npos) << text;
+}
+
+// The config file sets the endpoint; the environment beats it and a flag beats both.
+TEST_F(CliTest, ConfigFileEnvAndFlagPrecedence) {
+  fs::path cfg = dir_ / "client.toml";
+  std::ofstream(cfg) << "# test config\nscheduler = \"" << endpoint_ << "\"\ntimeout = 2\n";
+  Out from_file = Aryl({"nodes"}, false, {{"ARYL_CONFIG", cfg.string()}});
+  EXPECT_EQ(from_file.code, 0) << from_file.text;
+  Out env_wins = Aryl({"nodes", "--timeout", "0.3"}, false,
+                      {{"ARYL_CONFIG", cfg.string()}, {"ARYL_SCHEDULER", "tcp://127.0.0.1:1"}});
+  EXPECT_EQ(env_wins.code, 1) << env_wins.text;
+  EXPECT_NE(env_wins.text.find("tcp://127.0.0.1:1"), std::string::npos) << env_wins.text;
+  Out flag_wins = Aryl({"nodes", "--scheduler", endpoint_}, false,
+                       {{"ARYL_CONFIG", cfg.string()}, {"ARYL_SCHEDULER", "tcp://127.0.0.1:1"}});
+  EXPECT_EQ(flag_wins.code, 0) << flag_wins.text;
+  // ~/.config/aryl/config is read when $ARYL_CONFIG is not set.
+  fs::path home = dir_ / "home";
+  fs::create_directories(home / ".config" / "aryl");
+  fs::copy_file(cfg, home / ".config" / "aryl" / "config", fs::copy_options::overwrite_existing);
+  Out from_home = Aryl({"nodes"}, false, {{"ARYL_CONFIG", ""}, {"HOME", home.string()}, {"XDG_CONFIG_HOME", ""}});
+  EXPECT_EQ(from_home.code, 0) << from_home.text;
+  // A bad line is a usage error naming file:line.
+  std::ofstream(cfg) << "scheduler = \"" << endpoint_ << "\"\nendpoint: nowhere\n";
+  Out bad = Aryl({"nodes"}, false, {{"ARYL_CONFIG", cfg.string()}});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find(cfg.string() + ":2: "), std::string::npos) << bad.text;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Command-line parsing shared by every binary (cxxopts).
 //
-// ParseFlagsOrExit prints --help and exits 0, or prints a one-line error
+// ParseFlagsOrExit prints --help or --version and exits 0, or prints a one-line error
 // ("aryl-sim: error: ...") and exits 2 for an unknown flag or a bad value.
 #pragma once
 
@@ -14,7 +14,19 @@ cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char*
 // Prints "<program>: error: <message>" to stderr and exits with code 2.
 [[noreturn]] void UsageError(const std::string& program, const std::string& message);
 
-// Adds --log-level and --help, and initializes logging after parsing.
+// Start-up checks of flag values: each exits 2 with one line naming the flag
+// and the value, e.g. "aryl: error: --timeout 0: must be > 0".
+[[noreturn]] void FlagError(const std::string& program, const std::string& flag, const std::string& value,
+                            const std::string& problem);
+// `value` must be finite and > `above` (NaN and infinities are refused).
+void RequireAbove(const std::string& program, const std::string& flag, double value, double above);
+// `value` must be finite and >= `min`.
+void RequireAtLeast(const std::string& program, const std::string& flag, double value, double min);
+// Parses a whole decimal integer in [min, max] ("2abc", "1.5", "-1" for min 0 are errors).
+long long ParseIntegerOrExit(const std::string& program, const std::string& flag, const std::string& text,
+                             long long min, long long max);
+
+// Adds --log-level, --help and --version (version.h), and initializes logging after parsing.
 void AddCommonFlags(cxxopts::Options& options);
 
 }  // namespace aryl

@@ -7,6 +7,8 @@
 
 #include "aryl/daemon/daemon.h"
 #include "aryl/flags.h"
+#include "aryl/sched/policy.h"
+#include "aryl/sched/scheduler.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -57,10 +59,22 @@ int main(int argc, char** argv) {
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.curve_secret_key = r["curve-key"].as<std::string>();
   d.curve_allow = r["curve-allow"].as<std::string>();
-  if (d.heartbeat_interval <= 0 || d.agent_timeout <= d.heartbeat_interval)
-    aryl::UsageError("aryl-scheduler", "--agent-timeout must exceed --heartbeat, both > 0");
-  if (d.http_port < -1 || d.http_port > 65535) aryl::UsageError("aryl-scheduler", "--http-port out of range");
-  if (d.demand_time_scale <= 0) aryl::UsageError("aryl-scheduler", "--demand-time-scale must be > 0");
+  // Every flag is checked here, before the daemon starts (one line, exit 2).
+  const std::string prog = "aryl-scheduler";
+  if (auto policy = aryl::sched::MakePolicy(d.policy, aryl::sched::SchedulerConfig{}); !policy.ok())
+    aryl::FlagError(prog, "--policy", d.policy, policy.status().message());
+  aryl::RequireAbove(prog, "--heartbeat", d.heartbeat_interval, 0);
+  aryl::RequireAbove(prog, "--agent-timeout", d.agent_timeout, 0);
+  if (d.agent_timeout <= d.heartbeat_interval)
+    aryl::FlagError(prog, "--agent-timeout", fmt::format("{}", d.agent_timeout),
+                    fmt::format("must exceed --heartbeat ({})", d.heartbeat_interval));
+  if (d.http_port < -1 || d.http_port > 65535)
+    aryl::FlagError(prog, "--http-port", std::to_string(d.http_port), "must be in [-1, 65535]");
+  aryl::RequireAbove(prog, "--demand-time-scale", d.demand_time_scale, 0);
+  aryl::RequireAtLeast(prog, "--rescale-pause", d.rescale_pause, 0);
+  aryl::RequireAtLeast(prog, "--restart-pause", d.restart_pause, 0);
+  aryl::RequireAbove(prog, "--checkpoint-interval", d.checkpoint_interval, 0);
+  aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

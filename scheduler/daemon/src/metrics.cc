@@ -1,104 +1,225 @@
 #include "aryl/daemon/metrics.h"
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include "aryl/version.h"
+
 namespace aryl::daemon {
+
+// One declared metric: its prometheus-cpp family and the series made so far.
+struct Metrics::Family {
+  std::string type;  // counter | gauge | histogram
+  prometheus::Family<prometheus::Counter>* counters = nullptr;
+  prometheus::Family<prometheus::Gauge>* gauges = nullptr;
+  prometheus::Family<prometheus::Histogram>* histograms = nullptr;
+  std::map<Labels, prometheus::Counter*> counter_series;
+  std::map<Labels, prometheus::Gauge*> gauge_series;
+  prometheus::Histogram* histogram = nullptr;
+  HistogramStats stats;
+};
+
 namespace {
-std::string Num(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  std::ostringstream os;
-  os.precision(10);
-  os << v;
-  return os.str();
+
+bool IsLabelNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// After a closing quote at `i`: does `,name=` or the end follow?
+bool EndsValue(const std::string& t, size_t i) {
+  size_t j = i + 1;
+  if (j >= t.size()) return true;
+  if (t[j] != ',') return false;
+  ++j;
+  while (j < t.size() && t[j] == ' ') ++j;
+  size_t start = j;
+  while (j < t.size() && IsLabelNameChar(t[j])) ++j;
+  return j > start && j < t.size() && t[j] == '=' && j + 1 < t.size() && t[j + 1] == '"';
 }
+
 }  // namespace
 
-void Metrics::DeclareCounter(const std::string& name, const std::string& help) {
-  std::lock_guard lock(mu_);
-  families_[name].type = "counter";
-  families_[name].help = help;
+Metrics::Labels Metrics::ParseLabels(const std::string& t) {
+  Labels out;
+  size_t i = 0;
+  while (i < t.size()) {
+    while (i < t.size() && (t[i] == ',' || t[i] == ' ')) ++i;
+    size_t eq = t.find('=', i);
+    if (eq == std::string::npos) break;
+    std::string key = t.substr(i, eq - i);
+    i = eq + 1;
+    std::string value;
+    if (i < t.size() && t[i] == '"') {
+      ++i;
+      for (; i < t.size(); ++i) {
+        char c = t[i];
+        if (c == '\\' && i + 1 < t.size()) {
+          char n = t[++i];
+          value += n == 'n' ? '\n' : n;
+        } else if (c == '"' && EndsValue(t, i)) {
+          ++i;
+          break;
+        } else {
+          value += c;
+        }
+      }
+    } else {  // unquoted: up to the next comma
+      size_t comma = t.find(',', i);
+      value = t.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+      i = comma == std::string::npos ? t.size() : comma;
+    }
+    out[key] = value;
+  }
+  return out;
 }
 
-void Metrics::DeclareGauge(const std::string& name, const std::string& help) {
-  std::lock_guard lock(mu_);
-  families_[name].type = "gauge";
-  families_[name].help = help;
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  const BuildInfo& b = GetBuildInfo();
+  auto on = [](bool v) { return std::string(v ? "on" : "off"); };
+  DeclareGauge("aryl_build_info", "Build of this aryl-scheduler: version, commit and options (always 1)");
+  Set("aryl_build_info",
+      Labels{{"version", std::string(b.version)},
+             {"commit", std::string(b.git_commit)},
+             {"torch", on(b.torch)},
+             {"cuda", on(b.cuda)},
+             {"nccl", on(b.nccl)}},
+      1);
+}
+
+Metrics::~Metrics() = default;
+
+Metrics::Family& Metrics::FamilyOf(const std::string& name, const char* type) {
+  auto it = families_.find(name);
+  if (it != families_.end()) return *it->second;
+  // Used before being declared: declare it without help text.
+  auto f = std::make_unique<Family>();
+  f->type = type;
+  std::string t = type;
+  if (t == "counter") f->counters = &prometheus::BuildCounter().Name(name).Help("").Register(*registry_);
+  else if (t == "gauge") f->gauges = &prometheus::BuildGauge().Name(name).Help("").Register(*registry_);
+  else f->histograms = &prometheus::BuildHistogram().Name(name).Help("").Register(*registry_);
+  return *families_.emplace(name, std::move(f)).first->second;
+}
+
+void Metrics::DeclareCounter(const std::string& name, const std::string& help,
+                             const std::vector<std::string>& zero_series) {
+  {
+    std::lock_guard lock(mu_);
+    if (families_.count(name)) return;
+    auto f = std::make_unique<Family>();
+    f->type = "counter";
+    f->counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+    families_.emplace(name, std::move(f));
+  }
+  for (const auto& labels : zero_series) Inc(name, labels, 0);
+}
+
+void Metrics::DeclareGauge(const std::string& name, const std::string& help,
+                           const std::vector<std::string>& zero_series) {
+  {
+    std::lock_guard lock(mu_);
+    if (families_.count(name)) return;
+    auto f = std::make_unique<Family>();
+    f->type = "gauge";
+    f->gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+    families_.emplace(name, std::move(f));
+  }
+  for (const auto& labels : zero_series) Set(name, labels, 0);
 }
 
 void Metrics::DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
   std::lock_guard lock(mu_);
-  auto& f = families_[name];
-  f.type = "histogram";
-  f.help = help;
+  if (families_.count(name)) return;
   std::sort(bounds.begin(), bounds.end());
-  f.bounds = std::move(bounds);
-  f.buckets.assign(f.bounds.size() + 1, 0);
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  auto f = std::make_unique<Family>();
+  f->type = "histogram";
+  f->histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
+  f->histogram = &f->histograms->Add({}, prometheus::Histogram::BucketBoundaries(bounds.begin(), bounds.end()));
+  families_.emplace(name, std::move(f));
 }
 
 void Metrics::Inc(const std::string& name, const std::string& labels, double by) {
+  Inc(name, ParseLabels(labels), by);
+}
+
+void Metrics::Inc(const std::string& name, const Labels& labels, double by) {
   std::lock_guard lock(mu_);
-  families_[name].samples[labels] += by;
+  try {
+    Family& f = FamilyOf(name, "counter");
+    if (!f.counters) return;
+    auto [it, fresh] = f.counter_series.try_emplace(labels, nullptr);
+    if (fresh) it->second = &f.counters->Add(labels);
+    if (by > 0) it->second->Increment(by);
+  } catch (const std::exception& e) {  // an invalid metric or label name
+    spdlog::warn("metrics: {}: {}", name, e.what());
+  }
 }
 
 void Metrics::Set(const std::string& name, const std::string& labels, double value) {
+  Set(name, ParseLabels(labels), value);
+}
+
+void Metrics::Set(const std::string& name, const Labels& labels, double value) {
   std::lock_guard lock(mu_);
-  families_[name].samples[labels] = value;
+  try {
+    Family& f = FamilyOf(name, "gauge");
+    if (!f.gauges) return;
+    auto [it, fresh] = f.gauge_series.try_emplace(labels, nullptr);
+    if (fresh) it->second = &f.gauges->Add(labels);
+    it->second->Set(value);
+  } catch (const std::exception& e) {
+    spdlog::warn("metrics: {}: {}", name, e.what());
+  }
 }
 
 void Metrics::ClearGauge(const std::string& name) {
   std::lock_guard lock(mu_);
-  families_[name].samples.clear();
+  auto it = families_.find(name);
+  if (it == families_.end() || !it->second->gauges) return;
+  for (auto& [labels, g] : it->second->gauge_series) it->second->gauges->Remove(g);
+  it->second->gauge_series.clear();
 }
 
 void Metrics::Observe(const std::string& name, double value) {
   std::lock_guard lock(mu_);
-  auto& f = families_[name];
-  if (f.buckets.size() != f.bounds.size() + 1) f.buckets.assign(f.bounds.size() + 1, 0);
-  size_t i = std::lower_bound(f.bounds.begin(), f.bounds.end(), value) - f.bounds.begin();
-  f.buckets[i]++;
-  f.hist.count++;
-  f.hist.sum += value;
-  f.hist.max = std::max(f.hist.max, value);
+  auto it = families_.find(name);
+  if (it == families_.end() || !it->second->histogram) return;  // histograms need their buckets declared
+  Family& f = *it->second;
+  f.histogram->Observe(value);
+  f.stats.count++;
+  f.stats.sum += value;
+  f.stats.max = std::max(f.stats.max, value);
 }
 
 double Metrics::Value(const std::string& name, const std::string& labels) const {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end()) return 0;
-  auto s = it->second.samples.find(labels);
-  return s == it->second.samples.end() ? 0 : s->second;
+  const Family& f = *it->second;
+  Labels key = ParseLabels(labels);
+  if (auto c = f.counter_series.find(key); c != f.counter_series.end()) return c->second->Value();
+  if (auto g = f.gauge_series.find(key); g != f.gauge_series.end()) return g->second->Value();
+  return 0;
 }
 
 Metrics::HistogramStats Metrics::Histogram(const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
-  return it == families_.end() ? HistogramStats{} : it->second.hist;
+  return it == families_.end() ? HistogramStats{} : it->second->stats;
 }
 
 std::string Metrics::Render() const {
   std::lock_guard lock(mu_);
   std::ostringstream os;
-  for (const auto& [name, f] : families_) {
-    os << "# HELP " << name << " " << f.help << "\n# TYPE " << name << " " << (f.type.empty() ? "untyped" : f.type) << "\n";
-    if (f.type == "histogram") {
-      std::uint64_t cum = 0;
-      for (size_t i = 0; i < f.buckets.size(); ++i) {
-        cum += f.buckets[i];
-        double le = i < f.bounds.size() ? f.bounds[i] : INFINITY;
-        os << name << "_bucket{le=\"" << Num(le) << "\"} " << cum << "\n";
-      }
-      os << name << "_sum " << Num(f.hist.sum) << "\n" << name << "_count " << f.hist.count << "\n";
-      continue;
-    }
-    if (f.samples.empty() && f.type == "counter") os << name << " 0\n";
-    for (const auto& [labels, v] : f.samples) {
-      os << name;
-      if (!labels.empty()) os << "{" << labels << "}";
-      os << " " << Num(v) << "\n";
-    }
-  }
+  prometheus::TextSerializer().Serialize(os, registry_->Collect());
   return os.str();
 }
 

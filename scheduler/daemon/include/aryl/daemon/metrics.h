@@ -1,28 +1,54 @@
-// Metrics: a small Prometheus registry (counters, gauges, histograms) rendered
-// in the text exposition format (version 0.0.4).
+// Metrics: the daemon's Prometheus registry, on prometheus-cpp (Debian
+// prometheus-cpp-dev), rendered in the text exposition format 0.0.4.
 //
 // A metric is declared once with its type and help text; samples are keyed by
-// a label string such as `state="running"` (already formatted, may be empty).
+// labels, either as a map (exact) or as the string `a="x",b="y"` (parsed; a
+// value may hold escaped \" \\ \n, and an unescaped `"` that is not followed by
+// `,name=` or the end is taken as part of the value). Label values are escaped
+// by the library when rendered, so any text is safe in a label.
+//
+// From the start the output holds aryl_build_info{version,commit,torch,cuda,
+// nccl} 1, every declared counter's zero series (unlabelled unless other label
+// sets are named at declaration), and every histogram with zero counts.
+//
 // Thread safety: every method is thread-safe (one mutex); the daemon updates
 // from its loop thread while the HTTP thread renders.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+namespace prometheus {
+class Registry;
+}
 
 namespace aryl::daemon {
 
 class Metrics {
  public:
-  void DeclareCounter(const std::string& name, const std::string& help);
-  void DeclareGauge(const std::string& name, const std::string& help);
+  using Labels = std::map<std::string, std::string>;
+
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // `zero_series`: label strings whose series exist at 0 from the start.
+  void DeclareCounter(const std::string& name, const std::string& help,
+                      const std::vector<std::string>& zero_series = {""});
+  void DeclareGauge(const std::string& name, const std::string& help,
+                    const std::vector<std::string>& zero_series = {});
   // `bounds` are the upper bounds of the buckets, increasing; +Inf is implicit.
   void DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);
 
   void Inc(const std::string& name, const std::string& labels = {}, double by = 1);
+  void Inc(const std::string& name, const Labels& labels, double by = 1);
   void Set(const std::string& name, const std::string& labels, double value);
+  void Set(const std::string& name, const Labels& labels, double value);
   // Drops every sample of a gauge (before re-setting a labelled family).
   void ClearGauge(const std::string& name);
   void Observe(const std::string& name, double value);
@@ -34,17 +60,16 @@ class Metrics {
 
   std::string Render() const;
 
+  // `a="x",b="y"` as a map (see the header comment for the quoting rules).
+  static Labels ParseLabels(const std::string& text);
+
  private:
-  struct Family {
-    std::string type;  // counter | gauge | histogram
-    std::string help;
-    std::map<std::string, double> samples;
-    std::vector<double> bounds;
-    std::vector<std::uint64_t> buckets;
-    HistogramStats hist;
-  };
+  struct Family;
+  Family& FamilyOf(const std::string& name, const char* type);
+
   mutable std::mutex mu_;
-  std::map<std::string, Family> families_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::map<std::string, std::unique_ptr<Family>> families_;
 };
 
 }  // namespace aryl::daemon

@@ -1,0 +1,36 @@
+// Client settings for `aryl` and `aryl-run`, layered as kubectl does with
+// kubeconfig (later wins):
+//   1. built-in defaults (tcp://127.0.0.1:7117, no CURVE, 3 s timeout)
+//   2. /etc/aryl/aryl.toml
+//   3. ~/.config/aryl/config ($XDG_CONFIG_HOME/aryl/config)
+//      ($ARYL_CONFIG=FILE replaces 2 and 3 with FILE)
+//   4. $ARYL_SCHEDULER, $ARYL_CURVE_KEY, $ARYL_CURVE_SERVER_KEY
+//   5. flags (--scheduler, --curve-key, --curve-server-key, --timeout)
+// The files hold `key = "value"` lines (a TOML subset): scheduler, curve_key,
+// curve_server_key, timeout; `#` starts a comment. Anything else is an error
+// naming file:line.
+#pragma once
+
+#include <string>
+
+#include "aryl/result.h"
+
+namespace aryl::cli {
+
+struct ClientSettings {
+  std::string scheduler = "tcp://127.0.0.1:7117";
+  std::string curve_key;
+  std::string curve_server_key;
+  double timeout = 3;
+};
+
+// Applies one config file's text to `settings`; `path` is for messages.
+Status ApplyConfigText(const std::string& text, const std::string& path, ClientSettings& settings);
+
+// Layers 1 to 4 above.
+Result<ClientSettings> LoadClientSettings();
+
+// LoadClientSettings() once per process; a bad file is a usage error (exit 2).
+const ClientSettings& ClientDefaultsOrExit(const std::string& program);
+
+}  // namespace aryl::cli

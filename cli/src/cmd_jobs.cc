@@ -1,0 +1,147 @@
+// aryl submit | jobs | status | cancel.
+#include <iostream>
+
+#include "aryl/flags.h"
+#include "commands.h"
+
+namespace p = aryl::protocol;
+
+namespace aryl::cli {
+namespace {
+
+std::string Size(const p::JobRow& r) {
+  std::string range = r.min_workers == r.max_workers ? std::to_string(r.min_workers)
+                                                     : std::to_string(r.min_workers) + "-" + std::to_string(r.max_workers);
+  return std::to_string(r.workers) + "/" + range;
+}
+
+void SubmitFlags(cxxopts::Options& o) {
+  o.add_options()
+      ("name", "Job name", cxxopts::value<std::string>()->default_value(""))
+      ("workers", "Fixed size (inelastic)", cxxopts::value<int>())
+      ("min", "Elastic: fewest workers", cxxopts::value<int>())
+      ("max", "Elastic: most workers", cxxopts::value<int>())
+      ("gpu-type", "GPU type (default: any)", cxxopts::value<std::string>()->default_value(""))
+      ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
+      ("model", "Throughput-table model name", cxxopts::value<std::string>()->default_value(""))
+      ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
+      ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>());
+  o.positional_help("-- CMD ARGS...");
+}
+
+int Submit(const cxxopts::ParseResult& r, const Client& c) {
+  const std::string& prog = c.program;
+  p::SubmitJob m;
+  m.name = r["name"].as<std::string>();
+  if (r.count("workers")) m.workers = r["workers"].as<int>();
+  if (r.count("min")) m.min_workers = r["min"].as<int>();
+  if (r.count("max")) m.max_workers = r["max"].as<int>();
+  m.gpu_type = r["gpu-type"].as<std::string>();
+  m.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
+  m.model = r["model"].as<std::string>();
+  m.total_work = r["steps"].as<double>();
+  RequireAtLeast(prog, "--steps", m.total_work, 0);
+  if (r.count("env")) {
+    for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) FlagError(prog, "--env", kv, "expected KEY=VALUE");
+      m.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  for (const auto& a : r.unmatched()) m.argv.push_back(a);
+  if (m.argv.empty()) UsageError(prog, "missing the command to run (after --)");
+  Status v = m.Validate();
+  if (!v.ok()) UsageError(prog, v.message());
+  // Resent with the same token after a timeout: at most one job is created.
+  m.client_token = NewClientToken();
+  auto reply = c.Call<p::SubmitReply>(m);
+  for (int retry = 0; retry < 2 && !reply.ok() && reply.status().IsTimeout(); ++retry) reply = c.Call<p::SubmitReply>(m);
+  if (!reply.ok()) return Fail(prog, reply.status());
+  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+  else std::cout << reply->job << "\n";
+  return 0;
+}
+
+int Jobs(const cxxopts::ParseResult& r, const Client& c) {
+  p::ListJobs m;
+  m.include_finished = r.count("all") > 0;
+  auto reply = c.Call<p::JobsReply>(m);
+  if (!reply.ok()) return Fail(c.program, reply.status());
+  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump(2) << "\n";
+  else std::cout << JobsTable(reply->jobs, c.out);
+  return 0;
+}
+
+void JobArg(cxxopts::Options& o) {
+  o.add_options()("job", "Job id", cxxopts::value<std::string>());
+  o.parse_positional({"job"});
+  o.positional_help("JOB");
+}
+
+std::uint64_t JobOf(const cxxopts::ParseResult& r, const Client& c) {
+  if (!r.count("job")) UsageError(c.program, "missing JOB");
+  return ParseJobIdOrExit(c.program, r["job"].as<std::string>());
+}
+
+int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
+  p::JobStatus m;
+  m.job = JobOf(r, c);
+  auto reply = c.Call<p::JobStatusReply>(m);
+  if (!reply.ok()) return Fail(c.program, reply.status());
+  if (c.out.format == Format::kJson) {
+    std::cout << p::ToJson(*reply).dump(2) << "\n";
+    return 0;
+  }
+  const auto& row = reply->row;
+  std::cout << "job        " << row.job << " (" << row.name << ")\n"
+            << "state      " << p::ToString(row.state) << "\n"
+            << "submitted  " << FormatTime(row.submit_time, c.out.utc) << " (" << Age(row.submit_time) << " ago)\n"
+            << "size       " << Size(row) << (row.gpu_type.empty() ? "" : " on " + row.gpu_type) << "\n"
+            << "generation " << row.generation << ", " << row.rescales << " rescales\n"
+            << "progress   step " << row.step << ", " << Fixed(row.steps_per_second) << " steps/s\n";
+  std::string placement;
+  for (const auto& pr : reply->placement) placement += (placement.empty() ? "" : ", ") + pr.agent_id + ":" + std::to_string(pr.workers);
+  std::cout << "placement  " << (placement.empty() ? "-" : placement) << "\n";
+  std::string cmd;
+  for (const auto& a : reply->argv) cmd += (cmd.empty() ? "" : " ") + a;
+  std::cout << "command    " << cmd << "\n";
+  if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
+  if (!reply->message.empty()) std::cout << "message    " << reply->message << "\n";
+  return 0;
+}
+
+int Cancel(const cxxopts::ParseResult& r, const Client& c) {
+  p::CancelJob m;
+  m.job = JobOf(r, c);
+  auto reply = c.Call<p::Ok>(m);
+  if (!reply.ok()) return Fail(c.program, reply.status());
+  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+  else std::cout << reply->message << "\n";
+  return 0;
+}
+
+}  // namespace
+
+std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& out) {
+  Table t({{"JOB"}, {"NAME"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
+           {"SUBMITTED", true}, {"AGE"}});
+  for (const auto& r : rows) {
+    t.Add({std::to_string(r.job), r.name, std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
+           std::to_string(r.generation), std::to_string(r.step), Fixed(r.steps_per_second), std::to_string(r.rescales),
+           FormatTime(r.submit_time, out.utc), Age(r.submit_time)});
+  }
+  return t.Render(out);
+}
+
+std::vector<Command> JobCommands() {
+  return {
+      {"submit", "[--name N] (--workers N | --min A --max B) [--gpu-type T] -- CMD ARGS...",
+       "submit a job and print its id", true, SubmitFlags, Submit},
+      {"jobs", "[--all]", "list jobs (--all: finished ones too)", true,
+       [](cxxopts::Options& o) { o.add_options()("all", "Include finished, failed and cancelled jobs"); }, Jobs},
+      {"status", "JOB", "one job: state, size, placement, exit code", true, JobArg, StatusCmd},
+      {"cancel", "JOB", "cancel a job", true, JobArg, Cancel},
+  };
+}
+
+}  // namespace aryl::cli

@@ -1,0 +1,149 @@
+// Start-up checks of every binary's flags: a bad value is one line on stderr
+// naming the flag and the value, exit 2, before anything is contacted; and
+// --version on every binary. No scheduler runs here: a command that got past
+// its checks would try tcp://127.0.0.1:1 and fail with exit 1 instead.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct RunResult {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+RunResult Exec(const std::vector<std::string>& argv) {
+  std::string cmd = "ARYL_CONFIG=/dev/null ARYL_SCHEDULER= timeout 20";
+  for (const auto& a : argv) cmd += " " + Quote(a);
+  cmd += " 2>&1 </dev/null";
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+size_t Lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// One usage error: exit 2, one line, naming the flag and the value.
+void ExpectUsageError(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  RunResult r = Exec(argv);
+  std::string shown;
+  for (const auto& a : argv) shown += a + " ";
+  EXPECT_EQ(r.code, 2) << shown << "\n" << r.out;
+  EXPECT_EQ(Lines(r.out), 1u) << shown << "\n" << r.out;
+  EXPECT_NE(r.out.find(": error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(flag + " '" + value + "'"), std::string::npos) << shown << "\n" << r.out;
+}
+
+const std::string kNowhere = "tcp://127.0.0.1:1";
+
+// The examples of the operations issue, one by one.
+TEST(FlagChecks, SchedulerRefusesBadValuesAtStartUp) {
+  ExpectUsageError({ARYL_SCHEDULER_BIN, "--policy", "bogus", "--http-port", "-1"}, "--policy", "bogus");
+  ExpectUsageError({ARYL_SCHEDULER_BIN, "--policy", "aryl:nosuch", "--http-port", "-1"}, "--policy", "aryl:nosuch");
+  ExpectUsageError({ARYL_SCHEDULER_BIN, "--heartbeat", "nan", "--http-port", "-1"}, "--heartbeat", "nan");
+  ExpectUsageError({ARYL_SCHEDULER_BIN, "--http-port", "70000"}, "--http-port", "70000");
+  ExpectUsageError({ARYL_SCHEDULER_BIN, "--stop-grace", "-1", "--http-port", "-1"}, "--stop-grace", "-1");
+}
+
+TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
+  ExpectUsageError({ARYL_BIN, "status", "--scheduler", kNowhere, "--", "-1"}, "JOB", "-1");
+  ExpectUsageError({ARYL_BIN, "status", "--scheduler", kNowhere, "18446744073709551615"}, "JOB", "18446744073709551615");
+  ExpectUsageError({ARYL_BIN, "cancel", "--scheduler", kNowhere, "0"}, "JOB", "0");
+  ExpectUsageError({ARYL_BIN, "pool", "reclaim", "--scheduler", kNowhere, "1.5"}, "K", "1.5");
+  ExpectUsageError({ARYL_BIN, "pool", "reclaim", "--scheduler", kNowhere, "2abc"}, "K", "2abc");
+  ExpectUsageError({ARYL_BIN, "pool", "reclaim", "--scheduler", kNowhere, "0"}, "K", "0");
+  ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "--timeout", "0"}, "--timeout", "0");
+  ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "--timeout", "nan"}, "--timeout", "nan");
+  ExpectUsageError({ARYL_BIN, "pool", "reclaim", "1", "--scheduler", kNowhere, "--deadline", "nan"}, "--deadline", "nan");
+  ExpectUsageError({ARYL_BIN, "pool", "reclaim", "1", "--scheduler", kNowhere, "--deadline", "inf"}, "--deadline", "inf");
+  ExpectUsageError({ARYL_BIN, "top", "--scheduler", kNowhere, "--interval", "0"}, "--interval", "0");
+  ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "-o", "yaml"}, "-o", "yaml");
+  // A good value gets past the checks and fails on the missing scheduler instead.
+  RunResult ok = Exec({ARYL_BIN, "pool", "reclaim", "2", "--scheduler", kNowhere, "--timeout", "0.3"});
+  EXPECT_EQ(ok.code, 1) << ok.out;
+}
+
+#ifdef ARYL_RT_LAUNCH_BIN
+TEST(FlagChecks, LauncherRefusesBadWorkerCount) {
+  ExpectUsageError({ARYL_RT_LAUNCH_BIN, "--workers", "-1", "--", "true"}, "--workers", "-1");
+  ExpectUsageError({ARYL_RT_LAUNCH_BIN, "--workers", "0", "--", "true"}, "--workers", "0");
+}
+#endif
+
+// --version: "<name> X.Y.Z (commit C)" and the build options, exit 0, on every binary.
+TEST(Version, EveryBinary) {
+  std::vector<std::pair<std::string, std::string>> bins = {
+      {ARYL_BIN, "aryl"}, {ARYL_SCHEDULER_BIN, "aryl-scheduler"}, {ARYL_AGENT_BIN, "aryl-agent"},
+#ifdef ARYL_RUN_BIN
+      {ARYL_RUN_BIN, "aryl-run"},
+#endif
+#ifdef ARYL_SIM_BIN
+      {ARYL_SIM_BIN, "aryl-sim"},
+#endif
+#ifdef ARYL_RT_LAUNCH_BIN
+      {ARYL_RT_LAUNCH_BIN, "aryl-rt-launch"},
+#endif
+  };
+  for (const auto& [bin, name] : bins) {
+    RunResult r = Exec({bin, "--version"});
+    EXPECT_EQ(r.code, 0) << bin << "\n" << r.out;
+    EXPECT_EQ(r.out.rfind(name + " ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(" (commit "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\nbuild: torch "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", cuda "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(", nccl "), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(Exec({ARYL_BIN, "version"}).out, Exec({ARYL_BIN, "--version"}).out);
+}
+
+// Completion scripts come from the command table: commands, sub-commands and flags.
+TEST(Completion, BashCompletesCommandsAndFlags) {
+  auto complete = [](const std::string& line) {
+    std::string script = "source <(ARYL_CONFIG=/dev/null " + Quote(ARYL_BIN) +
+                         " completion bash); COMP_WORDS=(" + line + "); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); " +
+                         "_aryl; echo \"${COMPREPLY[*]}\"";
+    return Exec({"bash", "-c", script}).out;
+  };
+  EXPECT_EQ(complete("aryl jo"), "jobs\n");
+  EXPECT_EQ(complete("aryl pool re"), "reclaim\n");
+  EXPECT_EQ(complete("aryl jobs --no-h"), "--no-headers\n");
+  EXPECT_EQ(complete("aryl pool reclaim --dead"), "--deadline\n");
+  EXPECT_EQ(complete("aryl jobs -o w"), "wide\n");
+  EXPECT_EQ(complete("aryl completion z"), "zsh\n");
+  RunResult syntax = Exec({"bash", "-c", "ARYL_CONFIG=/dev/null " + Quote(ARYL_BIN) + " completion bash | bash -n"});
+  EXPECT_EQ(syntax.code, 0) << syntax.out;
+}
+
+TEST(Completion, ZshScriptParses) {
+  RunResult z = Exec({ARYL_BIN, "completion", "zsh"});
+  ASSERT_EQ(z.code, 0);
+  EXPECT_EQ(z.out.rfind("#compdef aryl\n", 0), 0u);
+  EXPECT_NE(z.out.find("'--no-headers["), std::string::npos);
+  if (Exec({"sh", "-c", "command -v zsh"}).code != 0) GTEST_SKIP() << "zsh not installed: syntax not checked";
+  RunResult syntax = Exec({"zsh", "-n", "-c", z.out});
+  EXPECT_EQ(syntax.code, 0) << syntax.out;
+  ExpectUsageError({ARYL_BIN, "completion", "fish"}, "SHELL", "fish");
+}
+
+}  // namespace

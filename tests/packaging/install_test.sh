@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# cmake --install into DESTDIR=SCRATCH with prefix /usr: every binary, the
+# headers, the CMake package, the docs, the completion files, /etc/aryl and
+# the systemd units are there, the units point at the installed binaries and
+# pass systemd-analyze; every installed binary answers --version.
+#   install_test.sh BUILD_DIR SCRATCH
+set -euo pipefail
+build="$1"; scratch="$2"
+rm -rf "$scratch"; mkdir -p "$scratch"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+DESTDIR="$scratch" cmake --install "$build" --prefix /usr >"$scratch.log" 2>&1 || { tail -20 "$scratch.log"; fail "cmake --install"; }
+root="$scratch"
+expect=(
+  usr/bin/aryl usr/bin/aryl-run usr/bin/aryl-scheduler usr/bin/aryl-agent usr/bin/aryl-sim
+  usr/share/doc/aryl/README.md usr/share/doc/aryl/operations.md usr/share/doc/aryl/LICENSE
+  usr/share/bash-completion/completions/aryl usr/share/zsh/vendor-completions/_aryl
+  usr/lib/systemd/system/aryl-scheduler.service usr/lib/systemd/system/aryl-agent.service
+  usr/lib/sysusers.d/aryl.conf
+  etc/aryl/aryl.toml etc/aryl/scheduler.env etc/aryl/agent.env
+)
+if [ -x "$build/runtime/aryl-rt-launch" ]; then  # the libtorch runtime was built
+  expect+=(usr/bin/aryl-rt-launch usr/include/aryl/runtime.h usr/include/aryl/status.h usr/include/aryl/version.h)
+  [ -n "$(find "$root/usr/lib" -path '*/cmake/Aryl/ArylConfig.cmake' -print -quit)" ] ||
+    fail "no ArylConfig.cmake under usr/lib"
+fi
+for f in "${expect[@]}"; do [ -e "$root/$f" ] || fail "missing $f"; done
+grep -q '^ExecStart=/usr/bin/aryl-scheduler ' "$root/usr/lib/systemd/system/aryl-scheduler.service" || fail "scheduler unit ExecStart"
+grep -q '^ExecStart=/usr/bin/aryl-agent ' "$root/usr/lib/systemd/system/aryl-agent.service" || fail "agent unit ExecStart"
+for u in aryl-scheduler aryl-agent; do
+  for opt in StateDirectory=aryl LogsDirectory=aryl ConfigurationDirectory=aryl NoNewPrivileges=yes ProtectSystem= \
+             CapabilityBoundingSet= EnvironmentFile=-/etc/aryl/; do
+    grep -q "^$opt" "$root/usr/lib/systemd/system/$u.service" || fail "$u.service lacks $opt"
+  done
+done
+# systemd's own check of the unit syntax and its exposure score (lower is safer).
+if command -v systemd-analyze >/dev/null; then
+  for u in aryl-scheduler aryl-agent; do
+    out="$(systemd-analyze security --offline=yes --root="$root" "$root/usr/lib/systemd/system/$u.service" 2>&1)" ||
+      true
+    score="$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\).*/\1/p')"
+    if [ -z "$score" ]; then printf '%s\n' "$out" | tail -5; fail "systemd-analyze security $u"; fi
+    echo "$u.service exposure $score"
+    # 10 is fully exposed; the scheduler is sandboxed tightly, the agent less (GPUs, JIT).
+    limit=$([ $u = aryl-scheduler ] && echo 3.0 || echo 6.0)
+    awk -v s="$score" -v l="$limit" 'BEGIN { exit !(s <= l) }' || fail "$u.service exposure $score > $limit"
+  done
+fi
+for b in aryl aryl-run aryl-scheduler aryl-agent aryl-sim aryl-rt-launch; do
+  [ -x "$root/usr/bin/$b" ] || continue
+  v="$(ARYL_CONFIG=/dev/null "$root/usr/bin/$b" --version)" || fail "$b --version exited $?"
+  printf '%s\n' "$v" | head -1 | grep -Eq "^$b [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+(\+dirty)?|unknown)\)$" ||
+    fail "$b --version printed: $v"
+  printf '%s\n' "$v" | grep -Eq '^build: torch (on|off), cuda (on|off), nccl (on|off)$' || fail "$b --version build line: $v"
+done
+bash -n "$root/usr/share/bash-completion/completions/aryl" || fail "bash completion has a syntax error"
+echo "install tree OK: ${#expect[@]} paths checked"
