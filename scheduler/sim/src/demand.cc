@@ -153,7 +153,12 @@ Result<DemandCurve> ParseDemandCsv(std::string_view text, std::string_view sourc
     std::string where = std::string(source) + ":" + std::to_string(line_no);
     std::string_view t = internal::Trim(line);
     if (t.empty() || t.front() == '#') return true;
-    auto fields = internal::Split(t);
+    auto split = internal::SplitCsv(t);
+    if (!split.ok()) {
+      error = Status::InvalidArgument(where + ": " + split.status().message());
+      return false;
+    }
+    const std::vector<std::string>& fields = *split;
     if (!header_seen) {
       header_seen = true;
       if (fields.size() == 2 && fields[0] == "time_s" && fields[1] == "servers") return true;

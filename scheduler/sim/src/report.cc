@@ -1,8 +1,6 @@
 #include "aryl/sim/report.h"
 
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -64,14 +62,6 @@ std::string Pad(const std::string& s, int width, bool left = false) {
   if (static_cast<int>(s.size()) >= width) return s;
   std::string pad(width - s.size(), ' ');
   return left ? s + pad : pad + s;
-}
-
-std::string SafeName(const std::string& policy) {
-  std::string s = policy;
-  for (char& c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-  }
-  return s;
 }
 
 }  // namespace
@@ -165,91 +155,6 @@ Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& r
     }
   }
   if (!out) return Status::IoError("--timeline: error writing '" + path + "'");
-  return Status::Ok();
-}
-
-Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, int training_gpus,
-                  int inference_servers, int inference_gpus) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IoError("--plot: cannot create '" + dir + "': " + ec.message());
-  double t0 = 0;
-  bool have_t0 = false;
-  for (const auto& r : runs) {
-    if (!r.timeline.empty() && (!have_t0 || r.timeline.front().time < t0)) {
-      t0 = r.timeline.front().time;
-      have_t0 = true;
-    }
-  }
-  for (const auto& r : runs) {
-    std::string name = SafeName(r.metrics.policy);
-    std::ofstream tl(dir + "/timeline-" + name + ".dat");
-    tl << "# day queued running busy_training_gpus busy_loaned_gpus loaned_servers demand_servers\n";
-    for (const auto& s : r.timeline) {
-      tl << Fmt("%.5f", (s.time - t0) / 86400.0) << ' ' << s.queued_jobs << ' ' << s.running_jobs << ' '
-         << s.busy_training_gpus << ' ' << s.busy_loaned_gpus << ' ' << s.loaned_servers << ' '
-         << s.demand_servers << '\n';
-    }
-    std::ofstream jct(dir + "/jct-" + name + ".dat");
-    jct << "# jct_hours cumulative_fraction\n";
-    std::size_t n = r.jcts.size();
-    // At most ~2000 points per curve keeps the files small and the plot identical.
-    std::size_t stride = std::max<std::size_t>(1, n / 2000);
-    for (std::size_t i = 0; i < n; i += stride)
-      jct << Fmt("%.6g", std::max(r.jcts[i], 1.0) / kHour) << ' ' << Fmt("%.6f", (i + 1.0) / n) << '\n';
-    if (n > 0) jct << Fmt("%.6g", std::max(r.jcts.back(), 1.0) / kHour) << " 1\n";
-    if (!tl || !jct) return Status::IoError("--plot: error writing data files in '" + dir + "'");
-  }
-  std::ofstream gp(dir + "/plots.gp");
-  gp << "set terminal pngcairo size 1400,1000 font 'DejaVu Sans,11'\n"
-     << "set output 'timeline.png'\n"
-     << "set multiplot layout 3,1 title 'aryl-sim timeline (" << training_gpus << " training GPUs, "
-     << inference_gpus << " inference GPUs)'\n"
-     << "set key outside right top\nset grid\nset xlabel 'day'\n";
-  auto plot_all = [&](const std::string& column, const std::string& ylabel) {
-    gp << "set ylabel '" << ylabel << "'\nplot ";
-    bool first = true;
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      if (!first) gp << ", ";
-      first = false;
-      gp << "'timeline-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:" << column
-         << " with steps lw 1.5 lt " << i + 1 << " title '" << runs[i].metrics.policy << "'";
-    }
-    gp << "\n";
-  };
-  plot_all("($4+$5)", "GPUs busy with training");
-  plot_all("2", "queued jobs");
-  // Loaned capacity is the same for every policy (the demand decides it); what
-  // differs is how much of it training uses.
-  gp << "set ylabel 'inference GPUs'\nplot ";
-  if (!runs.empty()) {
-    const double per_server = inference_servers > 0 ? static_cast<double>(inference_gpus) / inference_servers : 0;
-    gp << "'timeline-" << SafeName(runs.front().metrics.policy) << ".dat' using 1:($7*" << per_server
-       << ") with steps lw 2 lc rgb 'black' title 'demand', '' using 1:($6*" << per_server
-       << ") with steps lw 1 dt 2 lc rgb 'gray40' title 'loaned'";
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      gp << ", 'timeline-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:5 with steps lw 1.5 lt " << i + 1
-         << " title '" << runs[i].metrics.policy << " busy on loaned'";
-    }
-  }
-  gp << "\n";
-  gp << "unset multiplot\n";
-  gp << "set output 'jct_cdf.png'\nset size 1,1\nset origin 0,0\n"
-     << "set title 'JCT CDF'\nset logscale x\nset xlabel 'job completion time (hours, log scale)'\n"
-     << "set ylabel 'fraction of jobs'\nset yrange [0:1]\nset key right bottom\nplot ";
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    if (i) gp << ", ";
-    gp << "'jct-" << SafeName(runs[i].metrics.policy) << ".dat' using 1:2 with lines lw 2 lt " << i + 1 << " title '"
-       << runs[i].metrics.policy << "'";
-  }
-  gp << "\n";
-  gp.close();
-  std::string cmd = "cd '" + dir + "' && gnuplot plots.gp 2>gnuplot.log";
-  int rc = std::system(cmd.c_str());
-  if (rc != 0)
-    return Status::Unavailable("--plot: gnuplot failed (exit " + std::to_string(rc) + "; is gnuplot installed? see " +
-                               dir + "/gnuplot.log)");
   return Status::Ok();
 }
 

@@ -46,7 +46,7 @@ std::optional<bool> ParseBool(std::string_view s) {
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // Parses one data row; returns the reason when it is bad.
-Result<TraceJob> ParseRow(const std::vector<std::string_view>& fields, const int (&col)[kNumColumns]) {
+Result<TraceJob> ParseRow(const std::vector<std::string>& fields, const int (&col)[kNumColumns]) {
   TraceJob job;
   auto field = [&](Column c) -> std::string_view { return col[c] < 0 ? std::string_view() : fields[col[c]]; };
   job.name = std::string(field(kJobId));
@@ -105,7 +105,12 @@ Result<Trace> ParseTrace(std::string_view text, std::string_view source, const T
   internal::ForEachLine(text, [&](int line_no, std::string_view line) {
     std::string where = std::string(source) + ":" + std::to_string(line_no);
     if (Trim(line).empty() || Trim(line).front() == '#') return true;
-    auto fields = Split(line);
+    auto split = internal::SplitCsv(line);
+    if (!split.ok()) {
+      error = Status::InvalidArgument(where + ": " + split.status().message());
+      return false;
+    }
+    const std::vector<std::string>& fields = *split;
     if (!have_header) {
       have_header = true;
       num_fields = fields.size();

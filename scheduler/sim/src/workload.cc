@@ -22,11 +22,11 @@ Result<double> FirstBatch(const std::string& text, const std::string& source) {
       header = false;
       return true;
     }
-    auto fields = internal::Split(line);
-    auto v = internal::ParseDouble(fields[0]);
+    auto split = internal::SplitCsv(line);
+    auto v = split.ok() ? internal::ParseDouble(split->front()) : std::nullopt;
     if (!v || *v <= 0) {
       error = Status::InvalidArgument(source + ":" + std::to_string(line_no) + ": global_batch_size: '" +
-                                      std::string(fields[0]) + "'");
+                                      std::string(split.ok() ? split->front() : std::string(line)) + "'");
     } else {
       batch = *v;
       error = Status::Ok();
