@@ -20,6 +20,7 @@ endforeach()
 
 install(FILES README.md LICENSE DESTINATION ${ARYL_INSTALL_DOCDIR} COMPONENT tools)
 install(DIRECTORY docs/ DESTINATION ${ARYL_INSTALL_DOCDIR} COMPONENT tools)
+install(FILES deploy/grafana/aryl-cluster.json DESTINATION ${CMAKE_INSTALL_DATADIR}/aryl/grafana COMPONENT tools)
 install(FILES deploy/systemd/aryl.sysusers.conf DESTINATION lib/sysusers.d
   RENAME aryl.conf COMPONENT tools)
 

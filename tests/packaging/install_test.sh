@@ -15,7 +15,7 @@ expect=(
   usr/share/doc/aryl/README.md usr/share/doc/aryl/operations.md usr/share/doc/aryl/LICENSE
   usr/share/bash-completion/completions/aryl usr/share/zsh/vendor-completions/_aryl
   usr/lib/systemd/system/aryl-scheduler.service usr/lib/systemd/system/aryl-agent.service
-  usr/lib/sysusers.d/aryl.conf
+  usr/lib/sysusers.d/aryl.conf usr/share/aryl/grafana/aryl-cluster.json
   etc/aryl/aryl.toml etc/aryl/scheduler.env etc/aryl/agent.env
 )
 if [ -x "$build/runtime/aryl-rt-launch" ]; then  # the libtorch runtime was built

@@ -1,7 +1,8 @@
 // The daemon's metrics through prometheus-cpp: label values escaped, build
 // info and zero series present from the start, and the exposition accepted by
 // `promtool check metrics` (Debian's prometheus package), both from the
-// Metrics class and scraped from a real aryl-scheduler's /metrics.
+// Metrics class and scraped from a real aryl-scheduler's /metrics, which also
+// has every series deploy/grafana/aryl-cluster.json queries.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -113,6 +115,25 @@ TEST(PrometheusMetrics, SchedulerScrapePassesPromtool) {
   const std::string& text = got->second;
   EXPECT_NE(text.find("aryl_build_info{"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_reclaims_total 0"), std::string::npos) << text;
+  // Every series the Grafana dashboard queries is exported from the first scrape.
+  std::ifstream dash(std::string(ARYL_SOURCE_DIR) + "/deploy/grafana/aryl-cluster.json");
+  ASSERT_TRUE(dash.good());
+  std::stringstream ds;
+  ds << dash.rdbuf();
+  const std::string json = ds.str();
+  std::regex name_re("aryl_[a-z_]+");
+  int checked = 0;
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), name_re); it != std::sregex_iterator(); ++it) {
+    std::string name = it->str();
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      std::string sfx = suffix;
+      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0)
+        name.resize(name.size() - sfx.size());
+    }
+    EXPECT_NE(text.find("# TYPE " + name + " "), std::string::npos) << name << " is on the dashboard but not exported";
+    ++checked;
+  }
+  EXPECT_GT(checked, 10);
   if (!HavePromtool()) GTEST_SKIP() << "promtool not installed (Debian: prometheus); format not checked";
   auto [rc, out] = Promtool(text);
   EXPECT_EQ(rc, 0) << out << "\n" << text;

@@ -143,8 +143,13 @@ Status Daemon::Impl::Reload() {
 }
 
 void Daemon::Impl::DeclareMetrics() {
-  metrics.DeclareGauge("aryl_jobs", "Jobs by state");
-  metrics.DeclareGauge("aryl_gpus", "GPUs (slots) by pool and use");
+  std::vector<std::string> states;  // every state's series exists from the start, at 0
+  for (int st = 0; st <= static_cast<int>(p::JobState::kCancelled); ++st)
+    states.push_back("state=\"" + std::string(p::ToString(static_cast<p::JobState>(st))) + "\"");
+  metrics.DeclareGauge("aryl_jobs", "Jobs by state", states);
+  metrics.DeclareGauge("aryl_gpus", "GPUs (slots) by pool and use",
+                       {"pool=\"training\",use=\"used\"", "pool=\"training\",use=\"free\"",
+                        "pool=\"inference\",use=\"used\"", "pool=\"inference\",use=\"free\""});
   metrics.DeclareGauge("aryl_loaned_servers", "Inference servers loaned to training");
   metrics.DeclareGauge("aryl_nodes_connected", "Agents connected");
   metrics.DeclareCounter("aryl_rescales_total", "Rescales executed");

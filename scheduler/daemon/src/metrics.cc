@@ -24,6 +24,7 @@ struct Metrics::Family {
   prometheus::Family<prometheus::Histogram>* histograms = nullptr;
   std::map<Labels, prometheus::Counter*> counter_series;
   std::map<Labels, prometheus::Gauge*> gauge_series;
+  std::vector<Labels> zero_series;  // gauges: kept at 0 by ClearGauge
   prometheus::Histogram* histogram = nullptr;
   HistogramStats stats;
 };
@@ -131,7 +132,11 @@ void Metrics::DeclareGauge(const std::string& name, const std::string& help,
     f->gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
     families_.emplace(name, std::move(f));
   }
-  for (const auto& labels : zero_series) Set(name, labels, 0);
+  for (const auto& labels : zero_series) {
+    Set(name, labels, 0);
+    std::lock_guard lock(mu_);
+    families_[name]->zero_series.push_back(ParseLabels(labels));
+  }
 }
 
 void Metrics::DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
@@ -184,8 +189,16 @@ void Metrics::ClearGauge(const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end() || !it->second->gauges) return;
-  for (auto& [labels, g] : it->second->gauge_series) it->second->gauges->Remove(g);
-  it->second->gauge_series.clear();
+  Family& f = *it->second;
+  for (auto g = f.gauge_series.begin(); g != f.gauge_series.end();) {
+    if (std::find(f.zero_series.begin(), f.zero_series.end(), g->first) != f.zero_series.end()) {
+      g->second->Set(0);
+      ++g;
+    } else {
+      f.gauges->Remove(g->second);
+      g = f.gauge_series.erase(g);
+    }
+  }
 }
 
 void Metrics::Observe(const std::string& name, double value) {

@@ -9,7 +9,8 @@
 //
 // From the start the output holds aryl_build_info{version,commit,torch,cuda,
 // nccl} 1, every declared counter's zero series (unlabelled unless other label
-// sets are named at declaration), and every histogram with zero counts.
+// sets are named at declaration), the gauges' declared zero series, and every
+// histogram with zero counts.
 //
 // Thread safety: every method is thread-safe (one mutex); the daemon updates
 // from its loop thread while the HTTP thread renders.
@@ -49,7 +50,8 @@ class Metrics {
   void Inc(const std::string& name, const Labels& labels, double by = 1);
   void Set(const std::string& name, const std::string& labels, double value);
   void Set(const std::string& name, const Labels& labels, double value);
-  // Drops every sample of a gauge (before re-setting a labelled family).
+  // Drops every sample of a gauge (before re-setting a labelled family); the
+  // zero series named at its declaration stay, at 0.
   void ClearGauge(const std::string& name);
   void Observe(const std::string& name, double value);
 
