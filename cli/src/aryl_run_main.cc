@@ -27,6 +27,7 @@
 #include "aryl/flags.h"
 #include "client_config.h"
 #include "client_util.h"
+#include "job_flags.h"
 
 namespace p = aryl::protocol;
 namespace fs = std::filesystem;
@@ -74,14 +75,6 @@ int main(int argc, char** argv) {
   const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()
       ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(defaults.scheduler))
-      ("name", "Job name", cxxopts::value<std::string>()->default_value(""))
-      ("workers", "Fixed number of workers", cxxopts::value<int>())
-      ("min", "Elastic: fewest workers", cxxopts::value<int>())
-      ("max", "Elastic: most workers", cxxopts::value<int>())
-      ("gpu-type", "GPU type (default: any)", cxxopts::value<std::string>()->default_value(""))
-      ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
-      ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
-      ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>())
       ("quiet", "Do not print state changes")
       ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
        cxxopts::value<std::string>()->default_value(""))
@@ -99,6 +92,7 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(""))
       ("work-dir", "Standalone: logs and state go here", cxxopts::value<std::string>()->default_value("aryl-run"))
       ("http-port", "Standalone: metrics/status port (-1: off)", cxxopts::value<int>()->default_value("-1"));
+  aryl::cli::AddJobFlags(o);
   // torchrun's spellings, so a torchrun command line carries over.
   o.add_options("torchrun aliases")
       ("nproc-per-node", "torchrun --nproc-per-node: workers per machine (workers = nproc x nnodes)",
@@ -106,15 +100,11 @@ int main(int argc, char** argv) {
       ("nnodes", "torchrun --nnodes N or MIN:MAX: machines (elastic: --min/--max = MIN/MAX x nproc)",
        cxxopts::value<std::string>())
       ("rdzv-id", "torchrun --rdzv-id: the job name", cxxopts::value<std::string>());
-  o.positional_help("-- CMD ARGS...");
   aryl::AddCommonFlags(o);
   auto r = aryl::ParseFlagsOrExit(o, argc, argv);
 
   p::SubmitJob m;
-  m.name = r["name"].as<std::string>();
-  if (r.count("workers")) m.workers = r["workers"].as<int>();
-  if (r.count("min")) m.min_workers = r["min"].as<int>();
-  if (r.count("max")) m.max_workers = r["max"].as<int>();
+  aryl::cli::ReadJobFlags(kProg, r, m);
   if (r.count("rdzv-id")) m.name = r["rdzv-id"].as<std::string>();
   if (r.count("nproc-per-node") || r.count("nnodes")) {
     int nproc = r.count("nproc-per-node") ? r["nproc-per-node"].as<int>() : 1;
@@ -148,17 +138,6 @@ int main(int argc, char** argv) {
     if (standalone && slots > 0) m.workers = slots;
     else aryl::UsageError(kProg, "give --workers N or --min A --max B");
   }
-  m.gpu_type = r["gpu-type"].as<std::string>();
-  m.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
-  m.total_work = r["steps"].as<double>();
-  if (r.count("env")) {
-    for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) aryl::UsageError(kProg, "--env '" + kv + "': expected KEY=VALUE");
-      m.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-  }
-  for (const auto& a : r.unmatched()) m.argv.push_back(a);
   if (m.argv.empty()) aryl::UsageError(kProg, "missing the command to run (after --)");
   aryl::Status v = m.Validate();
   if (!v.ok()) aryl::UsageError(kProg, v.message());

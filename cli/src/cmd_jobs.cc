@@ -3,6 +3,7 @@
 
 #include "aryl/flags.h"
 #include "commands.h"
+#include "job_flags.h"
 
 namespace p = aryl::protocol;
 
@@ -15,40 +16,10 @@ std::string Size(const p::JobRow& r) {
   return std::to_string(r.workers) + "/" + range;
 }
 
-void SubmitFlags(cxxopts::Options& o) {
-  o.add_options()
-      ("name", "Job name", cxxopts::value<std::string>()->default_value(""))
-      ("workers", "Fixed size (inelastic)", cxxopts::value<int>())
-      ("min", "Elastic: fewest workers", cxxopts::value<int>())
-      ("max", "Elastic: most workers", cxxopts::value<int>())
-      ("gpu-type", "GPU type (default: any)", cxxopts::value<std::string>()->default_value(""))
-      ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
-      ("model", "Throughput-table model name", cxxopts::value<std::string>()->default_value(""))
-      ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
-      ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>());
-  o.positional_help("-- CMD ARGS...");
-}
-
 int Submit(const cxxopts::ParseResult& r, const Client& c) {
   const std::string& prog = c.program;
   p::SubmitJob m;
-  m.name = r["name"].as<std::string>();
-  if (r.count("workers")) m.workers = r["workers"].as<int>();
-  if (r.count("min")) m.min_workers = r["min"].as<int>();
-  if (r.count("max")) m.max_workers = r["max"].as<int>();
-  m.gpu_type = r["gpu-type"].as<std::string>();
-  m.checkpoint_dir = r["checkpoint-dir"].as<std::string>();
-  m.model = r["model"].as<std::string>();
-  m.total_work = r["steps"].as<double>();
-  RequireAtLeast(prog, "--steps", m.total_work, 0);
-  if (r.count("env")) {
-    for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) FlagError(prog, "--env", kv, "expected KEY=VALUE");
-      m.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-  }
-  for (const auto& a : r.unmatched()) m.argv.push_back(a);
+  ReadJobFlags(prog, r, m);
   if (m.argv.empty()) UsageError(prog, "missing the command to run (after --)");
   Status v = m.Validate();
   if (!v.ok()) UsageError(prog, v.message());
@@ -136,7 +107,7 @@ std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& o
 std::vector<Command> JobCommands() {
   return {
       {"submit", "[--name N] (--workers N | --min A --max B) [--gpu-type T] -- CMD ARGS...",
-       "submit a job and print its id", true, SubmitFlags, Submit},
+       "submit a job and print its id", true, AddJobFlags, Submit},
       {"jobs", "[--all]", "list jobs (--all: finished ones too)", true,
        [](cxxopts::Options& o) { o.add_options()("all", "Include finished, failed and cancelled jobs"); }, Jobs},
       {"status", "JOB", "one job: state, size, placement, exit code", true, JobArg, StatusCmd},

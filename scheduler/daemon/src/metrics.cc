@@ -96,16 +96,16 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
 
 Metrics::~Metrics() = default;
 
-Metrics::Family& Metrics::FamilyOf(const std::string& name, const char* type) {
+Metrics::Family& Metrics::FamilyOf(const std::string& name, const char* type, const std::string& help) {
   auto it = families_.find(name);
   if (it != families_.end()) return *it->second;
-  // Used before being declared: declare it without help text.
+  // Declared here, or used before being declared (then without help text).
   auto f = std::make_unique<Family>();
   f->type = type;
   std::string t = type;
-  if (t == "counter") f->counters = &prometheus::BuildCounter().Name(name).Help("").Register(*registry_);
-  else if (t == "gauge") f->gauges = &prometheus::BuildGauge().Name(name).Help("").Register(*registry_);
-  else f->histograms = &prometheus::BuildHistogram().Name(name).Help("").Register(*registry_);
+  if (t == "counter") f->counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
+  else if (t == "gauge") f->gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
+  else f->histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
   return *families_.emplace(name, std::move(f)).first->second;
 }
 
@@ -113,11 +113,7 @@ void Metrics::DeclareCounter(const std::string& name, const std::string& help,
                              const std::vector<std::string>& zero_series) {
   {
     std::lock_guard lock(mu_);
-    if (families_.count(name)) return;
-    auto f = std::make_unique<Family>();
-    f->type = "counter";
-    f->counters = &prometheus::BuildCounter().Name(name).Help(help).Register(*registry_);
-    families_.emplace(name, std::move(f));
+    FamilyOf(name, "counter", help);
   }
   for (const auto& labels : zero_series) Inc(name, labels, 0);
 }
@@ -126,11 +122,7 @@ void Metrics::DeclareGauge(const std::string& name, const std::string& help,
                            const std::vector<std::string>& zero_series) {
   {
     std::lock_guard lock(mu_);
-    if (families_.count(name)) return;
-    auto f = std::make_unique<Family>();
-    f->type = "gauge";
-    f->gauges = &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
-    families_.emplace(name, std::move(f));
+    FamilyOf(name, "gauge", help).zero_series.clear();
   }
   for (const auto& labels : zero_series) {
     Set(name, labels, 0);
@@ -141,14 +133,11 @@ void Metrics::DeclareGauge(const std::string& name, const std::string& help,
 
 void Metrics::DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds) {
   std::lock_guard lock(mu_);
-  if (families_.count(name)) return;
+  Family& f = FamilyOf(name, "histogram", help);
+  if (f.histogram || !f.histograms) return;
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  auto f = std::make_unique<Family>();
-  f->type = "histogram";
-  f->histograms = &prometheus::BuildHistogram().Name(name).Help(help).Register(*registry_);
-  f->histogram = &f->histograms->Add({}, prometheus::Histogram::BucketBoundaries(bounds.begin(), bounds.end()));
-  families_.emplace(name, std::move(f));
+  f.histogram = &f.histograms->Add({}, prometheus::Histogram::BucketBoundaries(bounds.begin(), bounds.end()));
 }
 
 void Metrics::Inc(const std::string& name, const std::string& labels, double by) {

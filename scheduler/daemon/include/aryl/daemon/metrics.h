@@ -67,7 +67,8 @@ class Metrics {
 
  private:
   struct Family;
-  Family& FamilyOf(const std::string& name, const char* type);
+  // The family `name`, registered with `type` and `help` when new; mu_ held.
+  Family& FamilyOf(const std::string& name, const char* type, const std::string& help = {});
 
   mutable std::mutex mu_;
   std::shared_ptr<prometheus::Registry> registry_;
