@@ -10,6 +10,9 @@
 # standard state, log and config directories /var/lib/aryl, /var/log/aryl and
 # /etc/aryl (systemd's StateDirectory=, LogsDirectory=, ConfigurationDirectory=).
 include(GNUInstallDirs)
+# Installing (and cpack, which installs first) takes what is built and never
+# rebuilds: the packaging test runs cpack on the build tree the other tests use.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 set(ARYL_INSTALL_DOCDIR ${CMAKE_INSTALL_DATADIR}/doc/aryl)
 
 foreach(_bin aryl-scheduler aryl-agent aryl-run aryl aryl-sim)
