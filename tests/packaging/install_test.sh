@@ -45,6 +45,15 @@ if command -v systemd-analyze >/dev/null; then
     awk -v s="$score" -v l="$limit" 'BEGIN { exit !(s <= l) }' || fail "$u.service exposure $score > $limit"
   done
 fi
+# Unit syntax: verify against this host's systemd; the binaries are not
+# installed here, so "is not executable" is the only complaint allowed.
+if command -v systemd-analyze >/dev/null; then
+  for u in aryl-scheduler aryl-agent; do
+    problems="$(systemd-analyze verify --man=no "$root/usr/lib/systemd/system/$u.service" 2>&1 |
+      grep -v "Command /usr/bin/$u is not executable" || true)"
+    [ -z "$problems" ] || fail "systemd-analyze verify $u.service: $problems"
+  done
+fi
 for b in aryl aryl-run aryl-scheduler aryl-agent aryl-sim aryl-rt-launch; do
   [ -x "$root/usr/bin/$b" ] || continue
   v="$(ARYL_CONFIG=/dev/null "$root/usr/bin/$b" --version)" || fail "$b --version exited $?"
