@@ -1,4 +1,4 @@
-// aryl nodes | pool offer | pool reclaim | keygen.
+// aryl nodes [drain|resume|remove NAME] | pool offer | pool reclaim | keygen.
 #include <iostream>
 
 #include "aryl/flags.h"
@@ -10,7 +10,9 @@ namespace p = aryl::protocol;
 namespace aryl::cli {
 namespace {
 
-int Nodes(const cxxopts::ParseResult&, const Client& c) {
+int Nodes(const cxxopts::ParseResult& r, const Client& c) {
+  if (!r.unmatched().empty())
+    FlagError(c.program, "ACTION", r.unmatched().front(), "expected drain, resume or remove (or nothing, to list)");
   auto reply = c.Call<p::NodesReply>(p::ListNodes{});
   if (!reply.ok()) return Fail(c.program, reply.status());
   if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump(2) << "\n";
@@ -27,6 +29,18 @@ int PrintOk(const Result<p::Ok>& reply, const Client& c) {
 
 std::vector<std::string> Args(const cxxopts::ParseResult& r) {
   return r.count("args") ? r["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+// aryl nodes drain|resume|remove NAME.
+int NodeAction(const std::string& action, const cxxopts::ParseResult& r, const Client& c) {
+  auto args = Args(r);
+  if (args.size() != 1) UsageError(c.program, "expected one NAME");
+  p::NodeCommand cmd;
+  cmd.action = action;
+  cmd.node = args[0];
+  Status v = cmd.Validate();
+  if (!v.ok()) UsageError(c.program, v.message());
+  return PrintOk(c.Call<p::Ok>(cmd), c);
 }
 
 int Offer(const cxxopts::ParseResult& r, const Client& c) {
@@ -83,6 +97,12 @@ std::string NodesTable(const std::vector<p::NodeRow>& nodes, const OutputOptions
 std::vector<Command> ClusterCommands() {
   return {
       {"nodes", "", "agents: pool, loan state, slots in use", true, nullptr, Nodes},
+      {"nodes drain", "NAME", "no new workers on NAME; its workers move off (or are preempted with a checkpoint)", true,
+       Positional("NAME"), [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("drain", r, c); }},
+      {"nodes resume", "NAME", "make a drained node schedulable again", true, Positional("NAME"),
+       [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("resume", r, c); }},
+      {"nodes remove", "NAME", "forget a disconnected node (listings, capacity)", true, Positional("NAME"),
+       [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("remove", r, c); }},
       {"pool offer", "SERVER...", "lend idle inference servers to training", true, Positional("SERVER..."), Offer},
       {"pool reclaim", "K [--deadline 120s] | --servers A,B", "take K loaned servers (or the named ones) back by a deadline",
        true,

@@ -36,10 +36,17 @@ int Submit(const cxxopts::ParseResult& r, const Client& c) {
 int Jobs(const cxxopts::ParseResult& r, const Client& c) {
   p::ListJobs m;
   m.include_finished = r.count("all") > 0;
-  auto reply = c.Call<p::JobsReply>(m);
-  if (!reply.ok()) return Fail(c.program, reply.status());
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump(2) << "\n";
-  else std::cout << JobsTable(reply->jobs, c.out);
+  // Page by page (each reply well under the frame limit), into one listing.
+  p::JobsReply all;
+  while (true) {
+    auto reply = c.Call<p::JobsReply>(m);
+    if (!reply.ok()) return Fail(c.program, reply.status());
+    all.jobs.insert(all.jobs.end(), reply->jobs.begin(), reply->jobs.end());
+    if (!reply->more || reply->jobs.empty()) break;
+    m.after = reply->jobs.back().job;
+  }
+  if (c.out.format == Format::kJson) std::cout << p::ToJson(all).dump(2) << "\n";
+  else std::cout << JobsTable(all.jobs, c.out);
   return 0;
 }
 

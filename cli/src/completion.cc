@@ -53,7 +53,7 @@ std::string BashCompletion() {
         "  if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
         "    COMPREPLY=($(compgen -W \"" << top << " --help --version\" -- \"$cur\")); return\n"
         "  fi\n"
-        "  local key=${COMP_WORDS[1]} n=2\n"
+        "  local key=${COMP_WORDS[1]}\n"
         "  case $key in\n";
   // Commands with a second word ("pool offer").
   std::map<std::string, std::string> subs;
@@ -62,9 +62,12 @@ std::string BashCompletion() {
     if (sp != std::string::npos) subs[c.name.substr(0, sp)] += (subs[c.name.substr(0, sp)].empty() ? "" : " ") + c.name.substr(sp + 1);
   }
   for (const auto& [word, list] : subs) {
+    std::string alternatives = list;
+    for (char& ch : alternatives) ch = ch == ' ' ? '|' : ch;
     os << "    " << word << ")\n"
-       << "      if [ \"$COMP_CWORD\" -eq 2 ]; then COMPREPLY=($(compgen -W \"" << list << "\" -- \"$cur\")); return; fi\n"
-       << "      key=\"$key ${COMP_WORDS[2]}\"; n=3 ;;\n";
+       << "      if [ \"$COMP_CWORD\" -eq 2 ] && [[ $cur != -* ]]; then COMPREPLY=($(compgen -W \"" << list
+       << "\" -- \"$cur\")); return; fi\n"
+       << "      case ${COMP_WORDS[2]} in " << alternatives << ") key=\"$key ${COMP_WORDS[2]}\" ;; esac ;;\n";
   }
   os << "  esac\n"
         "  case $prev in\n"
@@ -109,8 +112,13 @@ std::string ZshCompletion() {
   for (const auto& [w, list] : subs) {
     os << "    " << w << ")\n      if (( CURRENT == 3 )); then\n        local -a subs; subs=(";
     for (const Command* c : list) os << " '" << c->name.substr(w.size() + 1) << ":" << ZshText(c->summary) << "'";
+    std::string alternatives;
+    for (const Command* c : list) alternatives += (alternatives.empty() ? "" : "|") + c->name.substr(w.size() + 1);
     os << " )\n        _describe '" << w << " command' subs; return\n      fi\n"
-       << "      key=\"$key $words[3]\"; shift 2 words; (( CURRENT -= 2 )) ;;\n";
+       << "      case $words[3] in\n"
+       << "        " << alternatives << ") key=\"$key $words[3]\"; shift 2 words; (( CURRENT -= 2 )) ;;\n"
+       << "        *) shift words; (( CURRENT -= 1 )) ;;\n"
+       << "      esac ;;\n";
   }
   os << "    *) shift words; (( CURRENT -= 1 )) ;;\n"
         "  esac\n"

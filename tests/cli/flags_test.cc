@@ -79,6 +79,7 @@ TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
   ExpectUsageError({ARYL_BIN, "pool", "reclaim", "1", "--scheduler", kNowhere, "--deadline", "inf"}, "--deadline", "inf");
   ExpectUsageError({ARYL_BIN, "top", "--scheduler", kNowhere, "--interval", "0"}, "--interval", "0");
   ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "-o", "yaml"}, "-o", "yaml");
+  ExpectUsageError({ARYL_BIN, "nodes", "--scheduler", kNowhere, "evict"}, "ACTION", "evict");
   // A good value gets past the checks and fails on the missing scheduler instead.
   RunResult ok = Exec({ARYL_BIN, "pool", "reclaim", "2", "--scheduler", kNowhere, "--timeout", "0.3"});
   EXPECT_EQ(ok.code, 1) << ok.out;
@@ -131,6 +132,9 @@ TEST(Completion, BashCompletesCommandsAndFlags) {
   EXPECT_EQ(complete("aryl pool reclaim --dead"), "--deadline\n");
   EXPECT_EQ(complete("aryl jobs -o w"), "wide\n");
   EXPECT_EQ(complete("aryl completion z"), "zsh\n");
+  EXPECT_EQ(complete("aryl nodes dr"), "drain\n");
+  EXPECT_EQ(complete("aryl nodes --no-h"), "--no-headers\n");
+  EXPECT_EQ(complete("aryl nodes drain --sch"), "--scheduler\n");
   RunResult syntax = Exec({"bash", "-c", "ARYL_CONFIG=/dev/null " + Quote(ARYL_BIN) + " completion bash | bash -n"});
   EXPECT_EQ(syntax.code, 0) << syntax.out;
 }
