@@ -45,7 +45,7 @@ std::pair<int, std::string> Promtool(const std::string& text) {
 // of the daemon's label strings keeps them whole.
 TEST(PrometheusMetrics, LabelValuesAreEscaped) {
   Metrics m;
-  m.DeclareGauge("aryl_job_workers", "Workers of a job");
+  m.DeclareGauge("aryl_job_workers", "Workers of a job", {});
   m.Set("aryl_job_workers", "job=\"7\",name=\"say \"hi\"\"", 3);
   m.Set("aryl_job_workers", Metrics::Labels{{"job", "8"}, {"name", "back\\slash\nnewline"}}, 2);
   std::string text = m.Render();
@@ -66,6 +66,7 @@ TEST(PrometheusMetrics, SeriesPresentFromTheStart) {
   m.DeclareCounter("aryl_jobs_finished_total", "Jobs that ended, by state",
                    {"state=\"completed\"", "state=\"failed\"", "state=\"cancelled\""});
   m.DeclareHistogram("aryl_resize_pause_seconds", "Training pause of one resize", {0.1, 1, 10});
+  m.DeclareGauge("aryl_loaned_servers", "Inference servers loaned to training");
   std::string text = m.Render();
   EXPECT_NE(text.find("aryl_build_info{"), std::string::npos) << text;
   EXPECT_NE(text.find("commit=\""), std::string::npos) << text;
@@ -74,6 +75,7 @@ TEST(PrometheusMetrics, SeriesPresentFromTheStart) {
   EXPECT_NE(text.find("aryl_jobs_finished_total{state=\"failed\"} 0\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("\naryl_jobs_finished_total 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_resize_pause_seconds_count 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\naryl_loaned_servers 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_resize_pause_seconds_bucket{le=\"+Inf\"} 0\n"), std::string::npos) << text;
   m.Inc("aryl_jobs_finished_total", "state=\"failed\"");
   EXPECT_DOUBLE_EQ(m.Value("aryl_jobs_finished_total", "state=\"failed\""), 1);

@@ -84,7 +84,7 @@ Metrics::Labels Metrics::ParseLabels(const std::string& t) {
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   const BuildInfo& b = GetBuildInfo();
   auto on = [](bool v) { return std::string(v ? "on" : "off"); };
-  DeclareGauge("aryl_build_info", "Build of this aryl-scheduler: version, commit and options (always 1)");
+  DeclareGauge("aryl_build_info", "Build of this aryl-scheduler: version, commit and options (always 1)", {});
   Set("aryl_build_info",
       Labels{{"version", std::string(b.version)},
              {"commit", std::string(b.git_commit)},

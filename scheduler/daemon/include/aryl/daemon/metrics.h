@@ -38,11 +38,12 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // `zero_series`: label strings whose series exist at 0 from the start.
+  // `zero_series`: label strings whose series exist at 0 from the start (by
+  // default the unlabelled one; pass {} for a family that is always labelled).
   void DeclareCounter(const std::string& name, const std::string& help,
                       const std::vector<std::string>& zero_series = {""});
   void DeclareGauge(const std::string& name, const std::string& help,
-                    const std::vector<std::string>& zero_series = {});
+                    const std::vector<std::string>& zero_series = {""});
   // `bounds` are the upper bounds of the buckets, increasing; +Inf is implicit.
   void DeclareHistogram(const std::string& name, const std::string& help, std::vector<double> bounds);
 
