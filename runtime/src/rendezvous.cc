@@ -208,9 +208,13 @@ Result<c10::intrusive_ptr<c10d::Store>> JobStore::OwnHandle(std::chrono::millise
   opts.port = uint16_t(port_);
   opts.isServer = false;
   opts.waitWorkers = false;
-  opts.timeout = timeout;
+  // c10d connects with whole seconds (a sub-second timeout fails at once);
+  // the handle's own timeout is set once it is connected.
+  opts.timeout = std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(5));
   try {
-    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::TCPStore>(host_, opts));
+    auto handle = c10::make_intrusive<c10d::TCPStore>(host_, opts);
+    handle->setTimeout(timeout);
+    return c10::intrusive_ptr<c10d::Store>(handle);
   } catch (const std::exception& e) {
     return Status::Unavailable("connect to store " + endpoint_ + ": " + FirstLine(e.what()));
   }
