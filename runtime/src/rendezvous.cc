@@ -227,7 +227,13 @@ Result<c10::intrusive_ptr<c10d::Store>> JobStore::Prefixed(const std::string& su
 }
 
 Result<JobStore> JobStore::WithTimeout(std::chrono::milliseconds timeout) const {
-  ARYL_ASSIGN_OR_RETURN(auto handle, OwnHandle(timeout));
+  c10::intrusive_ptr<c10d::Store> handle;
+  if (dynamic_cast<ProtocolStore*>(store_.get())) {
+    ARYL_ASSIGN_OR_RETURN(auto ps, ProtocolStore::Connect(endpoint_, timeout));
+    handle = ps;
+  } else {
+    ARYL_ASSIGN_OR_RETURN(handle, OwnHandle(timeout));
+  }
   JobStore js(handle, job_id_);
   js.server_ = server_;
   js.host_ = host_;

@@ -74,8 +74,8 @@ class JobStore {
   // own timeout: a communicator may set that store's timeout without changing
   // this job store's (c10d's PrefixStore::setTimeout passes it down).
   Result<c10::intrusive_ptr<c10d::Store>> Prefixed(const std::string& suffix, std::chrono::milliseconds timeout) const;
-  // This job store on a handle whose every call is bounded by `timeout`
-  // (same keys): for polls that must not stall a step when the store is gone.
+  // This job store on a connection of its own whose every call is bounded by
+  // `timeout` (same keys): for polls from another thread.
   Result<JobStore> WithTimeout(std::chrono::milliseconds timeout) const;
   const c10::intrusive_ptr<c10d::Store>& raw() const { return store_; }
 

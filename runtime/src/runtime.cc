@@ -22,6 +22,7 @@
 #include "comm/fake/fake_communicator.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "rendezvous.h"
+#include "store_poller.h"
 #ifdef ARYL_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #endif
@@ -72,6 +73,10 @@ class Runtime::Impl {
     if (opt_.elastic()) {
       ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Connect(opt_.store_endpoint, opt_.job_id, opt_.rendezvous_timeout));
       store_ = std::make_unique<JobStore>(std::move(js));
+      // A store on loopback or a LAN answers in milliseconds: a poll that
+      // waits longer finds it gone (and is retried with backoff).
+      ARYL_ASSIGN_OR_RETURN(auto ps, store_->WithTimeout(std::min(opt_.rendezvous_timeout, std::chrono::milliseconds(1000))));
+      poller_ = std::make_unique<StorePoller>(std::make_unique<JobStore>(std::move(ps)), opt_.poll_interval, opt_.worker_id);
     } else if (opt_.world_size > 1) {
       // Standalone, fixed world: rank 0 hosts the store (no elasticity, so
       // nothing needs to outlive it).
@@ -137,7 +142,7 @@ class Runtime::Impl {
     } else {
       state.set_step(state.step() + 1);
       state.AdvanceSamplers(world_);
-      committed_step_ = state.step();  // rank 0 stores it at the next poll
+      if (poller_) poller_->SetProgress(rank_ == 0, state.step());  // stored by the poller's thread
       if (channel_ && rank_ == 0) {
         double now = Now();
         if (now - last_progress_time_ > 0.25) {
@@ -694,12 +699,8 @@ class Runtime::Impl {
     first_seen_time_ = 0;
   }
 
-  // Step-boundary polls: the agent's pushes, then the store (rank 0's
-  // progress, "latest", the control keys). Every store call here runs on a
-  // handle with a short timeout of its own, the first failure ends the poll,
-  // and a store that failed is asked again only after a backoff (1 s doubling
-  // to 16 s): a dead store costs a step at most one short timeout per backoff,
-  // and training goes on (only a membership change needs the store).
+  // Step-boundary polls, never waiting for the store: the agent's pushes
+  // (drained without blocking) and what the StorePoller's thread last read.
   void PollControl() {
     if (!store_ || !opt_.elastic()) return;
     double now = Now();
@@ -717,48 +718,16 @@ class Runtime::Impl {
       if (pushes.checkpoint) ckpt_wanted_ = true;
       if (pushes.stop_after) stop_wanted_ = true;
     }
-    if (now < poll_retry_at_) return;
-    Status s = PollStore(now);
-    if (s.ok()) {
-      if (poll_backoff_ > 0) spdlog::info("aryl: {}: the store answers again", opt_.worker_id);
-      poll_backoff_ = 0;
-      return;
-    }
-    poll_backoff_ = poll_backoff_ == 0 ? 1.0 : std::min(16.0, 2 * poll_backoff_);
-    poll_retry_at_ = Now() + poll_backoff_;
-    spdlog::warn("aryl: {}: store poll failed ({}); training on, next poll in {:.0f} s", opt_.worker_id,
-                 s.ToString(), poll_backoff_);
-  }
-
-  Status PollStore(double now) {
-    if (!poll_store_) {
-      auto ps = store_->WithTimeout(PollTimeout());
-      if (!ps.ok()) return ps.status();
-      poll_store_ = std::make_unique<JobStore>(std::move(*ps));
-    }
-    if (rank_ == 0 && committed_step_ > stored_step_) {
-      ARYL_RETURN_IF_ERROR(poll_store_->Set("progress", std::to_string(committed_step_)));
-      stored_step_ = committed_step_;
-    }
-    ARYL_ASSIGN_OR_RETURN(int64_t latest, poll_store_->Latest());
-    if (latest > std::max(gen_, seen_gen_)) {
+    if (!poller_) return;
+    if (int64_t latest = poller_->latest(); latest > std::max(gen_, seen_gen_)) {
       seen_gen_ = latest;
       if (first_seen_time_ == 0) first_seen_time_ = now;
     }
-    ARYL_ASSIGN_OR_RETURN(int64_t ck, poll_store_->Add("control/checkpoint", 0));
-    if (ck > ckpt_seen_) {
+    if (int64_t ck = poller_->checkpoint_counter(); ck > ckpt_seen_) {
       ckpt_seen_ = ck;
       ckpt_wanted_ = true;
     }
-    ARYL_ASSIGN_OR_RETURN(bool stop, poll_store_->Check("control/stop"));
-    if (stop) stop_wanted_ = true;
-    return Status::Ok();
-  }
-
-  // A store on loopback or a LAN answers in milliseconds; a poll that waits
-  // longer than this finds the store gone.
-  std::chrono::milliseconds PollTimeout() const {
-    return std::min(opt_.rendezvous_timeout, std::chrono::milliseconds(1000));
+    if (poller_->stop_requested()) stop_wanted_ = true;
   }
 
   bool Fail(Status s) {
@@ -802,11 +771,7 @@ class Runtime::Impl {
   bool stop_wanted_ = false;
   int64_t ckpt_seen_ = 0;
   double last_poll_ = 0;
-  std::unique_ptr<JobStore> poll_store_;  // the store on a handle with PollTimeout()
-  double poll_retry_at_ = 0;              // after a failed poll: not before this time
-  double poll_backoff_ = 0;               // seconds; 0 while the store answers
-  int64_t committed_step_ = 0;            // the newest committed step
-  int64_t stored_step_ = -1;              // the newest one rank 0 stored as "progress"
+  std::unique_ptr<StorePoller> poller_;  // elastic mode: the store's reads and writes at step boundaries
   double first_seen_time_ = 0;
   double agree_time_ = 0;
   int64_t last_transfer_bytes_ = 0;

@@ -104,8 +104,11 @@ inline void ExpectSameParams(const std::vector<torch::Tensor>& a, const std::vec
 }
 
 // Each committed step's samples, from every worker's log: each epoch's samples
-// exactly once.
-inline void ExpectExactlyOnce(const JobRun& run) {
+// exactly once. With `fault`, a worker's lines may be missing: a SIGKILLed one
+// (or a survivor whose part of the all-reduce failed while another's completed)
+// never logs a step that the others committed; then every step must still be
+// logged by someone and no sample twice in an epoch.
+inline void ExpectExactlyOnce(const JobRun& run, bool fault = false) {
   std::map<int64_t, std::multiset<int64_t>> by_epoch;
   std::map<int64_t, int64_t> per_step;
   for (auto& e : fs::directory_iterator(run.dir + "/samples")) {
@@ -126,7 +129,7 @@ inline void ExpectExactlyOnce(const JobRun& run) {
   for (auto& [epoch, s] : by_epoch) {
     std::set<int64_t> unique(s.begin(), s.end());
     EXPECT_EQ(unique.size(), s.size()) << "epoch " << epoch << " has duplicate samples";
-    if (epoch < last_epoch) {
+    if (epoch < last_epoch && !fault) {
       EXPECT_EQ(s.size(), size_t(kDataset)) << "epoch " << epoch << " is incomplete";
     }
   }
