@@ -22,7 +22,9 @@
 # run is killed after RUN_TIMEOUT seconds (a hang counts as a failed run).
 #
 # Env: BUILD (default build), STEPS (1500), KILL_AT (400), RUN_TIMEOUT (120),
-#      KEEP=1 keeps the work directories, OUT=FILE also writes the table there.
+#      KEEP=1 keeps the work directories, OUT=FILE also writes the table there,
+#      ARYL_CHAOS_RESULTS=FILE appends one JSON line per run
+#      {"fault","ok","steps_lost","max_pause_s"} (scripts/chaos-table.sh).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${BUILD:-$ROOT/build}"
@@ -155,6 +157,10 @@ for fault in "${FAULTS[@]}"; do
     max_pause=$(awk -v a="$max_pause" -v b="$pause" 'BEGIN { print (b > a) ? b : a }')
     printf 'chaos: %s run %d: %s (aryl-run rc %s, done steps %s world %s, last-100 loss %s, steps lost %s, max pause %s s)\n' \
       "$fault" "$i" "$([ $right = 1 ] && echo ok || echo FAILED)" "$rc" "$steps" "$world" "$loss" "$lost" "$pause" >&2
+    if [ -n "${ARYL_CHAOS_RESULTS:-}" ]; then
+      printf '{"fault":"%s","ok":%s,"steps_lost":%s,"max_pause_s":%s}\n' "$fault" \
+        "$([ $right = 1 ] && echo true || echo false)" "${lost:-0}" "${pause:-0}" >>"$ARYL_CHAOS_RESULTS"
+    fi
     [ "${KEEP:-0}" = 1 ] || [ $right = 0 ] || rm -rf "$d"
   done
   [ "$ok" = "$N" ] || all_ok=0
