@@ -257,8 +257,7 @@ Result<int64_t> LocalCoordinator::Plan(int world, const std::string& lost) {
     // As the scheduler replaces a lost worker: the rest keep their order, a
     // joiner takes the last rank. The current record may still list the
     // lost worker (the survivors have not regrouped yet) or not.
-    world = int(rec.members.size());
-    std::erase(rec.members, lost);
+    world = int(rec.members.size()) + (std::erase(rec.members, lost) == 0 ? 1 : 0);
     cur.members = rec.members;
   }
   if (int(rec.members.size()) > world) rec.members.resize(size_t(world));
