@@ -125,12 +125,10 @@ class Runtime::Impl {
     if (!started_) {
       started_ = true;
       s = Start(state);
-      // A member of the starting generation died before it formed (a joiner
-      // whose generation lost a stayer, say): the living regroup as after any
-      // fault; whoever holds no state yet receives it.
-      if (!s.ok() && s.IsRetryable() && gen_ > 0 && store_) s = RecoverLoop(state, s);
+      // No fault recovery from here: a joiner whose generation never formed
+      // (the stayers moved on to a newer plan) would regroup alone and train
+      // from a checkpoint beside the job. It fails; the planner replaces it.
       if (!s.ok()) return Fail(s);
-      if (finished_) return false;
     } else if (last_ == LastStep::kFailed) {
       s = RecoverLoop(state, fail_status_);
       if (!s.ok()) return Fail(s);
