@@ -22,6 +22,7 @@
 #include "aryl/agent/process.h"
 #include "aryl/agent/store_relay.h"
 #include "aryl/clock.h"
+#include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/security.h"
 #include "aryl/protocol/transport.h"
@@ -307,20 +308,11 @@ class Agent::Impl {
     fs::path dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
     std::error_code ec;
     fs::create_directories(dir, ec);
-    std::int64_t store_gen = std::max<std::int64_t>(1, m.generation);
     bool use_store = UsesStore(m.store_endpoint);
-    if (use_store) {
-      auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
-      if (!g.ok()) {
-        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint, g.status().ToString());
-        use_store = false;
-      } else {
-        store_gen = *g;
-        // Fresh workers and joiners ask for their generation in WorkerHello:
-        // the record exists before any of them starts.
-        Remember(MakeAnnounce(m.job, store_gen, m.members, m.store_endpoint, m.store_prefix));
-      }
-    }
+    std::int64_t store_gen = use_store ? p::PlanGeneration(m.generation) : std::max<std::int64_t>(1, m.generation);
+    // Fresh workers and joiners ask for their generation in WorkerHello:
+    // the record exists before any of them starts.
+    if (use_store) Remember(MakeAnnounce(m.job, store_gen, m.members, m.store_endpoint, m.store_prefix));
     for (const auto& wp : m.workers) {
       bool dup = false;
       for (const auto& [pid, w] : workers) dup |= w.job == m.job && w.id == wp.worker;
@@ -398,16 +390,11 @@ class Agent::Impl {
     if (UsesStore(m.store_endpoint)) {
       // Every agent that hosts members or leavers announces to its own workers;
       // all of them map this scheduler generation to the same store generation.
-      auto g = relay->StoreGeneration(m.store_endpoint, m.store_prefix, m.generation);
-      if (!g.ok()) {
-        spdlog::error("job {}: store {}: {}", m.job, m.store_endpoint, g.status().ToString());
-        return;
-      }
       PendingPublish pp;
       pp.job = m.job;
       pp.endpoint = m.store_endpoint;
       pp.key = m.store_prefix;
-      pp.generation = *g;
+      pp.generation = p::PlanGeneration(m.generation);
       pp.members = m.members;
       pp.deadline = Now() + 120;
       publishes.push_back(pp);

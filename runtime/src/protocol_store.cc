@@ -17,16 +17,20 @@ std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; 
 
 }  // namespace
 
-ProtocolStore::ProtocolStore(std::unique_ptr<protocol::StoreClient> client, std::chrono::milliseconds timeout)
+ProtocolStore::ProtocolStore(std::shared_ptr<protocol::StoreClient> client, std::chrono::milliseconds timeout)
     : c10d::Store(timeout), client_(std::move(client)) {}
 ProtocolStore::~ProtocolStore() = default;
+
+c10::intrusive_ptr<ProtocolStore> ProtocolStore::WithOwnTimeout(std::chrono::milliseconds timeout) const {
+  return c10::make_intrusive<ProtocolStore>(client_, timeout);
+}
 
 Result<c10::intrusive_ptr<ProtocolStore>> ProtocolStore::Connect(const std::string& endpoint,
                                                                  std::chrono::milliseconds timeout) {
   protocol::Client::Options opts;
   opts.endpoint = endpoint;
   ARYL_ASSIGN_OR_RETURN(auto client, protocol::StoreClient::Connect(opts));
-  auto store = c10::make_intrusive<ProtocolStore>(std::move(client), timeout);
+  auto store = c10::make_intrusive<ProtocolStore>(std::shared_ptr<protocol::StoreClient>(std::move(client)), timeout);
   // Fail fast when nobody serves the endpoint.
   auto probe = store->client_->Check({"aryl/probe"}, timeout);
   if (!probe.ok()) return probe.status().WithContext("store " + endpoint);

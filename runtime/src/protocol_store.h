@@ -37,11 +37,15 @@ class ProtocolStore final : public c10d::Store {
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 
+  // The same connection with its own timeout: setTimeout() on either never
+  // changes the other's (a communicator's store must not change the job's).
+  c10::intrusive_ptr<ProtocolStore> WithOwnTimeout(std::chrono::milliseconds timeout) const;
+
   // Prefer Connect(); public for c10::make_intrusive.
-  ProtocolStore(std::unique_ptr<protocol::StoreClient> client, std::chrono::milliseconds timeout);
+  ProtocolStore(std::shared_ptr<protocol::StoreClient> client, std::chrono::milliseconds timeout);
 
  private:
-  std::unique_ptr<protocol::StoreClient> client_;
+  std::shared_ptr<protocol::StoreClient> client_;
 };
 
 // A StoreServer bound to `endpoint` (e.g. "tcp://127.0.0.1:*"), for

@@ -83,6 +83,7 @@ Result<JobStore> JobStore::Connect(const std::string& endpoint, const std::strin
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>(ep.substr(0, colon), opts);
     JobStore js(store, job_id);
+    js.host_ = ep.substr(0, colon);
     js.port_ = opts.port;
     js.endpoint_ = endpoint;
     return js;
@@ -100,6 +101,7 @@ Result<JobStore> JobStore::Serve(int port, const std::string& job_id, std::chron
   try {
     auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
     JobStore js(store, job_id);
+    js.host_ = "127.0.0.1";
     js.port_ = store->getPort();
     js.endpoint_ = "127.0.0.1:" + std::to_string(js.port_);
     return js;
@@ -181,32 +183,63 @@ Result<GenerationRecord> JobStore::ReadGeneration(int64_t generation, std::chron
 
 Status JobStore::PublishAs(const GenerationRecord& record) {
   ARYL_RETURN_IF_ERROR(Set("gen/" + std::to_string(record.generation), record.Encode()));
-  // "latest" only moves forward (best effort: concurrent publishers are the
-  // agent and fault recovery, which allocate increasing numbers).
+  // "latest" only moves forward (best effort: the publishers are the planner
+  // and fault recovery, see aryl/protocol/generation.h).
   ARYL_ASSIGN_OR_RETURN(int64_t latest, Latest());
   if (record.generation > latest) ARYL_RETURN_IF_ERROR(Set("gen/latest", std::to_string(record.generation)));
   return Status::Ok();
 }
 
-Result<int64_t> JobStore::Publish(int64_t prev, const std::vector<std::string>& members) {
-  ARYL_ASSIGN_OR_RETURN(int64_t g, Add("gen/counter", 1));
-  GenerationRecord r{g, prev, members};
-  ARYL_RETURN_IF_ERROR(PublishAs(r));
-  return g;
+Result<int64_t> JobStore::Latest() {
+  // One round trip: adding 0 reads the number ("0" when nothing was published).
+  return Add("gen/latest", 0);
 }
 
-Result<int64_t> JobStore::Latest() {
-  ARYL_ASSIGN_OR_RETURN(auto v, TryGet("gen/latest"));
-  if (!v) return int64_t(0);
+Result<c10::intrusive_ptr<c10d::Store>> JobStore::OwnHandle(std::chrono::milliseconds timeout) const {
+  // c10d's PrefixStore::setTimeout forwards to the store below it: a handle
+  // of our own keeps the job store's timeout as it is.
+  if (auto* ps = dynamic_cast<ProtocolStore*>(store_.get())) {
+    return c10::intrusive_ptr<c10d::Store>(ps->WithOwnTimeout(timeout));
+  }
+  if (host_.empty() || port_ <= 0) {
+    return Status::FailedPrecondition("store " + endpoint_ + ": cannot open a second handle");
+  }
+  c10d::TCPStoreOptions opts;
+  opts.port = uint16_t(port_);
+  opts.isServer = false;
+  opts.waitWorkers = false;
+  // c10d connects with whole seconds (a sub-second timeout fails at once);
+  // the handle's own timeout is set once it is connected.
+  opts.timeout = std::max<std::chrono::milliseconds>(timeout, std::chrono::seconds(5));
   try {
-    return int64_t(std::stoll(*v));
-  } catch (...) {
-    return Status::Corruption("gen/latest: '" + *v + "' is not a number");
+    auto handle = c10::make_intrusive<c10d::TCPStore>(host_, opts);
+    handle->setTimeout(timeout);
+    return c10::intrusive_ptr<c10d::Store>(handle);
+  } catch (const std::exception& e) {
+    return Status::Unavailable("connect to store " + endpoint_ + ": " + FirstLine(e.what()));
   }
 }
 
-c10::intrusive_ptr<c10d::Store> JobStore::Prefixed(const std::string& suffix) const {
-  return c10::make_intrusive<c10d::PrefixStore>(Key(suffix), store_);
+Result<c10::intrusive_ptr<c10d::Store>> JobStore::Prefixed(const std::string& suffix,
+                                                          std::chrono::milliseconds timeout) const {
+  ARYL_ASSIGN_OR_RETURN(auto handle, OwnHandle(timeout));
+  return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>(Key(suffix), handle));
+}
+
+Result<JobStore> JobStore::WithTimeout(std::chrono::milliseconds timeout) const {
+  c10::intrusive_ptr<c10d::Store> handle;
+  if (dynamic_cast<ProtocolStore*>(store_.get())) {
+    ARYL_ASSIGN_OR_RETURN(auto ps, ProtocolStore::Connect(endpoint_, timeout));
+    handle = ps;
+  } else {
+    ARYL_ASSIGN_OR_RETURN(handle, OwnHandle(timeout));
+  }
+  JobStore js(handle, job_id_);
+  js.server_ = server_;
+  js.host_ = host_;
+  js.port_ = port_;
+  js.endpoint_ = endpoint_;
+  return js;
 }
 
 }  // namespace aryl

@@ -2,8 +2,8 @@
 //
 // The store is served by the agent (or the test coordinator), never by a
 // worker, so it outlives any one worker. Layout, all under "aryl/<job>/":
-//   gen/counter          add()-allocated generation numbers
-//   gen/<G>              record "prev=<P>;members=<id>,<id>,..." (P=0: fresh start)
+//   gen/<G>              record "prev=<P>;members=<id>,<id>,..." (P=0: fresh start);
+//                        G is numbered as aryl/protocol/generation.h says
 //   gen/latest           newest announced G
 //   ready/<worker>       a joiner is up and connected
 //   g<G>/pg/...          the communicator's own rendezvous for generation G
@@ -66,18 +66,25 @@ class JobStore {
   Result<std::optional<std::string>> TryGet(const std::string& suffix);
 
   Result<GenerationRecord> ReadGeneration(int64_t generation, std::chrono::milliseconds timeout);
-  // Allocates a generation number, stores the record and moves "latest".
-  Result<int64_t> Publish(int64_t prev, const std::vector<std::string>& members);
+  // Stores the record and moves "latest" forward (never back).
   Status PublishAs(const GenerationRecord& record);
   Result<int64_t> Latest();
 
-  // A store whose keys live under "aryl/<job>/<suffix>".
-  c10::intrusive_ptr<c10d::Store> Prefixed(const std::string& suffix) const;
+  // A store whose keys live under "aryl/<job>/<suffix>", on a handle with its
+  // own timeout: a communicator may set that store's timeout without changing
+  // this job store's (c10d's PrefixStore::setTimeout passes it down).
+  Result<c10::intrusive_ptr<c10d::Store>> Prefixed(const std::string& suffix, std::chrono::milliseconds timeout) const;
+  // This job store on a connection of its own whose every call is bounded by
+  // `timeout` (same keys): for polls from another thread.
+  Result<JobStore> WithTimeout(std::chrono::milliseconds timeout) const;
   const c10::intrusive_ptr<c10d::Store>& raw() const { return store_; }
 
  private:
+  Result<c10::intrusive_ptr<c10d::Store>> OwnHandle(std::chrono::milliseconds timeout) const;
+
   c10::intrusive_ptr<c10d::Store> store_;
   std::string job_id_;
+  std::string host_;  // a c10d TCPStore's host (empty for the project's store)
   int port_ = 0;
   std::string endpoint_;
   std::shared_ptr<void> server_;  // keeps an in-process store server alive

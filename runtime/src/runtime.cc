@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -17,9 +18,11 @@
 
 #include "agent_channel.h"
 #include "aryl/checkpoint.h"
+#include "aryl/protocol/generation.h"
 #include "comm/fake/fake_communicator.h"
 #include "comm/gloo/gloo_communicator.h"
 #include "rendezvous.h"
+#include "store_poller.h"
 #ifdef ARYL_HAVE_NCCL
 #include "comm/nccl/nccl_communicator.h"
 #endif
@@ -70,6 +73,10 @@ class Runtime::Impl {
     if (opt_.elastic()) {
       ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Connect(opt_.store_endpoint, opt_.job_id, opt_.rendezvous_timeout));
       store_ = std::make_unique<JobStore>(std::move(js));
+      // A store on loopback or a LAN answers in milliseconds: a poll that
+      // waits longer finds it gone (and is retried with backoff).
+      ARYL_ASSIGN_OR_RETURN(auto ps, store_->WithTimeout(std::min(opt_.rendezvous_timeout, std::chrono::milliseconds(1000))));
+      poller_ = std::make_unique<StorePoller>(std::make_unique<JobStore>(std::move(ps)), opt_.poll_interval, opt_.worker_id);
     } else if (opt_.world_size > 1) {
       // Standalone, fixed world: rank 0 hosts the store (no elasticity, so
       // nothing needs to outlive it).
@@ -92,6 +99,17 @@ class Runtime::Impl {
     sa.sa_handler = OnSigterm;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);
+    // Gloo writes to its peers with writev(): after a peer dies, a write to
+    // its reset socket raises SIGPIPE, whose default action kills this worker
+    // without a word. Ignored, the write fails with EPIPE, the collective
+    // fails, and the survivors regroup. (A handler the program installed is kept.)
+    struct sigaction old_pipe {};
+    if (sigaction(SIGPIPE, nullptr, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) {
+      struct sigaction ign {};
+      ign.sa_handler = SIG_IGN;
+      sigemptyset(&ign.sa_mask);
+      sigaction(SIGPIPE, &ign, nullptr);
+    }
     return Status::Ok();
   }
 
@@ -107,6 +125,9 @@ class Runtime::Impl {
     if (!started_) {
       started_ = true;
       s = Start(state);
+      // No fault recovery from here: a joiner whose generation never formed
+      // (the stayers moved on to a newer plan) would regroup alone and train
+      // from a checkpoint beside the job. It fails; the planner replaces it.
       if (!s.ok()) return Fail(s);
     } else if (last_ == LastStep::kFailed) {
       s = RecoverLoop(state, fail_status_);
@@ -119,7 +140,7 @@ class Runtime::Impl {
     } else {
       state.set_step(state.step() + 1);
       state.AdvanceSamplers(world_);
-      if (store_ && rank_ == 0 && opt_.elastic()) (void)store_->Set("progress", std::to_string(state.step()));
+      if (poller_) poller_->SetProgress(rank_ == 0, state.step());  // stored by the poller's thread
       if (channel_ && rank_ == 0) {
         double now = Now();
         if (now - last_progress_time_ > 0.25) {
@@ -169,7 +190,9 @@ class Runtime::Impl {
       auto device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
       auto control = torch::zeros({slots}, torch::TensorOptions().dtype(torch::kFloat32));
       auto c = control.accessor<float, 1>();
-      c[rank_] = float(std::max(seen_gen_, gen_));
+      // Generations ride as offsets from gen_ (the same on every rank of this
+      // communicator): exact in float32 however large the numbers grow.
+      c[rank_] = float(std::max(seen_gen_, gen_) - gen_);
       c[world_] = ckpt_wanted_ ? 1.f : 0.f;
       c[world_ + 1] = (g_sigterm || stop_wanted_) ? 1.f : 0.f;
 
@@ -227,8 +250,8 @@ class Runtime::Impl {
         if (b + 1 == ranges.size()) {
           auto agreed = buckets[b].narrow(0, off, slots).to(torch::kCPU);
           auto a = agreed.accessor<float, 1>();
-          int64_t g = 0;
-          for (int r = 0; r < world_; ++r) g = std::max<int64_t>(g, int64_t(a[r]));
+          int64_t g = gen_;
+          for (int r = 0; r < world_; ++r) g = std::max<int64_t>(g, gen_ + int64_t(a[r]));
           if (g > gen_ && agreed_gen_ <= gen_) agree_time_ = Now();
           agreed_gen_ = std::max(agreed_gen_, g);
           if (a[world_] > 0) {
@@ -274,8 +297,7 @@ class Runtime::Impl {
       } else {
         ARYL_ASSIGN_OR_RETURN(rec, store_->ReadGeneration(opt_.generation, opt_.rendezvous_timeout));
       }
-      ARYL_ASSIGN_OR_RETURN(auto ck, store_->TryGet("control/checkpoint"));
-      if (ck) ckpt_seen_ = std::stoll(*ck);
+      ARYL_ASSIGN_OR_RETURN(ckpt_seen_, store_->Add("control/checkpoint", 0));
     } else {
       rec.generation = 1;
       for (int r = 0; r < opt_.world_size; ++r) rec.members.push_back("rank" + std::to_string(r));
@@ -287,8 +309,7 @@ class Runtime::Impl {
     // Nobody in a fresh generation has state: SyncState then makes rank 0
     // the source (its initialization or the newest valid checkpoint). A
     // joiner brings none and receives it from a stayer.
-    bool has_state = false;
-    ARYL_RETURN_IF_ERROR(SyncState(state, has_state));
+    ARYL_RETURN_IF_ERROR(SyncState(state));
     spdlog::info("aryl: {} started in gen {} as rank {}/{} at step {} (rendezvous {:.3f}s comm {:.3f}s state {:.3f}s)",
                  opt_.worker_id, gen_, rank_, world_, state.step(), t_rdv - t0, t_comm - t_rdv, Now() - t_comm);
     return Status::Ok();
@@ -353,15 +374,17 @@ class Runtime::Impl {
       comm_ = CreateFakeCommunicator(opt_.job_id + "/solo/" + std::to_string(::getpid()), 0, 1, opt_.collective_timeout);
       return Status::Ok();
     }
-    auto pg_store = store_->Prefixed("g" + std::to_string(gen_) + "/pg");
+    // Its own store handle: the communicator sets its timeout on it, which
+    // must not change the job store's (c10d's PrefixStore would pass it down).
+    ARYL_ASSIGN_OR_RETURN(auto pg_store, store_->Prefixed("g" + std::to_string(gen_) + "/pg", opt_.collective_timeout));
     ARYL_ASSIGN_OR_RETURN(comm_, CreateGlooCommunicator(pg_store, rank, size, opt_.gloo_host, opt_.collective_timeout));
     return Status::Ok();
   }
 
   // Step 5: picks the source of truth and moves the state to whoever lacks it.
-  Status SyncState(ElasticState& state, bool has_state) {
+  Status SyncState(ElasticState& state) {
     std::vector<double> info(2 * size_t(world_), 0.0);
-    info[2 * rank_] = has_state ? 1.0 : 0.0;
+    info[2 * rank_] = has_state_ ? 1.0 : 0.0;
     info[2 * rank_ + 1] = double(state.step());
     BufferView v{info.data(), info.size(), DataType::kFloat64};
     ARYL_RETURN_IF_ERROR(comm_->AllReduceSum({&v, 1}));
@@ -381,7 +404,10 @@ class Runtime::Impl {
       }
     }
     last_transfer_bytes_ = 0;
-    if (everyone_current) return Status::Ok();
+    if (everyone_current) {
+      has_state_ = true;
+      return Status::Ok();
+    }
     // Metadata first (receivers create optimizer state from it), then the
     // tensors in place.
     std::string meta;
@@ -397,6 +423,7 @@ class Runtime::Impl {
     if (rank_ != root) ARYL_RETURN_IF_ERROR(state.DeserializeMetadata(meta));
     ARYL_ASSIGN_OR_RETURN(int64_t bytes, BroadcastTensors(state.TransferTensors(), root));
     last_transfer_bytes_ = size + bytes;
+    has_state_ = true;
     return Status::Ok();
   }
 
@@ -520,7 +547,7 @@ class Runtime::Impl {
     ARYL_RETURN_IF_ERROR(Enter(rec));
     double t_comm = Now();
     rep.communicator_s = t_comm - t_rdv;
-    ARYL_RETURN_IF_ERROR(SyncState(state, true));
+    ARYL_RETURN_IF_ERROR(SyncState(state));
     rep.transfer_s = Now() - t_comm;
     rep.to_generation = gen_;
     rep.to_world = world_;
@@ -533,7 +560,7 @@ class Runtime::Impl {
   Status RecoverLoop(ElasticState& state, Status cause) {
     for (int attempt = 0; attempt < 5; ++attempt) {
       Status s = Recover(state, cause);
-      if (s.ok() || !s.IsRetryable()) return s;
+      if (s.ok() || !s.IsRetryable() || waited_out_) return s;  // a bounded wait already ran out
       cause = s;
       fail_time_ = Now();
     }
@@ -579,23 +606,39 @@ class Runtime::Impl {
         ARYL_ASSIGN_OR_RETURN(bool in, store_->Check(base + "member/" + id));
         if (in) survivors.push_back(id);
       }
-      ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Publish(gen_, survivors));
+      // The one decider for gen_ numbers its successor (aryl/protocol/generation.h):
+      // never from a counter shared with the planner, so a plan made for this
+      // fault (a replacement) always outranks it.
+      ARYL_ASSIGN_OR_RETURN(int64_t g, protocol::FaultSuccessor(gen_));
+      ARYL_RETURN_IF_ERROR(store_->PublishAs(GenerationRecord{g, gen_, survivors}));
       ARYL_RETURN_IF_ERROR(store_->Set(base + "decided", std::to_string(g)));
       spdlog::warn("aryl: gen {} failed ({}); survivors {} form gen {}", gen_, cause.ToString(), survivors.size(), g);
     }
     ARYL_ASSIGN_OR_RETURN(std::string decided, store_->Wait(base + "decided", opt_.rendezvous_timeout));
-    int64_t target = std::stoll(decided);
+    int64_t target = 0;
+    if (auto [p, ec] = std::from_chars(decided.data(), decided.data() + decided.size(), target);
+        ec != std::errc() || p != decided.data() + decided.size()) {
+      return Status::Corruption(store_->Key(base + "decided") + ": '" + decided + "' is not a generation number");
+    }
     ARYL_ASSIGN_OR_RETURN(auto rec, store_->ReadGeneration(target, opt_.rendezvous_timeout));
     double t_rdv = Now();
     rep.rendezvous_s = t_rdv - t0;
     if (std::find(rec.members.begin(), rec.members.end(), opt_.worker_id) == rec.members.end()) {
-      return Status::Unavailable("worker '" + opt_.worker_id + "' arrived after generation " + std::to_string(target) +
-                                 " was formed without it");
+      // Too late for the survivors' generation (this worker was slow to see
+      // the fault). The planner still counts it as alive and includes it in
+      // its next plan (a replacement, say): wait for a generation with it.
+      spdlog::warn("aryl: {} arrived after generation {} formed without it; waiting for one with it",
+                   opt_.worker_id, target);
+      return WaitForGeneration(
+          state, opt_.rendezvous_timeout, "generation with worker '" + opt_.worker_id + "'",
+          [&](const GenerationRecord& r) {
+            return std::find(r.members.begin(), r.members.end(), opt_.worker_id) != r.members.end();
+          });
     }
     ARYL_RETURN_IF_ERROR(Enter(rec));
     double t_comm = Now();
     rep.communicator_s = t_comm - t_rdv;
-    ARYL_RETURN_IF_ERROR(SyncState(state, true));
+    ARYL_RETURN_IF_ERROR(SyncState(state));
     rep.transfer_s = Now() - t_comm;
     rep.to_generation = gen_;
     rep.to_world = world_;
@@ -612,7 +655,17 @@ class Runtime::Impl {
   Status WaitForWorkers(ElasticState& state) {
     spdlog::warn("aryl: world {} < min_workers {}: checkpointing and waiting", world_, opt_.min_workers);
     (void)CheckpointNow(state);
-    double deadline = Now() + std::chrono::duration<double>(opt_.wait_for_workers).count();
+    return WaitForGeneration(state, opt_.wait_for_workers,
+                             "generation of at least " + std::to_string(opt_.min_workers) + " workers",
+                             [&](const GenerationRecord& r) { return int(r.members.size()) >= opt_.min_workers; });
+  }
+
+  // Waits (bounded) for a generation newer than gen_ that satisfies `wanted`,
+  // then moves into it as a planned change (or leaves, when not a member).
+  template <typename Wanted>
+  Status WaitForGeneration(ElasticState& state, std::chrono::milliseconds timeout, const std::string& what,
+                           Wanted wanted) {
+    double deadline = Now() + std::chrono::duration<double>(timeout).count();
     while (Now() < deadline) {
       int64_t latest = 0;
       if (channel_) {
@@ -623,13 +676,13 @@ class Runtime::Impl {
       latest = std::max(latest, in_store);
       if (latest > gen_) {
         ARYL_ASSIGN_OR_RETURN(auto rec, Record(latest));
-        if (int(rec.members.size()) >= opt_.min_workers) return PlannedResize(state, latest);
+        if (wanted(rec)) return PlannedResize(state, latest);
       }
       std::this_thread::sleep_for(opt_.poll_interval);
     }
-    return Status::Unavailable("world " + std::to_string(world_) + " stayed below min_workers " +
-                               std::to_string(opt_.min_workers) + " for " +
-                               std::to_string(opt_.wait_for_workers.count()) + " ms");
+    waited_out_ = true;
+    return Status::Unavailable("no " + what + " after generation " + std::to_string(gen_) + " (world " +
+                               std::to_string(world_) + ") within " + std::to_string(timeout.count()) + " ms");
   }
 
   void Report(const ResizeReport& rep) {
@@ -644,6 +697,8 @@ class Runtime::Impl {
     first_seen_time_ = 0;
   }
 
+  // Step-boundary polls, never waiting for the store: the agent's pushes
+  // (drained without blocking) and what the StorePoller's thread last read.
   void PollControl() {
     if (!store_ || !opt_.elastic()) return;
     double now = Now();
@@ -661,21 +716,16 @@ class Runtime::Impl {
       if (pushes.checkpoint) ckpt_wanted_ = true;
       if (pushes.stop_after) stop_wanted_ = true;
     }
-    auto latest = store_->Latest();
-    if (latest.ok() && *latest > std::max(gen_, seen_gen_)) {
-      seen_gen_ = *latest;
+    if (!poller_) return;
+    if (int64_t latest = poller_->latest(); latest > std::max(gen_, seen_gen_)) {
+      seen_gen_ = latest;
       if (first_seen_time_ == 0) first_seen_time_ = now;
     }
-    auto ck = store_->TryGet("control/checkpoint");
-    if (ck.ok() && ck->has_value()) {
-      int64_t v = std::stoll(**ck);
-      if (v > ckpt_seen_) {
-        ckpt_seen_ = v;
-        ckpt_wanted_ = true;
-      }
+    if (int64_t ck = poller_->checkpoint_counter(); ck > ckpt_seen_) {
+      ckpt_seen_ = ck;
+      ckpt_wanted_ = true;
     }
-    auto stop = store_->Check("control/stop");
-    if (stop.ok() && *stop) stop_wanted_ = true;
+    if (poller_->stop_requested()) stop_wanted_ = true;
   }
 
   bool Fail(Status s) {
@@ -702,6 +752,8 @@ class Runtime::Impl {
   int rank_ = 0;
   int world_ = 1;
   bool started_ = false;
+  bool has_state_ = false;
+  bool waited_out_ = false;  // WaitForGeneration ran out: fault recovery stops retrying  // holds the job's state (false until the first state sync)
   bool finished_ = false;
   LastStep last_ = LastStep::kNone;
   Status fail_status_;
@@ -717,6 +769,7 @@ class Runtime::Impl {
   bool stop_wanted_ = false;
   int64_t ckpt_seen_ = 0;
   double last_poll_ = 0;
+  std::unique_ptr<StorePoller> poller_;  // elastic mode: the store's reads and writes at step boundaries
   double first_seen_time_ = 0;
   double agree_time_ = 0;
   int64_t last_transfer_bytes_ = 0;

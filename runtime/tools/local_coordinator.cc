@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
@@ -106,8 +107,10 @@ Status LocalCoordinator::Announce(const GenerationRecord& rec, const std::vector
 
 Result<std::unique_ptr<LocalCoordinator>> LocalCoordinator::Start(CoordinatorOptions options) {
   if (options.worker_argv.empty()) return Status::InvalidArgument("coordinator: no worker command");
-  auto js_or = options.store == "c10d" ? JobStore::Serve(0, options.job_id, options.timeout)
-                                       : JobStore::ServeProtocol(options.store, options.job_id, options.timeout);
+  auto js_or = !options.external_store.empty()
+                   ? JobStore::Connect(options.external_store, options.job_id, options.timeout)
+               : options.store == "c10d" ? JobStore::Serve(0, options.job_id, options.timeout)
+                                         : JobStore::ServeProtocol(options.store, options.job_id, options.timeout);
   ARYL_ASSIGN_OR_RETURN(auto js, std::move(js_or));
   auto store = std::make_unique<JobStore>(std::move(js));
   bool agent = options.agent;
@@ -208,7 +211,7 @@ Status LocalCoordinator::Spawn(const std::string& worker, const GenerationRecord
 }
 
 Status LocalCoordinator::Launch(int world) {
-  ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Add("gen/counter", 1));
+  const int64_t g = protocol::PlanGeneration(++plans_);
   GenerationRecord rec{g, 0, {}};
   for (int i = 0; i < world; ++i) rec.members.push_back(NewWorkerId());
   // Fresh workers read their record when they start; publish first.
@@ -233,7 +236,11 @@ Result<std::vector<std::string>> LocalCoordinator::Members() {
   return rec.members;
 }
 
-Result<int64_t> LocalCoordinator::Resize(int world) {
+Result<int64_t> LocalCoordinator::Resize(int world) { return Plan(world, ""); }
+
+Result<int64_t> LocalCoordinator::Replace(const std::string& worker) { return Plan(0, worker); }
+
+Result<int64_t> LocalCoordinator::Plan(int world, const std::string& lost) {
   GenerationRecord cur;
   if (agent_) {
     std::lock_guard<std::mutex> lock(agent_->mu);
@@ -244,8 +251,15 @@ Result<int64_t> LocalCoordinator::Resize(int world) {
     ARYL_ASSIGN_OR_RETURN(cur, store_->ReadGeneration(latest_gen, opt_.timeout));
   }
   const int64_t latest = cur.generation;
-  ARYL_ASSIGN_OR_RETURN(int64_t g, store_->Add("gen/counter", 1));
+  const int64_t g = protocol::PlanGeneration(++plans_);
   GenerationRecord rec{g, latest, cur.members};
+  if (!lost.empty()) {
+    // As the scheduler replaces a lost worker: the rest keep their order, a
+    // joiner takes the last rank. The current record may still list the
+    // lost worker (the survivors have not regrouped yet) or not.
+    world = int(rec.members.size()) + (std::erase(rec.members, lost) == 0 ? 1 : 0);
+    cur.members = rec.members;
+  }
   if (int(rec.members.size()) > world) rec.members.resize(size_t(world));
   std::vector<std::string> joiners;
   while (int(rec.members.size()) < world) {
@@ -301,6 +315,12 @@ int LocalCoordinator::SignalAll(int signal) {
   int sent = 0;
   for (auto& [id, pid] : running_) sent += ::kill(pid, signal) == 0 ? 1 : 0;
   return sent;
+}
+
+Result<pid_t> LocalCoordinator::Pid(const std::string& worker) const {
+  auto it = running_.find(worker);
+  if (it == running_.end()) return Status::NotFound("worker '" + worker + "' is not running");
+  return it->second;
 }
 
 Status LocalCoordinator::RequestCheckpoint() { return store_->Add("control/checkpoint", 1).status(); }

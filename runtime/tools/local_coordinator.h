@@ -7,7 +7,8 @@
 // TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_RUN_ID as of the worker's start;
 // own log file each; each gets SIGKILL when
 // the coordinator's thread dies, PR_SET_PDEATHSIG) and announces
-// generations exactly as the agent does (see the protocol in aryl/runtime.h).
+// generations exactly as the agent does (see the protocol in aryl/runtime.h),
+// numbering its plans as the scheduler does (aryl/protocol/generation.h).
 // Used by the runtime tests, the benchmarks and aryl-rt-launch.
 //
 // Thread safety: not thread-safe; one driver thread.
@@ -40,6 +41,9 @@ struct CoordinatorOptions {
   // Where the rendezvous store is served: the project's store over ZeroMQ
   // ("tcp://127.0.0.1:*", the agent's kind) or, with "c10d", a c10d TCPStore.
   std::string store = "tcp://127.0.0.1:*";
+  // Non-empty: connect to this running store (the project's, "tcp://...")
+  // instead of serving one in this process (tests of a store that dies).
+  std::string external_store;
   std::chrono::milliseconds timeout{60000};    // store and readiness waits
   // Agent mode: also serve the worker <-> agent messages on an ipc:// endpoint
   // (ARYL_AGENT_ENDPOINT): answer WorkerHello, push GenerationAnnounce, collect
@@ -67,9 +71,14 @@ class LocalCoordinator {
   // (ready keys) before the announcement; leavers are the last members.
   // Returns the new generation.
   Result<int64_t> Resize(int world);
+  // What the scheduler does when a worker is lost: a planned generation of
+  // the other members plus one joiner (started here), whether or not the
+  // survivors already regrouped without `worker`. Returns the new generation.
+  Result<int64_t> Replace(const std::string& worker);
   Status Kill(const std::string& worker, int signal);
   // Sends `signal` to every running worker; returns how many it reached.
   int SignalAll(int signal);
+  Result<pid_t> Pid(const std::string& worker) const;
   Status RequestCheckpoint();
   Status RequestStop();
   Status ClearStop();
@@ -93,6 +102,7 @@ class LocalCoordinator {
 
  private:
   LocalCoordinator(CoordinatorOptions options, std::unique_ptr<JobStore> store);
+  Result<int64_t> Plan(int world, const std::string& lost);
   Status Spawn(const std::string& worker, const struct GenerationRecord& rec);
   std::string NewWorkerId();
   Status StartAgent();
@@ -107,6 +117,7 @@ class LocalCoordinator {
   int next_worker_ = 0;
   int64_t master_port_gen_ = -1;  // MASTER_PORT is chosen once per generation
   int master_port_ = 0;
+  int64_t plans_ = 0;  // this coordinator numbers the plans (aryl/protocol/generation.h)
 };
 
 }  // namespace aryl

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "aryl/agent/agent.h"
+#include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/store.h"
 #include "aryl/protocol/transport.h"
@@ -142,10 +143,10 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   hello.job = 7;
   hello.worker = 0;
   hello.pid = ::getpid();
-  hello.generation = 1;  // the store's first generation for this start
+  hello.generation = p::PlanGeneration(1);  // the store generation of scheduler generation 1
   auto g1 = (*worker)->Call<p::GenerationAnnounce>(hello, milliseconds(3000));
   ASSERT_TRUE(g1.ok()) << g1.status();
-  EXPECT_EQ(g1->generation, 1);
+  EXPECT_EQ(g1->generation, p::PlanGeneration(1));
   EXPECT_EQ(g1->members, std::vector<p::WorkerId>{0});
   hello.generation = 9;
   EXPECT_FALSE((*worker)->Call<p::GenerationAnnounce>(hello, milliseconds(3000)).ok());
@@ -167,7 +168,7 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   ASSERT_TRUE((*sc)->Set("aryl/7-1/ready/1", "1", milliseconds(2000)).ok());
   auto g2 = NextPush<p::GenerationAnnounce>(**worker, 5);
   ASSERT_TRUE(g2.ok()) << g2.status();
-  EXPECT_EQ(g2->generation, 2);
+  EXPECT_EQ(g2->generation, p::PlanGeneration(2));
   EXPECT_EQ(g2->members, (std::vector<p::WorkerId>{0, 1}));
   EXPECT_EQ(g2->store_endpoint, store);
 
@@ -175,7 +176,7 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   p::WorkerResizeReport rr;
   rr.job = 7;
   rr.worker = 0;
-  rr.generation = 2;
+  rr.generation = p::PlanGeneration(2);
   rr.from_workers = 1;
   rr.to_workers = 2;
   rr.phases.total = 0.125;
@@ -183,7 +184,7 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   p::WorkerProgress wp;
   wp.job = 7;
   wp.worker = 0;
-  wp.generation = 2;
+  wp.generation = p::PlanGeneration(2);
   wp.step = 42;
   wp.loss = 0.5;
   wp.steps_per_second = 3;
@@ -191,7 +192,7 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   ASSERT_TRUE(WaitFor([&] { return sched.Find<p::ResizeReport>().has_value(); }, 5));
   auto rep = *sched.Find<p::ResizeReport>();
   EXPECT_EQ(rep.job, 7u);
-  EXPECT_EQ(rep.generation, 2);
+  EXPECT_EQ(rep.generation, p::PlanGeneration(2));
   EXPECT_EQ(rep.to_workers, 2);
   EXPECT_DOUBLE_EQ(rep.phases.total, 0.125);
   ASSERT_TRUE(WaitFor([&] {

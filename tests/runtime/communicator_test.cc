@@ -5,8 +5,10 @@
 #include <chrono>
 #include <thread>
 
+#include "aryl/protocol/generation.h"
 #include "comm/fake/fake_communicator.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "rendezvous.h"
 
 namespace aryl {
 namespace {
@@ -108,6 +110,47 @@ TEST(GlooCommunicator, BadRootIsInvalidArgument) {
     uint8_t b = 0;
     EXPECT_TRUE(c.Broadcast({&b, 1, DataType::kUInt8}, 3).IsInvalidArgument());
   });
+}
+
+// The communicator sets its store's timeout (to the collective timeout); on
+// the handle JobStore::Prefixed gives it, the job store's own timeout (the
+// rendezvous timeout every later store wait relies on) stays as it was.
+// c10d's PrefixStore alone would pass setTimeout down to the job store.
+TEST(GlooCommunicator, CommunicatorStoreTimeoutLeavesTheJobStoreAlone) {
+  auto protocol_js = JobStore::ServeProtocol("tcp://127.0.0.1:*", "t", milliseconds(3000));
+  ASSERT_TRUE(protocol_js.ok()) << protocol_js.status();
+  auto tcp_js = JobStore::Serve(0, "t", milliseconds(3000));
+  ASSERT_TRUE(tcp_js.ok()) << tcp_js.status();
+  for (JobStore* js : {&*protocol_js, &*tcp_js}) {
+    auto pg_store = js->Prefixed("g1/pg", milliseconds(700));
+    ASSERT_TRUE(pg_store.ok()) << pg_store.status();
+    auto c = CreateGlooCommunicator(*pg_store, 0, 1, "127.0.0.1", milliseconds(700));
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ((*pg_store)->getTimeout(), milliseconds(700));
+    EXPECT_EQ(js->raw()->getTimeout(), milliseconds(3000)) << js->endpoint();
+    ASSERT_TRUE(js->Set("k", "v").ok());  // the job store still works
+    auto poll = js->WithTimeout(milliseconds(200));
+    ASSERT_TRUE(poll.ok()) << poll.status();
+    EXPECT_EQ(*poll->TryGet("k"), std::optional<std::string>("v"));
+    EXPECT_EQ(js->raw()->getTimeout(), milliseconds(3000));
+  }
+  // The cause, kept in view: a plain PrefixStore passes setTimeout down.
+  auto shared = c10::make_intrusive<c10d::PrefixStore>("g1/pg", protocol_js->raw());
+  shared->setTimeout(milliseconds(700));
+  EXPECT_EQ(protocol_js->raw()->getTimeout(), milliseconds(700));
+}
+
+// Plans outrank the fault generations of earlier plans; fault numbers stay
+// below the next plan.
+TEST(Generations, PlansOutrankFaultGenerations) {
+  using protocol::FaultSuccessor;
+  using protocol::PlanGeneration;
+  EXPECT_EQ(PlanGeneration(1), protocol::kFaultsPerPlan);
+  auto f = FaultSuccessor(PlanGeneration(1));
+  ASSERT_TRUE(f.ok());
+  EXPECT_LT(*f, PlanGeneration(2));
+  EXPECT_EQ(protocol::PlanOf(*f), 1);
+  EXPECT_FALSE(FaultSuccessor(PlanGeneration(2) - 1).ok());
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
       "dataset", "samples", cxxopts::value<int64_t>()->default_value("200"))(
       "optimizer", "sgd|adam", cxxopts::value<std::string>()->default_value("adam"))(
       "sleep-ms", "per-step sleep", cxxopts::value<int>()->default_value("0"))(
+      "ballast-mb", "an extra, untrained parameter of this size (large all-reduces)",
+      cxxopts::value<int>()->default_value("0"))(
       "out", "final parameters file (rank 0)", cxxopts::value<std::string>()->default_value(""))(
       "samples-dir", "per-worker committed samples", cxxopts::value<std::string>()->default_value(""));
   auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
@@ -43,6 +45,9 @@ int main(int argc, char** argv) {
   auto y = torch::argmax(x.narrow(1, 0, 4) + 0.5 * x.narrow(1, 4, 4), 1);
   torch::manual_seed(42);
   Net model;
+  if (int mb = flags["ballast-mb"].as<int>(); mb > 0) {
+    model->register_parameter("ballast", torch::zeros({int64_t(mb) << 18}));  // 4-byte floats
+  }
   std::unique_ptr<torch::optim::Optimizer> opt;
   if (flags["optimizer"].as<std::string>() == "sgd") {
     opt = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));

@@ -48,8 +48,10 @@
 // change only after a successful all-reduce. At the next Step() each survivor
 // of generation g registers under "<job>/g<g>/fail/", the first to register
 // waits until all other members registered or until the settle time passes
-// with no new arrival, allocates G from "<job>/gen/counter" and publishes the
-// survivors as generation G. Then steps 4 and 5 run as above, the source being
+// with no new arrival, and publishes the survivors as generation G = g + 1
+// (fault generations are numbered below the next plan, so a replacement the
+// scheduler plans meanwhile is applied after it: aryl/protocol/generation.h).
+// Then steps 4 and 5 run as above, the source being
 // a survivor with the most committed steps, so no completed step is lost.
 // Below min_workers the survivors write a checkpoint and wait (bounded) for a
 // generation that is large enough.

@@ -6,15 +6,15 @@
 // reaches it through ARYL_STORE_ENDPOINT) and reports its endpoint in
 // AgentRegister. The scheduler picks one "home" store per job start (the
 // agent of rank 0) and names it in StartWorkers/NewGeneration. Then:
-//  1. Generation numbers live in the store ("gen/counter", shared with the
-//     runtime's fault recovery). The scheduler's generation s maps to one
-//     store generation G: the first agent to need it allocates G and records
-//     it under "sched/<s>"; the others read it there.
+//  1. The scheduler numbers plans; its generation s is store generation
+//     G = PlanGeneration(s) on every agent, without asking the store
+//     (aryl/protocol/generation.h: the runtime's fault recovery numbers its
+//     own generations below the next plan, so the two never collide).
 //  2. Joiners start with ARYL_GENERATION=G and ARYL_STORE_ENDPOINT=home.
 //  3. Each agent hosting the job's workers announces G to them over its
 //     worker channel (GenerationAnnounce, see agent.h), for a resize once
 //     every member has set "ready/<id>". The agent does not publish planned
-//     generations in the store; Publish and Latest are unused by the agent.
+//     generations in the store.
 //  4. After the switch the runtime writes "report/<G>" (timed phases): the
 //     next change of the job waits for it. The scheduler's ResizeReport comes
 //     from rank 0's WorkerResizeReport.
@@ -37,17 +37,9 @@ class StoreRelay {
   virtual ~StoreRelay() = default;
   // Starts serving the agent's store on `host`:`port` (0: any); returns its tcp:// endpoint.
   virtual Result<std::string> Serve(const std::string& host, int port) = 0;
-  // The store generation for scheduler generation `sched_gen` (allocated once).
-  virtual Result<std::int64_t> StoreGeneration(const std::string& endpoint, const std::string& job,
-                                               std::int64_t sched_gen) = 0;
-  // The newest published generation and its members (0 and empty before any).
-  virtual Result<std::pair<std::int64_t, std::vector<std::string>>> Latest(const std::string& endpoint,
-                                                                           const std::string& job) = 0;
   // True when every joiner has set "ready/<id>".
   virtual Result<bool> Ready(const std::string& endpoint, const std::string& job,
                              const std::vector<std::string>& joiners) = 0;
-  virtual Status Publish(const std::string& endpoint, const std::string& job, std::int64_t generation,
-                         std::int64_t prev, const std::vector<std::string>& members) = 0;
   // "report/<G>" once the runtime wrote it.
   virtual Result<std::optional<std::string>> Report(const std::string& endpoint, const std::string& job,
                                                     std::int64_t generation) = 0;

@@ -3,7 +3,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 namespace aryl {
@@ -28,10 +34,35 @@ std::string FirstLine(std::string s) {
   return s;
 }
 
+// Destroys `pg` on a thread of its own and waits for that up to `bound`:
+// ~ProcessGroupGloo joins its worker threads, which finish an operation in
+// flight only when Gloo's own timeout fires. Past the bound the group is left
+// to that thread (it holds nothing the next generation needs).
+void ReleaseBounded(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, std::chrono::milliseconds bound) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  std::thread([pg = std::move(pg), done]() mutable {
+    pg.reset();
+    std::lock_guard<std::mutex> lock(done->mu);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mu);
+  if (!done->cv.wait_for(lock, bound, [&] { return done->done; })) {
+    spdlog::warn("gloo: a process group's operations did not end within {} ms; released in the background",
+                 bound.count());
+  }
+}
+
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank, int size)
-      : pg_(std::move(pg)), rank_(rank), size_(size) {}
+  GlooCommunicator(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, int rank, int size, std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), rank_(rank), size_(size), bound_(timeout + std::max(timeout / 2, kMinMargin)) {}
+  ~GlooCommunicator() override { ReleaseBounded(std::move(pg_), bound_); }
 
   int Rank() const override { return rank_; }
   int Size() const override { return size_; }
@@ -39,26 +70,22 @@ class GlooCommunicator final : public Communicator {
 
   Status AllReduceSum(std::span<const BufferView> buffers) override {
     if (aborted_) return Status::Unavailable("gloo: communicator aborted");
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    // Gloo works on copies it owns (see the header), launched together so
+    // that its worker threads overlap them.
     std::vector<std::vector<at::Tensor>> tensors(buffers.size());
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
     try {
-      // Launch every bucket, then wait: Gloo's worker threads overlap them.
       for (size_t i = 0; i < buffers.size(); ++i) {
-        tensors[i].push_back(View(buffers[i]));
+        tensors[i].push_back(View(buffers[i]).clone());
         works.push_back(pg_->allreduce(tensors[i]));
       }
-      for (auto& w : works) w->wait();
     } catch (const std::exception& e) {
-      // Drain what was launched before reporting: the buffers must not be
-      // written after we return.
-      for (auto& w : works) {
-        try {
-          w->wait();
-        } catch (...) {
-        }
-      }
-      return GlooErrorToStatus(e.what(), "allreduce");
+      Status s = GlooErrorToStatus(e.what(), "allreduce");
+      (void)WaitAll(works, "allreduce");
+      return s;
     }
+    ARYL_RETURN_IF_ERROR(WaitAll(works, "allreduce"));
+    for (size_t i = 0; i < buffers.size(); ++i) View(buffers[i]).copy_(tensors[i][0]);
     return Status::Ok();
   }
 
@@ -68,14 +95,17 @@ class GlooCommunicator final : public Communicator {
       return Status::InvalidArgument("gloo broadcast: root " + std::to_string(root) + " not in [0, " +
                                      std::to_string(size_) + ")");
     }
+    std::vector<at::Tensor> t{View(buffer).clone()};
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
     try {
-      std::vector<at::Tensor> t{View(buffer)};
       c10d::BroadcastOptions opts;
       opts.rootRank = root;
-      pg_->broadcast(t, opts)->wait();
+      works.push_back(pg_->broadcast(t, opts));
     } catch (const std::exception& e) {
       return GlooErrorToStatus(e.what(), "broadcast");
     }
+    ARYL_RETURN_IF_ERROR(WaitAll(works, "broadcast"));
+    if (rank_ != root) View(buffer).copy_(t[0]);
     return Status::Ok();
   }
 
@@ -84,8 +114,33 @@ class GlooCommunicator final : public Communicator {
   void Abort() override { aborted_ = true; }
 
  private:
+  static constexpr std::chrono::milliseconds kMinMargin{1000};
+
+  // Waits for every work, all within bound_ (Work::wait(0) would wait forever).
+  // The first error wins; past the bound the communicator is unusable.
+  Status WaitAll(const std::vector<c10::intrusive_ptr<c10d::Work>>& works, std::string_view op) {
+    const auto deadline = std::chrono::steady_clock::now() + bound_;
+    Status first;
+    for (const auto& w : works) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      try {
+        w->wait(std::max(left, std::chrono::milliseconds(1)));
+      } catch (const std::exception& e) {
+        Status s = GlooErrorToStatus(e.what(), op);
+        if (!w->isCompleted()) {
+          aborted_ = true;
+          s = Status::Timeout("gloo " + std::string(op) + ": not done within " + std::to_string(bound_.count()) +
+                              " ms (Gloo's own timeout did not fire)");
+        }
+        if (first.ok()) first = s;
+      }
+    }
+    return first;
+  }
+
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
   int rank_, size_;
+  std::chrono::milliseconds bound_;
   std::atomic<bool> aborted_{false};
 };
 
@@ -114,7 +169,7 @@ Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(const c10::intrusiv
     opts->threads = 2;
     store->setTimeout(timeout);
     auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
-    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(pg), rank, size));
+    return std::unique_ptr<Communicator>(new GlooCommunicator(std::move(pg), rank, size, timeout));
   } catch (const std::exception& e) {
     return GlooErrorToStatus(e.what(), "connect").WithContext("rank " + std::to_string(rank) + " of " +
                                                                 std::to_string(size));

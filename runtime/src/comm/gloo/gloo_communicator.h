@@ -16,7 +16,15 @@
 namespace aryl {
 
 // Blocks until all `size` ranks connected or `timeout` passed (Timeout).
-// `host` is the address this rank's peers connect to.
+// `host` is the address this rank's peers connect to. Sets `store`'s timeout
+// to `timeout`: give it a store handle of its own (JobStore::Prefixed).
+//
+// Bounds of its own, not only Gloo's: every collective returns within
+// `timeout` plus a margin (Timeout) even if Gloo's internal timeout does not
+// fire; buffers are copied in and out, so an operation still running after
+// that never writes to the caller's memory. The destructor waits for the
+// process group's threads no longer than that bound either: a group whose
+// operations have not ended is released on a thread of its own when they do.
 Result<std::unique_ptr<Communicator>> CreateGlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store,
                                                              int rank, int size, const std::string& host,
                                                              std::chrono::milliseconds timeout);
