@@ -56,7 +56,7 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job) {
 // What happens to `job` (with current placement `cur`) when it loses its workers
 // on `removed`: the new placement (empty = preempted).
 Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
-                       const std::unordered_set<ServerId>& removed) {
+                       const std::unordered_set<ServerId>& removed, bool elastic) {
   Placement rest;
   int left = 0;
   for (const auto& [sid, n] : cur) {
@@ -65,7 +65,7 @@ Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Plac
       left += n;
     }
   }
-  if (!job.elastic() || left == 0) return {};
+  if (!elastic || !job.elastic() || left == 0) return {};
   const int size = LargestAllowedSize(state, job, rest, left);
   if (size == 0) return {};
   Trim(state, rest, left - size);
@@ -76,6 +76,7 @@ Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Plac
 // far are returned.
 struct Scratch {
   const ClusterState& state;
+  bool elastic = true;
   std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
 
   const Placement& Of(const JobInfo& job) const {
@@ -94,7 +95,7 @@ struct Scratch {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
       if (cur.empty() || !cur.count(sid)) continue;
-      Placement next = AfterRemoval(state, job, cur, removed);
+      Placement next = AfterRemoval(state, job, cur, removed, elastic);
       if (next.empty()) {
         cost.preemptions++;
         cost.lost_gpu_seconds += PreemptLoss(state, job);
@@ -165,7 +166,7 @@ Result<ReclaimStrategy> ParseReclaimStrategy(const std::string& name) {
 }
 
 ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
-                            std::vector<Action>* actions, int* shrinks) {
+                            std::vector<Action>* actions, int* shrinks, bool elastic) {
   ReclaimCost cost;
   const std::unordered_set<ServerId> removed(servers.begin(), servers.end());
   std::set<JobId> affected;
@@ -178,7 +179,7 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
   std::vector<Action> preempts;
   for (JobId jid : affected) {
     const JobInfo& job = *state.job(jid);
-    Placement next = AfterRemoval(state, job, job.placement, removed);
+    Placement next = AfterRemoval(state, job, job.placement, removed, elastic);
     if (next.empty()) {
       cost.preemptions++;
       cost.lost_gpu_seconds += PreemptLoss(state, job);
@@ -210,7 +211,7 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
 }
 
 Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
-                                      ReclaimStrategy strategy, std::uint64_t seed) {
+                                      ReclaimStrategy strategy, std::uint64_t seed, bool elastic) {
   const std::vector<ServerId> loaned = state.LoanedServers();
   ReclaimDecision d;
   if (!reclaim.servers.empty()) {
@@ -266,7 +267,7 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
           // Least cost per server returned: (preemptions, lost GPU-time) divided
           // by 1 + the servers the step leaves empty (they are returned next at
           // no further cost), then fewest used GPUs, then lowest id.
-          Scratch scratch{state, {}};
+          Scratch scratch{state, elastic, {}};
           std::vector<ServerId> left = busy;
           int remaining = need;
           // Costs are cached and recomputed only for servers a step touched:
@@ -346,7 +347,7 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
             for (int i = 0; i < need; ++i) cand[i] = busy[idx[i]];
             std::vector<ServerId> all = d.servers;
             all.insert(all.end(), cand.begin(), cand.end());
-            ReclaimCost cost = CostOfReturning(state, all);
+            ReclaimCost cost = CostOfReturning(state, all, nullptr, nullptr, elastic);
             if (best_set.empty() || cost < best_cost) {
               best_cost = cost;
               best_set = cand;
@@ -363,7 +364,7 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
     }
   }
-  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks);
+  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks, elastic);
   const std::string suffix = d.fell_back ? " (exact too large: greedy used)" : "";
   for (auto& a : d.actions) a.reason += std::string(" [") + ReclaimStrategyName(strategy) + "]" + suffix;
   for (ServerId sid : d.servers) {

@@ -40,6 +40,7 @@ struct ExecJob {
   double executed = 0;  // iterations of progress, including those later lost
   double lost = 0;      // iterations lost to preemptions
   int preemptions = 0;
+  bool suspended = false;  // its last stop saved a checkpoint (Action::suspend)
   std::uint32_t version = 0;  // bumped whenever the finish estimate changes
   double first_start = -1;
   double finish = -1;
@@ -71,7 +72,8 @@ class Run {
   Run(const SimConfig& config, const std::vector<sched::JobSpec>& jobs, const DemandCurve& demand,
       const sched::ThroughputCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler,
       std::vector<sched::ServerSpec> servers)
-      : config_(config), demand_(demand), catalog_(catalog), scheduler_(std::move(scheduler)) {
+      : config_(config), demand_(demand), catalog_(catalog), scheduler_(std::move(scheduler)),
+        elastic_(scheduler_->elastic()) {
     jobs_.resize(jobs.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       jobs_[i].spec = &jobs[i];
@@ -128,6 +130,7 @@ class Run {
   const DemandCurve& demand_;
   const sched::ThroughputCatalog& catalog_;
   std::unique_ptr<sched::Scheduler> scheduler_;
+  const bool elastic_;  // the policy resizes jobs (Scheduler::elastic)
 
   std::vector<ExecJob> jobs_;
   std::unordered_map<sched::JobId, std::size_t> index_;
@@ -276,6 +279,13 @@ Status Run::Place(ExecJob& job, const sched::Placement& placement, const char* w
     return Status::Internal("fidelity: " + std::string(what) + " " + JobName(job) + " at " + std::to_string(workers) +
                             " workers, outside [" + std::to_string(spec.min_workers) + ", " +
                             std::to_string(spec.max_workers) + "]");
+  // Without elasticity every job runs at the size its user asked for, always.
+  const int requested = spec.kind == sched::JobKind::kInelastic ? spec.min_workers
+                        : spec.requested_workers > 0            ? spec.requested_workers
+                                                                : spec.max_workers;
+  if (!elastic_ && workers != requested)
+    return Status::Internal("fidelity: " + std::string(what) + " " + JobName(job) + " at " + std::to_string(workers) +
+                            " workers under a non-elastic policy; it asked for " + std::to_string(requested));
   for (const auto& [sid, n] : placement) {
     ExecServer& s = servers_[server_index_[sid]];
     s.used += n;
@@ -326,7 +336,9 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       ARYL_RETURN_IF_ERROR(Place(*job, a.placement, "start of"));
       job->status = ExecJob::Status::kRunning;
       job->last_update = t;
-      job->paused_until = t + (job->preemptions > 0 ? config_.scheduler.restart_pause : 0);
+      job->paused_until = t + (job->preemptions == 0 ? 0
+                               : job->suspended   ? config_.scheduler.resume_pause
+                                                  : config_.scheduler.restart_pause);
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       if (job->first_start < 0) job->first_start = t;
@@ -355,6 +367,8 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
         return Status::Internal("fidelity: preemption of " + JobName(*job) + ", which is not running, at t=" + Num(t));
       AdvanceJob(*job, t);
       Release(*job);
+      job->suspended = a.suspend;
+      if (a.suspend) job->ckpt_remaining = job->remaining;  // checkpointed as it stops
       job->lost += std::max(0.0, job->ckpt_remaining - job->remaining);
       job->remaining = std::max(job->remaining, job->ckpt_remaining);
       job->status = ExecJob::Status::kQueued;
@@ -483,7 +497,9 @@ Result<RunResult> Run::Execute(const std::string& policy) {
     const bool active = queued_ > 0 || running_ > 0;
     const double t_tick = active && config_.tick > 0 ? last_event_time_ + config_.tick : kInf;
     const double t_deadline = pending_reclaims_.empty() ? kInf : pending_reclaims_.front().deadline;
-    const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline});
+    // A round the policy asked for (tiresias: the next demotion or promotion).
+    const double t_wakeup = active ? std::max(now_, scheduler_->NextWakeup()) : kInf;
+    const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline, t_wakeup});
     if (!std::isfinite(t)) break;
 
     AdvanceClock(t);
@@ -506,7 +522,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
       ARYL_RETURN_IF_ERROR(Send({t, sched::JobSubmitted{*job.spec}}));
     }
     // 4. Periodic rebalancing.
-    if (t_tick <= t && last_event_time_ < t) ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
+    if ((t_tick <= t || t_wakeup <= t) && last_event_time_ < t) ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
     ARYL_RETURN_IF_ERROR(CheckDeadlines(t));
     bar.Update(static_cast<double>(finished_));
 

@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
       ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
+      ("resume-pause", "Seconds a start after a suspension (a preemption that checkpoints first) costs",
+       cxxopts::value<double>()->default_value("10"))
       ("knapsack-exact-budget", "Largest knapsack (groups x capacity x options) solved exactly; above it the "
        "core's approximate solver is used (default: the core's)",
        cxxopts::value<std::int64_t>()->default_value(std::to_string(aryl::sched::SchedulerConfig{}.knapsack_exact_budget)))
@@ -118,13 +120,14 @@ int main(int argc, char** argv) {
   config.reclaim_deadline = flags["reclaim-deadline"].as<double>();
   config.tick = flags["tick"].as<double>();
   config.timeline_interval = flags["timeline-interval"].as<double>();
-  config.progress = !flags.count("no-progress");
-  config.scheduler.fifo = flags.count("fifo") > 0;
+  config.progress = !flags["no-progress"].as<bool>();
+  config.scheduler.fifo = flags["fifo"].as<bool>();
   config.scheduler.min_type_speed = flags["min-type-speed"].as<double>();
   config.scheduler.inelastic_on_loaned = flags["inelastic-on-loaned"].as<bool>();
   config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
+  config.scheduler.resume_pause = flags["resume-pause"].as<double>();
   config.scheduler.seed = seed;
   config.scheduler.knapsack_exact_budget = flags["knapsack-exact-budget"].as<std::int64_t>();
   if (!(config.reclaim_deadline >= 0)) aryl::UsageError(kProgram, "--reclaim-deadline: must be >= 0");
@@ -153,7 +156,7 @@ int main(int argc, char** argv) {
   }
 
   // Inputs.
-  auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags.count("skip-bad-rows") > 0});
+  auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags["skip-bad-rows"].as<bool>()});
   if (!trace.ok()) Fail(trace.status());
   for (const auto& bad : trace->skipped) std::cerr << kProgram << ": skipped " << bad.where << ": " << bad.reason << "\n";
   aryl::sim::ApplyWindow(*trace, window.first, window.second);
@@ -221,6 +224,7 @@ int main(int argc, char** argv) {
     cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;
+    cfg["resume_pause_s"] = config.scheduler.resume_pause;
     cfg["tick_s"] = config.tick;
   cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
     cfg["policies"] = policies;

@@ -72,6 +72,7 @@ struct JobInfo {
   double checkpoint_remaining = 0;  // remaining work at the last checkpoint
   double throughput = 0;      // iterations/s at the current placement (0 when queued)
   Seconds queued_since = 0;   // submit time, or the last preemption
+  bool suspended = false;     // its last stop saved a checkpoint (Action::suspend)
   JobStats stats;
   // Per GPU type index (ClusterState::type_index): thr at w workers, w = 0..max
   // (0 where the size is not allowed: table cell, granularity, inelastic size).
