@@ -82,10 +82,12 @@ SimConfig WithLoanedServer(const std::string& demand_csv, DemandCurve* demand) {
 TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   // The inference server is loaned at t=0 and reclaimed at t=100. J1 (8 GPUs, 1000 s)
   // takes the training server, J2 (8 GPUs, 1000 s, t=1) the loaned one. The reclaim
-  // preempts J2 (no checkpoint yet: 99 s lost); it restarts when J1 ends at 1000,
-  // pays the 60 s restart pause and ends at 2060: JCT 2059.
+  // preempts J2 with no notice (deadline 0: no checkpoint on notice, 99 s lost); it
+  // restarts when J1 ends at 1000, pays the 60 s restart pause and ends at 2060:
+  // JCT 2059.
   DemandCurve demand = DemandCurve::Constant(0);
   SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  c.reclaim_deadline = 0;
   Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
   auto r = sim.Run("loan-only");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -100,6 +102,27 @@ TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   EXPECT_EQ(b->metrics.preemptions, 0);
   EXPECT_EQ(b->metrics.loaned_gpu_hours, 0);
   EXPECT_NEAR(b->metrics.avg_jct_s, (1000 + 1999) / 2.0, 1e-6);
+}
+
+TEST(SimulatorTest, ReclaimWithNoticeCheckpointsBeforePreempting) {
+  // The same reclaim with a 30 s deadline: J2's checkpoint on notice takes 5 s
+  // (no state size: the fixed part), so it keeps its 99 s of work, resumes at 1000
+  // after the 10 s resume pause with 901 s left and ends at 1911: JCT 1910.
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
+  auto r = sim.Run("loan-only");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->metrics.preemptions, 1);
+  EXPECT_EQ(r->metrics.reclaims_late, 0);
+  EXPECT_NEAR(r->metrics.avg_jct_s, (1000 + 1910) / 2.0, 1e-6);
+  // A state that takes longer to save than the notice is not saved: as with no notice.
+  sched::JobSpec big = Job(2, 1, 1000, 8);
+  big.state_bytes = 26e9;  // 5 s + 26 s > 30 s
+  Simulator late(c, {Job(1, 0, 1000, 8), big}, demand, LinearCatalog());
+  auto l = late.Run("loan-only");
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_NEAR(l->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
 }
 
 TEST(SimulatorTest, ReclaimShrinksAnElasticJobInsteadOfPreempting) {

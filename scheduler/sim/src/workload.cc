@@ -106,6 +106,18 @@ Result<std::pair<double, double>> ParseElasticRange(std::string_view text) {
   return std::make_pair(*lo, *hi);
 }
 
+double ModelStateBytes(const std::string& model) {
+  // Parameter counts (millions) of the models of data/throughput: BERT-base,
+  // DeepSpeech2 (as in ElasticFlow's setup), GPT-2 small, Inception-v3,
+  // ResNet-50 (ImageNet and CIFAR-10 heads), VGG-16.
+  static const std::map<std::string, double> kParamsM = {
+      {"bert", 110},      {"deepspeech2", 38},       {"gpt2", 124}, {"inception3", 24},
+      {"resnet50", 25.6}, {"resnet50_cifar10", 23.5}, {"vgg16", 138}};
+  auto it = kParamsM.find(model);
+  const double params = (it == kParamsM.end() ? 100 : it->second) * 1e6;
+  return params * 4 * 3;
+}
+
 Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::ThroughputCatalog& catalog,
                                               const WorkloadOptions& options) {
   const std::string& ref = options.reference_type;
@@ -154,6 +166,7 @@ Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::T
       return Status::InvalidArgument(row.source + ": num_gpu: model '" + spec.model + "' on " + ref +
                                      " does not allow " + std::to_string(n) + " GPUs");
     spec.total_work = row.duration * thr;
+    spec.state_bytes = ModelStateBytes(spec.model);
 
     bool elastic = row.elastic.has_value()
                        ? *row.elastic

@@ -18,6 +18,15 @@ struct SchedulerConfig {
   Seconds checkpoint_interval = 1800;  // a running job checkpoints this often (s of wall time
                                        // since its last start or rescale); a preemption loses
                                        // the work done since the last checkpoint
+  // A checkpoint on a reclaim's notice takes checkpoint_base + state_bytes /
+  // checkpoint_bandwidth seconds. A job that must leave a reclaimed server is
+  // checkpointed first (Action::suspend, no work lost) when that fits before the
+  // deadline and costs less than losing its work since the last checkpoint.
+  Seconds checkpoint_base = 5;
+  double checkpoint_bandwidth = 1e9;  // bytes/s
+  Seconds CheckpointSeconds(double state_bytes) const {
+    return checkpoint_base + (checkpoint_bandwidth > 0 ? state_bytes / checkpoint_bandwidth : 0);
+  }
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits

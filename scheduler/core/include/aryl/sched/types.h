@@ -75,6 +75,10 @@ struct JobSpec {
   std::vector<std::string> gpu_types;  // allowed GPU types; empty = any
   std::string model;                   // key into the ThroughputCatalog
   double total_work = 0;               // iterations, > 0
+  // Bytes a checkpoint of the job writes (weights and optimizer state); sets
+  // how long a checkpoint on a reclaim's notice takes (SchedulerConfig::
+  // CheckpointSeconds). 0 = unknown: only the fixed part counts.
+  double state_bytes = 0;
 };
 
 // GPUs per server a job holds: server -> worker count on it.

@@ -12,7 +12,8 @@
 //      table allows the requested GPU count.
 //   3. Work (iterations) = duration x thr(model, reference type, num_gpu): the job
 //      needs exactly its traced duration when run at its requested size.
-//   4. Elasticity: the trace's elastic/min/max columns, else elastic with
+//   4. State size (ModelStateBytes), for the time a checkpoint on notice takes.
+//   5. Elasticity: the trace's elastic/min/max columns, else elastic with
 //      probability `elastic_fraction` (seeded hash of the job id) with
 //      [min, max] = [lo x n, hi x n] rounded inward to powers of two, capped by
 //      the largest size the model's table allows. Elastic jobs keep
@@ -51,6 +52,11 @@ struct WorkloadOptions {
 
 // Parses "LO:HI" (0 < LO <= 1 <= HI).
 Result<std::pair<double, double>> ParseElasticRange(std::string_view text);
+
+// Bytes a checkpoint of `model` writes: its published parameter count x 4 bytes
+// (fp32) x 3 (weights and two optimizer moments, as Adam keeps); 100 M
+// parameters for a model not listed. Sets JobSpec::state_bytes.
+double ModelStateBytes(const std::string& model);
 
 // JobIds are 1.. in trace order. Errors name the row (file:line) and the field.
 Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::ThroughputCatalog& catalog,
