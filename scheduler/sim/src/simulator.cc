@@ -40,6 +40,11 @@ struct ExecJob {
   double executed = 0;  // iterations of progress, including those later lost
   double lost = 0;      // iterations lost to preemptions
   int preemptions = 0;
+  int rescales = 0;
+  double held = 0;          // seconds it held workers, up to run_since
+  double run_since = 0;     // when its current placement started
+  double norm_per_iter = 0; // training-type GPU-seconds per iteration at its size
+  std::string gpu_types;    // types it ran on, '|'-separated
   bool suspended = false;  // its last stop saved a checkpoint (Action::suspend)
   std::uint32_t version = 0;  // bumped whenever the finish estimate changes
   double first_start = -1;
@@ -163,6 +168,8 @@ class Run {
   double all_busy_total_ = 0;
   double served_total_ = 0;
   double loaned_busy_total_ = 0;   // GPU-s of training jobs on loaned servers
+  double useful_gpu_s_ = 0;        // GPU-s of progress kept
+  double norm_gpu_s_ = 0;          // the same at training-GPU speed
   std::int64_t preemptions_ = 0;
   std::int64_t rescales_ = 0;
   std::int64_t reclaims_ = 0;
@@ -189,7 +196,10 @@ void Run::AdvanceJob(ExecJob& job, double t) {
     job.ckpt_time = ck;
   }
   const double after = remaining_at(t);
-  job.executed += job.remaining - after;
+  const double done = job.remaining - after;
+  useful_gpu_s_ += done / job.rate * job.workers;
+  norm_gpu_s_ += done * job.norm_per_iter;
+  job.executed += done;
   job.remaining = after;
   job.last_update = t;
 }
@@ -290,14 +300,23 @@ Status Run::Place(ExecJob& job, const sched::Placement& placement, const char* w
     ExecServer& s = servers_[server_index_[sid]];
     s.used += n;
     (s.role == sched::ServerState::kLoaned ? busy_loaned_ : busy_training_) += n;
+    const std::string& type = s.spec.gpu_type;
+    if (("|" + job.gpu_types + "|").find("|" + type + "|") == std::string::npos)
+      job.gpu_types += (job.gpu_types.empty() ? "" : "|") + type;
   }
   job.placement = placement;
   job.workers = workers;
   job.rate = rate;
+  // The same iterations on training GPUs at this size (its own rate where the
+  // training type does not allow the size).
+  const double ref = catalog_.Throughput(spec.model, config_.training.groups.front().gpu_type, workers);
+  job.norm_per_iter = workers / (ref > 0 ? ref : rate);
+  job.run_since = now_;
   return Status::Ok();
 }
 
 void Run::Release(ExecJob& job) {
+  job.held += now_ - job.run_since;
   for (const auto& [sid, n] : job.placement) {
     ExecServer& s = servers_[server_index_[sid]];
     s.used -= n;
@@ -355,6 +374,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       Release(*job);
       Status placed = Place(*job, a.placement, "resize of");
       if (!placed.ok()) return placed;
+      ++job->rescales;
       job->paused_until = std::max(job->paused_until, t + config_.scheduler.rescale_pause);
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
@@ -366,10 +386,15 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       if (job->status != ExecJob::Status::kRunning)
         return Status::Internal("fidelity: preemption of " + JobName(*job) + ", which is not running, at t=" + Num(t));
       AdvanceJob(*job, t);
-      Release(*job);
       job->suspended = a.suspend;
       if (a.suspend) job->ckpt_remaining = job->remaining;  // checkpointed as it stops
-      job->lost += std::max(0.0, job->ckpt_remaining - job->remaining);
+      const double lost = std::max(0.0, job->ckpt_remaining - job->remaining);
+      // The placement has not changed since the checkpoint (starts and resizes
+      // checkpoint), so the lost iterations ran at the current rate and size.
+      useful_gpu_s_ -= lost / job->rate * job->workers;
+      norm_gpu_s_ -= lost * job->norm_per_iter;
+      job->lost += lost;
+      Release(*job);
       job->remaining = std::max(job->remaining, job->ckpt_remaining);
       job->status = ExecJob::Status::kQueued;
       job->paused_until = t;
@@ -568,8 +593,12 @@ Result<RunResult> Run::Execute(const std::string& policy) {
   m.policy = policy;
   std::vector<JobOutcome> outcomes;
   outcomes.reserve(n);
-  for (const ExecJob& j : jobs_) outcomes.push_back({j.spec->submit_time, j.first_start, j.finish});
+  for (const ExecJob& j : jobs_) {
+    outcomes.push_back({j.spec->submit_time, j.first_start, j.finish, j.held, j.spec->name, j.preemptions,
+                        j.rescales, j.gpu_types});
+  }
   result.jcts = SummarizeJobs(outcomes, m);
+  result.jobs = std::move(outcomes);
   const double span = span_hi_ - span_lo_;
   const double total = now_ - span_lo_;
   const bool use_span = span > 0;
@@ -582,6 +611,10 @@ Result<RunResult> Run::Execute(const std::string& policy) {
                       (static_cast<double>(training_gpus_ + inference_gpus_) * duration);
   }
   m.loaned_gpu_hours = loaned_busy_total_ / 3600.0;
+  m.allocated_gpu_hours = all_busy_total_ / 3600.0;
+  m.useful_gpu_hours = useful_gpu_s_ / 3600.0;
+  m.useful_norm_gpu_hours = norm_gpu_s_ / 3600.0;
+  m.wasted_gpu_hours = (all_busy_total_ - useful_gpu_s_) / 3600.0;
   m.preemptions = preemptions_;
   m.rescales = rescales_;
   m.reclaims = reclaims_;

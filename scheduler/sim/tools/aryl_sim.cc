@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   options.add_options("output")
       ("json", "Write the results as JSON to FILE", cxxopts::value<std::string>())
       ("timeline", "Write the per-interval timeline CSV to FILE", cxxopts::value<std::string>())
+      ("jobs-csv", "Write one row per policy and job (submit, first start, finish, waiting, preemptions, "
+       "rescales, GPU types) to FILE", cxxopts::value<std::string>())
       ("timeline-interval", "Seconds between timeline samples", cxxopts::value<double>()->default_value("3600"))
       ("plot", "Write timeline.png and jct_cdf.png (gnuplot) into DIR", cxxopts::value<std::string>())
       ("no-progress", "Never draw the progress bar");
@@ -229,6 +231,9 @@ int main(int argc, char** argv) {
   cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
     cfg["policies"] = policies;
     if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);
+  }
+  if (flags.count("jobs-csv")) {
+    if (auto s = aryl::sim::WriteJobsCsv(flags["jobs-csv"].as<std::string>(), results); !s.ok()) Fail(s);
   }
   if (flags.count("timeline")) {
     if (auto s = aryl::sim::WriteTimelineCsv(flags["timeline"].as<std::string>(), results); !s.ok()) Fail(s);
