@@ -2,6 +2,7 @@
 // under one or more scheduling policies and prints a comparison table.
 // See docs/simulator.md.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
       ("load", "Compress inter-arrival times by this factor", cxxopts::value<double>()->default_value("1"))
       ("throughput", "Directory of throughput tables <TYPE>/<model>.csv",
        cxxopts::value<std::string>()->default_value(DefaultThroughputDir()))
+      ("throughput-row", "Row of each throughput table: first (smallest global batch), largest, or a "
+       "global batch size", cxxopts::value<std::string>()->default_value("first"))
       ("relative-speed", "Speed of a GPU type without a table for a model, relative to the training type",
        cxxopts::value<double>()->default_value("0.25"))
       ("elastic-fraction", "Fraction of jobs (without an elastic column) made elastic",
@@ -169,6 +172,20 @@ int main(int argc, char** argv) {
   catalog_options.reference_type = training_type;
   catalog_options.relative_speed = flags["relative-speed"].as<double>();
   for (const auto& g : config.inference.groups) catalog_options.other_types.push_back(g.gpu_type);
+  {
+    const std::string row = flags["throughput-row"].as<std::string>();
+    if (row == "first") {
+      catalog_options.batch_size = 0;
+    } else if (row == "largest") {
+      catalog_options.batch_size = aryl::sched::ThroughputCsvOptions::kLargestBatch;
+    } else {
+      char* end = nullptr;
+      const long n = std::strtol(row.c_str(), &end, 10);
+      if (row.empty() || *end != '\0' || n <= 0)
+        aryl::UsageError(kProgram, "--throughput-row: '" + row + "' (first, largest or a global batch size)");
+      catalog_options.batch_size = static_cast<int>(n);
+    }
+  }
   auto catalog = aryl::sim::LoadCatalog(flags["throughput"].as<std::string>(), catalog_options);
   if (!catalog.ok()) Fail(catalog.status());
 
@@ -220,6 +237,7 @@ int main(int argc, char** argv) {
     cfg["elastic_fraction"] = elastic_fraction;
     cfg["elastic_range"] = {elastic_range.first, elastic_range.second};
     cfg["relative_speed"] = catalog_options.relative_speed;
+    cfg["throughput_row"] = flags["throughput-row"].as<std::string>();
     cfg["fifo"] = config.scheduler.fifo;
   cfg["min_type_speed"] = config.scheduler.min_type_speed;
   cfg["inelastic_on_loaned"] = config.scheduler.inelastic_on_loaned;

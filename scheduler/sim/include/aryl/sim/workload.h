@@ -1,6 +1,7 @@
 // Workload: turning trace rows into the scheduler's JobSpecs.
 //
-//   1. Throughput catalog (LoadCatalog): every table in data/throughput/<TYPE>/.
+//   1. Throughput catalog (LoadCatalog): every table in data/throughput/<TYPE>/,
+//      one row of each (CatalogOptions::batch_size).
 //      Tables of one model measured on different GPU types use different global
 //      batch sizes (bert: 64 on A100, 384 on T4), so "one iteration" differs. All
 //      tables of a model are converted to iterations of the batch of its table on
@@ -37,6 +38,9 @@ struct CatalogOptions {
   std::string reference_type = "A100";  // the training GPU type
   double relative_speed = 0.25;         // types without a table: this x reference
   std::vector<std::string> other_types; // GPU types in the cluster (get relative speeds)
+  // The row of each table: 0 = the first (smallest global batch),
+  // ThroughputCsvOptions::kLargestBatch = the largest, N = global batch N.
+  int batch_size = 0;
 };
 
 Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::string& dir,
