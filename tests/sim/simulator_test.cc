@@ -81,17 +81,25 @@ SimConfig WithLoanedServer(const std::string& demand_csv, DemandCurve* demand) {
   return c;
 }
 
+// J1 (8 GPUs, 1000 s) on the training server and J2 (default 8 GPUs, 1000 s,
+// t=1) on the inference server, loaned at t=0 and reclaimed at t=100 with
+// `deadline` seconds of notice.
+Result<RunResult> ReclaimAtHundred(const std::string& policy, double deadline,
+                                   sched::JobSpec j2 = Job(2, 1, 1000, 8)) {
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  c.reclaim_deadline = deadline;
+  Simulator sim(c, {Job(1, 0, 1000, 8), std::move(j2)}, demand, LinearCatalog());
+  return sim.Run(policy);
+}
+
 TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   // The inference server is loaned at t=0 and reclaimed at t=100. J1 (8 GPUs, 1000 s)
   // takes the training server, J2 (8 GPUs, 1000 s, t=1) the loaned one. The reclaim
   // preempts J2 with no notice (deadline 0: no checkpoint on notice, 99 s lost); it
   // restarts when J1 ends at 1000, pays the 60 s restart pause and ends at 2060:
   // JCT 2059.
-  DemandCurve demand = DemandCurve::Constant(0);
-  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
-  c.reclaim_deadline = 0;
-  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
-  auto r = sim.Run("loan-only");
+  auto r = ReclaimAtHundred("loan-only", 0);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->metrics.reclaims, 1);
   EXPECT_EQ(r->metrics.reclaims_late, 0);
@@ -99,7 +107,7 @@ TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   EXPECT_NEAR(r->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
   EXPECT_NEAR(r->metrics.loaned_gpu_hours, 8 * 99 / 3600.0, 1e-9);
   // The baseline never uses the loaned server: J2 waits for J1.
-  auto b = sim.Run("baseline");
+  auto b = ReclaimAtHundred("baseline", 0);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->metrics.preemptions, 0);
   EXPECT_EQ(b->metrics.loaned_gpu_hours, 0);
@@ -112,11 +120,7 @@ TEST(SimulatorTest, WaitingAndUsefulWorkCountWhatThePreemptionCost) {
   // Allocated 8 x (1000 + 99 + 1060) GPU-s; useful 8 x 2000 (J2 kept 1000 s of
   // progress); wasted 8 x (99 lost + 60 paused). The loaned type is A100, so the
   // normalized useful work equals the useful work.
-  DemandCurve demand = DemandCurve::Constant(0);
-  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
-  c.reclaim_deadline = 0;
-  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
-  auto r = sim.Run("loan-only");
+  auto r = ReclaimAtHundred("loan-only", 0);
   ASSERT_TRUE(r.ok()) << r.status();
   const RunMetrics& m = r->metrics;
   EXPECT_NEAR(m.avg_queue_s, 0, 1e-9);
@@ -167,10 +171,7 @@ TEST(SimulatorTest, ReclaimWithNoticeCheckpointsBeforePreempting) {
   // The same reclaim with a 30 s deadline: J2's checkpoint on notice takes 5 s
   // (no state size: the fixed part), so it keeps its 99 s of work, resumes at 1000
   // after the 10 s resume pause with 901 s left and ends at 1911: JCT 1910.
-  DemandCurve demand = DemandCurve::Constant(0);
-  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
-  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
-  auto r = sim.Run("loan-only");
+  auto r = ReclaimAtHundred("loan-only", 30);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->metrics.preemptions, 1);
   EXPECT_EQ(r->metrics.reclaims_late, 0);
@@ -178,8 +179,7 @@ TEST(SimulatorTest, ReclaimWithNoticeCheckpointsBeforePreempting) {
   // A state that takes longer to save than the notice is not saved: as with no notice.
   sched::JobSpec big = Job(2, 1, 1000, 8);
   big.state_bytes = 26e9;  // 5 s + 26 s > 30 s
-  Simulator late(c, {Job(1, 0, 1000, 8), big}, demand, LinearCatalog());
-  auto l = late.Run("loan-only");
+  auto l = ReclaimAtHundred("loan-only", 30, big);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_NEAR(l->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
 }
