@@ -522,8 +522,10 @@ Result<RunResult> Run::Execute(const std::string& policy) {
     const bool active = queued_ > 0 || running_ > 0;
     const double t_tick = active && config_.tick > 0 ? last_event_time_ + config_.tick : kInf;
     const double t_deadline = pending_reclaims_.empty() ? kInf : pending_reclaims_.front().deadline;
-    // A round the policy asked for (tiresias: the next demotion or promotion).
-    const double t_wakeup = active ? std::max(now_, scheduler_->NextWakeup()) : kInf;
+    // A round the policy asked for (tiresias: the next demotion or promotion),
+    // as of the last event; one not after it would never be sent (no spin).
+    const double wakeup = scheduler_->NextWakeup();
+    const double t_wakeup = active && wakeup > last_event_time_ ? std::max(now_, wakeup) : kInf;
     const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline, t_wakeup});
     if (!std::isfinite(t)) break;
 
