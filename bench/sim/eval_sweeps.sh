@@ -27,7 +27,7 @@ done
 for ef in 0 0.25 0.5 0.75 1; do
   run "elastic-$ef" --inference 48x8xT4 --elastic-fraction "$ef" --reclaim-deadline 300
 done
-for dl in 0 60 300 1800; do
+for dl in 0 60 300 3600; do
   run "deadline-$dl" --inference 48x8xT4 --elastic-fraction 0.5 --reclaim-deadline "$dl"
 done
 for type in T4 A100; do
@@ -37,17 +37,19 @@ done
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-print(f"{'point':<16} {'base util':>9} {'queue x':>8} {'JCT x':>7} {'p99 JCT x':>9} {'overall +%':>10} "
-      f"{'loaned GPU-h':>12} {'preempt':>8} {'late':>5}")
+print(f"{'point':<16} {'base util':>9} {'wait x':>7} {'1st start x':>11} {'JCT x':>7} {'p99 JCT x':>9} "
+      f"{'overall +%':>10} {'loaned GPU-h':>12} {'wasted GPU-h':>12} {'preempt':>8} {'late':>5}")
 def key(n):
     a, b = n[:-5].split('-', 1)
     try: return (a, float(b))
     except ValueError: return (a, b)
+def gain(b, a):
+    return b / a if a > 0 else float('inf')
 for name in sorted((f for f in os.listdir(out) if f.endswith('.json')), key=key):
     runs = {r['policy']: r for r in json.load(open(os.path.join(out, name)))['runs']}
     b, a = runs['baseline'], runs['aryl']
-    q = b['avg_queue_s'] / a['avg_queue_s'] if a['avg_queue_s'] > 0 else float('inf')
-    print(f"{name[:-5]:<16} {b['training_usage']*100:8.1f}% {q:7.2f}x {b['avg_jct_s']/a['avg_jct_s']:6.2f}x "
+    print(f"{name[:-5]:<16} {b['training_usage']*100:8.1f}% {gain(b['avg_wait_s'], a['avg_wait_s']):6.2f}x "
+          f"{gain(b['avg_queue_s'], a['avg_queue_s']):10.2f}x {b['avg_jct_s']/a['avg_jct_s']:6.2f}x "
           f"{b['p99_jct_s']/a['p99_jct_s']:8.2f}x {(a['overall_usage']/b['overall_usage']-1)*100:9.1f}% "
-          f"{a['loaned_gpu_hours']:12.0f} {a['preemptions']:8d} {a['reclaims_late']:5d}")
+          f"{a['loaned_gpu_hours']:12.0f} {a['wasted_gpu_hours']:12.0f} {a['preemptions']:8d} {a['reclaims_late']:5d}")
 PY

@@ -1,16 +1,97 @@
 #include "aryl/flags.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
 
 #include "aryl/logging.h"
 #include "aryl/version.h"
 
 namespace aryl {
+namespace {
+
+// "true"/"false" for the words a boolean flag's value may be; nullopt otherwise.
+std::optional<std::string> BoolWord(const std::string& v) {
+  for (const char* t : {"true", "yes", "on", "1"}) {
+    if (v == t) return std::string("true");
+  }
+  for (const char* f : {"false", "no", "off", "0"}) {
+    if (v == f) return std::string("false");
+  }
+  return std::nullopt;
+}
+
+// Rewrites the boolean-flag spellings cxxopts does not read itself into
+// --flag=true|false, before "--":
+//   --flag VALUE   (VALUE a BoolWord; cxxopts would leave it as a positional
+//                   argument and keep the flag true)
+//   --flag=VALUE   (any BoolWord)
+//   --no-flag      (-> false, unless "no-flag" is itself a flag)
+//   -f VALUE       (a boolean with a short name)
+// and then drops --flag=false where the flag's default is false, so that a
+// program reading a boolean with count("flag") sees it as not given.
+std::vector<std::string> NormalizeBoolFlags(const cxxopts::Options& options, int argc, char** argv) {
+  std::set<std::string> longs;
+  std::map<std::string, bool> bools;               // long name -> default value
+  std::map<std::string, std::string> short_bools;  // short name -> long name
+  for (const auto& group : options.groups()) {
+    for (const auto& o : options.group_help(group).options) {
+      const bool default_true = o.has_default && BoolWord(o.default_value) == std::string("true");
+      for (const auto& l : o.l) {
+        longs.insert(l);
+        if (o.is_boolean) bools[l] = default_true;
+      }
+      if (o.is_boolean && !o.s.empty() && !o.l.empty()) short_bools[o.s] = o.l.front();
+    }
+  }
+  std::vector<std::string> out;
+  out.reserve(argc);
+  for (int i = 0; i < argc; ++i) out.emplace_back(argv[i]);
+  for (size_t i = 1; i < out.size(); ++i) {
+    const std::string a = out[i];
+    if (a == "--") break;
+    std::string name;
+    if (a.rfind("--", 0) == 0) {
+      name = a.substr(2);
+    } else if (a.size() == 2 && a[0] == '-' && short_bools.count(a.substr(1))) {
+      name = short_bools[a.substr(1)];
+    } else {
+      continue;
+    }
+    std::optional<std::string> value;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = BoolWord(name.substr(eq + 1));
+      name = name.substr(0, eq);
+      if (!bools.count(name) || !value) continue;  // cxxopts reports a bad value
+    } else if (name.rfind("no-", 0) == 0 && bools.count(name.substr(3)) && !longs.count(name)) {
+      name = name.substr(3);
+      value = "false";
+    } else if (bools.count(name)) {
+      if (i + 1 < out.size()) value = BoolWord(out[i + 1]);
+      if (value) out.erase(out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      if (!value) value = "true";
+    } else {
+      continue;
+    }
+    if (*value == "false" && !bools[name]) {
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
+      --i;
+    } else {
+      out[i] = "--" + name + "=" + *value;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void UsageError(const std::string& program, const std::string& message) {
   std::cerr << program << ": error: " << message << "\n";
@@ -63,7 +144,19 @@ void AddCommonFlags(cxxopts::Options& options) {
 cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char** argv) {
   const std::string program = options.program();
   try {
-    auto result = options.parse(argc, argv);
+    std::vector<std::string> args = NormalizeBoolFlags(options, argc, argv);
+    // Arguments after "--" are the program's own (a command to run); anything
+    // else cxxopts did not consume is a mistake, never silently ignored.
+    size_t dashdash = args.size();
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--") {
+        dashdash = i;
+        break;
+      }
+    }
+    std::vector<char*> ptrs;
+    for (auto& a : args) ptrs.push_back(a.data());
+    auto result = options.parse(static_cast<int>(ptrs.size()), ptrs.data());
     if (result.count("help")) {
       std::cout << options.help() << std::endl;
       std::exit(0);
@@ -71,6 +164,14 @@ cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char*
     if (result.count("version")) {
       std::cout << VersionText(program) << std::flush;
       std::exit(0);
+    }
+    // cxxopts puts what follows "--" at the end of unmatched(): those are allowed.
+    const size_t after = args.size() - std::min(args.size(), dashdash + 1);
+    const auto& unmatched = result.unmatched();
+    if (unmatched.size() > after) {
+      UsageError(program, "unexpected argument '" + unmatched.front() +
+                              "' (flags are --name VALUE or --name=VALUE; booleans --name, "
+                              "--no-name, --name=true|false)");
     }
     if (result.count("log-level") || options.groups().size() > 0) {
       std::string level;

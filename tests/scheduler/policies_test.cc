@@ -223,20 +223,6 @@ TEST(PolicyTest, AReclaimWithoutADeadlineIsDueAtOnceAndMet) {
   EXPECT_TRUE(h.state().PendingReclaims().empty());
 }
 
-TEST(PolicyTest, TiresiasPreemptsAJobThatAttainedMoreService) {
-  // After job 1 has run past the first threshold, a new job takes its GPUs.
-  SchedulerConfig config;
-  config.tiresias_thresholds = {800};
-  Harness h(Servers(1, 0), "tiresias", config);
-  h.Submit(Inelastic(1, 8, 1e9), 0);
-  h.Submit(Inelastic(2, 8, 1e9), 1);
-  EXPECT_EQ(h.job(2).status, JobStatus::kQueued);  // same queue, FIFO: job 1 stays
-  h.Send(Tick{}, 200);  // job 1 has 8 x 201 GPU-s > 800
-  EXPECT_EQ(h.job(1).status, JobStatus::kQueued);
-  EXPECT_EQ(h.job(1).stats.preemptions, 1);
-  EXPECT_EQ(h.job(2).status, JobStatus::kRunning);
-}
-
 TEST(PolicyTest, HeterogeneousTypesKeepEachJobOnOneType) {
   // Extras come from the job's own (home) GPU type; a T4-only job never gets A100s.
   auto servers = Servers(1, 0, 8, "A100");

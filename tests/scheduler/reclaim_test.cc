@@ -136,3 +136,47 @@ TEST(ReclaimTest, ExactFallsBackToGreedyOnLargeInstances) {
 
 }  // namespace
 }  // namespace aryl::sched
+
+namespace aryl::sched {
+namespace {
+
+TEST(ReclaimTest, ALongerNoticeNeverCostsMore) {
+  // On random clusters whose jobs ran 600 s past their last checkpoint, every
+  // strategy's reclaim costs no more preemptions and no more lost GPU-time with
+  // a later deadline, and a notice long enough for the checkpoint saves work.
+  std::mt19937_64 rng(7);
+  int saved = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto h = RandomCluster(rng);
+    h->Send(Tick{}, 600);
+    const int loaned = static_cast<int>(h->state().LoanedServers().size());
+    for (int k = 1; k <= std::min(4, loaned); ++k) {
+      for (auto s : {ReclaimStrategy::kExact, ReclaimStrategy::kGreedy, ReclaimStrategy::kFewestGpus}) {
+        ReclaimCost prev;
+        bool first = true;
+        for (double notice : {0.0, 4.0, 10.0, 60.0, 300.0, 3600.0}) {
+          Reclaim r;
+          r.count = k;
+          r.deadline = h->now() + notice;
+          auto d = DecideReclaim(h->state(), r, s, 1);
+          ASSERT_TRUE(d.ok()) << d.status();
+          if (!first) {
+            EXPECT_LE(d->cost.preemptions, prev.preemptions) << ReclaimStrategyName(s) << " notice " << notice;
+            EXPECT_LE(d->cost.lost_gpu_seconds, prev.lost_gpu_seconds + 1e-6)
+                << ReclaimStrategyName(s) << " notice " << notice;
+          }
+          for (const auto& a : d->actions) saved += a.type == ActionType::kPreempt && a.suspend;
+          if (notice < h->state().config().CheckpointSeconds(0)) {
+            for (const auto& a : d->actions) EXPECT_FALSE(a.suspend) << "notice " << notice;
+          }
+          prev = d->cost;
+          first = false;
+        }
+      }
+    }
+  }
+  EXPECT_GT(saved, 0);
+}
+
+}  // namespace
+}  // namespace aryl::sched

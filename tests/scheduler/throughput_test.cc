@@ -65,6 +65,37 @@ TEST(ThroughputTest, ParsesCsvAndPicksARow) {
   EXPECT_NE(missing.status().message().find("512"), std::string::npos);
 }
 
+TEST(ThroughputTest, LargestBatchRowWhateverTheRowOrder) {
+  // kLargestBatch keeps the row of the largest global batch and says which.
+  const std::string csv =
+      "global_batch_size,1,2,4\n"
+      "128,0.5,0.9,1.6\n"
+      "256,0.25,0.5,0.95\n"
+      "64,1.0,1.5,1.8\n";
+  auto largest = ThroughputCatalog::ParseCsv(csv, "A100/m.csv", {ThroughputCsvOptions::kLargestBatch});
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_DOUBLE_EQ(largest->batch, 256);
+  EXPECT_EQ(largest->values, (std::vector<double>{0.25, 0.5, 0.95}));
+  auto first = ThroughputCatalog::ParseCsv(csv, "A100/m.csv");
+  ASSERT_TRUE(first.ok());
+  EXPECT_DOUBLE_EQ(first->batch, 128);
+}
+
+TEST(ThroughputTest, LargestBatchRowsScaleFurtherOnTheShippedTables) {
+  // resnet50's smallest-batch row (64) does not scale from 8 to 64 workers
+  // (0.99x); its largest-batch row (256) gains 1.82x.
+  const std::string dir = std::string(ARYL_SOURCE_DIR) + "/data/throughput";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " not present";
+  auto small = ThroughputCatalog::LoadCsvDir(dir);
+  auto large = ThroughputCatalog::LoadCsvDir(dir, {ThroughputCsvOptions::kLargestBatch});
+  ASSERT_TRUE(small.ok() && large.ok());
+  const double s = small->Throughput("resnet50", "A100", 64) / small->Throughput("resnet50", "A100", 8);
+  const double l = large->Throughput("resnet50", "A100", 64) / large->Throughput("resnet50", "A100", 8);
+  EXPECT_NEAR(s, 20.969147690424624 / 21.265357623184627, 1e-9);
+  EXPECT_NEAR(l, 18.845304488737906 / 10.378702644353233, 1e-9);
+  EXPECT_GT(l, 1.5 * s);
+}
+
 TEST(ThroughputTest, LoadsTheShippedTablesWhenPresent) {
   // The measured tables shipped in data/throughput load without error.
   const std::string dir = std::string(ARYL_SOURCE_DIR) + "/data/throughput";

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # aryl-sim end to end: byte-identical JSON for the same inputs and seed (apart
 # from sim_wall_s), exit code 2 for bad flags, 1 with file:line for a bad trace
-# row, --skip-bad-rows counting, and the timeline CSV header.
+# row, --skip-bad-rows counting, the timeline CSV header, boolean flags, stray
+# arguments and the per-job CSV.
 # Usage: cli_test.sh ARYL_SIM SOURCE_DIR
 set -euo pipefail
 SIM="$1"
@@ -42,4 +43,24 @@ grep -q "bad.csv:262: duration: must be > 0" "$TMP/err" || fail "bad row message
   --skip-bad-rows --json "$TMP/s.json" >/dev/null 2>"$TMP/err"
 grep -q '"skipped_rows": 1' "$TMP/s.json" || fail "skipped row not counted"
 grep -q "skipped .*bad.csv:262" "$TMP/err" || fail "skipped row not reported"
+# 4. Boolean flags: `--flag false` and --no-flag reach the config; a stray
+#    positional argument is a usage error (exit 2), not silently ignored.
+SMALL=(--trace "$TRACE" --training 2x8xA100 --inference 2x8xT4 --policy baseline --no-progress)
+"$SIM" "${SMALL[@]}" --inelastic-on-loaned false --json "$TMP/f1.json" >/dev/null
+grep -q '"inelastic_on_loaned": false' "$TMP/f1.json" || fail "--inelastic-on-loaned false ignored"
+"$SIM" "${SMALL[@]}" --no-inelastic-on-loaned --json "$TMP/f2.json" >/dev/null
+grep -q '"inelastic_on_loaned": false' "$TMP/f2.json" || fail "--no-inelastic-on-loaned ignored"
+"$SIM" "${SMALL[@]}" --fifo=false --json "$TMP/f3.json" >/dev/null
+grep -q '"fifo": false' "$TMP/f3.json" || fail "--fifo=false read as true"
+set +e
+"$SIM" "${SMALL[@]}" stray >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "stray argument gave exit $rc, want 2"
+grep -q "unexpected argument 'stray'" "$TMP/err" || fail "stray argument message: $(cat "$TMP/err")"
+
+# 5. --jobs-csv: the documented header and one row per policy and job.
+"$SIM" "${SMALL[@]}" --jobs-csv "$TMP/jobs.csv" >/dev/null
+head -1 "$TMP/jobs.csv" | grep -qx 'policy,job_id,submit_s,first_start_s,finish_s,waiting_s,preemptions,rescales,gpu_types' \
+  || fail "jobs CSV header: $(head -1 "$TMP/jobs.csv")"
+[ "$(wc -l <"$TMP/jobs.csv")" -eq 261 ] || fail "jobs CSV rows: $(wc -l <"$TMP/jobs.csv")"
 echo "cli_test: ok"

@@ -56,10 +56,12 @@ TEST(ReportTest, JsonHasExactlyTheSchemaKeys) {
   auto j = RunToJson(m);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"policy", "jobs_completed", "avg_jct_s", "p50_jct_s", "p95_jct_s",
-                                            "p99_jct_s", "avg_queue_s", "p99_queue_s", "training_usage",
-                                            "overall_usage", "loaned_gpu_hours", "preemptions", "rescales",
-                                            "reclaims", "reclaims_late", "sim_wall_s"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "policy", "jobs_completed", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s",
+                      "avg_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "avg_queue_s", "p50_queue_s",
+                      "p95_queue_s", "p99_queue_s", "training_usage", "overall_usage", "loaned_gpu_hours",
+                      "allocated_gpu_hours", "useful_gpu_hours", "useful_norm_gpu_hours", "wasted_gpu_hours",
+                      "preemptions", "rescales", "reclaims", "reclaims_late", "sim_wall_s"}));
 }
 
 TEST(ReportTest, TableShowsRatiosToBaseline) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/report.h"
 #include "aryl/sim/trace.h"
@@ -79,15 +81,25 @@ SimConfig WithLoanedServer(const std::string& demand_csv, DemandCurve* demand) {
   return c;
 }
 
+// J1 (8 GPUs, 1000 s) on the training server and J2 (default 8 GPUs, 1000 s,
+// t=1) on the inference server, loaned at t=0 and reclaimed at t=100 with
+// `deadline` seconds of notice.
+Result<RunResult> ReclaimAtHundred(const std::string& policy, double deadline,
+                                   sched::JobSpec j2 = Job(2, 1, 1000, 8)) {
+  DemandCurve demand = DemandCurve::Constant(0);
+  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
+  c.reclaim_deadline = deadline;
+  Simulator sim(c, {Job(1, 0, 1000, 8), std::move(j2)}, demand, LinearCatalog());
+  return sim.Run(policy);
+}
+
 TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   // The inference server is loaned at t=0 and reclaimed at t=100. J1 (8 GPUs, 1000 s)
   // takes the training server, J2 (8 GPUs, 1000 s, t=1) the loaned one. The reclaim
-  // preempts J2 (no checkpoint yet: 99 s lost); it restarts when J1 ends at 1000,
-  // pays the 60 s restart pause and ends at 2060: JCT 2059.
-  DemandCurve demand = DemandCurve::Constant(0);
-  SimConfig c = WithLoanedServer("time_s,servers\n0,0\n100,1\n", &demand);
-  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 1000, 8)}, demand, LinearCatalog());
-  auto r = sim.Run("loan-only");
+  // preempts J2 with no notice (deadline 0: no checkpoint on notice, 99 s lost); it
+  // restarts when J1 ends at 1000, pays the 60 s restart pause and ends at 2060:
+  // JCT 2059.
+  auto r = ReclaimAtHundred("loan-only", 0);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->metrics.reclaims, 1);
   EXPECT_EQ(r->metrics.reclaims_late, 0);
@@ -95,11 +107,81 @@ TEST(SimulatorTest, ReclaimPreemptsTheInelasticJobOnTheLoanedServer) {
   EXPECT_NEAR(r->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
   EXPECT_NEAR(r->metrics.loaned_gpu_hours, 8 * 99 / 3600.0, 1e-9);
   // The baseline never uses the loaned server: J2 waits for J1.
-  auto b = sim.Run("baseline");
+  auto b = ReclaimAtHundred("baseline", 0);
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->metrics.preemptions, 0);
   EXPECT_EQ(b->metrics.loaned_gpu_hours, 0);
   EXPECT_NEAR(b->metrics.avg_jct_s, (1000 + 1999) / 2.0, 1e-6);
+}
+
+TEST(SimulatorTest, WaitingAndUsefulWorkCountWhatThePreemptionCost) {
+  // The no-notice reclaim above: J2 starts at once (time to first start 0) but
+  // waits 900 s after its preemption (JCT 2059 - 99 s held before - 1060 s after).
+  // Allocated 8 x (1000 + 99 + 1060) GPU-s; useful 8 x 2000 (J2 kept 1000 s of
+  // progress); wasted 8 x (99 lost + 60 paused). The loaned type is A100, so the
+  // normalized useful work equals the useful work.
+  auto r = ReclaimAtHundred("loan-only", 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const RunMetrics& m = r->metrics;
+  EXPECT_NEAR(m.avg_queue_s, 0, 1e-9);
+  EXPECT_NEAR(m.avg_wait_s, 900 / 2.0, 1e-6);
+  EXPECT_NEAR(m.p95_wait_s, 900 * 0.95, 1e-6);
+  EXPECT_NEAR(m.allocated_gpu_hours, 8 * 2159 / 3600.0, 1e-9);
+  EXPECT_NEAR(m.useful_gpu_hours, 8 * 2000 / 3600.0, 1e-9);
+  EXPECT_NEAR(m.useful_norm_gpu_hours, 8 * 2000 / 3600.0, 1e-9);
+  EXPECT_NEAR(m.wasted_gpu_hours, 8 * 159 / 3600.0, 1e-9);
+  ASSERT_EQ(r->jobs.size(), 2u);
+  EXPECT_EQ(r->jobs[1].name, "j2");
+  EXPECT_EQ(r->jobs[1].preemptions, 1);
+  EXPECT_EQ(r->jobs[1].gpu_types, "A100");
+  EXPECT_NEAR(r->jobs[1].waiting(), 900, 1e-6);
+  // --jobs-csv writes the same, one row per job.
+  const std::string path = ::testing::TempDir() + "/jobs.csv";
+  ASSERT_TRUE(WriteJobsCsv(path, {*r}).ok());
+  std::ifstream in(path);
+  std::string header, row1, row2;
+  std::getline(in, header);
+  std::getline(in, row1);
+  std::getline(in, row2);
+  EXPECT_EQ(header, "policy,job_id,submit_s,first_start_s,finish_s,waiting_s,preemptions,rescales,gpu_types");
+  EXPECT_EQ(row1, "loan-only,j1,0.000,0.000,1000.000,0.000,0,0,A100");
+  EXPECT_EQ(row2, "loan-only,j2,1.000,1.000,2060.000,900.000,1,0,A100");
+}
+
+TEST(SimulatorTest, UsefulWorkIsNormalizedToTrainingGpuSpeed) {
+  // J1 holds the training server; J2 (8 GPUs, 100 s of A100 work) runs on a loaned
+  // T4 server at a quarter of the speed: 400 s, 8 x 400 useful GPU-s, but only
+  // 8 x 100 GPU-s at training speed.
+  auto catalog = std::make_shared<sched::ThroughputCatalog>();
+  ASSERT_TRUE(catalog->AddTable("m", "A100", {{1, 2, 4, 8, 16}, {1, 2, 4, 8, 16}}).ok());
+  ASSERT_TRUE(catalog->AddTable("m", "T4", {{1, 2, 4, 8, 16}, {0.25, 0.5, 1, 2, 4}}).ok());
+  SimConfig c = OneServer();
+  c.inference = *ParsePoolSpec("1x8xT4", "--inference");
+  c.scheduler.type_aware = false;  // take the slow server rather than wait
+  Simulator sim(c, {Job(1, 0, 1000, 8), Job(2, 1, 100, 8)}, DemandCurve::Constant(0), catalog);
+  auto r = sim.Run("loan-only");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->jobs[1].gpu_types, "T4");
+  EXPECT_NEAR(r->metrics.useful_gpu_hours, 8 * (1000 + 400) / 3600.0, 1e-9);
+  EXPECT_NEAR(r->metrics.useful_norm_gpu_hours, 8 * (1000 + 100) / 3600.0, 1e-9);
+  EXPECT_NEAR(r->metrics.wasted_gpu_hours, 0, 1e-9);
+}
+
+TEST(SimulatorTest, ReclaimWithNoticeCheckpointsBeforePreempting) {
+  // The same reclaim with a 30 s deadline: J2's checkpoint on notice takes 5 s
+  // (no state size: the fixed part), so it keeps its 99 s of work, resumes at 1000
+  // after the 10 s resume pause with 901 s left and ends at 1911: JCT 1910.
+  auto r = ReclaimAtHundred("loan-only", 30);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->metrics.preemptions, 1);
+  EXPECT_EQ(r->metrics.reclaims_late, 0);
+  EXPECT_NEAR(r->metrics.avg_jct_s, (1000 + 1910) / 2.0, 1e-6);
+  // A state that takes longer to save than the notice is not saved: as with no notice.
+  sched::JobSpec big = Job(2, 1, 1000, 8);
+  big.state_bytes = 26e9;  // 5 s + 26 s > 30 s
+  auto l = ReclaimAtHundred("loan-only", 30, big);
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_NEAR(l->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
 }
 
 TEST(SimulatorTest, ReclaimShrinksAnElasticJobInsteadOfPreempting) {

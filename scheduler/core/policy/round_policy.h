@@ -20,6 +20,7 @@ class RoundPolicy : public Policy {
   }
   bool uses_loaned_servers() const override { return options_.use_loaned; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
+  bool elastic() const override { return options_.elastic; }
 
  private:
   std::string name_;

@@ -1,19 +1,33 @@
 // tiresias: discretized two-dimensional least-attained-service (2D-LAS, Gu et
-// al., NSDI'19). Non-elastic (every job at its requested size) and preemptive,
-// on the training cluster only.
-//   1. A job's attained service is GPUs x time it has run (GPU-seconds). The
-//      thresholds in SchedulerConfig::tiresias_thresholds split jobs into
-//      priority queues: queue 0 below the first threshold, and so on.
-//   2. Within a queue, jobs are served first-come first-served (submit time), so
-//      priorities change only when a job crosses a threshold.
-//   3. Starvation: a queued job that has waited longer than tiresias_starve_factor
-//      times the time it has run is promoted to queue 0; its attained service
-//      then counts from the promotion.
-//   4. Each round walks jobs in priority order. Running jobs keep their GPUs; a
-//      queued job is placed (best fit) on free GPUs, and when it does not fit,
-//      running jobs of lower priority are preempted, lowest first, until it
-//      does (none are preempted when even that would not make it fit).
+// al., NSDI'19), by the rules of its authors' simulator (SymbioticLab/Tiresias,
+// run_sim.py, schedule `dlas-gpu-2`). Non-elastic (every job at its requested
+// size) and preemptive, on the training cluster only. docs/scheduler.md cites
+// the source of every rule.
+//   1. Attained service is GPUs x time run (GPU-seconds) since the job last
+//      entered queue 0. SchedulerConfig::tiresias_thresholds (3,250 and 7,200 by
+//      default) split jobs into priority queues: queue 0 below the first, and so
+//      on. A new job enters the back of queue 0; a job whose service reaches its
+//      queue's threshold moves to the back of the next queue (demotion).
+//   2. Each queue is an ordered list. A round walks the queues in order and each
+//      queue front to back: a job runs when the GPUs not yet taken by earlier
+//      jobs hold its size (a running job keeps its GPUs), otherwise it waits (a
+//      running job is preempted). Later, smaller jobs still run (no blocking).
+//      After the walk every waiting job moves behind the running ones of its
+//      queue, keeping their relative order: running jobs keep their place ahead
+//      of waiting ones, and a waiting job never preempts an equal-priority
+//      running one.
+//   3. Preemption suspends: the job checkpoints as it stops and loses no work
+//      (Action::suspend); its next start pays SchedulerConfig::resume_pause.
+//   4. Starvation: a job in queue > 0 that has run since it entered queue 0 and
+//      has since waited at least tiresias_starve_factor times that running time
+//      moves to the back of queue 0, and its service and waiting count afresh.
+//   5. Demotions and promotions happen at the exact time they are due:
+//      next_wakeup() is the earliest one, and drivers send a Tick then.
+// The policy remembers each active job's queue, place and counters (derived
+// from the events; replaying them rebuilds it).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
@@ -31,129 +45,183 @@ class TiresiasPolicy : public Policy {
   const std::string& name() const override { return name_; }
   bool uses_loaned_servers() const override { return false; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
-
-  // A starved job is promoted to queue 0 and its attained service counts
-  // afresh from the promotion (so that it does not fall back at once when it
-  // starts); the promotion point is the policy's only memory.
-  int Queue(const ClusterState& state, const JobInfo& j) {
-    if (j.status == JobStatus::kQueued && j.stats.run_time > 0 &&
-        state.now() - j.queued_since >= config_.tiresias_starve_factor * j.stats.run_time) {
-      promoted_at_[j.spec.id] = j.stats.gpu_seconds;
-    }
-    double service = j.stats.gpu_seconds;
-    if (auto it = promoted_at_.find(j.spec.id); it != promoted_at_.end()) service -= it->second;
-    int q = 0;
-    for (double t : config_.tiresias_thresholds) q += service >= t ? 1 : 0;
-    return q;
-  }
+  bool elastic() const override { return false; }
+  Seconds next_wakeup() const override { return next_wakeup_; }
 
   std::vector<Action> Schedule(const ClusterState& state) override {
-    const auto& servers = state.servers();
-    struct Entry {
-      int queue;
-      Seconds submit;
-      JobId id;
-    };
-    std::vector<Entry> order;
-    for (const auto* set : {&state.running(), &state.queued()}) {
-      for (JobId id : *set) {
-        const JobInfo& j = *state.job(id);
-        order.push_back({Queue(state, j), j.spec.submit_time, id});
+    const Seconds now = state.now();
+    Track(state);
+    // Queue changes due now (rules 1 and 4), in queue order so that jobs that
+    // move together keep their relative order.
+    const int last_queue = static_cast<int>(config_.tiresias_thresholds.size());
+    std::vector<std::tuple<int, std::uint64_t, JobId>> order;
+    order.reserve(recs_.size());
+    for (const auto& [id, r] : recs_) order.emplace_back(r.queue, r.seq, id);
+    std::sort(order.begin(), order.end());
+    for (auto& [queue, seq, id] : order) {
+      const JobInfo& j = *state.job(id);
+      Rec& r = recs_[id];
+      const double executed = j.stats.run_time - r.run_base;
+      if (j.status == JobStatus::kRunning) {
+        const double service = j.stats.gpu_seconds - r.service_base;
+        while (r.queue < last_queue && service >= Threshold(r.queue) - kEps) {
+          ++r.queue;
+          r.seq = next_seq_++;
+        }
+      } else {
+        if (executed > 0) r.waited += now - std::max(r.last_check, j.queued_since);
+        if (config_.tiresias_starve_factor > 0 && r.queue > 0 && executed > 0 &&
+            r.waited >= executed * config_.tiresias_starve_factor - kEps) {
+          r.queue = 0;
+          r.seq = next_seq_++;
+          r.run_base = j.stats.run_time;
+          r.service_base = j.stats.gpu_seconds;
+          r.waited = 0;
+        }
       }
+      r.last_check = now;
+      queue = r.queue;
+      seq = r.seq;
     }
-    std::sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {
-      return std::tie(a.queue, a.submit, a.id) < std::tie(b.queue, b.submit, b.id);
-    });
+    // Rule 2: the walk, by GPU counts per type.
+    std::sort(order.begin(), order.end());
+    const auto& servers = state.servers();
+    std::vector<int> free(state.num_types(), 0);
     std::vector<bool> enabled(servers.size());
     std::vector<int> avail(servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
       enabled[i] = internal::Usable(servers[i], false);
       avail[i] = enabled[i] ? servers[i].spec.gpus : 0;
+      free[servers[i].type] += avail[i];
     }
-    // Running jobs keep their GPUs unless a queued job of higher priority needs
-    // them.
-    for (JobId id : state.running()) {
-      for (const auto& [sid, n] : state.job(id)->placement) avail[state.server_index(sid)] -= n;
-    }
-    internal::FreeIndex index(state, avail, enabled);
-    auto place = [&](const JobInfo& j) {
-      std::vector<int> types;
-      for (int t = 0; t < state.num_types(); ++t) {
-        if (j.Allowed(t, j.requested_workers)) types.push_back(t);
-      }
-      std::stable_sort(types.begin(), types.end(), [&](int a, int b) {
-        return j.Thr(a, j.requested_workers) > j.Thr(b, j.requested_workers);
-      });
-      for (int t : types) {
-        Placement p = index.Find(t, true, false, j.requested_workers, false);
-        if (!p.empty()) return p;
-      }
-      return Placement{};
-    };
-    auto give_back = [&](const JobInfo& j, int sign) {
-      for (const auto& [sid, n] : j.placement) {
-        const int i = state.server_index(sid);
-        index.Set(i, index.avail(i) + sign * n);
-      }
-    };
-    std::vector<bool> preempted(order.size(), false);
     std::vector<Action> actions;
-    std::vector<Action> starts;
-    for (size_t rank = 0; rank < order.size(); ++rank) {
-      const JobInfo& j = *state.job(order[rank].id);
-      // A job preempted earlier in this walk competes again at its own rank
-      // (it restarts elsewhere when it fits: a migration).
-      if (j.status != JobStatus::kQueued && !preempted[rank]) continue;
-      Placement p = place(j);
-      // Release running jobs of lower priority, lowest first, until the job
-      // fits; if it never does, nobody is preempted for it.
-      std::vector<size_t> released;
-      for (size_t v = order.size(); p.empty() && v-- > rank + 1;) {
-        const JobInfo& victim = *state.job(order[v].id);
-        if (victim.status != JobStatus::kRunning || preempted[v]) continue;
-        give_back(victim, +1);
-        released.push_back(v);
-        p = place(j);
-      }
-      if (p.empty()) {
-        for (size_t v : released) give_back(*state.job(order[v].id), -1);
-        continue;
-      }
-      for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
-      // Victims the placement did not need keep running (highest priority first).
-      std::sort(released.begin(), released.end());
-      for (size_t v : released) {
-        const JobInfo& victim = *state.job(order[v].id);
-        bool fits = true;
-        for (const auto& [sid, n] : victim.placement) {
-          fits = fits && index.avail(state.server_index(sid)) >= n;
+    std::vector<std::pair<const JobInfo*, int>> starts;  // job, GPU type
+    for (const auto& [queue, seq, id] : order) {
+      const JobInfo& j = *state.job(id);
+      Rec& r = recs_[id];
+      if (j.status == JobStatus::kRunning) {
+        std::vector<std::pair<int, int>> need;  // type, workers
+        for (const auto& [sid, n] : j.placement) {
+          const int t = servers[state.server_index(sid)].type;
+          auto it = std::find_if(need.begin(), need.end(), [&](auto& e) { return e.first == t; });
+          if (it == need.end()) need.emplace_back(t, n); else it->second += n;
         }
+        bool fits = true;
+        for (const auto& [t, n] : need) fits = fits && free[t] >= n;
         if (fits) {
-          give_back(victim, -1);
+          for (const auto& [t, n] : need) free[t] -= n;
+          for (const auto& [sid, n] : j.placement) avail[state.server_index(sid)] -= n;
           continue;
         }
-        preempted[v] = true;
         Action a;
         a.type = ActionType::kPreempt;
-        a.job = victim.spec.id;
-        a.reason = "tiresias: preempt (lower 2D-LAS priority, queue " +
-                   std::to_string(order[v].queue) + ")";
+        a.job = id;
+        a.suspend = true;
+        a.reason = "tiresias: suspend (2D-LAS queue " + std::to_string(queue) + ")";
         actions.push_back(std::move(a));
+        r.seq = next_seq_++;  // waits now: behind the running jobs of its queue
+        continue;
       }
+      const int w = j.requested_workers;
+      int best = -1;
+      for (int t = 0; t < state.num_types(); ++t) {
+        if (j.Allowed(t, w) && free[t] >= w && (best < 0 || j.Thr(t, w) > j.Thr(best, w))) best = t;
+      }
+      if (best < 0) {
+        r.seq = next_seq_++;
+        continue;
+      }
+      free[best] -= w;
+      starts.emplace_back(&j, best);
+    }
+    // Placement of the starts on the GPUs the running jobs leave (best fit; it
+    // always succeeds, the counts above reserved the GPUs).
+    internal::FreeIndex index(state, avail, enabled);
+    for (const auto& [j, t] : starts) {
+      Placement p = index.Find(t, true, false, j->requested_workers, false);
+      if (p.empty()) continue;
+      for (const auto& [sid, n] : p) index.Take(state.server_index(sid), n);
       Action a;
       a.type = ActionType::kStart;
-      a.job = j.spec.id;
+      a.job = j->spec.id;
       a.placement = std::move(p);
-      a.reason = "tiresias: admit (2D-LAS queue " + std::to_string(order[rank].queue) + ")";
-      starts.push_back(std::move(a));
+      a.reason = "tiresias: " + std::string(j->stats.preemptions > 0 ? "resume" : "admit") +
+                 " (2D-LAS queue " + std::to_string(recs_[j->spec.id].queue) + ")";
+      actions.push_back(std::move(a));
     }
-    actions.insert(actions.end(), starts.begin(), starts.end());
+    next_wakeup_ = NextChange(state, actions);
     return actions;
   }
 
  private:
+  static constexpr double kEps = 1e-6;
+  struct Rec {
+    int queue = 0;
+    std::uint64_t seq = 0;      // place within its queue (smaller = ahead)
+    double run_base = 0;        // JobStats::run_time when it last entered queue 0
+    double service_base = 0;    // JobStats::gpu_seconds then
+    double waited = 0;          // time waited since then, after it first ran
+    Seconds last_check = 0;
+  };
+
+  double Threshold(int queue) const { return config_.tiresias_thresholds[queue]; }
+
+  // Adds newly seen jobs to the back of queue 0 (in submission order) and drops
+  // finished ones.
+  void Track(const ClusterState& state) {
+    for (auto it = recs_.begin(); it != recs_.end();) {
+      const JobInfo* j = state.job(it->first);
+      const bool active = j && (j->status == JobStatus::kRunning || j->status == JobStatus::kQueued);
+      it = active ? std::next(it) : recs_.erase(it);
+    }
+    std::vector<const JobInfo*> fresh;
+    for (JobId id : state.queued()) {
+      if (!recs_.count(id)) fresh.push_back(state.job(id));
+    }
+    for (JobId id : state.running()) {
+      if (!recs_.count(id)) fresh.push_back(state.job(id));
+    }
+    std::sort(fresh.begin(), fresh.end(), [](const JobInfo* a, const JobInfo* b) {
+      return std::tie(a->spec.submit_time, a->spec.id) < std::tie(b->spec.submit_time, b->spec.id);
+    });
+    for (const JobInfo* j : fresh) {
+      Rec r;
+      r.seq = next_seq_++;
+      r.run_base = j->stats.run_time;
+      r.service_base = j->stats.gpu_seconds;
+      r.last_check = state.now();
+      recs_.emplace(j->spec.id, r);
+    }
+  }
+
+  // The earliest demotion of a job that keeps running or starvation promotion
+  // of one that waits, after this round's actions.
+  Seconds NextChange(const ClusterState& state, const std::vector<Action>& actions) const {
+    std::unordered_map<JobId, bool> runs;  // job -> runs after the round
+    for (const Action& a : actions) runs[a.job] = a.type == ActionType::kStart;
+    const int last_queue = static_cast<int>(config_.tiresias_thresholds.size());
+    Seconds next = std::numeric_limits<double>::infinity();
+    for (const auto& [id, r] : recs_) {
+      const JobInfo& j = *state.job(id);
+      auto it = runs.find(id);
+      const bool running = it != runs.end() ? it->second : j.status == JobStatus::kRunning;
+      const double executed = j.stats.run_time - r.run_base;
+      if (running && r.queue < last_queue) {
+        const int w = it != runs.end() ? j.requested_workers : j.workers;
+        const double service = j.stats.gpu_seconds - r.service_base;
+        if (w > 0) next = std::min(next, state.now() + std::max(0.0, Threshold(r.queue) - service) / w);
+      } else if (!running && config_.tiresias_starve_factor > 0 && r.queue > 0 && executed > 0) {
+        next = std::min(next, state.now() + std::max(0.0, executed * config_.tiresias_starve_factor -
+                                                              r.waited));
+      }
+    }
+    return next;
+  }
+
   std::string name_ = "tiresias";
-  std::unordered_map<JobId, double> promoted_at_;  // job -> attained service at promotion
+  std::unordered_map<JobId, Rec> recs_;  // active jobs
+  std::uint64_t next_seq_ = 0;
+  Seconds next_wakeup_ = std::numeric_limits<double>::infinity();
   SchedulerConfig config_;
   ReclaimStrategy reclaim_;
 };

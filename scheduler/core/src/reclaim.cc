@@ -48,15 +48,24 @@ void Trim(const ClusterState& state, Placement& placement, int extra) {
   }
 }
 
-double PreemptLoss(const ClusterState& state, const JobInfo& job) {
+// GPU-seconds a preemption with `notice` seconds before the deadline costs the
+// job: its work since the last checkpoint and the restart pause, or, when a
+// checkpoint on notice fits and is cheaper, that checkpoint and the resume
+// pause (no work lost). `*save` says which.
+double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice, bool* save = nullptr) {
   const SchedulerConfig& c = state.config();
-  return job.workers * (std::max(0.0, state.now() - job.checkpoint_time) + c.restart_pause);
+  const double lose = job.workers * (std::max(0.0, state.now() - job.checkpoint_time) + c.restart_pause);
+  const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
+  const double keep = job.workers * (ckpt + c.resume_pause);
+  const bool saves = notice >= ckpt && keep < lose;
+  if (save) *save = saves;
+  return saves ? keep : lose;
 }
 
 // What happens to `job` (with current placement `cur`) when it loses its workers
 // on `removed`: the new placement (empty = preempted).
 Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
-                       const std::unordered_set<ServerId>& removed) {
+                       const std::unordered_set<ServerId>& removed, bool elastic) {
   Placement rest;
   int left = 0;
   for (const auto& [sid, n] : cur) {
@@ -65,7 +74,7 @@ Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Plac
       left += n;
     }
   }
-  if (!job.elastic() || left == 0) return {};
+  if (!elastic || !job.elastic() || left == 0) return {};
   const int size = LargestAllowedSize(state, job, rest, left);
   if (size == 0) return {};
   Trim(state, rest, left - size);
@@ -76,6 +85,8 @@ Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Plac
 // far are returned.
 struct Scratch {
   const ClusterState& state;
+  bool elastic = true;
+  Seconds notice = 0;
   std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
 
   const Placement& Of(const JobInfo& job) const {
@@ -94,10 +105,10 @@ struct Scratch {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
       if (cur.empty() || !cur.count(sid)) continue;
-      Placement next = AfterRemoval(state, job, cur, removed);
+      Placement next = AfterRemoval(state, job, cur, removed, elastic);
       if (next.empty()) {
         cost.preemptions++;
-        cost.lost_gpu_seconds += PreemptLoss(state, job);
+        cost.lost_gpu_seconds += PreemptLoss(state, job, notice);
       } else {
         int w = 0;
         for (const auto& [x, n] : next) w += n;
@@ -165,7 +176,8 @@ Result<ReclaimStrategy> ParseReclaimStrategy(const std::string& name) {
 }
 
 ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
-                            std::vector<Action>* actions, int* shrinks) {
+                            std::vector<Action>* actions, int* shrinks, bool elastic,
+                            Seconds notice) {
   ReclaimCost cost;
   const std::unordered_set<ServerId> removed(servers.begin(), servers.end());
   std::set<JobId> affected;
@@ -178,15 +190,18 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
   std::vector<Action> preempts;
   for (JobId jid : affected) {
     const JobInfo& job = *state.job(jid);
-    Placement next = AfterRemoval(state, job, job.placement, removed);
+    Placement next = AfterRemoval(state, job, job.placement, removed, elastic);
     if (next.empty()) {
       cost.preemptions++;
-      cost.lost_gpu_seconds += PreemptLoss(state, job);
+      bool save = false;
+      cost.lost_gpu_seconds += PreemptLoss(state, job, notice, &save);
       if (actions) {
         Action a;
         a.type = ActionType::kPreempt;
         a.job = jid;
-        a.reason = "reclaim: preempt (cannot stay at an allowed size >= its base)";
+        a.suspend = save;
+        a.reason = save ? "reclaim: checkpoint on notice and preempt (cannot stay at an allowed size >= its base)"
+                        : "reclaim: preempt (cannot stay at an allowed size >= its base)";
         preempts.push_back(std::move(a));
       }
     } else {
@@ -210,8 +225,9 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
 }
 
 Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
-                                      ReclaimStrategy strategy, std::uint64_t seed) {
+                                      ReclaimStrategy strategy, std::uint64_t seed, bool elastic) {
   const std::vector<ServerId> loaned = state.LoanedServers();
+  const Seconds notice = std::max(0.0, reclaim.deadline - state.now());
   ReclaimDecision d;
   if (!reclaim.servers.empty()) {
     if (reclaim.count != 0 && reclaim.count != static_cast<int>(reclaim.servers.size())) {
@@ -266,7 +282,10 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
           // Least cost per server returned: (preemptions, lost GPU-time) divided
           // by 1 + the servers the step leaves empty (they are returned next at
           // no further cost), then fewest used GPUs, then lowest id.
-          Scratch scratch{state, {}};
+          // Servers are chosen by their cost without notice, so that a longer
+          // notice changes only how the chosen jobs leave (checkpoint first or
+          // not), never which: it can then never cost more.
+          Scratch scratch{state, elastic, 0, {}};
           std::vector<ServerId> left = busy;
           int remaining = need;
           // Costs are cached and recomputed only for servers a step touched:
@@ -346,7 +365,7 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
             for (int i = 0; i < need; ++i) cand[i] = busy[idx[i]];
             std::vector<ServerId> all = d.servers;
             all.insert(all.end(), cand.begin(), cand.end());
-            ReclaimCost cost = CostOfReturning(state, all);
+            ReclaimCost cost = CostOfReturning(state, all, nullptr, nullptr, elastic, notice);
             if (best_set.empty() || cost < best_cost) {
               best_cost = cost;
               best_set = cand;
@@ -363,7 +382,7 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
     }
   }
-  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks);
+  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks, elastic, notice);
   const std::string suffix = d.fell_back ? " (exact too large: greedy used)" : "";
   for (auto& a : d.actions) a.reason += std::string(" [") + ReclaimStrategyName(strategy) + "]" + suffix;
   for (ServerId sid : d.servers) {

@@ -137,6 +137,10 @@ struct Alloc {
   bool flexible = false;  // takes part in the elastic allocation
   int home = -1;          // GPU type of its base workers
   Placement base;
+  // A running job outside the elastic allocation keeps its placement as its
+  // base: read in place rather than copied (every round, every running job).
+  const Placement* fixed = nullptr;
+  const Placement& Base() const { return fixed ? *fixed : base; }
   Placement flex;         // current flexible workers (running jobs)
   int extra = 0;          // extra workers decided by the elastic allocation
   Placement kept;         // flexible workers after placement
@@ -288,11 +292,11 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     if (a.flexible) {
       Split(state, j, &a.base, &a.flex);
     } else {
-      a.base = j.placement;
+      a.fixed = &j.placement;
     }
     // Home type: the slowest type its base uses (the pace of the job).
     double slowest = kNever;
-    for (const auto& [sid, n] : a.base) {
+    for (const auto& [sid, n] : a.Base()) {
       const int i = state.server_index(sid);
       avail[i] -= n;
       const double thr = j.Thr(servers[i].type, j.workers);
@@ -321,20 +325,27 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     int demand;
     int alloc = -1;  // migration candidate: its index in `allocs`
   };
-  std::vector<Queued> queue;
-  queue.reserve(state.queued().size());
+  // GPUs admission and migration may use at most (flexible workers count as
+  // free). With none, no job starts or moves: the queue is not even looked at,
+  // so a round costs nothing per queued job while the cluster is full.
+  const int n_types = state.num_types();
+  int free_left = 0;
+  for (int t = 0; t < n_types; ++t) free_left += index.Total(t, true, opt.use_loaned);
+  if (free_left == 0 && !opt.elastic) return {};
+  // Scratch kept across rounds (its capacity): one allocation, not one per round.
+  static thread_local std::vector<Queued> queue;
+  queue.clear();
   // Slow GPU types (type_aware): `frees[t]` is when the base GPUs of type t held
   // by running jobs free up (estimated finish, cumulative GPUs), for the wait
   // estimate; a running job whose type is slower than its fastest one is a
   // migration candidate and competes for the fast type in admission order.
-  const int n_types = state.num_types();
   std::vector<std::vector<std::pair<Seconds, int>>> frees(n_types);
   std::vector<int> ahead(n_types, 0);  // demand of earlier jobs still waiting per type
-  if (opt.type_aware && n_types > 1) {
+  if (free_left > 0 && opt.type_aware && n_types > 1) {
     for (size_t k = 0; k < allocs.size(); ++k) {
       const Alloc& a = allocs[k];
       const JobInfo& j = *a.job;
-      const int d = Sum(a.base);
+      const int d = Sum(a.Base());
       if (a.home < 0 || d <= 0) continue;
       frees[a.home].emplace_back(state.EstimatedFinishTime(j.spec.id), d);
       const int f = FastestType(j, n_types, d);
@@ -356,33 +367,52 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
                                [](const std::pair<Seconds, int>& e, int n) { return e.second < n; });
     return it == v.end() ? kNever : std::max(0.0, it->first - state.now());
   };
-  for (JobId id : state.queued()) {
-    const JobInfo& j = *state.job(id);
-    const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
-    double best = 0;
-    for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
-    const double key = opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever);
-    queue.push_back({key, j.spec.submit_time, id, d});
+  if (free_left > 0) {
+    for (JobId id : state.queued()) {
+      const JobInfo& j = *state.job(id);
+      const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
+      double best = 0;
+      for (int t = 0; t < n_types; ++t) best = std::max(best, j.Thr(t, d));
+      const double key = opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever);
+      queue.push_back({key, j.spec.submit_time, id, d});
+    }
   }
-  std::sort(queue.begin(), queue.end(), [](const Queued& a, const Queued& b) {
-    return std::tie(a.key, a.submit, a.id) < std::tie(b.key, b.submit, b.id);
-  });
+  // Admission order, taken lazily from a heap: the walk usually stops long
+  // before the end of the queue (when no GPU is left), so most of the queue is
+  // never sorted. (key, submit, id) is a total order: the same order as a sort.
+  auto later = [](const Queued& a, const Queued& b) {
+    return std::tie(a.key, a.submit, a.id) > std::tie(b.key, b.submit, b.id);
+  };
+  std::make_heap(queue.begin(), queue.end(), later);
   std::vector<int> types;
   const SchedulerConfig& cfg = state.config();
-  for (const Queued& q : queue) {
+  // A job needing more GPUs than are left anywhere cannot start; it still waits
+  // for its fastest type (type_aware). Exact when min_type_speed <= 1 (then a job
+  // has an allowed type iff it has a fastest one).
+  const bool skip_big = opt.min_type_speed <= 1;
+  while (!queue.empty() && free_left > 0) {
+    std::pop_heap(queue.begin(), queue.end(), later);
+    const Queued q = queue.back();
+    queue.pop_back();
     const JobInfo& j = *state.job(q.id);
     const bool migrating = q.alloc >= 0;
     const int d = q.demand;
+    if (skip_big && d > free_left) {
+      const int f = opt.type_aware ? FastestType(j, n_types, d) : -1;
+      if (f >= 0) ahead[f] += d;
+      continue;
+    }
     types.clear();
     double fastest = 0;
     for (int t = 0; t < n_types; ++t) fastest = std::max(fastest, j.Thr(t, d));
     for (int t = 0; t < n_types; ++t) {
       if (j.Allowed(t, d) && j.Thr(t, d) >= opt.min_type_speed * fastest) {
-        types.push_back(t);
+        // Insertion keeps equal-speed types in index order (a stable sort).
+        auto pos = types.end();
+        while (pos != types.begin() && j.Thr(*(pos - 1), d) < j.Thr(t, d)) --pos;
+        types.insert(pos, t);
       }
     }
-    std::stable_sort(types.begin(), types.end(),
-                     [&](int a, int b) { return j.Thr(a, d) > j.Thr(b, d); });
     const bool flexible = opt.elastic && j.elastic();
     const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
     const int fast = opt.type_aware && !types.empty() ? FastestType(j, n_types, d) : -1;
@@ -439,10 +469,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
       index.Take(i, n);
       idle.Set(i, std::max(0, idle.avail(i) - n));
     }
+    free_left -= d;
     if (migrating) {
       // Its GPUs on the slow type are free for later jobs of this round.
       Alloc& m = allocs[q.alloc];
-      for (const auto& [sid, n] : m.base) {
+      free_left += Sum(m.Base());
+      for (const auto& [sid, n] : m.Base()) {
         const int i = state.server_index(sid);
         index.Set(i, index.avail(i) + n);
         idle.Set(i, idle.avail(i) + n);
@@ -452,6 +484,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
         idle.Set(i, idle.avail(i) + n);
       }
       m.base = std::move(p);
+      m.fixed = nullptr;
       m.flex.clear();
       m.home = home;
       m.moved = true;

@@ -44,6 +44,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
 const ClusterState& Scheduler::state() const { return *impl_->state; }
 const std::string& Scheduler::policy_name() const { return impl_->name; }
 const SchedulerConfig& Scheduler::config() const { return impl_->config; }
+bool Scheduler::elastic() const { return impl_->policy->elastic(); }
+Seconds Scheduler::NextWakeup() const { return impl_->policy->next_wakeup(); }
 void Scheduler::set_action_observer(ActionObserver observer) {
   impl_->observer = std::move(observer);
 }
@@ -228,7 +230,7 @@ Result<Plan> Scheduler::Handle(const Event& event) {
         } else if constexpr (std::is_same_v<T, Reclaim>) {
           ARYL_ASSIGN_OR_RETURN(ReclaimDecision d,
                                 DecideReclaim(st, body, m.policy->reclaim_strategy(),
-                                              m.config.seed));
+                                              m.config.seed, m.policy->elastic()));
           for (const auto& a : d.actions) ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
           ReclaimRecord r;
           r.time = event.time;
@@ -242,7 +244,7 @@ Result<Plan> Scheduler::Handle(const Event& event) {
           return Status::Ok();
         } else if constexpr (std::is_same_v<T, ServerFailed>) {
           std::vector<Action> actions;
-          CostOfReturning(st, {body.server}, &actions);
+          CostOfReturning(st, {body.server}, &actions, nullptr, m.policy->elastic());
           for (auto& a : actions) {
             a.reason = a.type == ActionType::kPreempt ? "server failed: preempt"
                                                       : "server failed: shrink";

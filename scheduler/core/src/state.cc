@@ -32,7 +32,8 @@ Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
                                           SchedulerConfig config) {
   if (servers.empty()) return Status::InvalidArgument("no servers");
   if (!thr) return Status::InvalidArgument("no throughput catalog");
-  if (config.rescale_pause < 0 || config.restart_pause < 0 || config.checkpoint_interval < 0) {
+  if (config.rescale_pause < 0 || config.restart_pause < 0 || config.resume_pause < 0 ||
+      config.checkpoint_interval < 0) {
     return Status::InvalidArgument("pauses and checkpoint_interval must be >= 0");
   }
   ClusterState state;
@@ -494,7 +495,10 @@ Status ClusterState::Apply(const Action& a) {
       queued_.erase(a.job);
       running_.insert(a.job);
       if (j.stats.first_start < 0) j.stats.first_start = now_;
-      j.paused_until = now_ + (j.stats.preemptions > 0 ? config_.restart_pause : 0);
+      j.paused_until =
+          now_ + (j.stats.preemptions == 0 ? 0
+                  : j.suspended            ? config_.resume_pause
+                                           : config_.restart_pause);
       j.checkpoint_time = now_;
       j.checkpoint_remaining = j.remaining_work;
       break;
@@ -511,6 +515,8 @@ Status ClusterState::Apply(const Action& a) {
     case ActionType::kPreempt: {
       JobInfo& j = *mutable_job(a.job);
       SetPlacement(j, {});
+      j.suspended = a.suspend;
+      if (a.suspend) j.checkpoint_remaining = j.remaining_work;  // saved as it stops
       j.stats.lost_work += std::max(0.0, j.checkpoint_remaining - j.remaining_work);
       j.remaining_work = std::max(j.remaining_work, j.checkpoint_remaining);
       j.status = JobStatus::kQueued;

@@ -136,21 +136,24 @@ Result<ThroughputCatalog::Table> ThroughputCatalog::ParseCsv(std::string_view te
       }
       values.push_back(std::isnan(v) ? 0.0 : v);
     }
-    if (have_row) continue;  // validate every row, keep the chosen one
-    if (options.batch_size == 0 || static_cast<int>(batch) == options.batch_size) {
+    const bool largest = options.batch_size == ThroughputCsvOptions::kLargestBatch;
+    if (have_row && !largest) continue;  // validate every row, keep the chosen one
+    if (largest ? batch > table.batch
+                : options.batch_size == 0 || static_cast<int>(batch) == options.batch_size) {
       bool any = false;
       for (double v : values) any = any || v > 0;
       if (!any) {
         return Status::Corruption(at + "no allowed size: every cell is empty, nan or 0");
       }
       table.values = std::move(values);
+      table.batch = batch;
       have_row = true;
     }
   }
   if (!have_header) return Status::Corruption(source + ":1: empty table");
   if (!have_row) {
     return Status::Corruption(source + ":" + std::to_string(line_no) + ": " +
-                              (options.batch_size == 0
+                              (options.batch_size <= 0
                                    ? std::string("no data row")
                                    : "no row for global batch size " +
                                          std::to_string(options.batch_size)));

@@ -36,16 +36,28 @@ const Column kColumns[] = {
      [](const RunMetrics& m) { return m.p95_jct_s; }},
     {"p99 JCT h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.p99_jct_s / kHour); }, -1,
      [](const RunMetrics& m) { return m.p99_jct_s; }},
-    {"avg queue h", 11, [](const RunMetrics& m) { return Fmt("%.2f", m.avg_queue_s / kHour); }, -1,
+    {"avg wait h", 10, [](const RunMetrics& m) { return Fmt("%.2f", m.avg_wait_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.avg_wait_s; }},
+    {"p50 wait h", 10, [](const RunMetrics& m) { return Fmt("%.2f", m.p50_wait_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p50_wait_s; }},
+    {"p95 wait h", 10, [](const RunMetrics& m) { return Fmt("%.2f", m.p95_wait_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p95_wait_s; }},
+    {"1st start h", 11, [](const RunMetrics& m) { return Fmt("%.2f", m.avg_queue_s / kHour); }, -1,
      [](const RunMetrics& m) { return m.avg_queue_s; }},
-    {"p99 queue h", 11, [](const RunMetrics& m) { return Fmt("%.2f", m.p99_queue_s / kHour); }, -1,
-     [](const RunMetrics& m) { return m.p99_queue_s; }},
+    {"p95 1st h", 9, [](const RunMetrics& m) { return Fmt("%.2f", m.p95_queue_s / kHour); }, -1,
+     [](const RunMetrics& m) { return m.p95_queue_s; }},
     {"train use", 9, [](const RunMetrics& m) { return Fmt("%.1f%%", m.training_usage * 100); }, 1,
      [](const RunMetrics& m) { return m.training_usage; }},
     {"overall use", 11, [](const RunMetrics& m) { return Fmt("%.1f%%", m.overall_usage * 100); }, 1,
      [](const RunMetrics& m) { return m.overall_usage; }},
     {"loaned GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", m.loaned_gpu_hours); }, 0,
      [](const RunMetrics& m) { return m.loaned_gpu_hours; }},
+    {"useful GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", m.useful_gpu_hours); }, 0,
+     [](const RunMetrics& m) { return m.useful_gpu_hours; }},
+    {"norm GPU-h", 10, [](const RunMetrics& m) { return Fmt("%.0f", m.useful_norm_gpu_hours); }, 0,
+     [](const RunMetrics& m) { return m.useful_norm_gpu_hours; }},
+    {"wasted GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", m.wasted_gpu_hours); }, 0,
+     [](const RunMetrics& m) { return m.wasted_gpu_hours; }},
     {"preempt", 7, [](const RunMetrics& m) { return std::to_string(m.preemptions); }, 0,
      [](const RunMetrics& m) { return static_cast<double>(m.preemptions); }},
     {"rescale", 7, [](const RunMetrics& m) { return std::to_string(m.rescales); }, 0,
@@ -116,11 +128,21 @@ nlohmann::ordered_json RunToJson(const RunMetrics& m) {
   j["p50_jct_s"] = m.p50_jct_s;
   j["p95_jct_s"] = m.p95_jct_s;
   j["p99_jct_s"] = m.p99_jct_s;
+  j["avg_wait_s"] = m.avg_wait_s;
+  j["p50_wait_s"] = m.p50_wait_s;
+  j["p95_wait_s"] = m.p95_wait_s;
+  j["p99_wait_s"] = m.p99_wait_s;
   j["avg_queue_s"] = m.avg_queue_s;
+  j["p50_queue_s"] = m.p50_queue_s;
+  j["p95_queue_s"] = m.p95_queue_s;
   j["p99_queue_s"] = m.p99_queue_s;
   j["training_usage"] = m.training_usage;
   j["overall_usage"] = m.overall_usage;
   j["loaned_gpu_hours"] = m.loaned_gpu_hours;
+  j["allocated_gpu_hours"] = m.allocated_gpu_hours;
+  j["useful_gpu_hours"] = m.useful_gpu_hours;
+  j["useful_norm_gpu_hours"] = m.useful_norm_gpu_hours;
+  j["wasted_gpu_hours"] = m.wasted_gpu_hours;
   j["preemptions"] = m.preemptions;
   j["rescales"] = m.rescales;
   j["reclaims"] = m.reclaims;
@@ -155,6 +177,28 @@ Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& r
     }
   }
   if (!out) return Status::IoError("--timeline: error writing '" + path + "'");
+  return Status::Ok();
+}
+
+Status WriteJobsCsv(const std::string& path, const std::vector<RunResult>& runs) {
+  std::ofstream out(path);
+  if (!out) return Status::IoError("--jobs-csv: cannot write '" + path + "'");
+  out << "policy,job_id,submit_s,first_start_s,finish_s,waiting_s,preemptions,rescales,gpu_types\n";
+  for (const auto& r : runs) {
+    for (const auto& j : r.jobs) {
+      // Trace ids are quoted only when they need it (a comma or a quote).
+      std::string id = j.name;
+      if (id.find_first_of(",\"\n") != std::string::npos) {
+        std::string q = "\"";
+        for (char c : id) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+        id = q + "\"";
+      }
+      out << r.metrics.policy << ',' << id << ',' << Fmt("%.3f", j.submit) << ',' << Fmt("%.3f", j.first_start)
+          << ',' << Fmt("%.3f", j.finish) << ',' << Fmt("%.3f", j.waiting()) << ',' << j.preemptions << ','
+          << j.rescales << ',' << j.gpu_types << '\n';
+    }
+  }
+  if (!out) return Status::IoError("--jobs-csv: error writing '" + path + "'");
   return Status::Ok();
 }
 

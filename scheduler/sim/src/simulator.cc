@@ -40,6 +40,12 @@ struct ExecJob {
   double executed = 0;  // iterations of progress, including those later lost
   double lost = 0;      // iterations lost to preemptions
   int preemptions = 0;
+  int rescales = 0;
+  double held = 0;          // seconds it held workers, up to run_since
+  double run_since = 0;     // when its current placement started
+  double norm_per_iter = 0; // training-type GPU-seconds per iteration at its size
+  std::string gpu_types;    // types it ran on, '|'-separated
+  bool suspended = false;  // its last stop saved a checkpoint (Action::suspend)
   std::uint32_t version = 0;  // bumped whenever the finish estimate changes
   double first_start = -1;
   double finish = -1;
@@ -71,7 +77,8 @@ class Run {
   Run(const SimConfig& config, const std::vector<sched::JobSpec>& jobs, const DemandCurve& demand,
       const sched::ThroughputCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler,
       std::vector<sched::ServerSpec> servers)
-      : config_(config), demand_(demand), catalog_(catalog), scheduler_(std::move(scheduler)) {
+      : config_(config), demand_(demand), catalog_(catalog), scheduler_(std::move(scheduler)),
+        elastic_(scheduler_->elastic()) {
     jobs_.resize(jobs.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       jobs_[i].spec = &jobs[i];
@@ -128,6 +135,7 @@ class Run {
   const DemandCurve& demand_;
   const sched::ThroughputCatalog& catalog_;
   std::unique_ptr<sched::Scheduler> scheduler_;
+  const bool elastic_;  // the policy resizes jobs (Scheduler::elastic)
 
   std::vector<ExecJob> jobs_;
   std::unordered_map<sched::JobId, std::size_t> index_;
@@ -160,6 +168,8 @@ class Run {
   double all_busy_total_ = 0;
   double served_total_ = 0;
   double loaned_busy_total_ = 0;   // GPU-s of training jobs on loaned servers
+  double useful_gpu_s_ = 0;        // GPU-s of progress kept
+  double norm_gpu_s_ = 0;          // the same at training-GPU speed
   std::int64_t preemptions_ = 0;
   std::int64_t rescales_ = 0;
   std::int64_t reclaims_ = 0;
@@ -186,7 +196,10 @@ void Run::AdvanceJob(ExecJob& job, double t) {
     job.ckpt_time = ck;
   }
   const double after = remaining_at(t);
-  job.executed += job.remaining - after;
+  const double done = job.remaining - after;
+  useful_gpu_s_ += done / job.rate * job.workers;
+  norm_gpu_s_ += done * job.norm_per_iter;
+  job.executed += done;
   job.remaining = after;
   job.last_update = t;
 }
@@ -276,18 +289,34 @@ Status Run::Place(ExecJob& job, const sched::Placement& placement, const char* w
     return Status::Internal("fidelity: " + std::string(what) + " " + JobName(job) + " at " + std::to_string(workers) +
                             " workers, outside [" + std::to_string(spec.min_workers) + ", " +
                             std::to_string(spec.max_workers) + "]");
+  // Without elasticity every job runs at the size its user asked for, always.
+  const int requested = spec.kind == sched::JobKind::kInelastic ? spec.min_workers
+                        : spec.requested_workers > 0            ? spec.requested_workers
+                                                                : spec.max_workers;
+  if (!elastic_ && workers != requested)
+    return Status::Internal("fidelity: " + std::string(what) + " " + JobName(job) + " at " + std::to_string(workers) +
+                            " workers under a non-elastic policy; it asked for " + std::to_string(requested));
   for (const auto& [sid, n] : placement) {
     ExecServer& s = servers_[server_index_[sid]];
     s.used += n;
     (s.role == sched::ServerState::kLoaned ? busy_loaned_ : busy_training_) += n;
+    const std::string& type = s.spec.gpu_type;
+    if (("|" + job.gpu_types + "|").find("|" + type + "|") == std::string::npos)
+      job.gpu_types += (job.gpu_types.empty() ? "" : "|") + type;
   }
   job.placement = placement;
   job.workers = workers;
   job.rate = rate;
+  // The same iterations on training GPUs at this size (its own rate where the
+  // training type does not allow the size).
+  const double ref = catalog_.Throughput(spec.model, config_.training.groups.front().gpu_type, workers);
+  job.norm_per_iter = workers / (ref > 0 ? ref : rate);
+  job.run_since = now_;
   return Status::Ok();
 }
 
 void Run::Release(ExecJob& job) {
+  job.held += now_ - job.run_since;
   for (const auto& [sid, n] : job.placement) {
     ExecServer& s = servers_[server_index_[sid]];
     s.used -= n;
@@ -326,7 +355,9 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       ARYL_RETURN_IF_ERROR(Place(*job, a.placement, "start of"));
       job->status = ExecJob::Status::kRunning;
       job->last_update = t;
-      job->paused_until = t + (job->preemptions > 0 ? config_.scheduler.restart_pause : 0);
+      job->paused_until = t + (job->preemptions == 0 ? 0
+                               : job->suspended   ? config_.scheduler.resume_pause
+                                                  : config_.scheduler.restart_pause);
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       if (job->first_start < 0) job->first_start = t;
@@ -343,6 +374,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       Release(*job);
       Status placed = Place(*job, a.placement, "resize of");
       if (!placed.ok()) return placed;
+      ++job->rescales;
       job->paused_until = std::max(job->paused_until, t + config_.scheduler.rescale_pause);
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
@@ -354,8 +386,15 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       if (job->status != ExecJob::Status::kRunning)
         return Status::Internal("fidelity: preemption of " + JobName(*job) + ", which is not running, at t=" + Num(t));
       AdvanceJob(*job, t);
+      job->suspended = a.suspend;
+      if (a.suspend) job->ckpt_remaining = job->remaining;  // checkpointed as it stops
+      const double lost = std::max(0.0, job->ckpt_remaining - job->remaining);
+      // The placement has not changed since the checkpoint (starts and resizes
+      // checkpoint), so the lost iterations ran at the current rate and size.
+      useful_gpu_s_ -= lost / job->rate * job->workers;
+      norm_gpu_s_ -= lost * job->norm_per_iter;
+      job->lost += lost;
       Release(*job);
-      job->lost += std::max(0.0, job->ckpt_remaining - job->remaining);
       job->remaining = std::max(job->remaining, job->ckpt_remaining);
       job->status = ExecJob::Status::kQueued;
       job->paused_until = t;
@@ -483,7 +522,11 @@ Result<RunResult> Run::Execute(const std::string& policy) {
     const bool active = queued_ > 0 || running_ > 0;
     const double t_tick = active && config_.tick > 0 ? last_event_time_ + config_.tick : kInf;
     const double t_deadline = pending_reclaims_.empty() ? kInf : pending_reclaims_.front().deadline;
-    const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline});
+    // A round the policy asked for (tiresias: the next demotion or promotion),
+    // as of the last event; one not after it would never be sent (no spin).
+    const double wakeup = scheduler_->NextWakeup();
+    const double t_wakeup = active && wakeup > last_event_time_ ? std::max(now_, wakeup) : kInf;
+    const double t = std::min({t_arrival, t_completion, t_demand, t_tick, t_deadline, t_wakeup});
     if (!std::isfinite(t)) break;
 
     AdvanceClock(t);
@@ -506,7 +549,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
       ARYL_RETURN_IF_ERROR(Send({t, sched::JobSubmitted{*job.spec}}));
     }
     // 4. Periodic rebalancing.
-    if (t_tick <= t && last_event_time_ < t) ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
+    if ((t_tick <= t || t_wakeup <= t) && last_event_time_ < t) ARYL_RETURN_IF_ERROR(Send({t, sched::Tick{}}));
     ARYL_RETURN_IF_ERROR(CheckDeadlines(t));
     bar.Update(static_cast<double>(finished_));
 
@@ -552,8 +595,12 @@ Result<RunResult> Run::Execute(const std::string& policy) {
   m.policy = policy;
   std::vector<JobOutcome> outcomes;
   outcomes.reserve(n);
-  for (const ExecJob& j : jobs_) outcomes.push_back({j.spec->submit_time, j.first_start, j.finish});
+  for (const ExecJob& j : jobs_) {
+    outcomes.push_back({j.spec->submit_time, j.first_start, j.finish, j.held, j.spec->name, j.preemptions,
+                        j.rescales, j.gpu_types});
+  }
   result.jcts = SummarizeJobs(outcomes, m);
+  result.jobs = std::move(outcomes);
   const double span = span_hi_ - span_lo_;
   const double total = now_ - span_lo_;
   const bool use_span = span > 0;
@@ -566,6 +613,10 @@ Result<RunResult> Run::Execute(const std::string& policy) {
                       (static_cast<double>(training_gpus_ + inference_gpus_) * duration);
   }
   m.loaned_gpu_hours = loaned_busy_total_ / 3600.0;
+  m.allocated_gpu_hours = all_busy_total_ / 3600.0;
+  m.useful_gpu_hours = useful_gpu_s_ / 3600.0;
+  m.useful_norm_gpu_hours = norm_gpu_s_ / 3600.0;
+  m.wasted_gpu_hours = (all_busy_total_ - useful_gpu_s_) / 3600.0;
   m.preemptions = preemptions_;
   m.rescales = rescales_;
   m.reclaims = reclaims_;

@@ -11,32 +11,6 @@
 namespace aryl::sim {
 namespace {
 
-// The global batch size of a table's first data row (the row the catalog uses).
-Result<double> FirstBatch(const std::string& text, const std::string& source) {
-  double batch = 0;
-  bool header = true;
-  Status error = Status::InvalidArgument(source + ": no data row");
-  internal::ForEachLine(text, [&](int line_no, std::string_view line) {
-    if (internal::Trim(line).empty()) return true;
-    if (header) {
-      header = false;
-      return true;
-    }
-    auto split = internal::SplitCsv(line);
-    auto v = split.ok() ? internal::ParseDouble(split->front()) : std::nullopt;
-    if (!v || *v <= 0) {
-      error = Status::InvalidArgument(source + ":" + std::to_string(line_no) + ": global_batch_size: '" +
-                                      std::string(split.ok() ? split->front() : std::string(line)) + "'");
-    } else {
-      batch = *v;
-      error = Status::Ok();
-    }
-    return false;
-  });
-  if (!error.ok()) return error;
-  return batch;
-}
-
 int FloorPow2(int x) {
   int p = 1;
   while (p * 2 <= x) p *= 2;
@@ -74,8 +48,9 @@ Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::s
     for (const auto& file : files) {
       std::string source = type_dir.filename().string() + "/" + file.filename().string();
       ARYL_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(file.string()));
-      ARYL_ASSIGN_OR_RETURN(auto table, sched::ThroughputCatalog::ParseCsv(text, source));
-      ARYL_ASSIGN_OR_RETURN(double batch, FirstBatch(text, source));
+      ARYL_ASSIGN_OR_RETURN(auto table, sched::ThroughputCatalog::ParseCsv(text, source,
+                                                                            {.batch_size = options.batch_size}));
+      const double batch = table.batch;
       tables[file.stem().string()][type_dir.filename().string()] = Entry{std::move(table), batch};
     }
   }
@@ -104,6 +79,18 @@ Result<std::pair<double, double>> ParseElasticRange(std::string_view text) {
     return Status::InvalidArgument("--elastic-range: expected LO:HI with 0 < LO <= 1 <= HI, got '" +
                                    std::string(text) + "'");
   return std::make_pair(*lo, *hi);
+}
+
+double ModelStateBytes(const std::string& model) {
+  // Parameter counts (millions) of the models of data/throughput: BERT-base,
+  // DeepSpeech2 (as in ElasticFlow's setup), GPT-2 small, Inception-v3,
+  // ResNet-50 (ImageNet and CIFAR-10 heads), VGG-16.
+  static const std::map<std::string, double> kParamsM = {
+      {"bert", 110},      {"deepspeech2", 38},       {"gpt2", 124}, {"inception3", 24},
+      {"resnet50", 25.6}, {"resnet50_cifar10", 23.5}, {"vgg16", 138}};
+  auto it = kParamsM.find(model);
+  const double params = (it == kParamsM.end() ? 100 : it->second) * 1e6;
+  return params * 4 * 3;
 }
 
 Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::ThroughputCatalog& catalog,
@@ -154,6 +141,7 @@ Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::T
       return Status::InvalidArgument(row.source + ": num_gpu: model '" + spec.model + "' on " + ref +
                                      " does not allow " + std::to_string(n) + " GPUs");
     spec.total_work = row.duration * thr;
+    spec.state_bytes = ModelStateBytes(spec.model);
 
     bool elastic = row.elastic.has_value()
                        ? *row.elastic

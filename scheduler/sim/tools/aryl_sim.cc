@@ -2,6 +2,7 @@
 // under one or more scheduling policies and prints a comparison table.
 // See docs/simulator.md.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
       ("load", "Compress inter-arrival times by this factor", cxxopts::value<double>()->default_value("1"))
       ("throughput", "Directory of throughput tables <TYPE>/<model>.csv",
        cxxopts::value<std::string>()->default_value(DefaultThroughputDir()))
+      ("throughput-row", "Row of each throughput table: first (smallest global batch), largest, or a "
+       "global batch size", cxxopts::value<std::string>()->default_value("first"))
       ("relative-speed", "Speed of a GPU type without a table for a model, relative to the training type",
        cxxopts::value<double>()->default_value("0.25"))
       ("elastic-fraction", "Fraction of jobs (without an elastic column) made elastic",
@@ -89,6 +92,8 @@ int main(int argc, char** argv) {
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
       ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
+      ("resume-pause", "Seconds a start after a suspension (a preemption that checkpoints first) costs",
+       cxxopts::value<double>()->default_value("10"))
       ("knapsack-exact-budget", "Largest knapsack (groups x capacity x options) solved exactly; above it the "
        "core's approximate solver is used (default: the core's)",
        cxxopts::value<std::int64_t>()->default_value(std::to_string(aryl::sched::SchedulerConfig{}.knapsack_exact_budget)))
@@ -97,6 +102,8 @@ int main(int argc, char** argv) {
   options.add_options("output")
       ("json", "Write the results as JSON to FILE", cxxopts::value<std::string>())
       ("timeline", "Write the per-interval timeline CSV to FILE", cxxopts::value<std::string>())
+      ("jobs-csv", "Write one row per policy and job (submit, first start, finish, waiting, preemptions, "
+       "rescales, GPU types) to FILE", cxxopts::value<std::string>())
       ("timeline-interval", "Seconds between timeline samples", cxxopts::value<double>()->default_value("3600"))
       ("plot", "Write timeline.png and jct_cdf.png (gnuplot) into DIR", cxxopts::value<std::string>())
       ("no-progress", "Never draw the progress bar");
@@ -118,13 +125,14 @@ int main(int argc, char** argv) {
   config.reclaim_deadline = flags["reclaim-deadline"].as<double>();
   config.tick = flags["tick"].as<double>();
   config.timeline_interval = flags["timeline-interval"].as<double>();
-  config.progress = !flags.count("no-progress");
-  config.scheduler.fifo = flags.count("fifo") > 0;
+  config.progress = !flags["no-progress"].as<bool>();
+  config.scheduler.fifo = flags["fifo"].as<bool>();
   config.scheduler.min_type_speed = flags["min-type-speed"].as<double>();
   config.scheduler.inelastic_on_loaned = flags["inelastic-on-loaned"].as<bool>();
   config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
+  config.scheduler.resume_pause = flags["resume-pause"].as<double>();
   config.scheduler.seed = seed;
   config.scheduler.knapsack_exact_budget = flags["knapsack-exact-budget"].as<std::int64_t>();
   if (!(config.reclaim_deadline >= 0)) aryl::UsageError(kProgram, "--reclaim-deadline: must be >= 0");
@@ -153,7 +161,7 @@ int main(int argc, char** argv) {
   }
 
   // Inputs.
-  auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags.count("skip-bad-rows") > 0});
+  auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags["skip-bad-rows"].as<bool>()});
   if (!trace.ok()) Fail(trace.status());
   for (const auto& bad : trace->skipped) std::cerr << kProgram << ": skipped " << bad.where << ": " << bad.reason << "\n";
   aryl::sim::ApplyWindow(*trace, window.first, window.second);
@@ -164,6 +172,20 @@ int main(int argc, char** argv) {
   catalog_options.reference_type = training_type;
   catalog_options.relative_speed = flags["relative-speed"].as<double>();
   for (const auto& g : config.inference.groups) catalog_options.other_types.push_back(g.gpu_type);
+  {
+    const std::string row = flags["throughput-row"].as<std::string>();
+    if (row == "first") {
+      catalog_options.batch_size = 0;
+    } else if (row == "largest") {
+      catalog_options.batch_size = aryl::sched::ThroughputCsvOptions::kLargestBatch;
+    } else {
+      char* end = nullptr;
+      const long n = std::strtol(row.c_str(), &end, 10);
+      if (row.empty() || *end != '\0' || n <= 0)
+        aryl::UsageError(kProgram, "--throughput-row: '" + row + "' (first, largest or a global batch size)");
+      catalog_options.batch_size = static_cast<int>(n);
+    }
+  }
   auto catalog = aryl::sim::LoadCatalog(flags["throughput"].as<std::string>(), catalog_options);
   if (!catalog.ok()) Fail(catalog.status());
 
@@ -215,16 +237,21 @@ int main(int argc, char** argv) {
     cfg["elastic_fraction"] = elastic_fraction;
     cfg["elastic_range"] = {elastic_range.first, elastic_range.second};
     cfg["relative_speed"] = catalog_options.relative_speed;
+    cfg["throughput_row"] = flags["throughput-row"].as<std::string>();
     cfg["fifo"] = config.scheduler.fifo;
   cfg["min_type_speed"] = config.scheduler.min_type_speed;
   cfg["inelastic_on_loaned"] = config.scheduler.inelastic_on_loaned;
     cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;
+    cfg["resume_pause_s"] = config.scheduler.resume_pause;
     cfg["tick_s"] = config.tick;
   cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
     cfg["policies"] = policies;
     if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);
+  }
+  if (flags.count("jobs-csv")) {
+    if (auto s = aryl::sim::WriteJobsCsv(flags["jobs-csv"].as<std::string>(), results); !s.ok()) Fail(s);
   }
   if (flags.count("timeline")) {
     if (auto s = aryl::sim::WriteTimelineCsv(flags["timeline"].as<std::string>(), results); !s.ok()) Fail(s);

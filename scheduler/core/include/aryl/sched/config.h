@@ -12,9 +12,21 @@ namespace aryl::sched {
 struct SchedulerConfig {
   Seconds rescale_pause = 30;          // a rescale stops the job this long (s); no work lost
   Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s)
+  // A start after a suspension (a kPreempt with Action::suspend: the job saved a
+  // checkpoint as it stopped) stops the job this long while it reloads (s).
+  Seconds resume_pause = 10;
   Seconds checkpoint_interval = 1800;  // a running job checkpoints this often (s of wall time
                                        // since its last start or rescale); a preemption loses
                                        // the work done since the last checkpoint
+  // A checkpoint on a reclaim's notice takes checkpoint_base + state_bytes /
+  // checkpoint_bandwidth seconds. A job that must leave a reclaimed server is
+  // checkpointed first (Action::suspend, no work lost) when that fits before the
+  // deadline and costs less than losing its work since the last checkpoint.
+  Seconds checkpoint_base = 5;
+  double checkpoint_bandwidth = 1e9;  // bytes/s
+  Seconds CheckpointSeconds(double state_bytes) const {
+    return checkpoint_base + (checkpoint_bandwidth > 0 ? state_bytes / checkpoint_bandwidth : 0);
+  }
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits
@@ -36,10 +48,12 @@ struct SchedulerConfig {
   // The `exact` reclaim strategy enumerates at most this many server subsets;
   // larger instances fall back to the greedy strategy (the action reason says so).
   std::int64_t exact_reclaim_limit = 200'000;
-  // tiresias: attained-service thresholds (GPU-seconds) between priority queues,
-  // and the starvation limit (a queued job waiting longer than this factor times
-  // its executed time is promoted to the top queue).
-  std::vector<double> tiresias_thresholds = {3600.0, 36000.0};
+  // tiresias: attained-service thresholds (GPU-seconds) between its priority
+  // queues, and the starvation factor (a job that has run and then waited longer
+  // than this factor times its running time since it last entered the top queue
+  // is promoted back to it; 0 = never). The defaults are the reference
+  // simulator's (SymbioticLab/Tiresias, dlas-gpu-2); see docs/scheduler.md.
+  std::vector<double> tiresias_thresholds = {3250.0, 7200.0};
   double tiresias_starve_factor = 2.0;
 };
 

@@ -10,6 +10,7 @@
 // Implementations: one file per policy under scheduler/core/policy/.
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,16 @@ class Policy {
 
   // The reclaim strategy used to choose servers (see reclaim.h).
   virtual ReclaimStrategy reclaim_strategy() const = 0;
+
+  // Whether jobs may run at sizes other than their requested one. When false,
+  // a reclaim or a server failure preempts a job instead of shrinking it, and
+  // every job always runs at JobInfo::requested_workers.
+  virtual bool elastic() const = 0;
+
+  // The time of the next round this policy needs even if no event arrives
+  // (tiresias: the next demotion or starvation promotion), as of its last
+  // Schedule call; infinity when none. Drivers send a Tick then.
+  virtual Seconds next_wakeup() const { return std::numeric_limits<double>::infinity(); }
 };
 
 // `name` is one of PolicyNames() with an optional ":<strategy>" suffix.

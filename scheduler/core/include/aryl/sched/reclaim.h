@@ -2,10 +2,14 @@
 //
 // Cost of returning a set of servers (jointly):
 //   - a job with workers there that can drop them and stay at an allowed size
-//     >= its base size (elastic) is shrunk: no preemption; lost GPU-time =
-//     its remaining workers x rescale_pause;
+//     >= its base size (an elastic job, under a policy that resizes jobs) is
+//     shrunk: no preemption; lost GPU-time = its remaining workers x rescale_pause;
 //   - any other job is preempted: lost GPU-time = its workers x (time since its
-//     last checkpoint + restart_pause).
+//     last checkpoint + restart_pause); or, when a checkpoint on notice fits
+//     before the deadline (SchedulerConfig::CheckpointSeconds(state_bytes) <=
+//     deadline - now) and costs less, it checkpoints first (Action::suspend):
+//     lost GPU-time = its workers x (checkpoint time + resume_pause), no work
+//     lost. The cost of a given set of servers never grows with the notice.
 //   Costs compare by (preemptions, lost GPU-time).
 //
 // Strategies (all return idle loaned servers first, failed ones included):
@@ -55,13 +59,17 @@ struct ReclaimDecision {
 
 // Validates the reclaim against `state` (count <= loaned servers, named servers
 // loaned, no duplicates, count > 0 or names given) and decides it. `seed` drives
-// the random strategy.
+// the random strategy. `elastic` is the policy's (Policy::elastic): when false no
+// job is shrunk, every job on a returned server is preempted.
 Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
-                                      ReclaimStrategy strategy, std::uint64_t seed);
+                                      ReclaimStrategy strategy, std::uint64_t seed,
+                                      bool elastic = true);
 
-// The joint cost of returning `servers` now, and the shrink/preempt actions it
-// takes (without the kReturnServer actions).
+// The joint cost of returning `servers` now with `notice` seconds before the
+// deadline, and the shrink/preempt actions it takes (without the kReturnServer
+// actions).
 ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
-                            std::vector<Action>* actions = nullptr, int* shrinks = nullptr);
+                            std::vector<Action>* actions = nullptr, int* shrinks = nullptr,
+                            bool elastic = true, Seconds notice = 0);
 
 }  // namespace aryl::sched

@@ -51,6 +51,11 @@ class Scheduler {
   const ClusterState& state() const;
   const std::string& policy_name() const;
   const SchedulerConfig& config() const;
+  // Whether the policy resizes jobs (Policy::elastic).
+  bool elastic() const;
+  // When the policy next needs a round without an event (Policy::next_wakeup);
+  // infinity when it does not. A driver sends a Tick at that time.
+  Seconds NextWakeup() const;
 
   // Called after every action is applied, with the state it left. For tests
   // (invariant checks after every action) and tracing; not needed by drivers.

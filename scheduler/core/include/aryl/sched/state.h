@@ -17,7 +17,9 @@
 //   3. Checkpoints: a running job checkpoints every checkpoint_interval seconds
 //      of wall time since its last start or rescale (a rescale carries the state
 //      over, so it counts as a checkpoint). A preemption sets remaining back to
-//      the value at the last checkpoint (JobStats::lost_work records the loss).
+//      the value at the last checkpoint (JobStats::lost_work records the loss),
+//      unless it suspends (Action::suspend: the job checkpoints as it stops and
+//      loses nothing; its next start pauses resume_pause, not restart_pause).
 //   4. The simulator asks EstimatedFinishTime(job) / NextCompletion() for when to
 //      send JobFinished; the estimate holds until the next event changes the
 //      job's placement. CompletedBy(t) lists the jobs that finish by t if nothing
@@ -72,6 +74,7 @@ struct JobInfo {
   double checkpoint_remaining = 0;  // remaining work at the last checkpoint
   double throughput = 0;      // iterations/s at the current placement (0 when queued)
   Seconds queued_since = 0;   // submit time, or the last preemption
+  bool suspended = false;     // its last stop saved a checkpoint (Action::suspend)
   JobStats stats;
   // Per GPU type index (ClusterState::type_index): thr at w workers, w = 0..max
   // (0 where the size is not allowed: table cell, granularity, inelastic size).

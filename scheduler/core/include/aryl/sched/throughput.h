@@ -18,7 +18,10 @@
 //   global_batch_size,1,2,4,8,16,32,64
 //   <batch>,<thr at 1>,<thr at 2>,...
 // One row per global batch size; ThroughputCsvOptions::batch_size picks the row (0 = the
-// first data row). Errors name the file and line.
+// first data row, kLargestBatch = the row of the largest global batch). With a
+// fixed global batch, more workers means a smaller batch per worker, so the
+// first (smallest-batch) row flattens out at 8-32 workers; the largest-batch
+// row is the one that matches jobs that scale out. Errors name the file and line.
 //
 // Thread safety: immutable after loading; share as shared_ptr<const ...>.
 #pragma once
@@ -35,7 +38,9 @@
 namespace aryl::sched {
 
 struct ThroughputCsvOptions {
-  int batch_size = 0;  // the row with this global batch size; 0 = the first row
+  static constexpr int kLargestBatch = -1;
+  int batch_size = 0;  // the row with this global batch size; 0 = the first row;
+                       // kLargestBatch = the row with the largest batch
 };
 
 class ThroughputCatalog {
@@ -43,6 +48,7 @@ class ThroughputCatalog {
   struct Table {
     std::vector<int> sizes;      // ascending, > 0
     std::vector<double> values;  // iterations/s per size; 0 = size not allowed
+    double batch = 0;            // the row's global batch size (ParseCsv); 0 = not given
   };
   using CsvOptions = ThroughputCsvOptions;
 

@@ -75,6 +75,10 @@ struct JobSpec {
   std::vector<std::string> gpu_types;  // allowed GPU types; empty = any
   std::string model;                   // key into the ThroughputCatalog
   double total_work = 0;               // iterations, > 0
+  // Bytes a checkpoint of the job writes (weights and optimizer state); sets
+  // how long a checkpoint on a reclaim's notice takes (SchedulerConfig::
+  // CheckpointSeconds). 0 = unknown: only the fixed part counts.
+  double state_bytes = 0;
 };
 
 // GPUs per server a job holds: server -> worker count on it.
@@ -123,7 +127,9 @@ enum class ActionType : std::uint8_t {
                   // costs SchedulerConfig::rescale_pause, loses no work)
   kPreempt,       // stop `job`; it loses the work since its last checkpoint and goes
                   // back to the queue keeping its place (submit time); the next start
-                  // costs SchedulerConfig::restart_pause
+                  // costs SchedulerConfig::restart_pause. With Action::suspend the job
+                  // saves a checkpoint as it stops: no work is lost and the next
+                  // start costs SchedulerConfig::resume_pause instead
   kReturnServer,  // give `server` back to inference (it must be empty of workers)
 };
 
@@ -132,6 +138,7 @@ struct Action {
   JobId job = 0;          // kStart, kResize, kPreempt
   Placement placement;    // kStart, kResize
   ServerId server = 0;    // kReturnServer
+  bool suspend = false;   // kPreempt: checkpoint on stop, no work lost (see kPreempt)
   std::string reason;     // why, for logs and replay ("sjf admit", "reclaim: shrink", ...)
 };
 

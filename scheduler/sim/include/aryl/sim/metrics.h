@@ -2,8 +2,11 @@
 //
 // Definitions (docs/simulator.md repeats them):
 //   JCT          finish - submit, over completed jobs.
-//   queuing      first start - submit (a preempted job's later waits are not
-//                counted again: "submit -> first start").
+//   waiting      all the time a job did not hold GPUs: JCT - time it held
+//                workers (waits after preemptions included). The main
+//                queuing metric.
+//   queuing      time to first start: first start - submit (later waits are not
+//                counted; a start on a slow GPU ends it).
 //   percentiles  linear interpolation between closest ranks (p in [0,100]).
 //   usages       over the measurement span [first submission, last submission]
 //                when that span is positive, else [first submission, last finish]:
@@ -13,6 +16,13 @@
 //                serving inference demand) / GPU capacity-time of both clusters.
 //                An inference server counts as serving while it is held by
 //                inference and the demand needs it: min(demand, held) servers.
+//   GPU-hours    over the whole run. allocated: GPU-time held by training jobs
+//                (pauses and work later lost included); useful: GPU-time whose
+//                progress was kept (allocated - pauses - lost work); useful
+//                normalized: the same progress at training-GPU speed (the
+//                GPU-time it takes on the training type at the same worker
+//                count), so a T4-hour counts for what it achieved; wasted:
+//                allocated - useful (pauses and lost work).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +35,12 @@ struct JobOutcome {
   double submit = 0;
   double first_start = -1;  // -1: never started
   double finish = -1;       // -1: never finished
+  double held = 0;          // seconds it held workers (running or paused)
+  std::string name;         // the trace's job id
+  int preemptions = 0;
+  int rescales = 0;
+  std::string gpu_types;    // GPU types it ran on, '|'-separated, in first-use order
+  double waiting() const { return finish >= 0 ? finish - submit - held : 0; }
 };
 
 struct TimelineSample {
@@ -46,11 +62,21 @@ struct RunMetrics {
   double p50_jct_s = 0;
   double p95_jct_s = 0;
   double p99_jct_s = 0;
-  double avg_queue_s = 0;
+  double avg_wait_s = 0;   // waiting (all time not holding GPUs)
+  double p50_wait_s = 0;
+  double p95_wait_s = 0;
+  double p99_wait_s = 0;
+  double avg_queue_s = 0;  // time to first start
+  double p50_queue_s = 0;
+  double p95_queue_s = 0;
   double p99_queue_s = 0;
   double training_usage = 0;
   double overall_usage = 0;
   double loaned_gpu_hours = 0;
+  double allocated_gpu_hours = 0;
+  double useful_gpu_hours = 0;
+  double useful_norm_gpu_hours = 0;
+  double wasted_gpu_hours = 0;
   std::int64_t preemptions = 0;
   std::int64_t rescales = 0;
   std::int64_t reclaims = 0;
@@ -62,6 +88,7 @@ struct RunMetrics {
 struct RunResult {
   RunMetrics metrics;
   std::vector<double> jcts;             // sorted ascending
+  std::vector<JobOutcome> jobs;         // per job, in submission order
   std::vector<TimelineSample> timeline;
 };
 

@@ -2,10 +2,12 @@
 // and gnuplot PNGs.
 //
 // JSON schema (docs/simulator.md): {"config": {...}, "runs": [ {policy,
-// jobs_completed, avg_jct_s, p50_jct_s, p95_jct_s, p99_jct_s, avg_queue_s,
-// p99_queue_s, training_usage, overall_usage, loaned_gpu_hours, preemptions,
-// rescales, reclaims, reclaims_late, sim_wall_s}, ... ]}; exactly these keys per
-// run, in this order. Everything but sim_wall_s is a function of the inputs and
+// jobs_completed, avg_jct_s, p50_jct_s, p95_jct_s, p99_jct_s, avg_wait_s,
+// p50_wait_s, p95_wait_s, p99_wait_s, avg_queue_s, p50_queue_s, p95_queue_s,
+// p99_queue_s, training_usage, overall_usage, loaned_gpu_hours,
+// allocated_gpu_hours, useful_gpu_hours, useful_norm_gpu_hours,
+// wasted_gpu_hours, preemptions, rescales, reclaims, reclaims_late,
+// sim_wall_s}, ... ]}; exactly these keys per run, in this order. Everything but sim_wall_s is a function of the inputs and
 // the seed, so two runs give byte-identical files apart from sim_wall_s.
 #pragma once
 
@@ -30,6 +32,12 @@ Status WriteJson(const std::string& path, const nlohmann::ordered_json& config,
 // Columns: policy,time_s,queued_jobs,running_jobs,busy_training_gpus,
 // busy_loaned_gpus,loaned_servers,demand_servers,held_servers.
 Status WriteTimelineCsv(const std::string& path, const std::vector<RunResult>& runs);
+
+// One row per policy and job, in submission order:
+// policy,job_id,submit_s,first_start_s,finish_s,waiting_s,preemptions,rescales,
+// gpu_types (first_start_s/finish_s -1 when never reached; gpu_types
+// '|'-separated in first-use order; job_id quoted when it holds a comma).
+Status WriteJobsCsv(const std::string& path, const std::vector<RunResult>& runs);
 
 // Writes timeline-<policy>.dat, jct-<policy>.dat, plots.gp and runs gnuplot to
 // make timeline.png and jct_cdf.png in `dir` (created when missing).

@@ -1,6 +1,7 @@
 // Workload: turning trace rows into the scheduler's JobSpecs.
 //
-//   1. Throughput catalog (LoadCatalog): every table in data/throughput/<TYPE>/.
+//   1. Throughput catalog (LoadCatalog): every table in data/throughput/<TYPE>/,
+//      one row of each (CatalogOptions::batch_size).
 //      Tables of one model measured on different GPU types use different global
 //      batch sizes (bert: 64 on A100, 384 on T4), so "one iteration" differs. All
 //      tables of a model are converted to iterations of the batch of its table on
@@ -12,7 +13,8 @@
 //      table allows the requested GPU count.
 //   3. Work (iterations) = duration x thr(model, reference type, num_gpu): the job
 //      needs exactly its traced duration when run at its requested size.
-//   4. Elasticity: the trace's elastic/min/max columns, else elastic with
+//   4. State size (ModelStateBytes), for the time a checkpoint on notice takes.
+//   5. Elasticity: the trace's elastic/min/max columns, else elastic with
 //      probability `elastic_fraction` (seeded hash of the job id) with
 //      [min, max] = [lo x n, hi x n] rounded inward to powers of two, capped by
 //      the largest size the model's table allows. Elastic jobs keep
@@ -36,6 +38,9 @@ struct CatalogOptions {
   std::string reference_type = "A100";  // the training GPU type
   double relative_speed = 0.25;         // types without a table: this x reference
   std::vector<std::string> other_types; // GPU types in the cluster (get relative speeds)
+  // The row of each table: 0 = the first (smallest global batch),
+  // ThroughputCsvOptions::kLargestBatch = the largest, N = global batch N.
+  int batch_size = 0;
 };
 
 Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::string& dir,
@@ -51,6 +56,11 @@ struct WorkloadOptions {
 
 // Parses "LO:HI" (0 < LO <= 1 <= HI).
 Result<std::pair<double, double>> ParseElasticRange(std::string_view text);
+
+// Bytes a checkpoint of `model` writes: its published parameter count x 4 bytes
+// (fp32) x 3 (weights and two optimizer moments, as Adam keeps); 100 M
+// parameters for a model not listed. Sets JobSpec::state_bytes.
+double ModelStateBytes(const std::string& model);
 
 // JobIds are 1.. in trace order. Errors name the row (file:line) and the field.
 Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::ThroughputCatalog& catalog,
