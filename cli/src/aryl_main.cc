@@ -166,9 +166,9 @@ std::string Size(const p::JobRow& r) {
 }
 
 std::string JobsTable(const std::vector<p::JobRow>& rows) {
-  Table t({"JOB", "NAME", "STATE", "SIZE", "GEN", "STEP", "STEPS/S", "RESCALES", "AGE"});
+  Table t({"JOB", "NAME", "OWNER", "STATE", "SIZE", "GEN", "STEP", "STEPS/S", "RESCALES", "AGE"});
   for (const auto& r : rows) {
-    t.Add({std::to_string(r.job), r.name, std::string(p::ToString(r.state)), Size(r), std::to_string(r.generation),
+    t.Add({std::to_string(r.job), r.name, r.owner, std::string(p::ToString(r.state)), Size(r), std::to_string(r.generation),
            std::to_string(r.step), Fixed(r.steps_per_second), std::to_string(r.rescales), Age(r.submit_time)});
   }
   return t.Render();
@@ -226,6 +226,10 @@ int CmdStatus(int argc, char** argv) {
   std::string cmd;
   for (const auto& a : reply->argv) cmd += (cmd.empty() ? "" : " ") + a;
   std::cout << "command    " << cmd << "\n";
+  std::string env;  // names only: the values may be secrets
+  for (const auto& n : reply->env_names) env += (env.empty() ? "" : ", ") + n;
+  std::cout << "owner      " << row.owner << "\n"
+            << "env        " << (env.empty() ? "-" : env) << "\n";
   if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
   if (!reply->message.empty()) std::cout << "message    " << reply->message << "\n";
   return 0;
