@@ -236,7 +236,8 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
         } else if constexpr (std::is_same_v<T, p::ListJobs> || std::is_same_v<T, p::ListNodes> ||
                              std::is_same_v<T, p::StatusRequest>) {
           return need(kUserRole | kOperatorRole, "user");
-        } else if constexpr (std::is_same_v<T, p::PoolOffer> || std::is_same_v<T, p::PoolReclaim>) {
+        } else if constexpr (std::is_same_v<T, p::PoolOffer> || std::is_same_v<T, p::PoolReclaim> ||
+                             std::is_same_v<T, p::NodeCommand>) {
           return need(kOperatorRole, "operator");
         } else {
           return std::nullopt;  // not a request the scheduler takes: its handler refuses it

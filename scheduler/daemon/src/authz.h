@@ -9,7 +9,8 @@
 //  2. Users (--curve-users): submit jobs (the job's owner is the key's name), and
 //     list, watch, query and cancel their own jobs; see nodes and the summary.
 //  3. Operators (--curve-operators): everything a user may do, for every job,
-//     and pool offer / reclaim. Operators do not act as agents.
+//     pool offer / reclaim and nodes drain / resume / remove. Operators do not
+//     act as agents.
 //  4. --curve-allow (the older single list): every role, agent ids not bound to
 //     keys. The scheduler warns at start.
 // Without CURVE (loopback development mode) every caller is "local" with every
