@@ -327,7 +327,6 @@ struct AgentRegister {
   std::string cluster_id{};              // must equal the scheduler's (docs/security.md)
   template <typename V>
   void Visit(V& v) {
-    v("cluster_id", cluster_id);
     v("agent_id", agent_id, {.non_empty = true});
     v("host", host, {.non_empty = true});
     v("pool", pool);
@@ -336,6 +335,7 @@ struct AgentRegister {
     v("workers", workers);
     v("store_endpoint", store_endpoint);
     v("exited", exited);
+    v("cluster_id", cluster_id);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -920,9 +920,9 @@ struct StoreSet {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("key", key, {.non_empty = true});
     v("value", value);
+    v("token", token);
   }
   bool operator==(const StoreSet&) const = default;
 };
@@ -935,9 +935,9 @@ struct StoreGet {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("key", key, {.non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+    v("token", token);
   }
   bool operator==(const StoreGet&) const = default;
 };
@@ -950,9 +950,9 @@ struct StoreAdd {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("key", key, {.non_empty = true});
     v("delta", delta);
+    v("token", token);
   }
   bool operator==(const StoreAdd&) const = default;
 };
@@ -967,10 +967,10 @@ struct StoreCompareSet {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("key", key, {.non_empty = true});
     v("expected", expected);
     v("desired", desired);
+    v("token", token);
   }
   bool operator==(const StoreCompareSet&) const = default;
 };
@@ -983,9 +983,9 @@ struct StoreWait {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+    v("token", token);
   }
   bool operator==(const StoreWait&) const = default;
 };
@@ -997,8 +997,8 @@ struct StoreCheck {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
+    v("token", token);
   }
   bool operator==(const StoreCheck&) const = default;
 };
@@ -1010,8 +1010,8 @@ struct StoreDeleteKey {
   std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
-    v("token", token);
     v("key", key, {.non_empty = true});
+    v("token", token);
   }
   bool operator==(const StoreDeleteKey&) const = default;
 };
