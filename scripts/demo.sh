@@ -39,18 +39,20 @@ wait_log() {  # wait_log FILE REGEX -> first match
   echo "demo: no '$2' in $1" >&2; return 1
 }
 
-# CURVE: one pair for the scheduler, one shared by the agents and the clients.
-"$ARYL" keygen "$WORK/keys" scheduler >/dev/null
-"$ARYL" keygen "$WORK/keys" member >/dev/null
-mkdir -p "$WORK/allow" && cp "$WORK/keys/member.pub" "$WORK/allow/"
-export ARYL_CURVE_KEY="$WORK/keys/member.key"
+# CURVE with roles (docs/security.md): a pair for the scheduler, one per agent
+# (its name is the agent id it may use) and one for the demo's operator.
+for k in scheduler train-0 infer-0 demo; do "$ARYL" keygen "$WORK/keys" "$k" >/dev/null; done
+mkdir -p "$WORK/agents" "$WORK/operators"
+cp "$WORK/keys/train-0.pub" "$WORK/keys/infer-0.pub" "$WORK/agents/"
+cp "$WORK/keys/demo.pub" "$WORK/operators/"
+export ARYL_CURVE_KEY="$WORK/keys/demo.key"
 export ARYL_CURVE_SERVER_KEY="$WORK/keys/scheduler.pub"
-CURVE_AGENT=(--curve-key "$ARYL_CURVE_KEY" --curve-server-key "$ARYL_CURVE_SERVER_KEY")
+curve_agent() { echo --curve-key "$WORK/keys/$1.key" --curve-server-key "$ARYL_CURVE_SERVER_KEY"; }
 
 # A day in DAY_SECONDS: inference needs its server from ~08:00 to ~20:00.
 SCALE="$(awk "BEGIN { print 86400 / $DAY_SECONDS }")"
 "$SCHED" --endpoint "tcp://127.0.0.1:*" --state "$WORK/state.db" --http-port 0 \
-  --curve-key "$WORK/keys/scheduler.key" --curve-allow "$WORK/allow" \
+  --curve-key "$WORK/keys/scheduler.key" --curve-agents "$WORK/agents" --curve-operators "$WORK/operators" \
   --heartbeat 0.2 --agent-timeout 2 --rescale-pause 1 --restart-pause 3 \
   --inference-demand "daily:peak=0.9,trough=0.1,peak_hour=14,noise=0,step=300" \
   --demand-time-scale "$SCALE" >"$WORK/scheduler.log" 2>&1 &
@@ -61,10 +63,10 @@ export ARYL_SCHEDULER="$EP"
 echo "Aryl demo: scheduler on $EP (CURVE), http://127.0.0.1:$HTTP/status, work dir $WORK"
 echo "  training agent: 2 slots; inference agent: 4 slots, demand daily:peak=0.9,trough=0.1 (a day in ${DAY_SECONDS}s)"
 "$AGENT" --scheduler "$EP" --id train-0 --host 127.0.0.1 --pool training --slots 2 --gpu-type cpu --log-dir "$WORK/logs" \
-  "${CURVE_AGENT[@]}" >"$WORK/agent-train.log" 2>&1 &
+  $(curve_agent train-0) >"$WORK/agent-train.log" 2>&1 &
 PIDS+=($!)
 "$AGENT" --scheduler "$EP" --id infer-0 --host 127.0.0.1 --pool inference --slots 4 --gpu-type cpu --log-dir "$WORK/logs" \
-  "${CURVE_AGENT[@]}" >"$WORK/agent-infer.log" 2>&1 &
+  $(curve_agent infer-0) >"$WORK/agent-infer.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do
   "$ARYL" nodes --json 2>/dev/null | grep -c '"connected": true' | grep -q 2 && break

@@ -25,8 +25,10 @@
 #include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/security.h"
+#include "aryl/protocol/store.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
+#include "agent_security.h"
 
 namespace aryl::agent {
 
@@ -210,15 +212,7 @@ class Agent::Impl {
   }
 
   Status StartWorkerChannel() {
-    fs::path dir = fs::absolute(opt.log_dir);
-    std::string name = "agent-";
-    for (char c : opt.id) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
-    fs::path path = dir / (name + ".sock");
-    // sun_path holds 107 characters; a deep log directory falls back to /tmp.
-    if (path.string().size() > 100) {
-      path = fs::temp_directory_path() / ("aryl-agent-" + std::to_string(::getuid()) + "-" +
-                                          std::to_string(::getpid()) + ".sock");
-    }
+    ARYL_ASSIGN_OR_RETURN(fs::path path, WorkerSocketPath(opt.log_dir, opt.id));
     std::error_code ec;
     fs::remove(path, ec);  // a socket file left by an agent that died
     p::Server::Options so;
@@ -278,6 +272,7 @@ class Agent::Impl {
     m.workers = Running();
     m.store_endpoint = store_endpoint;
     for (const auto& [key, ex] : unacked_exits) m.exited.push_back(ex);
+    m.cluster_id = opt.cluster_id;
     auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
     if (!reply.ok()) {
       if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
@@ -285,6 +280,7 @@ class Agent::Impl {
       return;
     }
     registered = true;
+    if (!reply->store_key.empty()) p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, reply->store_key});
     heartbeat_interval = reply->heartbeat_interval_seconds;
     if (scheduler_epoch != 0 && scheduler_epoch != reply->scheduler_epoch) {
       spdlog::info("scheduler restarted; re-registered with {} running workers", workers.size());
@@ -305,9 +301,10 @@ class Agent::Impl {
       spdlog::error("start_workers for job {}: {}", m.job, v.ToString());
       return;
     }
+    // A refused environment fails every worker's start, like an exec error.
+    Status env_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
     fs::path dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
-    std::error_code ec;
-    fs::create_directories(dir, ec);
+    if (Status d = MakePrivateDir(dir); !d.ok()) spdlog::error("job {}: {}", m.job, d.ToString());
     bool use_store = UsesStore(m.store_endpoint);
     std::int64_t store_gen = use_store ? p::PlanGeneration(m.generation) : std::max<std::int64_t>(1, m.generation);
     // Fresh workers and joiners ask for their generation in WorkerHello:
@@ -336,13 +333,15 @@ class Agent::Impl {
         // "<job>-<start>": the runtime's store keys and its channel identity;
         // the message fields carry the numeric job (its leading number).
         spec.env["ARYL_JOB_ID"] = m.store_prefix;
+        std::string key = p::ProcessStoreAuth().key;
+        if (!key.empty()) spec.env["ARYL_STORE_TOKEN"] = p::StoreToken(key, m.store_prefix);
       }
       if (gpus) spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(wp.local_slot);
       Worker w;
       w.stdout_path = (dir / ("worker-" + std::to_string(wp.worker) + ".out")).string();
       spec.stdout_path = w.stdout_path;
       spec.stderr_path = (dir / ("worker-" + std::to_string(wp.worker) + ".err")).string();
-      auto pid = launcher.Launch(spec);
+      auto pid = env_ok.ok() ? launcher.Launch(spec) : Result<pid_t>(env_ok);
       if (!pid.ok()) {
         spdlog::error("job {} worker {}: {}", m.job, wp.worker, pid.status().ToString());
         p::WorkerExited ex;
@@ -723,7 +722,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (ec) return Status::IoError("log dir " + options.log_dir + ": " + ec.message());
   p::Client::Options co;
   co.endpoint = options.scheduler;
-  co.identity = options.id;
+  ARYL_ASSIGN_OR_RETURN(co.identity, AgentRoute(options.id));
   if (!options.curve_key.empty() || !options.curve_server_key.empty()) {
     if (options.curve_key.empty() || options.curve_server_key.empty())
       return Status::InvalidArgument("CURVE needs both --curve-key and --curve-server-key");
@@ -733,6 +732,9 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   ARYL_ASSIGN_OR_RETURN(impl->client, p::Client::Connect(co));
   impl->relay = MakeStoreRelay();
+  // The store answers only requests with a job's token, once the scheduler
+  // has given this agent the cluster's store key (Register).
+  p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, ""});
   if (impl->relay) {
     ARYL_ASSIGN_OR_RETURN(impl->store_endpoint, impl->relay->Serve(options.host, options.store_port));
     spdlog::info("rendezvous store on {}", impl->store_endpoint);

@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("30"))
       ("curve-key", "This agent's CURVE secret key file", cxxopts::value<std::string>()->default_value(""))
       ("curve-server-key", "The scheduler's CURVE public key file", cxxopts::value<std::string>()->default_value(""))
+      ("cluster-id", "Cluster id; must equal the scheduler's --cluster-id",
+       cxxopts::value<std::string>()->default_value(a.cluster_id))
+      ("env-deny", "Job env variables refused: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
+                   "'none': refuse nothing)", cxxopts::value<std::string>()->default_value(""))
+      ("env-allow", "Exceptions to --env-deny (comma list)", cxxopts::value<std::string>()->default_value(""))
       ("print-gpus", "Print the GPUs found and exit");
   aryl::AddCommonFlags(options);
   auto r = aryl::ParseFlagsOrExit(options, argc, argv);
@@ -54,6 +59,9 @@ int main(int argc, char** argv) {
   a.leave_timeout = r["leave-timeout"].as<double>();
   a.curve_key = r["curve-key"].as<std::string>();
   a.curve_server_key = r["curve-server-key"].as<std::string>();
+  a.cluster_id = r["cluster-id"].as<std::string>();
+  a.env_deny = r["env-deny"].as<std::string>();
+  a.env_allow = r["env-allow"].as<std::string>();
   if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
   auto agent = aryl::agent::Agent::Create(a);
   if (!agent.ok()) {

@@ -94,7 +94,8 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
       if (fd < 0) return Status::IoError(std::string("open /dev/null: ") + std::strerror(errno));
       return fd;
     }
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // 0600: a job's output may hold its secrets (docs/security.md).
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) return Status::IoError("open log " + path + ": " + std::strerror(errno));
     return fd;
   };

@@ -83,6 +83,10 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
   std::string cmd;
   for (const auto& a : reply->argv) cmd += (cmd.empty() ? "" : " ") + a;
   std::cout << "command    " << cmd << "\n";
+  std::string env;  // names only: the values may be secrets
+  for (const auto& n : reply->env_names) env += (env.empty() ? "" : ", ") + n;
+  std::cout << "owner      " << row.owner << "\n"
+            << "env        " << (env.empty() ? "-" : env) << "\n";
   if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
   if (!reply->message.empty()) std::cout << "message    " << reply->message << "\n";
   return 0;
@@ -101,10 +105,10 @@ int Cancel(const cxxopts::ParseResult& r, const Client& c) {
 }  // namespace
 
 std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& out) {
-  Table t({{"JOB"}, {"NAME"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
+  Table t({{"JOB"}, {"NAME"}, {"OWNER"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
            {"SUBMITTED", true}, {"AGE"}});
   for (const auto& r : rows) {
-    t.Add({std::to_string(r.job), r.name, std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
+    t.Add({std::to_string(r.job), r.name, r.owner, std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
            std::to_string(r.generation), std::to_string(r.step), Fixed(r.steps_per_second), std::to_string(r.rescales),
            FormatTime(r.submit_time, out.utc), Age(r.submit_time)});
   }

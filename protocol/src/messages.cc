@@ -592,8 +592,28 @@ Status WorkerDone::Validate() const {
   return Status::Ok();
 }
 
+// Printable text for names shown in terminals: no C0/C1 control characters
+// (ANSI escape sequences start with one), no DEL.
+Status CheckPrintable(const std::string& field, const std::string& s, std::size_t max) {
+  if (s.size() > max)
+    return FieldError(field, "at most " + std::to_string(max) + " bytes, got " + std::to_string(s.size()));
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+              static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+    if (c < 0x20 || c == 0x7f || c1) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c1 ? static_cast<unsigned char>(s[i + 1]) : c);
+      return FieldError(field, "printable characters only, got control character " + std::string(hex) +
+                                   " at byte " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
+}
+
 Status SubmitJob::Validate() const {
   if (argv[0].empty()) return FieldError("argv[0]", "expected non-empty string, got \"\"");
+  ARYL_RETURN_IF_ERROR(CheckPrintable("name", name, kMaxJobName));
   ARYL_RETURN_IF_ERROR(CheckEnv(env));
   if (workers.has_value()) {
     if (min_workers || max_workers)

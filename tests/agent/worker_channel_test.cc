@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -47,14 +48,16 @@ class FakeScheduler {
   FakeScheduler() {
     p::Server::Options o;
     o.endpoint = "tcp://127.0.0.1:*";
-    auto s = p::Server::Start(o, [this](const p::ReplyTo&, p::Message m) -> std::optional<p::Message> {
+    auto s = p::Server::Start(o, [this](const p::ReplyTo& from, p::Message m) -> std::optional<p::Message> {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto* r = std::get_if<p::AgentRegister>(&m)) {
         store_endpoint_ = r->store_endpoint;
+        routes_[r->agent_id] = from.peer.identity;  // "<id>#<nonce>"
         p::AgentRegistered reply;
         reply.agent_id = r->agent_id;
         reply.heartbeat_interval_seconds = 0.2;
         reply.scheduler_epoch = 1;
+        reply.store_key = "0123456789abcdef";  // the agent's store checks job tokens with it
         return reply;
       }
       received_.push_back(std::move(m));
@@ -75,11 +78,19 @@ class FakeScheduler {
       if (auto* t = std::get_if<T>(&m)) return *t;
     return std::nullopt;
   }
-  Status Push(const std::string& agent, const p::Message& m) { return server_->Push(agent, m); }
+  Status Push(const std::string& agent, const p::Message& m) {
+    std::string route;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      route = routes_.count(agent) ? routes_[agent] : agent;
+    }
+    return server_->Push(route, m);
+  }
 
  private:
   std::mutex mu_;
   std::string store_endpoint_;
+  std::map<std::string, std::string> routes_;
   std::vector<p::Message> received_;
   std::unique_ptr<p::Server> server_;
 };
@@ -131,7 +142,7 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir / "env0").empty(); }, 10));
   std::string env0 = ReadFile(dir / "env0");
   std::string endpoint = env0.substr(0, env0.find(' '));
-  EXPECT_EQ(endpoint, "ipc://" + (fs::absolute(opt.log_dir) / "agent-a1.sock").string());
+  EXPECT_EQ(endpoint, "ipc://" + (fs::absolute(opt.log_dir) / ".agent-a1" / "worker.sock").string());
   EXPECT_EQ(env0.substr(env0.find(' ') + 1), "7-1\n");
 
   p::Client::Options co;

@@ -28,7 +28,8 @@ inline std::vector<Message> SampleMessages() {
              .step = 1200,
              .steps_per_second = 9.5,
              .submit_time = 1.7e9,
-             .rescales = 2};
+             .rescales = 2,
+             .owner = "alice"};
   std::vector<Message> m;
   m.push_back(AgentRegister{.agent_id = "train-01",
                             .host = "10.0.0.1",
@@ -36,9 +37,10 @@ inline std::vector<Message> SampleMessages() {
                             .gpu_type = "T4",
                             .slots = 4,
                             .workers = {rw},
-                            .store_endpoint = "tcp://10.0.0.1:7200"});
+                            .store_endpoint = "tcp://10.0.0.1:7200",
+                            .cluster_id = "prod"});
   m.push_back(AgentRegistered{
-      .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7});
+      .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7, .store_key = "00ff"});
   m.push_back(Heartbeat{.agent_id = "train-01", .seq = 99, .free_slots = 3, .workers = {rw, rw}});
   m.push_back(StartWorkers{.job = 12,
                            .generation = 2,
@@ -95,7 +97,8 @@ inline std::vector<Message> SampleMessages() {
                         .cwd = "/home/u",
                         .model = "resnet50",
                         .total_work = 5000,
-                        .client_token = "3f2a9c0d1e7b4a65"});
+                        .client_token = "3f2a9c0d1e7b4a65",
+                        .owner = "alice"});
   m.push_back(SubmitReply{.job = 12, .name = "mlp"});
   m.push_back(ListJobs{.include_finished = true});
   m.push_back(JobsReply{.jobs = {row, row}});
@@ -104,7 +107,8 @@ inline std::vector<Message> SampleMessages() {
                              .placement = {{.agent_id = "train-01", .workers = 2}},
                              .argv = {"./train"},
                              .exit_code = 0,
-                             .message = "done"});
+                             .message = "done",
+                             .env_names = {"A"}});
   m.push_back(CancelJob{.job = 12});
   m.push_back(ListNodes{});
   m.push_back(NodesReply{.nodes = {{.agent_id = "inf-02",
@@ -157,7 +161,7 @@ inline std::vector<Message> SampleMessages() {
   m.push_back(WorkerLeave{.job = 12, .worker = 5, .generation = 3, .step = 1300});
   m.push_back(WorkerDone{
       .job = 12, .worker = 5, .generation = 3, .step = 1300, .outcome = "stopped", .message = ""});
-  m.push_back(StoreSet{.key = "job/12/g3/rank0", .value = {std::string("\x00\x01\xff\x80z", 5)}});
+  m.push_back(StoreSet{.key = "job/12/g3/rank0", .value = {std::string("\x00\x01\xff\x80z", 5)}, .token = "12-1:ab"});
   m.push_back(StoreGet{.key = "job/12/g3/rank0", .timeout_ms = 250});
   m.push_back(StoreAdd{.key = "job/12/g3/count", .delta = -2});
   m.push_back(StoreCompareSet{.key = "k", .expected = {"a"}, .desired = {"bb"}});

@@ -47,14 +47,18 @@ HttpResponse Handle(const std::string& path) {
   return {404, "text/plain", "not found\n"};
 }
 
-// GET of /metrics and /status answers with the handler's body.
+// GET of /metrics and /status answers with the handler's body; a query
+// string does not change the route; HEAD answers without a body.
 TEST(HttpServerTest, ServesPaths) {
   auto s = HttpServer::Start("127.0.0.1", 0, Handle);
   ASSERT_TRUE(s.ok()) << s.status();
   int port = (*s)->port();
-  std::string r = Exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  EXPECT_EQ(r.rfind("HTTP/1.0 200 OK\r\n", 0), 0u) << r;
+  std::string r = Exchange(port, "GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   EXPECT_NE(r.find("aryl_up 1"), std::string::npos);
+  r = Exchange(port, "HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(r.find("aryl_up 1"), std::string::npos) << r;
   auto g = HttpGet("127.0.0.1", port, "/status");
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->first, 200);
@@ -70,8 +74,9 @@ TEST(HttpServerTest, BadRequests) {
   ASSERT_TRUE(s.ok());
   int port = (*s)->port();
   EXPECT_NE(Exchange(port, "garbage\r\n\r\n").find(" 400 "), std::string::npos);
-  EXPECT_NE(Exchange(port, "POST /metrics HTTP/1.1\r\n\r\n").find(" 405 "), std::string::npos);
-  EXPECT_NE(Exchange(port, std::string(20000, 'A')).find(" 413 "), std::string::npos);
+  EXPECT_NE(Exchange(port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").find(" 405 "),
+            std::string::npos);
+  EXPECT_NE(Exchange(port, "GET /" + std::string(20000, 'A') + " HTTP/1.1\r\n\r\n").find(" 414 "), std::string::npos);
   // A client that connects and says nothing is dropped after the read timeout.
   int silent = Connect(port);
   ASSERT_GE(silent, 0);

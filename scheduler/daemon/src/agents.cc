@@ -3,7 +3,7 @@
 namespace aryl::daemon {
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegister& m) {
-  if (from.peer.identity != m.agent_id) {
+  if (!IsRouteOf(from.peer.identity, m.agent_id)) {
     return Err(Status::InvalidArgument("agent_register: agent_id '" + m.agent_id +
                                        "' differs from the connection's identity"));
   }
@@ -31,6 +31,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       node_by_server[n.server_id] = n.id;
     }
     n.host = m.host;
+    n.route = from.peer.identity;
     n.store_endpoint = m.store_endpoint;
     n.connected = true;
     if (n.removed) {
@@ -70,6 +71,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   reply.agent_id = id;
   reply.heartbeat_interval_seconds = opt.heartbeat_interval;
   reply.scheduler_epoch = scheduler_epoch;
+  reply.store_key = store_key;
   PublishSnapshot();
   return p::Message(reply);
 }
@@ -113,7 +115,7 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat& m) {
   auto it = nodes.find(m.agent_id);
-  if (it == nodes.end() || !it->second.connected || from.peer.identity != m.agent_id) {
+  if (it == nodes.end() || !it->second.connected || from.peer.identity != it->second.route) {
     // A scheduler that restarted or timed the agent out: ask it to register again.
     p::Error e;
     e.code = Status::Code::kFailedPrecondition;

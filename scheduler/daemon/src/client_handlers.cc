@@ -1,5 +1,7 @@
 #include "daemon_impl.h"
 
+#include "aryl/protocol/env_policy.h"
+
 namespace aryl::daemon {
 
 std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Message msg) {
@@ -7,6 +9,7 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
   auto nit = nodes.find(from.peer.identity);
   if (nit != nodes.end() && nit->second.connected) nit->second.last_heartbeat = WallNow();
   try {
+    if (auto refused = Authorize(from, msg)) return refused;
     return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
   } catch (const std::exception& e) {
     spdlog::error("handling {}: {}", p::TypeName(msg), e.what());
@@ -16,6 +19,7 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   Status v = m.Validate();
+  if (v.ok()) v = p::EnvPolicy::FromFlags(opt.env_deny, opt.env_allow).Check(m.env);
   if (!v.ok()) {
     metrics.Inc("aryl_bad_requests_total");
     return Err(v);
@@ -62,7 +66,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   Status refused;
   Status st = Transaction("submit", [&]() -> Status {
     ARYL_ASSIGN_OR_RETURN(id, store->InsertJob(rec));
-    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + p::Encode(m)));
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + RedactedForJournal(m)));
     rec.id = id;
     spec.id = id;
     Job j;
@@ -87,29 +91,41 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   return p::Message(reply);
 }
 
-std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListJobs& m) {
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListJobs& m) {
   // One page: the rows of a few thousand jobs stay far below the frame limit.
+  // Users see their own jobs only; pages are filled with those.
   p::JobsReply reply;
+  Identity who = Caller(from);
+  auto visible = [&](const p::JobRow& r) { return who.Has(kOperatorRole) || r.owner == who.name; };
   int limit = static_cast<int>(m.limit > 0 ? m.limit : p::kDefaultJobsPage);
   if (m.include_finished) {
-    auto page = store->ListJobs(false, m.after, limit + 1);
-    if (!page.ok()) return Err(page.status());
-    reply.more = static_cast<int>(page->size()) > limit;
-    if (reply.more) page->pop_back();
-    for (const auto& rec : *page) {
-      auto it = jobs.find(rec.id);
-      reply.jobs.push_back(it != jobs.end() ? Row(it->second.rec, &it->second) : Row(rec, nullptr));
+    for (p::JobId after = m.after;;) {
+      auto page = store->ListJobs(false, after, limit + 1);
+      if (!page.ok()) return Err(page.status());
+      bool more = static_cast<int>(page->size()) > limit;
+      if (more) page->pop_back();
+      for (const auto& rec : *page) {
+        after = rec.id;
+        auto it = jobs.find(rec.id);
+        p::JobRow row = it != jobs.end() ? Row(it->second.rec, &it->second) : Row(rec, nullptr);
+        if (visible(row)) reply.jobs.push_back(std::move(row));
+        if (static_cast<int>(reply.jobs.size()) == limit) break;
+      }
+      reply.more = more || (static_cast<int>(reply.jobs.size()) == limit && !page->empty() && after != page->back().id);
+      if (!more || static_cast<int>(reply.jobs.size()) == limit) break;
     }
   } else {
     for (auto it = jobs.upper_bound(m.after); it != jobs.end(); ++it) {
+      p::JobRow row = Row(it->second.rec, &it->second);
+      if (!visible(row)) continue;
       if (static_cast<int>(reply.jobs.size()) == limit) {
         reply.more = true;
         break;
       }
-      reply.jobs.push_back(Row(it->second.rec, &it->second));
+      reply.jobs.push_back(std::move(row));
     }
   }
-  return p::Message(reply);
+  return reply;
 }
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
@@ -132,7 +148,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
   for (const auto& [node, n] : placement) reply.placement.push_back({node, n});
   if (it != jobs.end()) reply.rank0_worker = RankZero(it->second);
   auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
-  if (spec.ok()) reply.argv = spec->argv;
+  if (spec.ok()) {
+    reply.argv = spec->argv;
+    for (const auto& [name, value] : spec->env) reply.env_names.push_back(name);  // never the values
+  }
   if (IsTerminal(rec.state)) reply.exit_code = std::clamp(rec.exit_code, 0, 255);
   reply.message = rec.message;
   return p::Message(reply);

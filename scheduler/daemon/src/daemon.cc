@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "aryl/protocol/security.h"
+#include "aryl/protocol/store.h"
 
 namespace aryl::daemon {
 
@@ -31,7 +32,16 @@ Result<double> ParseStoredNumber(const std::string& where, const std::string& te
 }  // namespace
 
 Status Daemon::Impl::Init() {
+  ARYL_RETURN_IF_ERROR(PrepareStateFile(opt.state_path));
   ARYL_ASSIGN_OR_RETURN(store, StateStore::Open(opt.state_path));
+  ARYL_RETURN_IF_ERROR(RestrictStateFiles(opt.state_path));
+  ARYL_ASSIGN_OR_RETURN(auto sk, store->GetMeta("store_key"));
+  if (sk) {
+    store_key = *sk;
+  } else {
+    ARYL_ASSIGN_OR_RETURN(store_key, p::NewStoreKey());
+    ARYL_RETURN_IF_ERROR(store->SetMeta("store_key", store_key));
+  }
   ARYL_ASSIGN_OR_RETURN(auto ep, store->GetMeta("epoch"));
   if (ep) {
     ARYL_ASSIGN_OR_RETURN(epoch, ParseStoredNumber("table meta, key 'epoch'", *ep));
@@ -160,6 +170,7 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareCounter("aryl_reclaims_late_total", "Reclaimed servers emptied after their deadline");
   metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid, undecodable frames included");
   metrics.DeclareCounter("aryl_state_write_failures_total", "State-file transactions that failed and were rolled back");
+  metrics.DeclareCounter("aryl_refused_requests_total", "Requests refused by authorization, by message type");
   metrics.DeclareHistogram("aryl_reclaim_latency_seconds", "Time from a reclaim to its server being empty",
                            {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300});
   metrics.DeclareHistogram("aryl_resize_pause_seconds", "Training pause of one resize, as the runtime measured it",
@@ -196,16 +207,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   ARYL_RETURN_IF_ERROR(impl->Init());
   p::Server::Options so;
   so.endpoint = options.endpoint;
-  if (!options.curve_secret_key.empty()) {
-    ARYL_ASSIGN_OR_RETURN(auto kp, p::LoadKeyPair(options.curve_secret_key));
-    p::CurveServerKeys keys;
-    keys.public_key = kp.public_key;
-    keys.secret_key = kp.secret_key;
-    if (options.curve_allow.empty()) return Status::InvalidArgument("--curve-key needs --curve-allow");
-    ARYL_ASSIGN_OR_RETURN(keys.allowed_clients, p::LoadAllowList(options.curve_allow));
-    impl->public_key = kp.public_key;
-    so.curve = keys;
-  }
+  ARYL_RETURN_IF_ERROR(impl->SetUpCurve(so));
   so.tick = std::chrono::milliseconds(50);
   Impl* raw = impl.get();
   so.on_tick = [raw] { raw->Tick(); };
@@ -218,16 +220,21 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                                                         [raw](const std::string& path) -> HttpResponse {
                                                           if (path == "/metrics")
                                                             return {200, "text/plain; version=0.0.4", raw->metrics.Render()};
+                                                          if (path == "/healthz") return {200, "text/plain", "ok\n"};
+                                                          if (path == "/readyz")
+                                                            return raw->ready ? HttpResponse{200, "text/plain", "ready\n"}
+                                                                              : HttpResponse{503, "text/plain", "starting\n"};
                                                           if (path == "/status" || path == "/") {
                                                             std::lock_guard lock(raw->snapshot_mu);
                                                             return {200, "application/json", raw->status_snapshot};
                                                           }
-                                                          return {404, "text/plain", "not found: try /metrics or /status\n"};
+                                                          return {404, "text/plain", "not found: try /metrics, /status, /healthz or /readyz\n"};
                                                         }));
   }
   spdlog::info("aryl-scheduler listening on {}{}{}", impl->server->endpoint(),
                impl->http ? ", http on " + options.http_address + ":" + std::to_string(impl->http->port()) : "",
                so.curve ? " (CURVE)" : "");
+  impl->ready = true;
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 

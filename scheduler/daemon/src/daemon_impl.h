@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -42,6 +43,8 @@
 #include "aryl/sched/state.h"
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/demand.h"
+#include "authz.h"
+#include "secrets.h"
 
 namespace aryl::daemon {
 
@@ -84,6 +87,7 @@ class Daemon::Impl {
     std::string loan_state = "available";  // available | held | loaned
     bool drained = false;  // an operator took it out of service (nodes drain)
     bool removed = false;  // an operator forgot it (nodes remove); known again when its agent registers
+    std::string route;                     // routing id it registered from (authz.cc)
   };
   struct Worker {
     p::WorkerId id = 0;
@@ -124,6 +128,8 @@ class Daemon::Impl {
   std::unique_ptr<HttpServer> http;
   Metrics metrics;
   std::string public_key;
+  std::optional<KeyRoles> roles;  // with CURVE (authz.h)
+  std::string store_key;          // the cluster's rendezvous-store key (store.h)
 
   double epoch = 0;              // wall time of core time 0
   double last_core_time = 0;
@@ -140,6 +146,7 @@ class Daemon::Impl {
   int demand_servers = -1;
   std::uint64_t scheduler_epoch = 0;
 
+  std::atomic<bool> ready{false};  // /readyz: set once Start has finished
   std::mutex snapshot_mu;
   std::string status_snapshot = "{}";
 
@@ -156,6 +163,7 @@ class Daemon::Impl {
   // write); what only memory knows (connections, watchers, progress) is kept.
   Status LoadState();
   Status Reload();
+  Status SetUpCurve(p::Server::Options& so);  // authz.cc: keys, role lists, exposure check
   void DeclareMetrics();
   double CoreNow();
   std::shared_ptr<const s::ThroughputCatalog> Catalog();
@@ -197,6 +205,12 @@ class Daemon::Impl {
     return Err(Status::InvalidArgument(std::string("the scheduler does not accept '") + std::string(T::kType) + "'"));
   }
 
+  // --- authz.cc
+  Identity Caller(const p::ReplyTo& from) const;
+  std::optional<std::string> JobOwner(p::JobId job);
+  // nullopt: allowed (may fill in SubmitJob.owner); else the refusal to answer.
+  std::optional<p::Message> Authorize(const p::ReplyTo& from, p::Message& msg);
+
   // --- agents.cc
   // Operator commands (drain | resume | remove), persisted in the meta table.
   Status NodeCommandFor(const std::string& node, const std::string& action);
@@ -223,7 +237,7 @@ class Daemon::Impl {
 
   // --- client_handlers.cc
   std::optional<p::Message> On(const p::ReplyTo&, p::SubmitJob& m);
-  std::optional<p::Message> On(const p::ReplyTo&, p::ListJobs& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::ListJobs& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::JobStatus& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::CancelJob& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::ListNodes&);

@@ -39,8 +39,20 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("1"))
       ("curve-key", "The scheduler's CURVE secret key file (aryl keygen); enables CURVE",
        cxxopts::value<std::string>()->default_value(""))
-      ("curve-allow", "Allowed client public keys: a directory of .pub files or a file of keys",
-       cxxopts::value<std::string>()->default_value(""));
+      ("curve-allow", "Older single allow-list (every role, agent ids not bound): a directory of .pub files or a file of keys",
+       cxxopts::value<std::string>()->default_value(""))
+      ("curve-agents", "Agent keys: a directory of NAME.pub (NAME = the agent id) or a file of 'NAME KEY' lines",
+       cxxopts::value<std::string>()->default_value(""))
+      ("curve-users", "User keys (submit and manage their own jobs), as --curve-agents",
+       cxxopts::value<std::string>()->default_value(""))
+      ("curve-operators", "Operator keys (every job, pool offer/reclaim), as --curve-agents",
+       cxxopts::value<std::string>()->default_value(""))
+      ("insecure", "Allow a non-loopback --endpoint without CURVE (anyone who reaches it can run commands on agents)")
+      ("cluster-id", "Cluster id agents must register with", cxxopts::value<std::string>()->default_value(d.cluster_id))
+      ("env-deny", "Job env variables refused at submit: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
+                   "'none': refuse nothing). Agents apply their own --env-deny too.",
+       cxxopts::value<std::string>()->default_value(""))
+      ("env-allow", "Exceptions to --env-deny (comma list)", cxxopts::value<std::string>()->default_value(""));
   aryl::AddCommonFlags(options);
   auto r = aryl::ParseFlagsOrExit(options, argc, argv);
   d.endpoint = r["endpoint"].as<std::string>();
@@ -59,6 +71,13 @@ int main(int argc, char** argv) {
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.curve_secret_key = r["curve-key"].as<std::string>();
   d.curve_allow = r["curve-allow"].as<std::string>();
+  d.curve_agents = r["curve-agents"].as<std::string>();
+  d.curve_users = r["curve-users"].as<std::string>();
+  d.curve_operators = r["curve-operators"].as<std::string>();
+  d.insecure = r.count("insecure") > 0;
+  d.cluster_id = r["cluster-id"].as<std::string>();
+  d.env_deny = r["env-deny"].as<std::string>();
+  d.env_allow = r["env-allow"].as<std::string>();
   // Every flag is checked here, before the daemon starts (one line, exit 2).
   const std::string prog = "aryl-scheduler";
   if (auto policy = aryl::sched::MakePolicy(d.policy, aryl::sched::SchedulerConfig{}); !policy.ok())

@@ -30,7 +30,9 @@ void Daemon::Impl::Send(const std::string& identity, const p::Message& msg) {
 }
 
 void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
-  Status st = server->Push(identity, msg);
+  // To an agent: the routing id it registered from (authz.h, IsRouteOf).
+  auto n = nodes.find(identity);
+  Status st = server->Push(n != nodes.end() && !n->second.route.empty() ? n->second.route : identity, msg);
   if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());
 }
 

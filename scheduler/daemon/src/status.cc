@@ -11,6 +11,7 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
     r.min_workers = spec->workers.value_or(spec->min_workers.value_or(1));
     r.max_workers = spec->workers.value_or(spec->max_workers.value_or(1));
     r.gpu_type = spec->gpu_type;
+    r.owner = spec->owner.value_or("local");
   }
   r.submit_time = std::max(0.0, rec.submit_time);
   r.generation = static_cast<std::int64_t>(rec.generation);

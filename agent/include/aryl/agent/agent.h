@@ -59,6 +59,10 @@ struct AgentOptions {
   // CURVE: this agent's key pair (.key) and the scheduler's public key (.pub).
   std::string curve_key;
   std::string curve_server_key;
+  std::string cluster_id = "default";  // must equal the scheduler's --cluster-id
+  // Job environment policy (agent_security.h): comma lists of names or "PREFIX*".
+  std::string env_deny;   // empty: the default list (LD_*, PYTHONPATH, ...); "none": nothing
+  std::string env_allow;  // exceptions to env_deny
 };
 
 class Agent {

@@ -254,10 +254,12 @@ struct JobRow {
   double steps_per_second = 0;
   double submit_time = 0;  // seconds since the Unix epoch
   std::int64_t rescales = 0;
+  std::string owner{};  // the submitting key's name ("local" without CURVE)
   template <typename V>
   void Visit(V& v) {
     v("job", job);
     v("name", name);
+    v("owner", owner);
     v("state", state);
     v("workers", workers, {.min = 0});
     v("min_workers", min_workers, {.min = 1});
@@ -322,6 +324,7 @@ struct AgentRegister {
   std::vector<RunningWorker> workers{};  // already running (reconciliation)
   std::string store_endpoint{};          // the agent's embedded store; empty = none
   std::vector<WorkerExited> exited{};    // exits the scheduler has not acknowledged yet
+  std::string cluster_id{};              // must equal the scheduler's (docs/security.md)
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -332,6 +335,7 @@ struct AgentRegister {
     v("workers", workers);
     v("store_endpoint", store_endpoint);
     v("exited", exited);
+    v("cluster_id", cluster_id);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -341,11 +345,15 @@ struct AgentRegistered {
   std::string agent_id{};
   double heartbeat_interval_seconds = 1.0;
   std::uint64_t scheduler_epoch = 0;  // changes on every scheduler start
+  // The cluster's rendezvous-store key (hex): agents sign and check per-job store
+  // tokens with it (store.h). Empty: stores are not authenticated.
+  std::string store_key{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("heartbeat_interval_seconds", heartbeat_interval_seconds, {.min = 0.001, .max = 3600});
     v("scheduler_epoch", scheduler_epoch);
+    v("store_key", store_key);
   }
   bool operator==(const AgentRegistered&) const = default;
 };
@@ -490,6 +498,8 @@ struct JobProgress {
 
 // --- Client ↔ scheduler ------------------------------------------------------------
 
+inline constexpr std::size_t kMaxJobName = 128;  // bytes of SubmitJob.name
+
 struct SubmitJob {
   static constexpr std::string_view kType = "submit_job";
   std::string name{};                         // empty = the scheduler derives one from argv[0]
@@ -506,9 +516,13 @@ struct SubmitJob {
   // Idempotency: a SubmitJob carrying the token of an earlier one is answered with
   // that job instead of creating a second (a client retrying after a timeout).
   std::optional<std::string> client_token{};
+  // Set by the scheduler from the submitting key's name; what a client sends is
+  // replaced. Optional so that submissions stored before owners existed decode.
+  std::optional<std::string> owner{};
   template <typename V>
   void Visit(V& v) {
     v("name", name);
+    v("owner", owner);
     v("workers", workers, {.min = 1, .max = 65536});
     v("min_workers", min_workers, {.min = 1, .max = 65536});
     v("max_workers", max_workers, {.min = 1, .max = 65536});
@@ -523,7 +537,7 @@ struct SubmitJob {
   }
   // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
   // argv[0] non-empty; env names non-empty without '='; client_token, when
-  // present, 1 to 128 characters.
+  // present, 1 to 128 characters; name at most kMaxJobName printable characters.
   Status Validate() const;
   bool operator==(const SubmitJob&) const = default;
 };
@@ -589,6 +603,7 @@ struct JobStatusReply {
   std::optional<std::int64_t> exit_code{};  // once terminal
   std::string message{};                    // last state change's reason
   std::int64_t rank0_worker = -1;           // the worker that is rank 0 now; -1: none
+  std::vector<std::string> env_names{};     // the job's environment, names only
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -597,6 +612,7 @@ struct JobStatusReply {
     v("exit_code", exit_code, {.min = 0, .max = 255});
     v("message", message);
     v("rank0_worker", rank0_worker, {.min = -1});
+    v("env_names", env_names);
   }
   bool operator==(const JobStatusReply&) const = default;
 };
@@ -901,10 +917,12 @@ struct StoreSet {
   static constexpr std::string_view kType = "store_set";
   std::string key{};
   Bytes value{};
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("value", value);
+    v("token", token);
   }
   bool operator==(const StoreSet&) const = default;
 };
@@ -914,10 +932,12 @@ struct StoreGet {
   static constexpr std::string_view kType = "store_get";
   std::string key{};
   std::int64_t timeout_ms = 0;
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+    v("token", token);
   }
   bool operator==(const StoreGet&) const = default;
 };
@@ -927,10 +947,12 @@ struct StoreAdd {
   static constexpr std::string_view kType = "store_add";
   std::string key{};
   std::int64_t delta = 0;
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("delta", delta);
+    v("token", token);
   }
   bool operator==(const StoreAdd&) const = default;
 };
@@ -942,11 +964,13 @@ struct StoreCompareSet {
   std::string key{};
   Bytes expected{};
   Bytes desired{};
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("key", key, {.non_empty = true});
     v("expected", expected);
     v("desired", desired);
+    v("token", token);
   }
   bool operator==(const StoreCompareSet&) const = default;
 };
@@ -956,10 +980,12 @@ struct StoreWait {
   static constexpr std::string_view kType = "store_wait";
   std::vector<std::string> keys{};
   std::int64_t timeout_ms = 0;
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
     v("timeout_ms", timeout_ms, {.min = 0, .max = 86400000});
+    v("token", token);
   }
   bool operator==(const StoreWait&) const = default;
 };
@@ -968,9 +994,11 @@ struct StoreWait {
 struct StoreCheck {
   static constexpr std::string_view kType = "store_check";
   std::vector<std::string> keys{};
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("keys", keys, {.non_empty = true, .elem_non_empty = true});
+    v("token", token);
   }
   bool operator==(const StoreCheck&) const = default;
 };
@@ -979,9 +1007,11 @@ struct StoreCheck {
 struct StoreDeleteKey {
   static constexpr std::string_view kType = "store_delete_key";
   std::string key{};
+  std::string token{};  // the job's store token (store.h); empty without one
   template <typename V>
   void Visit(V& v) {
     v("key", key, {.non_empty = true});
+    v("token", token);
   }
   bool operator==(const StoreDeleteKey&) const = default;
 };

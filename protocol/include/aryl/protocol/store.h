@@ -14,6 +14,20 @@
 //     arrives after the client gave up is dropped by correlation (transport.h).
 // Values are bytes; StoreAdd keeps its counter as decimal text (as c10d does).
 //
+// Authentication (docs/security.md). A job start's keys live under its scope S
+// (the store prefix, "<job>-<start>"): "aryl/S/...".
+//  4. The cluster has one store key K (random; the scheduler makes it once, keeps
+//     it in its state and gives it to agents in AgentRegistered.store_key).
+//  5. The token of scope S is "S:" + hex(HMAC-SHA256(K, S)) (StoreToken). The
+//     agent hands it to the job's workers (ARYL_STORE_TOKEN); a StoreClient puts
+//     its token in every request.
+//  6. A StoreService that requires tokens answers PermissionDenied unless the
+//     request's token is valid for K and every key of the request is inside the
+//     token's scope (the one exception: StoreCheck of the probe key "aryl/probe").
+// Quotas (StoreLimits): keys and value bytes per scope and in all, so one job
+// (or a stray client) cannot fill an agent's memory; a write past a quota gets
+// OutOfRange naming the quota.
+//
 // Thread safety: StoreService is thread-safe. StoreClient is thread-safe; its calls
 // are serialized on one socket, so a long Wait delays the same client's other calls.
 #pragma once
@@ -36,11 +50,42 @@ namespace aryl::protocol {
 // True for the store request types (StoreSet ... StoreDeleteKey).
 bool IsStoreRequest(const Message& msg);
 
+// A fresh random store key (64 hex characters).
+Result<std::string> NewStoreKey();
+// The token of `scope` under `key` (step 5).
+std::string StoreToken(const std::string& key, const std::string& scope);
+// The scope of a key: S for "aryl/S/...", empty otherwise.
+std::string StoreScope(const std::string& key);
+
+// How a store checks tokens: kOpen accepts every request (tests, the demo
+// without an agent); kRequired refuses every request until a key is set, then
+// checks tokens against it.
+struct StoreAuth {
+  enum class Mode { kOpen, kRequired } mode = Mode::kOpen;
+  std::string key{};  // hex; empty while unknown (kRequired refuses all)
+};
+// The process-wide setting (an agent: required from its start, the key once it
+// registers). StoreServices and StoreClients that were given no auth of their
+// own follow it: a service checks tokens with it, a client without a token
+// signs each request for its keys' scope with the key.
+void SetProcessStoreAuth(StoreAuth auth);
+StoreAuth ProcessStoreAuth();
+
+struct StoreLimits {
+  std::size_t max_keys_per_scope = 10000;
+  std::size_t max_bytes_per_scope = std::size_t{64} << 20;
+  std::size_t max_keys = 100000;
+  std::size_t max_bytes = std::size_t{256} << 20;
+};
+
 // The store's state and request handling, to embed in any Server's handler:
 //   handler: if (IsStoreRequest(m)) return store.Handle(server, from, std::move(m));
 //   on_tick: store.Tick(server);
 class StoreService {
  public:
+  explicit StoreService(StoreLimits limits = {}, std::optional<StoreAuth> auth = std::nullopt)
+      : limits_(limits), auth_(std::move(auth)) {}
+
   // Answers at once (a reply) or parks the request (nullopt) to answer it later
   // through server.Reply().
   std::optional<Message> Handle(Server& server, const ReplyTo& from, Message msg);
@@ -49,6 +94,8 @@ class StoreService {
 
   std::size_t size() const;    // keys stored
   std::size_t parked() const;  // requests waiting for keys
+  std::size_t bytes() const;   // value bytes stored
+  std::uint64_t refused() const;  // requests refused by the token check
 
  private:
   struct Parked {
@@ -58,18 +105,31 @@ class StoreService {
     std::chrono::steady_clock::time_point deadline;
     std::int64_t timeout_ms = 0;
   };
+  struct Usage {
+    std::size_t keys = 0, bytes = 0;
+  };
   bool HasAll(const std::vector<std::string>& keys) const;
   void WakeParked(Server& server);
+  Status Authorize(const Message& msg) const;
+  // Stores value at key within the quotas (OutOfRange past one).
+  Status Put(const std::string& key, std::string value);
+  bool Erase(const std::string& key);
 
+  const StoreLimits limits_;
+  const std::optional<StoreAuth> auth_;  // nullopt: the process-wide setting
   mutable std::mutex mu_;
   std::map<std::string, std::string> data_;
+  std::map<std::string, Usage> usage_;  // by scope
+  Usage total_;
+  std::uint64_t refused_ = 0;
   std::vector<Parked> parked_;
 };
 
 // A Server running only a StoreService.
 class StoreServer {
  public:
-  static Result<std::unique_ptr<StoreServer>> Start(Server::Options options);
+  static Result<std::unique_ptr<StoreServer>> Start(Server::Options options, StoreLimits limits = {},
+                                                     std::optional<StoreAuth> auth = std::nullopt);
   const std::string& endpoint() const { return server_->endpoint(); }
   const StoreService& service() const { return *service_; }
   void Close() { server_->Close(); }
@@ -83,7 +143,10 @@ class StoreServer {
 
 class StoreClient {
  public:
-  static Result<std::unique_ptr<StoreClient>> Connect(Client::Options options);
+  // `token`: the job's store token; empty: the ARYL_STORE_TOKEN environment
+  // variable (a worker, whose agent set it), else sign each request with the
+  // process-wide key when there is one (an agent), else send none.
+  static Result<std::unique_ptr<StoreClient>> Connect(Client::Options options, std::string token = "");
 
   Status Set(const std::string& key, const std::string& value, std::chrono::milliseconds timeout);
   // Waits up to `timeout` for the key; Timeout when it does not appear.
@@ -103,8 +166,10 @@ class StoreClient {
   Client& client() { return *client_; }
 
  private:
-  explicit StoreClient(std::unique_ptr<Client> c) : client_(std::move(c)) {}
+  StoreClient(std::unique_ptr<Client> c, std::string token) : client_(std::move(c)), token_(std::move(token)) {}
+  std::string TokenFor(const std::string& key) const;
   std::unique_ptr<Client> client_;
+  std::string token_;
 };
 
 }  // namespace aryl::protocol

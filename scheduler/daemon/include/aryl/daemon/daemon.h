@@ -38,7 +38,9 @@
 namespace aryl::daemon {
 
 struct DaemonOptions {
-  std::string endpoint = "tcp://*:7117";
+  // Loopback by default: without CURVE anyone who reaches the endpoint can run
+  // commands on every agent (docs/security.md).
+  std::string endpoint = "tcp://127.0.0.1:7117";
   std::string state_path = "aryl-state.db";  // ":memory:" for tests without restarts
   std::string http_address = "127.0.0.1";
   int http_port = -1;                    // -1: no HTTP endpoint; 0: any free port
@@ -56,6 +58,12 @@ struct DaemonOptions {
   double demand_time_scale = 1.0;        // demand-curve seconds per wall second
   std::string curve_secret_key;          // scheduler .key file; empty: no CURVE
   std::string curve_allow;               // allow-list: directory of .pub or file of keys
+  std::string curve_agents;              // role lists (authz.h): directory of NAME.pub
+  std::string curve_users;               //   or a file of "NAME KEY" lines
+  std::string curve_operators;
+  bool insecure = false;                 // allow a non-loopback endpoint without CURVE
+  std::string cluster_id = "default";    // agents must register with the same id
+  std::string env_deny, env_allow;       // job env policy at submit (protocol/env_policy.h)
   std::string log_dir;                   // where agents put worker logs (informational)
 };
 

@@ -1,22 +1,31 @@
-// HttpServer: a tiny HTTP/1.0 server for Prometheus scrapes and JSON status.
+// HttpServer: the daemon's HTTP endpoint (Prometheus /metrics, JSON /status,
+// /healthz, /readyz) on cpp-httplib.
 //
-// One background thread accepts connections on a TCP port, reads one GET
-// request (at most 8 KiB, within 2 s), calls the handler and closes the
-// connection. Anything else gets a 4xx; a slow or silent client is dropped
-// after the read timeout, so no client can stall the server for long. Stop()
-// (also the destructor) closes the socket and joins the thread within 200 ms.
+// A pool of threads serves connections concurrently, so slow or idle clients do
+// not hold up a scrape: each connection gets read and write timeouts (2 s) and
+// an idle keep-alive connection is closed after 2 s. Up to kThreads connections
+// are served at once; beyond that, new ones wait for a free thread (at most the
+// read timeout). GET and HEAD are served; a query string is ignored by the
+// routing (the handler gets the path); other methods get 405. Stop() (also the
+// destructor) stops accepting, and joins the threads.
 //
-// Thread safety: the handler runs on the server's thread; it must be
+// Bind it to loopback (the default) unless the network in front of it is
+// trusted: it has no authentication (docs/security.md).
+//
+// Thread safety: the handler runs on the pool's threads, concurrently; it must be
 // thread-safe with respect to whatever it reads.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "aryl/result.h"
+
+namespace httplib {
+class Server;
+}
 
 namespace aryl::daemon {
 
@@ -28,6 +37,7 @@ struct HttpResponse {
 
 class HttpServer {
  public:
+  static constexpr int kThreads = 128;
   using Handler = std::function<HttpResponse(const std::string& path)>;
 
   // Listens on `address`:`port` ("127.0.0.1", "0.0.0.0"); port 0 picks a free one.
@@ -38,14 +48,10 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  HttpServer() = default;
-  void Loop();
-  void Serve(int fd);
-
-  int listen_fd_ = -1;
+  HttpServer();
+  std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
   Handler handler_;
-  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 

@@ -1,0 +1,32 @@
+// The agent's share of the security model (docs/security.md): private
+// directories for worker logs and the worker channel socket, the random part of
+// its routing id, and the environment policy for jobs.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "aryl/result.h"
+#include "aryl/status.h"
+
+namespace aryl::agent {
+
+// Creates `dir` (and parents) when missing and sets mode 0700 on it.
+Status MakePrivateDir(const std::filesystem::path& dir);
+
+// Where the worker channel's ipc socket goes: "<log_dir>/.agent-<id>/worker.sock",
+// in a 0700 directory, so only the agent's user (and its workers) can connect;
+// a directory too deep for sun_path falls back to a fresh 0700 directory in /tmp.
+Result<std::filesystem::path> WorkerSocketPath(const std::filesystem::path& log_dir, const std::string& id);
+
+// "<id>#<16 hex digits>": the routing id the agent connects with (authz.h).
+Result<std::string> AgentRoute(const std::string& id);
+
+// Checks a job's env against the agent's policy: `deny`/`allow` are comma lists
+// of names or "PREFIX*" patterns; an empty `deny` means the default list
+// (protocol/env_policy.h), "none" an empty one.
+Status CheckJobEnv(const std::map<std::string, std::string>& env, const std::string& deny,
+                   const std::string& allow);
+
+}  // namespace aryl::agent

@@ -1,0 +1,74 @@
+// Who may ask the scheduler for what (docs/security.md).
+//
+// With CURVE every connection carries its client's public key (protocol::Peer::
+// user_id, checked by the ZAP handler against the union of the lists below).
+// KeyRoles maps that key to an Identity: a name and a set of roles.
+//  1. Agents (--curve-agents): the key's name is the one agent id it may use.
+//     Registration, heartbeats and worker/job reports are accepted only from an
+//     agent key, for its own id, and reports only about workers it runs.
+//  2. Users (--curve-users): submit jobs (the job's owner is the key's name), and
+//     list, watch, query and cancel their own jobs; see nodes and the summary.
+//  3. Operators (--curve-operators): everything a user may do, for every job,
+//     pool offer / reclaim and nodes drain / resume / remove. Operators do not
+//     act as agents.
+//  4. --curve-allow (the older single list): every role, agent ids not bound to
+//     keys. The scheduler warns at start.
+// Without CURVE (loopback development mode) every caller is "local" with every
+// role and agent ids are not bound.
+//
+// A list is a directory of NAME.pub files (aryl keygen) or a file of
+// "NAME KEY" lines ('#' comments). A key in several lists has every role it is
+// given.
+//
+// Thread safety: a loaded KeyRoles is immutable.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "aryl/result.h"
+
+namespace aryl::daemon {
+
+enum Role : unsigned { kAgentRole = 1, kUserRole = 2, kOperatorRole = 4 };
+
+struct Identity {
+  std::string name = "local";
+  unsigned roles = kAgentRole | kUserRole | kOperatorRole;
+  bool agent_bound = false;  // an agent id must equal `name`
+  bool Has(unsigned role) const { return (roles & role) != 0; }
+};
+
+struct RoleLists {
+  std::string agents, users, operators;  // paths; empty: none
+  std::string allow;                     // --curve-allow: every role, unbound
+};
+
+class KeyRoles {
+ public:
+  static Result<KeyRoles> Load(const RoleLists& lists);
+  // Every key of every list (the ZAP allow-list).
+  std::set<std::string> Keys() const;
+  // The identity of a CURVE key; nullopt for a key in no list (cannot happen
+  // behind the ZAP handler, but is refused all the same).
+  std::optional<Identity> Find(const std::string& key) const;
+  bool legacy() const { return legacy_; }
+
+ private:
+  std::map<std::string, Identity> by_key_;
+  bool legacy_ = false;
+};
+
+// Whether a ZeroMQ endpoint only accepts connections from this host
+// (127.0.0.0/8, ::1, localhost, ipc://, inproc://).
+bool IsLocalEndpoint(const std::string& endpoint);
+
+// Whether a DEALER routing id belongs to `agent`: the id itself, or
+// "<agent>#<nonce>" (agents add a random nonce under CURVE so that nobody who
+// merely knows the agent id can take over its connection and its pushes).
+bool IsRouteOf(const std::string& route, const std::string& agent);
+
+}  // namespace aryl::daemon
