@@ -160,6 +160,8 @@ class Bench {
   std::atomic<bool> stop_{false}, submissions_done_{false};
   std::vector<std::unique_ptr<Agent>> agents_;
   std::mutex again_mu_;
+  std::mutex job_end_mu_;
+  std::map<p::JobId, Clock::time_point> job_end_;
   std::vector<Agent*> again_;
   Counters c_;
   Latencies reg_, reg_probe_, reg_again_, submit_, status_;
@@ -240,17 +242,28 @@ void Bench::Exit(Agent& a, const p::RunningWorker& rw, std::optional<int> code, 
 }
 
 void Bench::Serve(Agent& a, Clock::time_point now) {
-  thread_local std::mt19937 rng(std::random_device{}());
+  thread_local std::mt19937 rng(7);
   for (;;) {
     auto m = a.client->Receive(milliseconds(0));
     if (!m.ok()) break;
     if (auto* sw = std::get_if<p::StartWorkers>(&*m)) {
       c_.starts++;
-      std::exponential_distribution<double> d(1.0 / opt_.work_seconds);
+      // Every worker of a job finishes at the same moment (synchronous data
+      // parallelism: all ranks reach the last step together).
+      Clock::time_point end;
+      {
+        std::lock_guard<std::mutex> l(job_end_mu_);
+        auto [it, fresh] = job_end_.try_emplace(sw->job);
+        if (fresh) {
+          std::exponential_distribution<double> d(1.0 / opt_.work_seconds);
+          it->second = now + duration_cast<Clock::duration>(duration<double>(1.0 + d(rng)));
+        }
+        end = std::max(it->second, now + milliseconds(500));
+      }
       for (const auto& w : sw->workers) {
         SimWorker s;
         s.rw = {sw->job, w.worker, sw->generation, w.rank, w.local_slot, 1000 + w.worker};
-        s.end = now + duration_cast<Clock::duration>(duration<double>(1.0 + d(rng)));
+        s.end = end;
         a.workers[{sw->job, w.worker}] = s;
       }
     } else if (auto* st = std::get_if<p::StopWorkers>(&*m)) {
@@ -449,7 +462,7 @@ int Bench::Run() {
               c_.submit_errors.load(), completed, running, queued);
   std::printf("  worker starts %ld, stops %ld, exits %ld, acks %ld, send errors %ld\n", c_.starts.load(),
               c_.stops.load(), c_.exits.load(), c_.acks.load(), c_.send_errors.load());
-  std::printf("  scheduler RSS %s (peak%s)\n", rss.c_str(), peak_rss.c_str());
+  std::printf("  scheduler RSS %s (peak %s)\n", rss.c_str(), peak_rss.c_str());
   std::printf("  journal rows: core_events %lld, events %lld\n", core_rows, event_rows);
   std::printf("  log: 'disagree' %d, 'does not expect' %d, 'stopped heartbeating' %d\n", CountInFile(log, "disagree"),
               CountInFile(log, "does not expect"), CountInFile(log, "stopped heartbeating"));

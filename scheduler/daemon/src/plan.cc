@@ -203,6 +203,9 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       j.workers[w.id] = w;
     }
   }
+  // Nothing could change (the slots are still held): no generation that
+  // changes nothing; the job stays pending and converges when they free up.
+  if (!fresh && leavers.empty() && joiners.empty()) return Status::Ok();
   j.generation++;
   // Ranks: stayers keep their order, joiners follow.
   std::vector<p::WorkerId> members;
