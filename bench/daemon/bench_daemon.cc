@@ -446,6 +446,13 @@ int Bench::Run() {
   long long running = Count(db, "SELECT count(*) FROM jobs WHERE state='running'");
   long long queued = Count(db, "SELECT count(*) FROM jobs WHERE state='queued'");
   sqlite3_close(db);
+  std::string rounds = "?";
+  {  // the scheduler's own round times (aryl_round_seconds)
+    auto c = p::Client::Connect({.endpoint = endpoint_});
+    if (c.ok())
+      if (auto r = (*c)->Call<p::StatusReply>(p::StatusRequest{}, milliseconds(30000)); r.ok())
+        rounds = r->summary.value("rounds", nlohmann::json::object()).dump();
+  }
   stop_scheduler();
 
   std::printf("bench_daemon: %d agents x %d slots (+%d probes), %d jobs over %.0f s, ran %.1f s\n", opt_.agents,
@@ -463,6 +470,7 @@ int Bench::Run() {
   std::printf("  worker starts %ld, stops %ld, exits %ld, acks %ld, send errors %ld\n", c_.starts.load(),
               c_.stops.load(), c_.exits.load(), c_.acks.load(), c_.send_errors.load());
   std::printf("  scheduler RSS %s (peak %s)\n", rss.c_str(), peak_rss.c_str());
+  std::printf("  scheduler rounds %s\n", rounds.c_str());
   std::printf("  journal rows: core_events %lld, events %lld\n", core_rows, event_rows);
   std::printf("  log: 'disagree' %d, 'does not expect' %d, 'stopped heartbeating' %d\n", CountInFile(log, "disagree"),
               CountInFile(log, "does not expect"), CountInFile(log, "stopped heartbeating"));
