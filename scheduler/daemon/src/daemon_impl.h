@@ -98,6 +98,7 @@ class Daemon::Impl {
     p::SubmitJob spec;
     std::map<p::WorkerId, Worker> workers;  // live workers
     std::int64_t generation = 0;
+    std::size_t members_announced = 0;  // size of the last generation Converge made (memory only)
     p::WorkerId next_worker = 0;
     int starts = 0;
     int failures = 0;
