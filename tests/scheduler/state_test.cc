@@ -158,5 +158,37 @@ TEST(StateTest, ReturnedServerIsHeldAndUnusable) {
   EXPECT_FALSE(ApplyChecked(st, Start(2, {{2, 4}})).ok());
 }
 
+// A server that joins a running state: failed until recovered, then usable;
+// a job whose curve the old GPU count capped can grow onto it.
+TEST(StateTest, AddServerJoinsFailedAndLiftsCappedCurves) {
+  auto made = ClusterState::Create({{0, "t0", Pool::kTraining, "A100", 4}}, Catalog(), {});
+  ASSERT_TRUE(made.ok()) << made.status();
+  ClusterState st = std::move(*made);
+  ASSERT_TRUE(st.AddJob(testing::Elastic(1, 1, 8)).ok());
+  EXPECT_FALSE(st.job(1)->Allowed(0, 8));  // 4 GPUs of A100 in the cluster
+  ServerSpec added{1, "t1", Pool::kTraining, "A100", 4};
+  ASSERT_TRUE(st.AddServer(added).ok());
+  ASSERT_NE(st.server(1), nullptr);
+  EXPECT_TRUE(st.server(1)->failed);
+  EXPECT_FALSE(st.server(1)->usable());
+  EXPECT_TRUE(st.job(1)->Allowed(0, 8));
+  EXPECT_EQ(st.job(1)->requested_workers, 8);
+  EXPECT_FALSE(ApplyChecked(st, Start(1, {{0, 4}, {1, 4}})).ok());  // failed: unusable
+  ASSERT_TRUE(st.MarkRecovered(1).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 4}, {1, 4}})).ok());
+  EXPECT_EQ(st.total_gpus(), 8);
+  EXPECT_TRUE(st.CheckInvariants().ok());
+  // Bad servers change nothing.
+  EXPECT_EQ(st.AddServer({1, "other", Pool::kTraining, "A100", 4}).code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(st.AddServer({2, "t1", Pool::kTraining, "A100", 4}).code(), Status::Code::kAlreadyExists);
+  EXPECT_EQ(st.AddServer({2, "t2", Pool::kTraining, "A100", 0}).code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.AddServer({2, "t2", Pool::kTraining, "T4", 4}).code(), Status::Code::kFailedPrecondition);
+  EXPECT_EQ(st.servers().size(), 2u);
+  // Sparse ids keep working.
+  ASSERT_TRUE(st.AddServer({100000, "far", Pool::kInference, "A100", 2}).ok());
+  EXPECT_EQ(st.server(100000)->state, ServerState::kHeld);
+  EXPECT_EQ(st.server(1)->spec.name, "t1");
+}
+
 }  // namespace
 }  // namespace aryl::sched

@@ -149,6 +149,43 @@ TEST_F(SystemTest, SchedulerRestart) {
   EXPECT_EQ(files, 4);
 }
 
+// Agents that joined one by one (each a journaled server_added row, no
+// rebuild): after a scheduler restart the replayed core places the job
+// exactly where it runs, so nothing is restarted or resized.
+TEST_F(SystemTest, SchedulerRestartAfterAgentsJoined) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  fs::path marks = dir_ / "marks";
+  fs::create_directories(marks);
+  auto job = Submit(*c, {"sh", "-c", "echo x >> " + marks.string() + "/w$ARYL_WORKER_ID; sleep 6"}, 0, 1, 4);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kRunning, 10)) << Logs();
+  StartAgent("b", 2);
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  // The job grows onto the new agent (its curve is no longer capped at 2).
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *job);
+    return r.ok() && r->row.workers == 4 && r->placement.size() == 2;
+  }, 10)) << Logs();
+  auto before = Status(*c, *job);
+  ASSERT_TRUE(before.ok());
+  Kill(scheduler_pid_);
+  StartScheduler();
+  auto c2 = Client();
+  ASSERT_TRUE(WaitAgents(*c2, 2)) << Logs();
+  std::this_thread::sleep_for(milliseconds(1000));
+  auto after = Status(*c2, *job);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->row.state, p::JobState::kRunning);
+  EXPECT_EQ(after->row.workers, 4);
+  EXPECT_EQ(after->row.generation, before->row.generation);
+  EXPECT_EQ(after->placement.size(), 2u);
+  ASSERT_TRUE(WaitState(*c2, *job, p::JobState::kCompleted, 20)) << Logs();
+  for (const auto& e : fs::directory_iterator(marks)) EXPECT_EQ(ReadFile(e.path()), "x\n") << e.path();
+}
+
 // SIGKILL an agent: its workers die with it; the elastic job shrinks and the
 // inelastic one is requeued; both finish once the agent is back.
 TEST_F(SystemTest, AgentKilled) {

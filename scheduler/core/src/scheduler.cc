@@ -42,6 +42,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
 }
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }
+Status Scheduler::AddServer(const ServerSpec& spec) { return impl_->state->AddServer(spec); }
 const std::string& Scheduler::policy_name() const { return impl_->name; }
 const SchedulerConfig& Scheduler::config() const { return impl_->config; }
 bool Scheduler::elastic() const { return impl_->policy->elastic(); }

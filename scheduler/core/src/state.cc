@@ -572,6 +572,60 @@ Status ClusterState::MarkRecovered(ServerId id) {
   return Status::Ok();
 }
 
+Status ClusterState::AddServer(const ServerSpec& spec) {
+  if (spec.gpus <= 0) {
+    return Status::InvalidArgument(ServerName(spec.id) + " (" + spec.name + "): gpus must be > 0, got " +
+                                   std::to_string(spec.gpus));
+  }
+  if (spec.gpu_type.empty()) return Status::InvalidArgument(ServerName(spec.id) + ": empty gpu_type");
+  if (server_index(spec.id) >= 0) return Status::AlreadyExists(ServerName(spec.id) + ": duplicate server id");
+  const int type = type_index(spec.gpu_type);
+  if (type < 0) {
+    return Status::FailedPrecondition(ServerName(spec.id) + ": GPU type '" + spec.gpu_type +
+                                      "' is new to the cluster; build the state again");
+  }
+  int type_gpus = spec.gpus;
+  for (const auto& s : servers_) {
+    if (!spec.name.empty() && s.spec.name == spec.name) {
+      return Status::AlreadyExists(ServerName(spec.id) + ": duplicate server name '" + spec.name + "'");
+    }
+    if (s.type == type) type_gpus += s.spec.gpus;
+  }
+  ServerInfo info;
+  info.spec = spec;
+  info.state = spec.pool == Pool::kTraining ? ServerState::kAvailable : ServerState::kHeld;
+  info.failed = true;
+  info.type = type;
+  const int index = static_cast<int>(servers_.size());
+  servers_.push_back(std::move(info));
+  server_index_[spec.id] = index;
+  if (!server_dense_.empty()) {
+    if (static_cast<size_t>(spec.id) < 4 * servers_.size() + 64) {
+      if (static_cast<size_t>(spec.id) >= server_dense_.size()) server_dense_.resize(static_cast<size_t>(spec.id) + 1, -1);
+      server_dense_[spec.id] = index;
+    } else {
+      server_dense_.clear();  // sparse ids: the hash map alone
+    }
+  }
+  // Curves are capped at the GPUs of their type (BuildJob): extend those that
+  // the new server lifts. In a cluster larger than its jobs, none.
+  auto extend = [&](JobId id) {
+    JobInfo* j = mutable_job(id);
+    if (!j || type >= static_cast<int>(j->curves.size()) || j->curves[type].empty()) return;
+    if (static_cast<int>(j->curves[type].size()) - 1 >= std::min(j->spec.max_workers, type_gpus)) return;
+    JobSpec spec = j->spec;
+    spec.id = jobs_.rbegin()->first + 1;  // BuildJob refuses a known id
+    auto built = BuildJob(spec);
+    if (!built.ok()) return;
+    j->curves = std::move(built->curves);
+    j->base_workers = built->base_workers;
+    j->requested_workers = built->requested_workers;
+  };
+  for (JobId id : queued_) extend(id);
+  for (JobId id : running_) extend(id);
+  return Status::Ok();
+}
+
 // --- Invariants ----------------------------------------------------------------------
 
 Status ClusterState::CheckInvariants() const {

@@ -24,9 +24,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       n.pool = m.pool;
       n.gpu_type = m.gpu_type;
       n.slots = static_cast<int>(m.slots);
-      s::ServerId next = 0;
-      for (const auto& [sid, name] : node_by_server) next = std::max(next, sid + 1);
-      n.server_id = next;
+      n.server_id = node_by_server.empty() ? 0 : node_by_server.rbegin()->first + 1;
       n.loan_state = m.pool == p::Pool::kInference ? "held" : "available";
       node_by_server[n.server_id] = n.id;
     }
@@ -53,7 +51,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       Send(n.id, p::WorkerExitAck{ex.job, ex.worker});
     }
     Reconcile(n, m.workers);
-    if (is_new) return RebuildCore(n.server_id);
+    if (is_new) return AddServer(n);
     if (core && !was_connected && !n.drained) {
       const auto* info = core->state().server(n.server_id);
       if (info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "agent back");
@@ -72,7 +70,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   reply.heartbeat_interval_seconds = opt.heartbeat_interval;
   reply.scheduler_epoch = scheduler_epoch;
   reply.store_key = store_key;
-  PublishSnapshot();
+  snapshot_dirty = true;
   return p::Message(reply);
 }
 

@@ -87,7 +87,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   p::SubmitReply reply;
   reply.job = id;
   reply.name = rec.name;
-  PublishSnapshot();
+  snapshot_dirty = true;
   return p::Message(reply);
 }
 
@@ -174,7 +174,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CancelJob& m) {
     return Status::Ok();
   });
   if (!st.ok()) return Err(st);
-  PublishSnapshot();
+  snapshot_dirty = true;
   p::Ok ok;
   ok.message = "job " + std::to_string(m.job) + " cancelled";
   return p::Message(ok);
@@ -187,7 +187,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::NodeCommand& m)
     metrics.Inc("aryl_bad_requests_total");
     return Err(st);
   }
-  PublishSnapshot();
+  snapshot_dirty = true;
   p::Ok ok;
   ok.message = "node " + m.node + ": " + m.action + (m.action == "drain" ? "ing" : m.action == "remove" ? "d" : "d");
   return p::Message(ok);
@@ -205,7 +205,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolOffer& m) {
     metrics.Inc("aryl_bad_requests_total");
     return Err(st);
   }
-  PublishSnapshot();
+  snapshot_dirty = true;
   p::Ok ok;
   ok.message = std::to_string(m.servers.size()) + " server(s) loaned";
   return p::Message(ok);
@@ -219,7 +219,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolReclaim& m)
     metrics.Inc("aryl_bad_requests_total");
     return Err(st);
   }
-  PublishSnapshot();
+  snapshot_dirty = true;
   p::Ok ok;
   ok.message = "reclaim accepted; servers are empty within " + std::to_string(m.deadline_seconds) + " s";
   return p::Message(ok);

@@ -58,67 +58,154 @@ std::string EventToJson(const s::EventBody& body) {
   return j.dump();
 }
 
+namespace {
+
+Result<s::EventBody> EventFromParsed(const json& j) {
+  std::string type = j.at("type").get<std::string>();
+  if (type == "submit") return s::EventBody(s::JobSubmitted{SpecFromJson(j.at("spec"))});
+  if (type == "finished") return s::EventBody(s::JobFinished{j.at("job").get<s::JobId>()});
+  if (type == "cancelled") return s::EventBody(s::JobCancelled{j.at("job").get<s::JobId>()});
+  if (type == "progress")
+    return s::EventBody(s::JobProgress{j.at("job").get<s::JobId>(), j.at("remaining").get<double>()});
+  if (type == "loaned") return s::EventBody(s::ServersLoaned{j.at("servers").get<std::vector<s::ServerId>>()});
+  if (type == "reclaim")
+    return s::EventBody(s::Reclaim{j.at("count").get<int>(), j.at("servers").get<std::vector<s::ServerId>>(),
+                                   j.at("deadline").get<double>()});
+  if (type == "failed") return s::EventBody(s::ServerFailed{j.at("server").get<s::ServerId>()});
+  if (type == "recovered") return s::EventBody(s::ServerRecovered{j.at("server").get<s::ServerId>()});
+  if (type == "tick") return s::EventBody(s::Tick{});
+  return Status::Corruption("core journal: unknown event type '" + type + "'");
+}
+
+}  // namespace
+
 Result<s::EventBody> EventFromJson(const std::string& text) {
   try {
-    json j = json::parse(text);
-    std::string type = j.at("type").get<std::string>();
-    if (type == "submit") return s::EventBody(s::JobSubmitted{SpecFromJson(j.at("spec"))});
-    if (type == "finished") return s::EventBody(s::JobFinished{j.at("job").get<s::JobId>()});
-    if (type == "cancelled") return s::EventBody(s::JobCancelled{j.at("job").get<s::JobId>()});
-    if (type == "progress")
-      return s::EventBody(s::JobProgress{j.at("job").get<s::JobId>(), j.at("remaining").get<double>()});
-    if (type == "loaned") return s::EventBody(s::ServersLoaned{j.at("servers").get<std::vector<s::ServerId>>()});
-    if (type == "reclaim")
-      return s::EventBody(s::Reclaim{j.at("count").get<int>(), j.at("servers").get<std::vector<s::ServerId>>(),
-                                     j.at("deadline").get<double>()});
-    if (type == "failed") return s::EventBody(s::ServerFailed{j.at("server").get<s::ServerId>()});
-    if (type == "recovered") return s::EventBody(s::ServerRecovered{j.at("server").get<s::ServerId>()});
-    if (type == "tick") return s::EventBody(s::Tick{});
-    return Status::Corruption("core journal: unknown event type '" + type + "'");
+    return EventFromParsed(json::parse(text));
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("core journal: ") + e.what());
   }
 }
 
+std::string ServerAddedToJson(const s::ServerSpec& spec) {
+  return json{{"type", "server_added"},
+              {"server", {{"id", spec.id},
+                          {"name", spec.name},
+                          {"inference", spec.pool == s::Pool::kInference},
+                          {"gpu_type", spec.gpu_type},
+                          {"gpus", spec.gpus}}}}
+      .dump();
+}
 
-// Builds the core from every known node and replays the journal. When
-// `recovering` names a server, it is journaled as recovering now.
-Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
-  if (nodes.empty()) return Status::Ok();
-  std::vector<s::ServerSpec> servers;
-  for (const auto& [id, n] : nodes) {
-    servers.push_back({n.server_id, n.id, n.pool == p::Pool::kInference ? s::Pool::kInference : s::Pool::kTraining,
-                       n.gpu_type, n.slots});
+Result<JournalRow> RowFromJson(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (j.at("type").get<std::string>() != "server_added") {
+      ARYL_ASSIGN_OR_RETURN(auto ev, EventFromParsed(j));
+      return JournalRow(std::move(ev));
+    }
+    const json& sv = j.at("server");
+    s::ServerSpec spec;
+    spec.id = sv.at("id").get<s::ServerId>();
+    spec.name = sv.at("name").get<std::string>();
+    spec.pool = sv.at("inference").get<bool>() ? s::Pool::kInference : s::Pool::kTraining;
+    spec.gpu_type = sv.at("gpu_type").get<std::string>();
+    spec.gpus = sv.at("gpus").get<int>();
+    if (spec.gpus <= 0 || spec.gpu_type.empty())
+      return Status::Corruption("core journal: server_added " + spec.name + " with gpus " +
+                                std::to_string(spec.gpus) + ", gpu_type '" + spec.gpu_type + "'");
+    return JournalRow(ServerAdded{spec});
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("core journal: ") + e.what());
   }
-  std::sort(servers.begin(), servers.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+}
+
+s::ServerSpec Daemon::Impl::CoreSpec(const Node& n) {
+  return {n.server_id, n.id, n.pool == p::Pool::kInference ? s::Pool::kInference : s::Pool::kTraining, n.gpu_type,
+          n.slots};
+}
+
+// A server joins `into` at core time t; the one code path of the live join and
+// of its replay, so that both build the same core.
+Status Daemon::Impl::JoinCore(std::unique_ptr<s::Scheduler>& into, const s::ServerSpec& spec, double t) {
+  if (into) return into->AddServer(spec);
+  ARYL_ASSIGN_OR_RETURN(into, s::Scheduler::Create(opt.policy, {spec}, Catalog(), CoreConfig()));
+  return into->Handle({t, s::ServerFailed{spec.id}}).status();
+}
+
+s::SchedulerConfig Daemon::Impl::CoreConfig() const {
   s::SchedulerConfig cfg;
   cfg.rescale_pause = opt.rescale_pause;
   cfg.restart_pause = opt.restart_pause;
   cfg.checkpoint_interval = opt.checkpoint_interval;
-  ARYL_ASSIGN_OR_RETURN(auto fresh, s::Scheduler::Create(opt.policy, servers, Catalog(), cfg));
-  // Every server starts failed at time 0; the journal says when each came up.
-  for (const auto& sv : servers) {
-    auto r = fresh->Handle({0.0, s::ServerFailed{sv.id}});
-    if (!r.ok()) return r.status().WithContext("rebuild: fail server " + sv.name);
-  }
+  return cfg;
+}
+
+// A new agent's server joins the core: one journaled row, the core as it is
+// (no replay). A GPU type new to the cluster changes every job's curves: the
+// core is built again, with this server present from time 0 (no row).
+Status Daemon::Impl::AddServer(const Node& n) {
+  s::ServerSpec spec = CoreSpec(n);
+  bool new_type = core && core->state().type_index(n.gpu_type) < 0;
+  if (new_type) return RebuildCore(n.server_id);
+  double t = CoreNow();
+  ARYL_RETURN_IF_ERROR(JoinCore(core, spec, t));
+  last_core_time = t;
+  ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, ServerAddedToJson(spec)));
+  spdlog::info("core: server {} ({}) joined; {} servers", spec.id, spec.name, core->state().servers().size());
+  return Feed(s::ServerRecovered{n.server_id}, "server recovered");
+}
+
+// Builds the core from the known nodes that joined without a journal row
+// (present from time 0, failed until their journaled recovery) and replays the
+// journal, server_added rows included. When `recovering` names a server, it is
+// journaled as recovering now.
+Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
+  if (nodes.empty()) return Status::Ok();
   ARYL_ASSIGN_OR_RETURN(auto journal, store->CoreEvents());
-  double t_last = 0;
-  std::size_t row = 0;
+  std::vector<std::pair<double, JournalRow>> rows;
+  rows.reserve(journal.size());
+  std::set<s::ServerId> joined;
   for (const auto& [t, body] : journal) {
-    ++row;
-    auto ev = EventFromJson(body);
-    if (!ev.ok()) {
-      return Status::Corruption("state file: table core_events, row " + std::to_string(row) + " (t=" +
-                                std::to_string(t) + ") '" + body.substr(0, 200) + "': " + ev.status().message());
+    auto row = RowFromJson(body);
+    if (!row.ok()) {
+      return Status::Corruption("state file: table core_events, row " + std::to_string(rows.size() + 1) + " (t=" +
+                                std::to_string(t) + ") '" + body.substr(0, 200) + "': " + row.status().message());
     }
-    auto r = fresh->Handle({t, *ev});
-    // A journaled event was valid when it was handled; the core is deterministic.
-    if (!r.ok()) spdlog::warn("replay of {} at t={:.3f}: {}", body, t, r.status().ToString());
+    if (auto* a = std::get_if<ServerAdded>(&*row)) joined.insert(a->spec.id);
+    rows.emplace_back(t, std::move(*row));
+  }
+  std::vector<s::ServerSpec> servers;
+  for (const auto& [id, n] : nodes)
+    if (!joined.count(n.server_id)) servers.push_back(CoreSpec(n));
+  std::sort(servers.begin(), servers.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::unique_ptr<s::Scheduler> fresh;
+  if (!servers.empty()) {
+    ARYL_ASSIGN_OR_RETURN(fresh, s::Scheduler::Create(opt.policy, servers, Catalog(), CoreConfig()));
+    // Every server starts failed at time 0; the journal says when each came up.
+    for (const auto& sv : servers) {
+      auto r = fresh->Handle({0.0, s::ServerFailed{sv.id}});
+      if (!r.ok()) return r.status().WithContext("rebuild: fail server " + sv.name);
+    }
+  }
+  double t_last = 0;
+  for (const auto& [t, row] : rows) {
+    Status st;
+    if (const auto* a = std::get_if<ServerAdded>(&row)) {
+      st = JoinCore(fresh, a->spec, t);
+    } else if (!fresh) {
+      st = Status::Corruption("core journal: an event before any server joined");
+    } else {
+      st = fresh->Handle({t, std::get<s::EventBody>(row)}).status();
+    }
+    // A journaled row was valid when it was handled; the core is deterministic.
+    if (!st.ok()) spdlog::warn("replay of a journal row at t={:.3f}: {}", t, st.ToString());
     t_last = std::max(t_last, t);
   }
   last_core_time = std::max(last_core_time, t_last);
+  if (!fresh) return Status::Ok();
   core = std::move(fresh);
-  spdlog::info("core: {} servers, replayed {} journaled events", servers.size(), journal.size());
+  spdlog::info("core: {} servers, replayed {} journaled rows", core->state().servers().size(), journal.size());
   if (recovering) return Feed(s::ServerRecovered{*recovering}, "server recovered");
   return Status::Ok();
 }

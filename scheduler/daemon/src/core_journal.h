@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <variant>
 
 #include "aryl/result.h"
 #include "aryl/sched/scheduler.h"
@@ -14,5 +15,16 @@ namespace aryl::daemon {
 std::string EventToJson(const sched::EventBody& body);
 // Corruption naming the row's problem when `text` is not a journal event.
 Result<sched::EventBody> EventFromJson(const std::string& text);
+
+// A server joined the core (Scheduler::AddServer) at the row's time: a new
+// agent costs one row, not a rebuild. Servers without such a row (state files
+// of older versions, a server of a GPU type new to the cluster) are in the core
+// from time 0, failed until their journaled recovery.
+struct ServerAdded {
+  sched::ServerSpec spec;
+};
+std::string ServerAddedToJson(const sched::ServerSpec& spec);
+using JournalRow = std::variant<sched::EventBody, ServerAdded>;
+Result<JournalRow> RowFromJson(const std::string& text);
 
 }  // namespace aryl::daemon

@@ -102,6 +102,7 @@ class Daemon::Impl {
     p::SubmitJob spec;
     std::map<p::WorkerId, Worker> workers;  // live workers
     std::int64_t generation = 0;
+    std::size_t members_announced = 0;  // size of the last generation Converge made (memory only)
     p::WorkerId next_worker = 0;
     int starts = 0;
     int failures = 0;
@@ -170,6 +171,11 @@ class Daemon::Impl {
 
   // --- core_journal.cc
   Status RebuildCore(std::optional<s::ServerId> recovering);
+  // A new node's server joins the running core (O(1) in the journal's length).
+  Status AddServer(const Node& n);
+  Status JoinCore(std::unique_ptr<s::Scheduler>& into, const s::ServerSpec& spec, double t);
+  static s::ServerSpec CoreSpec(const Node& n);
+  s::SchedulerConfig CoreConfig() const;
 
   // --- plan.cc
   // Runs `body` as one durable step: its store writes in one SQLite
@@ -251,7 +257,11 @@ class Daemon::Impl {
   p::JobRow Row(const JobRecord& rec, const Job* live);
   std::vector<p::NodeRow> NodeRows();
   json Summary();
+  // Builds the /status snapshot and the gauges: O(nodes + live jobs). The
+  // handlers only mark it dirty; the tick publishes (see tick.cc).
   void PublishSnapshot();
+  bool snapshot_dirty = false;
+  double publish_seconds = 0;  // what the last PublishSnapshot cost
 
   // --- inference.cc
   Status Offer(const std::vector<std::string>& names);

@@ -205,6 +205,14 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       j.workers[w.id] = w;
     }
   }
+  // Nothing can change (the slots are still held) and no member was lost since
+  // the last generation: a generation would change nothing. The job stays
+  // pending and converges once the slots free up.
+  if (!fresh && leavers.empty() && joiners.empty()) {
+    std::size_t staying = 0;
+    for (const auto& [id, w] : j.workers) staying += !w.leaving;
+    if (staying == j.members_announced) return Status::Ok();
+  }
   j.generation++;
   // Ranks: stayers keep their order, joiners follow.
   std::vector<p::WorkerId> members;
@@ -216,6 +224,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   for (const auto& [node, want] : order)
     if (joiners.count(node))
       for (auto& wp : joiners[node]) members.push_back(wp.worker);
+  j.members_announced = members.size();
   for (size_t r = 0; r < members.size(); ++r) {
     auto& w = j.workers[members[r]];
     w.rank = static_cast<int>(r);

@@ -121,6 +121,8 @@ json Daemon::Impl::Summary() {
 }
 
 void Daemon::Impl::PublishSnapshot() {
+  auto t0 = std::chrono::steady_clock::now();
+  snapshot_dirty = false;
   json j = Summary();
   // Gauges.
   metrics.ClearGauge("aryl_jobs");
@@ -135,8 +137,12 @@ void Daemon::Impl::PublishSnapshot() {
   int connected = 0;
   for (const auto& [id, n] : nodes) connected += n.connected;
   metrics.Set("aryl_nodes_connected", "", connected);
-  std::lock_guard lock(snapshot_mu);
-  status_snapshot = j.dump(2);
+  std::string text = j.dump(2);
+  {
+    std::lock_guard lock(snapshot_mu);
+    status_snapshot = std::move(text);
+  }
+  publish_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace aryl::daemon

@@ -48,6 +48,10 @@ class Scheduler {
   ~Scheduler();
 
   Result<Plan> Handle(const Event& event);
+  // A new server joins, failed until a ServerRecovered event (see
+  // ClusterState::AddServer); runs no round. Deterministic like Handle, so a
+  // driver that journals it can replay it.
+  Status AddServer(const ServerSpec& spec);
   const ClusterState& state() const;
   const std::string& policy_name() const;
   const SchedulerConfig& config() const;

@@ -196,6 +196,13 @@ class ClusterState {
   Status LoanServer(ServerId id);
   Status MarkFailed(ServerId id);
   Status MarkRecovered(ServerId id);
+  // Adds a server, failed (out of service) until MarkRecovered: a cluster
+  // that grows without rebuilding the state. Its GPU type must be one the
+  // cluster has (FailedPrecondition otherwise: a new type changes every job's
+  // throughput curves, so build the state again); the other checks are
+  // Create's. Active jobs whose curves were capped by the old GPU count are
+  // extended. Cost: O(servers + active jobs whose max exceeded that count).
+  Status AddServer(const ServerSpec& spec);
   void RecordReclaim(ReclaimRecord record) { reclaims_.push_back(std::move(record)); }
 
  private:
