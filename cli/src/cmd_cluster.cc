@@ -10,9 +10,11 @@ namespace p = aryl::protocol;
 namespace aryl::cli {
 namespace {
 
+std::vector<std::string> Args(const cxxopts::ParseResult& r);
+
 int Nodes(const cxxopts::ParseResult& r, const Client& c) {
-  if (!r.unmatched().empty())
-    FlagError(c.program, "ACTION", r.unmatched().front(), "expected drain, resume or remove (or nothing, to list)");
+  auto args = Args(r);
+  if (!args.empty()) FlagError(c.program, "ACTION", args.front(), "expected drain, resume or remove (or nothing, to list)");
   auto reply = c.Call<p::NodesReply>(p::ListNodes{});
   if (!reply.ok()) return Fail(c.program, reply.status());
   if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump(2) << "\n";
@@ -96,7 +98,7 @@ std::string NodesTable(const std::vector<p::NodeRow>& nodes, const OutputOptions
 
 std::vector<Command> ClusterCommands() {
   return {
-      {"nodes", "", "agents: pool, loan state, slots in use", true, nullptr, Nodes},
+      {"nodes", "", "agents: pool, loan state, slots in use", true, Positional("ACTION"), Nodes},
       {"nodes drain", "NAME", "no new workers on NAME; its workers move off (or are preempted with a checkpoint)", true,
        Positional("NAME"), [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("drain", r, c); }},
       {"nodes resume", "NAME", "make a drained node schedulable again", true, Positional("NAME"),
