@@ -249,7 +249,9 @@ TEST_F(SystemTest, AgentKilledElasticShrinks) {
   ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
   fs::path marks = dir_ / "marks";
   fs::create_directories(marks);
-  auto job = Submit(*c, {"sh", "-c", "echo x >> " + marks.string() + "/w$ARYL_WORKER_ID; sleep 4"}, 0, 1, 4);
+  // Long enough that the job is still running when the agent's loss is noticed,
+  // on a busy machine too.
+  auto job = Submit(*c, {"sh", "-c", "echo x >> " + marks.string() + "/w$ARYL_WORKER_ID; sleep 12"}, 0, 1, 4);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(WaitFor([&] {
     auto r = Status(*c, *job);
@@ -264,7 +266,7 @@ TEST_F(SystemTest, AgentKilledElasticShrinks) {
   auto r = Status(*c, *job);
   EXPECT_EQ(r->row.state, p::JobState::kRunning);
   EXPECT_GE(r->row.rescales, 1);
-  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 15)) << Logs();
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 30)) << Logs();
   // No worker was started twice.
   for (const auto& e : fs::directory_iterator(marks)) EXPECT_EQ(ReadFile(e.path()), "x\n") << e.path();
 }
