@@ -2,6 +2,7 @@
 initialisation from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, DistributedDataParallel on
 Gloo. Each rank prints a checksum of its final parameters."""
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -19,5 +20,7 @@ for step in range(20):
     model(x).pow(2).mean().backward()
     opt.step()
 checksum = sum(p.double().sum().item() for p in model.parameters())
-print(f"ddp rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} checksum={checksum:.10f}", flush=True)
+# One write per line: the ranks share the launcher's stdout.
+sys.stdout.write(f"ddp rank={rank} world={world} run_id={os.environ['TORCHELASTIC_RUN_ID']} checksum={checksum:.10f}\n")
+sys.stdout.flush()
 dist.destroy_process_group()
