@@ -29,6 +29,7 @@
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
 #include "agent_security.h"
+#include "run_as.h"
 
 namespace aryl::agent {
 
@@ -103,6 +104,7 @@ class Agent::Impl {
   bool gpus = false;
   std::unique_ptr<StoreRelay> relay;
   std::string store_endpoint;  // this agent's store; empty without a relay
+  std::optional<UserMap> user_map;  // --run-as: workers run as their owner's account
 
   // The worker channel (protocol steps 12-16): a ROUTER on an ipc:// endpoint
   // in the log directory (ARYL_AGENT_ENDPOINT). The server thread answers
@@ -119,6 +121,23 @@ class Agent::Impl {
     // runtime) and the outcome each reported in WorkerDone before exiting.
     std::set<std::string> hello;
     std::map<std::string, std::string> outcome;
+    // With --run-as: the account each job's workers run as. A message about a
+    // job is accepted only from that uid or from the agent's own (SO_PEERCRED).
+    uid_t self_uid = ::geteuid();
+    std::map<p::JobId, uid_t> job_uid;
+    std::optional<p::Message> Refusal(const p::ReplyTo& from, const p::Message& m) const {
+      auto uid = PeerUid(from.peer.address);
+      if (!uid || *uid == self_uid) return std::nullopt;
+      std::optional<p::JobId> job;
+      std::visit([&](const auto& x) {
+        if constexpr (requires { x.job; }) job = x.job;
+      }, m);
+      auto it = job ? job_uid.find(*job) : job_uid.end();
+      if (it != job_uid.end() && it->second == *uid) return std::nullopt;
+      return p::Error{Status::Code::kPermissionDenied,
+                      "worker channel: uid " + std::to_string(*uid) + " does not run " +
+                          (job ? "job " + std::to_string(*job) : std::string("that job")) + " on this agent"};
+    }
   };
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
   // Rank 0's newest WorkerProgress per job; `fresh` until sent as a JobProgress.
@@ -212,7 +231,7 @@ class Agent::Impl {
   }
 
   Status StartWorkerChannel() {
-    ARYL_ASSIGN_OR_RETURN(fs::path path, WorkerSocketPath(opt.log_dir, opt.id));
+    ARYL_ASSIGN_OR_RETURN(fs::path path, WorkerSocketPath(opt.log_dir, opt.id, user_map.has_value()));
     std::error_code ec;
     fs::remove(path, ec);  // a socket file left by an agent that died
     p::Server::Options so;
@@ -220,6 +239,7 @@ class Agent::Impl {
     std::shared_ptr<Channel> ch = channel;
     auto server = p::Server::Start(so, [ch](const p::ReplyTo& from, p::Message m) -> std::optional<p::Message> {
       std::lock_guard<std::mutex> lock(ch->mu);
+      if (auto refused = ch->Refusal(from, m)) return refused;
       if (auto* d = std::get_if<p::WorkerDone>(&m)) {
         // Answered here, once recorded, so the report cannot race the exit.
         Status v = d->Validate();
@@ -243,6 +263,9 @@ class Agent::Impl {
     worker_server = std::move(*server);
     worker_endpoint = worker_server->endpoint();
     worker_socket_path = path.string();
+    // Workers of other accounts must reach the socket; who may say what is
+    // checked per message (Channel::Refusal).
+    if (user_map) ARYL_RETURN_IF_ERROR(MakeSocketReachable(path));
     return Status::Ok();
   }
 
@@ -303,6 +326,17 @@ class Agent::Impl {
     }
     // A refused environment fails every worker's start, like an exec error.
     Status env_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
+    std::optional<Account> account;
+    if (user_map && env_ok.ok()) {
+      auto a = user_map->Lookup(m.owner.value_or("local"));
+      if (a.ok()) {
+        account = *a;
+        std::lock_guard<std::mutex> lock(channel->mu);
+        channel->job_uid[m.job] = a->credentials.uid;
+      } else {
+        env_ok = a.status();
+      }
+    }
     fs::path dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
     if (Status d = MakePrivateDir(dir); !d.ok()) spdlog::error("job {}: {}", m.job, d.ToString());
     bool use_store = UsesStore(m.store_endpoint);
@@ -337,6 +371,12 @@ class Agent::Impl {
         if (!key.empty()) spec.env["ARYL_STORE_TOKEN"] = p::StoreToken(key, m.store_prefix);
       }
       if (gpus) spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(wp.local_slot);
+      if (account) {
+        spec.run_as = account->credentials;
+        spec.env["USER"] = spec.env["LOGNAME"] = account->name;
+        spec.env["HOME"] = account->home;
+        if (spec.cwd.empty()) spec.cwd = fs::is_directory(account->home) ? account->home : "/";
+      }
       Worker w;
       w.stdout_path = (dir / ("worker-" + std::to_string(wp.worker) + ".out")).string();
       spec.stdout_path = w.stdout_path;
@@ -509,6 +549,7 @@ class Agent::Impl {
       if (w.job == job) return;
     std::lock_guard<std::mutex> lock(channel->mu);
     std::erase_if(channel->announced, [job](const auto& kv) { return kv.first.first == job; });
+    channel->job_uid.erase(job);
   }
 
   // Takes the worker messages the channel's thread queued (protocol 13, 14, 16).
@@ -738,6 +779,15 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (impl->relay) {
     ARYL_ASSIGN_OR_RETURN(impl->store_endpoint, impl->relay->Serve(options.host, options.store_port));
     spdlog::info("rendezvous store on {}", impl->store_endpoint);
+  }
+  if (!options.run_as.empty()) {
+    if (::geteuid() != 0)
+      return Status::InvalidArgument("--run-as '" + options.run_as + "' needs aryl-agent to run as root (euid " +
+                                     std::to_string(::geteuid()) + ")");
+    ARYL_ASSIGN_OR_RETURN(impl->user_map, UserMap::Load(options.run_as));
+    spdlog::info("workers run as their owner's account ({} mappings in {})", impl->user_map->size(), options.run_as);
+  } else if (::geteuid() == 0) {
+    spdlog::warn("running as root without --run-as: every job's workers run as root (docs/security.md)");
   }
   impl->opt = options;
   ARYL_RETURN_IF_ERROR(impl->StartWorkerChannel());

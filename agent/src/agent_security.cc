@@ -22,18 +22,26 @@ Status MakePrivateDir(const fs::path& dir) {
   return Status::Ok();
 }
 
-Result<fs::path> WorkerSocketPath(const fs::path& log_dir, const std::string& id) {
+Result<fs::path> WorkerSocketPath(const fs::path& log_dir, const std::string& id, bool shared) {
   std::string name = ".agent-";
   for (char c : id) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
   fs::path dir = fs::absolute(log_dir) / name;
   // sun_path holds 107 characters.
-  if ((dir / "worker.sock").string().size() > 100) {
+  if (shared || (dir / "worker.sock").string().size() > 100) {
     std::string tmpl = (fs::temp_directory_path() / "aryl-agent-XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) return Status::IoError("mkdtemp " + tmpl + ": " + std::strerror(errno));
     dir = tmpl;
   }
   ARYL_RETURN_IF_ERROR(MakePrivateDir(dir));
   return dir / "worker.sock";
+}
+
+Status MakeSocketReachable(const fs::path& socket) {
+  if (::chmod(socket.parent_path().c_str(), 0711) != 0)
+    return Status::IoError("chmod 711 '" + socket.parent_path().string() + "': " + std::strerror(errno));
+  if (::chmod(socket.c_str(), 0666) != 0)
+    return Status::IoError("chmod 666 '" + socket.string() + "': " + std::strerror(errno));
+  return Status::Ok();
 }
 
 Result<std::string> AgentRoute(const std::string& id) {

@@ -18,7 +18,14 @@ Status MakePrivateDir(const std::filesystem::path& dir);
 // Where the worker channel's ipc socket goes: "<log_dir>/.agent-<id>/worker.sock",
 // in a 0700 directory, so only the agent's user (and its workers) can connect;
 // a directory too deep for sun_path falls back to a fresh 0700 directory in /tmp.
-Result<std::filesystem::path> WorkerSocketPath(const std::filesystem::path& log_dir, const std::string& id);
+// `shared` (workers run as other accounts, --run-as): always a fresh directory
+// in /tmp, so no private parent blocks them; MakeSocketReachable opens it.
+Result<std::filesystem::path> WorkerSocketPath(const std::filesystem::path& log_dir, const std::string& id,
+                                               bool shared = false);
+
+// Directory 0711 (no listing) and socket 0666: any local account can connect,
+// and the agent checks each message's sender by its uid (SO_PEERCRED).
+Status MakeSocketReachable(const std::filesystem::path& socket);
 
 // "<id>#<16 hex digits>": the routing id the agent connects with (authz.h).
 Result<std::string> AgentRoute(const std::string& id);

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
       ("env-deny", "Job env variables refused: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
                    "'none': refuse nothing)", cxxopts::value<std::string>()->default_value(""))
       ("env-allow", "Exceptions to --env-deny (comma list)", cxxopts::value<std::string>()->default_value(""))
+      ("run-as", "As root: file of '<owner> <account>' lines; each job's workers run as its owner's account "
+                 "('*' maps the rest; an unmapped owner's workers are refused)",
+       cxxopts::value<std::string>()->default_value(""))
       ("print-gpus", "Print the GPUs found and exit");
   aryl::AddCommonFlags(options);
   auto r = aryl::ParseFlagsOrExit(options, argc, argv);
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
   a.cluster_id = r["cluster-id"].as<std::string>();
   a.env_deny = r["env-deny"].as<std::string>();
   a.env_allow = r["env-allow"].as<std::string>();
+  a.run_as = r["run-as"].as<std::string>();
   if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
   auto agent = aryl::agent::Agent::Create(a);
   if (!agent.ok()) {

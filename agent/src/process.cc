@@ -1,6 +1,7 @@
 #include "aryl/agent/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -133,6 +134,11 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
       ::_exit(127);
     };
     ::setpgid(0, 0);
+    if (spec.run_as) {
+      const Credentials& c = *spec.run_as;
+      if (::setgroups(c.groups.size(), c.groups.data()) < 0 || ::setgid(c.gid) < 0 || ::setuid(c.uid) < 0) fail(4);
+      if (::setuid(0) == 0 && c.uid != 0) { errno = EPERM; fail(4); }  // the switch must not be undoable
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(137);  // the agent died between fork and prctl
     // Undo the agent's signal mask and dispositions.
@@ -162,7 +168,10 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
   if (n == static_cast<ssize_t>(sizeof(code))) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    std::string stage = code[0] == 1 ? "redirect output" : code[0] == 2 ? "chdir " + spec.cwd : "exec";
+    std::string stage = code[0] == 1   ? "redirect output"
+                        : code[0] == 2 ? "chdir " + spec.cwd
+                        : code[0] == 4 ? "switch to uid " + std::to_string(spec.run_as ? spec.run_as->uid : 0)
+                                       : "exec";
     return Status::InvalidArgument("cannot start " + exe + ": " + stage + ": " +
                                    std::strerror(code[1]));
   }

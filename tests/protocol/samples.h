@@ -52,7 +52,8 @@ inline std::vector<Message> SampleMessages() {
                            .cwd = "/tmp",
                            .checkpoint_dir = "/ckpt",
                            .store_endpoint = "tcp://head:7201",
-                           .store_prefix = "job/12/"});
+                           .store_prefix = "job/12/",
+                           .owner = "alice"});
   m.push_back(NewGeneration{.job = 12,
                             .generation = 3,
                             .members = {4, 6},

@@ -295,6 +295,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.checkpoint_dir = j.spec.checkpoint_dir;
     sw.store_endpoint = store_ep;
     sw.store_prefix = store_key;
+    sw.owner = j.spec.owner.value_or("local");
     Push(agent, sw);
   }
   int size = static_cast<int>(members.size());

@@ -152,7 +152,8 @@ class UnderArylRun(unittest.TestCase):
         rows = committed_samples(samples)
         by_epoch = collections.defaultdict(list)
         for worker, worker_rows in rows.items():
-            self.assertEqual(len({pid for _, _, pid, _ in worker_rows}), 1, f"worker {worker} changed process")
+            # A joiner that left again before its first committed step has no rows.
+            self.assertLessEqual(len({pid for _, _, pid, _ in worker_rows}), 1, f"worker {worker} changed process")
             for _, epoch, _, idx in worker_rows:
                 by_epoch[epoch].extend(idx)
         for epoch, idx in by_epoch.items():

@@ -63,6 +63,9 @@ struct AgentOptions {
   // Job environment policy (agent_security.h): comma lists of names or "PREFIX*".
   std::string env_deny;   // empty: the default list (LD_*, PYTHONPATH, ...); "none": nothing
   std::string env_allow;  // exceptions to env_deny
+  // Run-as-user (agent as root): file of "<owner> <account>" lines; empty: workers
+  // run as the agent's own user.
+  std::string run_as;
 };
 
 class Agent {

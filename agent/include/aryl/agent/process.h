@@ -7,6 +7,10 @@
 // dies, its workers die with it instead of holding GPUs nobody manages.
 // An exec failure (missing binary, no permission) is reported by Launch
 // itself through a close-on-exec pipe, not as a mysterious exit 127.
+// With LaunchSpec::run_as (the launcher runs as root), the child drops to that
+// account (groups, gid, uid) before it changes directory and execs, so the
+// working directory and the program are checked with the account's rights;
+// the parent-death signal is set after the switch (a credential change clears it).
 //
 // Stop is two-phase and never blocks: RequestStop sends SIGTERM to the group
 // and records a deadline; Poll sends SIGKILL to groups past their deadline and
@@ -19,6 +23,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +31,19 @@
 
 namespace aryl::agent {
 
+struct Credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
+
 struct LaunchSpec {
   std::vector<std::string> argv;              // argv[0] is looked up in PATH when it has no '/'
   std::map<std::string, std::string> env;     // added to (and overriding) the agent's environment
   std::string cwd;                            // empty: the agent's
   std::string stdout_path;                    // empty: /dev/null
   std::string stderr_path;                    // empty: same file as stdout
+  std::optional<Credentials> run_as;          // empty: the launcher's own
 };
 
 struct ExitInfo {

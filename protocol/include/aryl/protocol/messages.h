@@ -386,6 +386,9 @@ struct StartWorkers {
   std::string checkpoint_dir{};  // empty = no checkpoints
   std::string store_endpoint{};
   std::string store_prefix{};  // keys of this job's rendezvous, e.g. "job/12/"
+  // The job's owner (the submitting key's name): an agent running as root
+  // with --run-as starts the workers as the local account mapped to it.
+  std::optional<std::string> owner{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -398,6 +401,7 @@ struct StartWorkers {
     v("checkpoint_dir", checkpoint_dir);
     v("store_endpoint", store_endpoint, {.non_empty = true});
     v("store_prefix", store_prefix);
+    v("owner", owner);
   }
   Status Validate() const;  // argv[0] non-empty, every started worker is a member
   bool operator==(const StartWorkers&) const = default;
