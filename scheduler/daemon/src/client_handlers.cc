@@ -189,7 +189,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::NodeCommand& m)
   }
   snapshot_dirty = true;
   p::Ok ok;
-  ok.message = "node " + m.node + ": " + m.action + (m.action == "drain" ? "ing" : m.action == "remove" ? "d" : "d");
+  ok.message = "node " + m.node + ": " + m.action + (m.action == "drain" ? "ing" : "d");
   return p::Message(ok);
 }
 
