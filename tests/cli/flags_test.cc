@@ -66,6 +66,17 @@ TEST(FlagChecks, SchedulerRefusesBadValuesAtStartUp) {
   ExpectUsageError({ARYL_SCHEDULER_BIN, "--stop-grace", "-1", "--http-port", "-1"}, "--stop-grace", "-1");
 }
 
+// The Prometheus inference-demand source and its flags.
+TEST(FlagChecks, SchedulerRefusesBadDemandSource) {
+  for (const char* spec : {"prometheus:https://h:9090?query=x", "prometheus:http://h:0?query=x",
+                           "prometheus:http://h:9090", "prometheus:http://h:9090?query=", "prometheus:h?query=x"})
+    ExpectUsageError({ARYL_SCHEDULER_BIN, "--inference-demand", spec, "--http-port", "-1"}, "--inference-demand", spec);
+  for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--demand-step", "0"}, {"--demand-per-server", "-1"}, {"--demand-headroom", "-1"},
+           {"--demand-hysteresis", "1"}, {"--demand-hold", "nan"}, {"--demand-reclaim-deadline", "0"}})
+    ExpectUsageError({ARYL_SCHEDULER_BIN, flag, value, "--http-port", "-1"}, flag, value);
+}
+
 TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
   ExpectUsageError({ARYL_BIN, "status", "--scheduler", kNowhere, "--", "-1"}, "JOB", "-1");
   ExpectUsageError({ARYL_BIN, "status", "--scheduler", kNowhere, "18446744073709551615"}, "JOB", "18446744073709551615");

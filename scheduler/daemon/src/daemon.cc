@@ -55,6 +55,7 @@ Status Daemon::Impl::Init() {
     measured = std::make_shared<s::ThroughputCatalog>(std::move(cat));
   }
   DeclareMetrics();
+  ARYL_RETURN_IF_ERROR(StartDemandSource());
   ARYL_RETURN_IF_ERROR(LoadState());
   ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
   started_at = WallNow();
@@ -105,6 +106,7 @@ Status Daemon::Impl::LoadState() {
       j.step = old->second.step;
       j.loss = old->second.loss;
       j.rate = old->second.rate;
+      j.last_resize_pause = old->second.last_resize_pause;
       j.last_progress_event = old->second.last_progress_event;
       j.completing_since = old->second.completing_since;
     }
@@ -119,6 +121,7 @@ Status Daemon::Impl::LoadState() {
       j.starts = w.value("starts", 0);
       j.failures = w.value("failures", 0);
       j.rescales = w.value("rescales", std::int64_t{0});
+      j.preemptions = w.value("preemptions", std::int64_t{0});
       j.home_store = w.value("home_store", std::string("none"));
       j.completing = w.value("completing", false);
       for (const auto& x : w.value("workers", json::array())) {
@@ -175,6 +178,19 @@ void Daemon::Impl::DeclareMetrics() {
                            {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300});
   metrics.DeclareHistogram("aryl_resize_pause_seconds", "Training pause of one resize, as the runtime measured it",
                            {0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10});
+  metrics.DeclareHistogram("aryl_reclaim_slack_seconds",
+                           "Deadline minus the time a reclaimed server was empty (negative: late)",
+                           {-30, -10, -5, -1, 0, 1, 2, 5, 10, 30, 60, 120});
+  metrics.DeclareCounter("aryl_demand_queries_total", "Queries of the Prometheus inference-demand source");
+  metrics.DeclareCounter("aryl_demand_query_errors_total", "Failed queries of the Prometheus inference-demand source");
+  metrics.DeclareGauge("aryl_demand_load", "Latest load the Prometheus inference-demand source answered");
+  metrics.DeclareGauge("aryl_demand_required_servers", "Inference servers the demand source requires now");
+  metrics.DeclareCounter("aryl_demand_offers_total", "Inference servers offered to training by the demand source");
+  metrics.DeclareCounter("aryl_demand_reclaims_total", "Inference servers reclaimed by the demand source");
+  std::vector<std::string> node_states;
+  for (int st = 0; st <= static_cast<int>(p::NodeState::kDrained); ++st)
+    node_states.emplace_back(p::ToString(static_cast<p::NodeState>(st)));
+  cluster_series = std::make_unique<ClusterSeries>(metrics, node_states);
   metrics.DeclareHistogram("aryl_round_seconds", "Scheduling round time (core Handle + plan execution)",
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5});
 }

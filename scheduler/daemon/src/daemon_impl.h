@@ -33,9 +33,12 @@
 #include <string>
 #include <vector>
 
+#include "aryl/daemon/cluster_series.h"
 #include "aryl/daemon/daemon.h"
+#include "aryl/daemon/demand_control.h"
 #include "aryl/daemon/http_server.h"
 #include "aryl/daemon/metrics.h"
+#include "aryl/daemon/prometheus_demand.h"
 #include "aryl/daemon/state_store.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
@@ -112,6 +115,8 @@ class Daemon::Impl {
     std::int64_t step = 0;
     double loss = 0, rate = 0;
     std::int64_t rescales = 0;
+    std::int64_t preemptions = 0;
+    double last_resize_pause = 0;  // as the runtime last measured it (memory only)
     double last_progress_event = 0;
     std::vector<std::string> watchers;  // client identities
     std::deque<std::string> output;
@@ -145,6 +150,9 @@ class Daemon::Impl {
   double last_demand_check = 0;
   std::optional<sim::DemandCurve> demand;
   int demand_servers = -1;
+  std::optional<DemandController> demand_control;
+  std::unique_ptr<PrometheusDemandPoller> demand_poller;  // with a prometheus: source
+  std::unique_ptr<ClusterSeries> cluster_series;          // per-job, node and pool series
   std::uint64_t scheduler_epoch = 0;
 
   std::atomic<bool> ready{false};  // /readyz: set once Start has finished
@@ -154,7 +162,6 @@ class Daemon::Impl {
 
   // Set by the reclaim in progress (inference.cc), read by Execute.
   double current_reclaim_deadline = 120;
-  double demand_reclaim_deadline = 10;
   // Jobs whose workers changed outside a plan; converged on the next tick.
   std::set<p::JobId> pending_converge;
 
@@ -260,6 +267,7 @@ class Daemon::Impl {
   // Builds the /status snapshot and the gauges: O(nodes + live jobs). The
   // handlers only mark it dirty; the tick publishes (see tick.cc).
   void PublishSnapshot();
+  void PublishClusterSeries();  // the per-job, node and pool series (cluster_series.h)
   bool snapshot_dirty = false;
   double publish_seconds = 0;  // what the last PublishSnapshot cost
 
@@ -268,6 +276,8 @@ class Daemon::Impl {
   Status ReclaimServers(int count, const std::vector<std::string>& names, double deadline_s);
   void ReclaimTick(double now);
   void DemandTick(double now);
+  // The Prometheus source (Init): poller and controller; InvalidArgument for a bad spec.
+  Status StartDemandSource();
 
   // --- tick.cc
   void Tick();

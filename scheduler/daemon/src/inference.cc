@@ -49,44 +49,77 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
   return st;
 }
 
+Status Daemon::Impl::StartDemandSource() {
+  if (!IsPrometheusDemand(opt.inference_demand)) return Status::Ok();
+  ARYL_ASSIGN_OR_RETURN(auto spec, ParsePrometheusDemandSpec(opt.inference_demand));
+  DemandControlConfig c;
+  c.per_server = opt.demand_per_server;
+  c.headroom = opt.demand_headroom;
+  c.hysteresis = opt.demand_hysteresis;
+  c.hold = opt.demand_hold;
+  c.max_age = 3 * opt.demand_step + 10;  // a few missed polls, then hold still
+  demand_control.emplace(c);
+  spdlog::info("inference demand: {} on {}:{} every {} s, {} per server, headroom {}, hysteresis {}, hold {} s",
+               spec.query, spec.host, spec.port, opt.demand_step, c.per_server, c.headroom, c.hysteresis, c.hold);
+  demand_poller = std::make_unique<PrometheusDemandPoller>(spec, opt.demand_step, &metrics, &WallNow);
+  return Status::Ok();
+}
+
+// The demand source's latest sample through the controller (demand_control.h),
+// then the offers and reclaims it decides.
 void Daemon::Impl::DemandTick(double now) {
   if (opt.inference_demand.empty() || !core || now - last_demand_check < 0.5) return;
   last_demand_check = now;
   std::vector<std::string> inference;
   for (const auto& [id, n] : nodes)
     if (n.pool == p::Pool::kInference && n.connected) inference.push_back(id);
-  if (static_cast<int>(inference.size()) != demand_servers) {
-    auto curve = sim::ParseDemand(opt.inference_demand, static_cast<int>(inference.size()), 1);
-    if (!curve.ok()) {
-      spdlog::error("--inference-demand: {}", curve.status().ToString());
-      opt.inference_demand.clear();
-      return;
+  std::optional<DemandSample> sample;
+  if (demand_poller) {
+    sample = demand_poller->Latest();
+  } else {  // a replayed curve gives servers directly
+    if (static_cast<int>(inference.size()) != demand_servers) {
+      auto curve = sim::ParseDemand(opt.inference_demand, static_cast<int>(inference.size()), 1);
+      if (!curve.ok()) {
+        spdlog::error("--inference-demand: {}", curve.status().ToString());
+        opt.inference_demand.clear();
+        return;
+      }
+      demand = *curve;
+      demand_servers = static_cast<int>(inference.size());
     }
-    demand = *curve;
-    demand_servers = static_cast<int>(inference.size());
+    if (!demand_control) demand_control.emplace(DemandControlConfig{});
+    sample = DemandSample{now, static_cast<double>(demand->At((now - started_at) * opt.demand_time_scale))};
   }
-  int need = demand->At((now - started_at) * opt.demand_time_scale);
-  std::vector<std::string> held, loaned;
+  std::vector<std::string> offerable;
+  int held = 0, loaned = 0;
   for (const auto& id : inference) {
-    if (nodes[id].loan_state == "loaned") loaned.push_back(id);
-    else held.push_back(id);
-  }
-  int held_n = static_cast<int>(held.size());
-  if (need < held_n) {
-    std::vector<std::string> offer(held.begin(), held.begin() + (held_n - need));
-    // Only servers whose previous reclaim is complete.
-    offer.erase(std::remove_if(offer.begin(), offer.end(), [&](const std::string& n) {
-                  return std::any_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == n; });
-                }), offer.end());
-    if (!offer.empty()) {
-      Status st = Offer(offer);
-      if (!st.ok()) spdlog::warn("demand offer: {}", st.ToString());
+    if (nodes[id].loan_state == "loaned") {
+      loaned++;
+      continue;
     }
-  } else if (need > held_n && !loaned.empty()) {
-    int k = std::min(need - held_n, static_cast<int>(loaned.size()));
-    Status st = ReclaimServers(k, {}, demand_reclaim_deadline);
-    if (!st.ok()) spdlog::warn("demand reclaim: {}", st.ToString());
-    else spdlog::info("inference demand {} > {} held: reclaiming {}", need, held_n, k);
+    held++;
+    // Only servers whose previous reclaim is complete.
+    if (std::none_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == id; }))
+      offerable.push_back(id);
+  }
+  InferencePool pool{static_cast<int>(inference.size()), held, static_cast<int>(offerable.size())};
+  DemandDecision d = demand_control->Decide(now, sample, pool);
+  if (d.required_up >= 0) metrics.Set("aryl_demand_required_servers", "", d.required_up);
+  if (d.offer > 0) {
+    offerable.resize(static_cast<std::size_t>(d.offer));
+    Status st = Offer(offerable);
+    if (!st.ok()) spdlog::warn("demand offer: {}", st.ToString());
+    else metrics.Inc("aryl_demand_offers_total", "", d.offer);
+  } else if (d.reclaim > 0 && loaned > 0) {
+    int k = std::min(d.reclaim, loaned);
+    Status st = ReclaimServers(k, {}, opt.demand_reclaim_deadline);
+    if (!st.ok()) {
+      spdlog::warn("demand reclaim: {}", st.ToString());
+    } else {
+      metrics.Inc("aryl_demand_reclaims_total", "", k);
+      spdlog::info("inference demand needs {} server(s), {} held: reclaiming {} within {} s", d.required_up, held, k,
+                   opt.demand_reclaim_deadline);
+    }
   }
 }
 
@@ -100,6 +133,7 @@ void Daemon::Impl::ReclaimTick(double now) {
     if (!busy) {
       double latency = now - it->start;
       metrics.Observe("aryl_reclaim_latency_seconds", latency);
+      metrics.Observe("aryl_reclaim_slack_seconds", it->deadline - now);
       if (now > it->deadline) metrics.Inc("aryl_reclaims_late_total");
       (void)store->AppendEvent(now, 0, "reclaimed", it->node + " empty after " + std::to_string(latency) + " s");
       spdlog::info("server {} returned to inference after {:.2f} s", it->node, latency);

@@ -127,6 +127,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
                                "->" + std::to_string(m.to_workers) + " pause " +
                                std::to_string(m.phases.total) + " s" + (m.planned ? "" : " (fault)"));
   metrics.Observe("aryl_resize_pause_seconds", m.phases.total);
+  jit->second.last_resize_pause = m.phases.total;
+  snapshot_dirty = true;
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "aryl/daemon/daemon.h"
+#include "aryl/daemon/demand_control.h"
 #include "aryl/flags.h"
 #include "aryl/sched/policy.h"
 #include "aryl/sched/scheduler.h"
@@ -33,10 +34,22 @@ int main(int argc, char** argv) {
       ("checkpoint-interval", "Cost model: jobs checkpoint this often (s)", cxxopts::value<double>()->default_value("60"))
       ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s)", cxxopts::value<double>()->default_value("10"))
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
-      ("inference-demand", "Replay an inference demand curve: FILE (time_s,servers) or daily:peak=..,trough=..",
+      ("inference-demand", "Inference demand: a curve to replay, FILE (time_s,servers) or daily:peak=..,trough=.., "
+                           "or prometheus:http://HOST:PORT?query=PROMQL (docs/operations.md)",
        cxxopts::value<std::string>()->default_value(""))
       ("demand-time-scale", "Demand-curve seconds per wall second (1440: a day per minute)",
        cxxopts::value<double>()->default_value("1"))
+      ("demand-reclaim-deadline", "Seconds a reclaim decided by the demand source allows",
+       cxxopts::value<double>()->default_value("10"))
+      ("demand-step", "prometheus source: seconds between queries", cxxopts::value<double>()->default_value("5"))
+      ("demand-per-server", "prometheus source: load one inference server carries (servers = ceil(load / this))",
+       cxxopts::value<double>()->default_value("1"))
+      ("demand-headroom", "prometheus source: servers kept beyond the load", cxxopts::value<int>()->default_value("0"))
+      ("demand-hysteresis", "prometheus source: servers are offered only when the load fits the rest with this "
+                            "fraction of them to spare, in [0, 1)",
+       cxxopts::value<double>()->default_value("0.2"))
+      ("demand-hold", "prometheus source: seconds a lower demand must last before servers are offered",
+       cxxopts::value<double>()->default_value("30"))
       ("curve-key", "The scheduler's CURVE secret key file (aryl keygen); enables CURVE",
        cxxopts::value<std::string>()->default_value(""))
       ("curve-allow", "Older single allow-list (every role, agent ids not bound): a directory of .pub files or a file of keys",
@@ -69,6 +82,12 @@ int main(int argc, char** argv) {
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.inference_demand = r["inference-demand"].as<std::string>();
   d.demand_time_scale = r["demand-time-scale"].as<double>();
+  d.demand_reclaim_deadline = r["demand-reclaim-deadline"].as<double>();
+  d.demand_step = r["demand-step"].as<double>();
+  d.demand_per_server = r["demand-per-server"].as<double>();
+  d.demand_headroom = r["demand-headroom"].as<int>();
+  d.demand_hysteresis = r["demand-hysteresis"].as<double>();
+  d.demand_hold = r["demand-hold"].as<double>();
   d.curve_secret_key = r["curve-key"].as<std::string>();
   d.curve_allow = r["curve-allow"].as<std::string>();
   d.curve_agents = r["curve-agents"].as<std::string>();
@@ -90,6 +109,18 @@ int main(int argc, char** argv) {
   if (d.http_port < -1 || d.http_port > 65535)
     aryl::FlagError(prog, "--http-port", std::to_string(d.http_port), "must be in [-1, 65535]");
   aryl::RequireAbove(prog, "--demand-time-scale", d.demand_time_scale, 0);
+  if (aryl::daemon::IsPrometheusDemand(d.inference_demand)) {
+    if (auto spec = aryl::daemon::ParsePrometheusDemandSpec(d.inference_demand); !spec.ok())
+      aryl::FlagError(prog, "--inference-demand", d.inference_demand, spec.status().message());
+  }
+  aryl::RequireAbove(prog, "--demand-reclaim-deadline", d.demand_reclaim_deadline, 0);
+  aryl::RequireAbove(prog, "--demand-step", d.demand_step, 0);
+  aryl::RequireAbove(prog, "--demand-per-server", d.demand_per_server, 0);
+  aryl::RequireAtLeast(prog, "--demand-headroom", d.demand_headroom, 0);
+  aryl::RequireAtLeast(prog, "--demand-hysteresis", d.demand_hysteresis, 0);
+  if (d.demand_hysteresis >= 1)
+    aryl::FlagError(prog, "--demand-hysteresis", fmt::format("{}", d.demand_hysteresis), "must be below 1");
+  aryl::RequireAtLeast(prog, "--demand-hold", d.demand_hold, 0);
   aryl::RequireAtLeast(prog, "--rescale-pause", d.rescale_pause, 0);
   aryl::RequireAtLeast(prog, "--restart-pause", d.restart_pause, 0);
   aryl::RequireAbove(prog, "--checkpoint-interval", d.checkpoint_interval, 0);

@@ -190,6 +190,55 @@ void Metrics::ClearGauge(const std::string& name) {
   }
 }
 
+void Metrics::Replace(const std::string& name, const std::map<Labels, double>& samples) {
+  std::lock_guard lock(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return;  // declare it first
+  Family& f = *it->second;
+  auto is_zero = [&](const Labels& l) { return std::find(f.zero_series.begin(), f.zero_series.end(), l) != f.zero_series.end(); };
+  try {
+    if (f.gauges) {
+      for (auto g = f.gauge_series.begin(); g != f.gauge_series.end();) {
+        if (samples.count(g->first) || is_zero(g->first)) {
+          if (!samples.count(g->first)) g->second->Set(0);
+          ++g;
+        } else {
+          f.gauges->Remove(g->second);
+          g = f.gauge_series.erase(g);
+        }
+      }
+      for (const auto& [labels, v] : samples) {
+        auto [g, fresh] = f.gauge_series.try_emplace(labels, nullptr);
+        if (fresh) g->second = &f.gauges->Add(labels);
+        g->second->Set(v);
+      }
+    } else if (f.counters) {
+      for (auto c = f.counter_series.begin(); c != f.counter_series.end();) {
+        if (samples.count(c->first)) {
+          ++c;
+        } else {
+          f.counters->Remove(c->second);
+          c = f.counter_series.erase(c);
+        }
+      }
+      for (const auto& [labels, v] : samples) {
+        auto [c, fresh] = f.counter_series.try_emplace(labels, nullptr);
+        if (fresh) c->second = &f.counters->Add(labels);
+        if (v > c->second->Value()) c->second->Increment(v - c->second->Value());
+      }
+    }
+  } catch (const std::exception& e) {  // an invalid label name
+    spdlog::warn("metrics: {}: {}", name, e.what());
+  }
+}
+
+std::size_t Metrics::SeriesCount(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return 0;
+  return it->second->gauge_series.size() + it->second->counter_series.size() + (it->second->histogram ? 1 : 0);
+}
+
 void Metrics::Observe(const std::string& name, double value) {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);

@@ -85,6 +85,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       if (it == jobs.end()) return Status::Ok();
       metrics.Inc("aryl_preemptions_total");
       Job& j = it->second;
+      j.preemptions++;
       StopJobWorkers(j, /*checkpoint_first=*/true, "preempted: " + a.reason);
       j.rec.state = JobState::kQueued;
       j.rec.placement.clear();
@@ -120,6 +121,7 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["starts"] = j.starts;
   w["failures"] = j.failures;
   w["rescales"] = j.rescales;
+  w["preemptions"] = j.preemptions;
   w["home_store"] = j.home_store;
   w["completing"] = j.completing;
   json arr = json::array();

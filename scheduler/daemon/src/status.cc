@@ -137,12 +137,34 @@ void Daemon::Impl::PublishSnapshot() {
   int connected = 0;
   for (const auto& [id, n] : nodes) connected += n.connected;
   metrics.Set("aryl_nodes_connected", "", connected);
+  PublishClusterSeries();
   std::string text = j.dump(2);
   {
     std::lock_guard lock(snapshot_mu);
     status_snapshot = std::move(text);
   }
   publish_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Daemon::Impl::PublishClusterSeries() {
+  if (!cluster_series) return;
+  ClusterSnapshot s;
+  s.jobs.reserve(jobs.size());
+  for (const auto& [id, j] : jobs) {
+    JobSeries js{id, j.rec.name, 0, j.rate, j.last_resize_pause, j.preemptions, j.rescales};
+    for (const auto& [wid, w] : j.workers) js.workers += !w.leaving;
+    s.jobs.push_back(std::move(js));
+  }
+  for (const auto& row : NodeRows())
+    s.nodes.push_back({row.agent_id, std::string(p::ToString(row.pool)), std::string(p::ToString(row.state)), row.slots,
+                       row.used_slots, nodes[row.agent_id].loan_state == "loaned"});
+  double now = WallNow();
+  for (const auto& pr : reclaims) {
+    auto n = nodes.find(pr.node);
+    s.reclaims.push_back({pr.node, n == nodes.end() ? "inference" : std::string(p::ToString(n->second.pool)),
+                          pr.deadline - now});
+  }
+  cluster_series->Publish(s);
 }
 
 }  // namespace aryl::daemon

@@ -54,8 +54,17 @@ struct DaemonOptions {
   double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
   std::string throughput_dir;            // optional measured tables (data/throughput)
-  std::string inference_demand;          // FILE or daily:... (aryl-sim's format); empty: none
+  // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
+  // (demand_control.h); empty: none.
+  std::string inference_demand;
   double demand_time_scale = 1.0;        // demand-curve seconds per wall second
+  double demand_reclaim_deadline = 10;   // seconds a demand-driven reclaim allows
+  // The Prometheus source only (demand_control.h: the mapping).
+  double demand_step = 5;                // seconds between queries
+  double demand_per_server = 1;          // load one inference server carries
+  int demand_headroom = 0;               // servers kept beyond the load
+  double demand_hysteresis = 0.2;        // fraction of kept servers to spare before an offer
+  double demand_hold = 30;               // seconds a lower demand must last before an offer
   std::string curve_secret_key;          // scheduler .key file; empty: no CURVE
   std::string curve_allow;               // allow-list: directory of .pub or file of keys
   std::string curve_agents;              // role lists (authz.h): directory of NAME.pub

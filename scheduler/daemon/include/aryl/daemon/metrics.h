@@ -54,6 +54,14 @@ class Metrics {
   // Drops every sample of a gauge (before re-setting a labelled family); the
   // zero series named at its declaration stay, at 0.
   void ClearGauge(const std::string& name);
+  // Makes `samples` the whole family `name` (a gauge, or a counter whose
+  // values only grow): series that exist are updated in place, new ones added,
+  // and the others removed (zero series named at declaration stay, at 0). For
+  // families keyed by jobs or nodes: O(series log series), no re-allocation of
+  // the series that stay. A counter series asked to go down keeps its value.
+  void Replace(const std::string& name, const std::map<Labels, double>& samples);
+  // How many series the family has now (0 when unknown).
+  std::size_t SeriesCount(const std::string& name) const;
   void Observe(const std::string& name, double value);
 
   double Value(const std::string& name, const std::string& labels = {}) const;

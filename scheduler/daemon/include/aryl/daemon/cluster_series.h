@@ -1,0 +1,69 @@
+// ClusterSeries: the per-job, per-node and per-pool Prometheus series of the
+// scheduler, made from one snapshot of its state (docs/operations.md lists them).
+//
+// Every publication replaces each family whole (Metrics::Replace): a finished
+// job's or a removed node's series are gone from the next scrape, so the number
+// of series follows the live jobs and known nodes, never the history. Pool
+// series exist for both pools from the start, at 0. A node exports one
+// aryl_node_state series per state (1 for the one it is in, 0 otherwise), so a
+// state change never leaves a stale series behind. Label values are any text
+// (prometheus-cpp escapes them).
+//
+// Thread safety: as Metrics (thread-safe); Publish is called by one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aryl/daemon/metrics.h"
+
+namespace aryl::daemon {
+
+struct JobSeries {
+  std::uint64_t id = 0;
+  std::string name;
+  int workers = 0;                 // staying workers
+  double steps_per_second = 0;     // as the job last reported
+  double last_resize_pause = 0;    // seconds, as the runtime measured it; 0 before the first
+  std::int64_t preemptions = 0;    // since submission
+  std::int64_t rescales = 0;
+};
+
+struct NodeSeries {
+  std::string name;
+  std::string pool;   // "training" | "inference"
+  std::string state;  // one of the names given to ClusterSeries
+  int gpus = 0;
+  int busy = 0;       // GPUs held by training workers
+  bool loaned = false;
+};
+
+struct ReclaimSeries {
+  std::string node;
+  std::string pool;
+  double slack = 0;   // seconds until its deadline (negative: late)
+};
+
+struct ClusterSnapshot {
+  std::vector<JobSeries> jobs;  // live jobs only
+  std::vector<NodeSeries> nodes;
+  std::vector<ReclaimSeries> reclaims;  // pending ones
+};
+
+class ClusterSeries {
+ public:
+  // Declares the families in `metrics`; `node_states` are every name a node's
+  // state can take.
+  ClusterSeries(Metrics& metrics, std::vector<std::string> node_states);
+  void Publish(const ClusterSnapshot& snapshot);
+
+  // The families this class owns, for tests and docs.
+  static const std::vector<std::string>& Families();
+
+ private:
+  Metrics& metrics_;
+  std::vector<std::string> node_states_;
+};
+
+}  // namespace aryl::daemon
