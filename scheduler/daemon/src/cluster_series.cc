@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace aryl::daemon {
 
@@ -50,50 +51,89 @@ ClusterSeries::ClusterSeries(Metrics& metrics, std::vector<std::string> node_sta
                  "Least slack (seconds to the deadline) among a pool's pending reclaims; absent when none", {});
 }
 
-void ClusterSeries::Publish(const ClusterSnapshot& s) {
-  Samples workers, rate, pause, preempt, rescales;
-  for (const auto& j : s.jobs) {
-    Labels l{{"job", std::to_string(j.id)}, {"name", j.name}};
-    workers[l] = j.workers;
-    rate[l] = j.steps_per_second;
-    pause[l] = j.last_resize_pause;
-    preempt[l] = static_cast<double>(j.preemptions);
-    rescales[l] = static_cast<double>(j.rescales);
+template <typename MakeLabels>
+ClusterSeries::Held& ClusterSeries::HoldFor(HeldMap& held, std::pair<std::string, std::string> key,
+                                            MakeLabels make_labels) {
+  auto it = held.find(key);
+  if (it == held.end()) {
+    it = held.emplace(std::move(key), Held{}).first;
+    it->second.labels = make_labels();
+    for (const auto& [family, l] : it->second.labels) it->second.series.push_back(metrics_.Hold(family, l));
   }
-  metrics_.Replace("aryl_job_workers", workers);
-  metrics_.Replace("aryl_job_steps_per_second", rate);
-  metrics_.Replace("aryl_job_last_resize_pause_seconds", pause);
-  metrics_.Replace("aryl_job_preemptions_total", preempt);
-  metrics_.Replace("aryl_job_rescales_total", rescales);
+  it->second.seen = publication_;
+  return it->second;
+}
 
-  Samples gpus, busy, loaned, state, pool_gpus, pool_busy, pool_loaned, pool_pending, slack, min_slack;
-  for (const char* p : kPools) {
-    Labels l{{"pool", p}};
-    pool_gpus[l] = pool_busy[l] = pool_loaned[l] = pool_pending[l] = 0;
+void ClusterSeries::DropUnseen(HeldMap& held) {
+  for (auto it = held.begin(); it != held.end();) {
+    if (it->second.seen == publication_) {
+      ++it;
+      continue;
+    }
+    for (const auto& [family, l] : it->second.labels) metrics_.Drop(family, l);
+    it = held.erase(it);
   }
+}
+
+void ClusterSeries::Publish(const ClusterSnapshot& s) {
+  ++publication_;
+  for (const auto& j : s.jobs) {
+    std::string id = std::to_string(j.id);
+    Held& h = HoldFor(jobs_, {id, j.name}, [&] {
+      Labels l{{"job", id}, {"name", j.name}};
+      return std::vector<std::pair<const char*, Labels>>{
+          {"aryl_job_workers", l}, {"aryl_job_steps_per_second", l}, {"aryl_job_last_resize_pause_seconds", l},
+          {"aryl_job_preemptions_total", l}, {"aryl_job_rescales_total", l}};
+    });
+    h.series[0].Set(j.workers);
+    h.series[1].Set(j.steps_per_second);
+    h.series[2].Set(j.last_resize_pause);
+    h.series[3].Set(static_cast<double>(j.preemptions));
+    h.series[4].Set(static_cast<double>(j.rescales));
+  }
+  DropUnseen(jobs_);
+
+  struct PoolSums { double gpus = 0, busy = 0, loaned = 0, pending = 0; std::optional<double> min_slack; };
+  std::map<std::string, PoolSums> pools;
+  for (const char* p : kPools) pools[p];
   for (const auto& n : s.nodes) {
-    Labels l{{"node", n.name}, {"pool", n.pool}};
-    Labels pl{{"pool", n.pool}};
-    gpus[l] = n.gpus;
-    busy[l] = n.busy;
-    loaned[l] = n.loaned ? n.gpus : 0;
-    for (const auto& st : node_states_) state[{{"node", n.name}, {"state", st}}] = st == n.state ? 1 : 0;
-    pool_gpus[pl] += n.gpus;
-    pool_busy[pl] += n.busy;
-    pool_loaned[pl] += n.loaned ? n.gpus : 0;
+    Held& h = HoldFor(nodes_, {n.name, n.pool}, [&] {
+      Labels l{{"node", n.name}, {"pool", n.pool}};
+      std::vector<std::pair<const char*, Labels>> labels = {
+          {"aryl_node_gpus", l}, {"aryl_node_gpus_busy", l}, {"aryl_node_gpus_loaned", l}};
+      for (const auto& st : node_states_) labels.push_back({"aryl_node_state", {{"node", n.name}, {"state", st}}});
+      return labels;
+    });
+    h.series[0].Set(n.gpus);
+    h.series[1].Set(n.busy);
+    h.series[2].Set(n.loaned ? n.gpus : 0);
+    for (std::size_t k = 0; k < node_states_.size(); ++k) h.series[3 + k].Set(node_states_[k] == n.state ? 1 : 0);
+    PoolSums& ps = pools[n.pool];
+    ps.gpus += n.gpus;
+    ps.busy += n.busy;
+    ps.loaned += n.loaned ? n.gpus : 0;
   }
+  DropUnseen(nodes_);
   for (const auto& r : s.reclaims) {
-    Labels pl{{"pool", r.pool}};
-    slack[{{"node", r.node}, {"pool", r.pool}}] = r.slack;
-    pool_pending[pl] += 1;
-    auto [it, fresh] = min_slack.try_emplace(pl, r.slack);
-    if (!fresh) it->second = std::min(it->second, r.slack);
+    Held& h = HoldFor(reclaims_, {r.node, r.pool}, [&] {
+      return std::vector<std::pair<const char*, Labels>>{
+          {"aryl_reclaim_pending_slack_seconds", {{"node", r.node}, {"pool", r.pool}}}};
+    });
+    h.series[0].Set(r.slack);
+    PoolSums& ps = pools[r.pool];
+    ps.pending += 1;
+    ps.min_slack = std::min(ps.min_slack.value_or(r.slack), r.slack);
   }
-  metrics_.Replace("aryl_node_gpus", gpus);
-  metrics_.Replace("aryl_node_gpus_busy", busy);
-  metrics_.Replace("aryl_node_gpus_loaned", loaned);
-  metrics_.Replace("aryl_node_state", state);
-  metrics_.Replace("aryl_reclaim_pending_slack_seconds", slack);
+  DropUnseen(reclaims_);
+  Samples pool_gpus, pool_busy, pool_loaned, pool_pending, min_slack;
+  for (const auto& [pool, ps] : pools) {
+    Labels l{{"pool", pool}};
+    pool_gpus[l] = ps.gpus;
+    pool_busy[l] = ps.busy;
+    pool_loaned[l] = ps.loaned;
+    pool_pending[l] = ps.pending;
+    if (ps.min_slack) min_slack[l] = *ps.min_slack;
+  }
   metrics_.Replace("aryl_pool_gpus", pool_gpus);
   metrics_.Replace("aryl_pool_gpus_busy", pool_busy);
   metrics_.Replace("aryl_pool_gpus_loaned", pool_loaned);

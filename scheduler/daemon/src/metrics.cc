@@ -190,45 +190,90 @@ void Metrics::ClearGauge(const std::string& name) {
   }
 }
 
+namespace {
+
+// Metrics::Replace for one family of gauges or counters; `set` sets a value.
+template <typename T, typename Set>
+void ReplaceIn(prometheus::Family<T>& family, std::map<Metrics::Labels, T*>& series,
+               const std::vector<Metrics::Labels>& zero_series, const std::map<Metrics::Labels, double>& samples,
+               Set set) {
+  for (auto s = series.begin(); s != series.end();) {
+    if (samples.count(s->first)) {
+      ++s;
+    } else if (std::find(zero_series.begin(), zero_series.end(), s->first) != zero_series.end()) {
+      set(*s->second, 0);
+      ++s;
+    } else {
+      family.Remove(s->second);
+      s = series.erase(s);
+    }
+  }
+  for (const auto& [labels, v] : samples) {
+    auto [s, fresh] = series.try_emplace(labels, nullptr);
+    if (fresh) s->second = &family.Add(labels);
+    set(*s->second, v);
+  }
+}
+
+}  // namespace
+
 void Metrics::Replace(const std::string& name, const std::map<Labels, double>& samples) {
   std::lock_guard lock(mu_);
   auto it = families_.find(name);
   if (it == families_.end()) return;  // declare it first
   Family& f = *it->second;
-  auto is_zero = [&](const Labels& l) { return std::find(f.zero_series.begin(), f.zero_series.end(), l) != f.zero_series.end(); };
   try {
     if (f.gauges) {
-      for (auto g = f.gauge_series.begin(); g != f.gauge_series.end();) {
-        if (samples.count(g->first) || is_zero(g->first)) {
-          if (!samples.count(g->first)) g->second->Set(0);
-          ++g;
-        } else {
-          f.gauges->Remove(g->second);
-          g = f.gauge_series.erase(g);
-        }
-      }
-      for (const auto& [labels, v] : samples) {
-        auto [g, fresh] = f.gauge_series.try_emplace(labels, nullptr);
-        if (fresh) g->second = &f.gauges->Add(labels);
-        g->second->Set(v);
-      }
+      ReplaceIn(*f.gauges, f.gauge_series, f.zero_series, samples, [](prometheus::Gauge& g, double v) { g.Set(v); });
     } else if (f.counters) {
-      for (auto c = f.counter_series.begin(); c != f.counter_series.end();) {
-        if (samples.count(c->first)) {
-          ++c;
-        } else {
-          f.counters->Remove(c->second);
-          c = f.counter_series.erase(c);
-        }
-      }
-      for (const auto& [labels, v] : samples) {
-        auto [c, fresh] = f.counter_series.try_emplace(labels, nullptr);
-        if (fresh) c->second = &f.counters->Add(labels);
-        if (v > c->second->Value()) c->second->Increment(v - c->second->Value());
-      }
+      ReplaceIn(*f.counters, f.counter_series, {}, samples, [](prometheus::Counter& c, double v) {
+        if (v > c.Value()) c.Increment(v - c.Value());
+      });
     }
   } catch (const std::exception& e) {  // an invalid label name
     spdlog::warn("metrics: {}: {}", name, e.what());
+  }
+}
+
+void Metrics::Series::Set(double value) {
+  if (gauge_) gauge_->Set(value);
+  else if (counter_ && value > counter_->Value()) counter_->Increment(value - counter_->Value());
+}
+
+Metrics::Series Metrics::Hold(const std::string& name, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  Series s;
+  auto it = families_.find(name);
+  if (it == families_.end()) return s;  // declare it first
+  Family& f = *it->second;
+  try {
+    if (f.gauges) {
+      auto [g, fresh] = f.gauge_series.try_emplace(labels, nullptr);
+      if (fresh) g->second = &f.gauges->Add(labels);
+      s.gauge_ = g->second;
+    } else if (f.counters) {
+      auto [c, fresh] = f.counter_series.try_emplace(labels, nullptr);
+      if (fresh) c->second = &f.counters->Add(labels);
+      s.counter_ = c->second;
+    }
+  } catch (const std::exception& e) {  // an invalid label name
+    spdlog::warn("metrics: {}: {}", name, e.what());
+  }
+  return s;
+}
+
+void Metrics::Drop(const std::string& name, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return;
+  Family& f = *it->second;
+  if (auto g = f.gauge_series.find(labels); g != f.gauge_series.end()) {
+    f.gauges->Remove(g->second);
+    f.gauge_series.erase(g);
+  }
+  if (auto c = f.counter_series.find(labels); c != f.counter_series.end()) {
+    f.counters->Remove(c->second);
+    f.counter_series.erase(c);
   }
 }
 
@@ -268,7 +313,8 @@ Metrics::HistogramStats Metrics::Histogram(const std::string& name) const {
 }
 
 std::string Metrics::Render() const {
-  std::lock_guard lock(mu_);
+  // No mu_: the registry and its families lock themselves, so a scrape of a
+  // large cluster does not hold up the daemon's updates.
   std::ostringstream os;
   prometheus::TextSerializer().Serialize(os, registry_->Collect());
   return os.str();

@@ -1,9 +1,12 @@
 // ClusterSeries: the per-job, per-node and per-pool Prometheus series of the
 // scheduler, made from one snapshot of its state (docs/operations.md lists them).
 //
-// Every publication replaces each family whole (Metrics::Replace): a finished
-// job's or a removed node's series are gone from the next scrape, so the number
-// of series follows the live jobs and known nodes, never the history. Pool
+// Every publication makes each family exactly the snapshot's: a finished job's
+// or a removed node's series are gone from the next scrape, so the number of
+// series follows the live jobs and known nodes, never the history. The series
+// of a job or node are held (Metrics::Series) from its first publication to
+// its last, so a publication costs a lookup by id per job and node, not one
+// per label set and family. Pool
 // series exist for both pools from the start, at 0. A node exports one
 // aryl_node_state series per state (1 for the one it is in, 0 otherwise), so a
 // state change never leaves a stale series behind. Label values are any text
@@ -13,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aryl/daemon/metrics.h"
@@ -62,8 +67,23 @@ class ClusterSeries {
   static const std::vector<std::string>& Families();
 
  private:
+  // The series of one job, node or pending reclaim, in the order of its
+  // families; `seen` is the publication that last had it.
+  struct Held {
+    std::vector<std::pair<const char*, Metrics::Labels>> labels;
+    std::vector<Metrics::Series> series;
+    std::uint64_t seen = 0;
+  };
+  using HeldMap = std::map<std::pair<std::string, std::string>, Held>;
+  // The entry of `key`, its series made from make_labels() when new; marked seen.
+  template <typename MakeLabels>
+  Held& HoldFor(HeldMap& held, std::pair<std::string, std::string> key, MakeLabels make_labels);
+  void DropUnseen(HeldMap& held);
+
   Metrics& metrics_;
   std::vector<std::string> node_states_;
+  std::uint64_t publication_ = 0;
+  HeldMap jobs_, nodes_, reclaims_;  // by (id, name), (node, pool), (node, pool)
 };
 
 }  // namespace aryl::daemon

@@ -24,6 +24,8 @@
 #include <vector>
 
 namespace prometheus {
+class Counter;
+class Gauge;
 class Registry;
 }
 
@@ -60,6 +62,22 @@ class Metrics {
   // families keyed by jobs or nodes: O(series log series), no re-allocation of
   // the series that stay. A counter series asked to go down keeps its value.
   void Replace(const std::string& name, const std::map<Labels, double>& samples);
+  // A series its caller keeps, for families keyed by jobs or nodes that are set
+  // on every publication: Set skips the label lookup. Valid until Drop of the
+  // same labels, or a ClearGauge / Replace of its family. Set is thread-safe.
+  class Series {
+   public:
+    void Set(double value);  // a gauge: the value; a counter: raised to it (never lowered)
+    bool valid() const { return gauge_ || counter_; }
+
+   private:
+    friend class Metrics;
+    prometheus::Gauge* gauge_ = nullptr;
+    prometheus::Counter* counter_ = nullptr;
+  };
+  // The series `labels` of the declared gauge or counter `name` (made when new).
+  Series Hold(const std::string& name, const Labels& labels);
+  void Drop(const std::string& name, const Labels& labels);
   // How many series the family has now (0 when unknown).
   std::size_t SeriesCount(const std::string& name) const;
   void Observe(const std::string& name, double value);
