@@ -88,8 +88,12 @@ int main(int argc, char** argv) {
     }
   }
   if (rt.status().ok() && state.step() >= steps && rt.Rank() == 0) {
-    std::printf("done steps=%lld loss=%.5f world=%d resizes=%zu\n", (long long)state.step(), last_loss,
-                rt.WorldSize(), rt.Resizes().size());
+    // params: the sum of |w| over every parameter, so a run can be compared with
+    // another of the same flags (a lost or repeated batch moves it).
+    double params_abs = 0;
+    for (auto& p : model->parameters()) params_abs += p.abs().sum().item<double>();
+    std::printf("done steps=%lld loss=%.5f world=%d resizes=%zu params=%.9e\n", (long long)state.step(), last_loss,
+                rt.WorldSize(), rt.Resizes().size(), params_abs);
   }
   return rt.ExitCode();
 }

@@ -9,10 +9,13 @@
 # prints every step). Once rank 0 passed KILL_AT steps one worker gets
 # SIGKILL; the scheduler replaces it and the others must go on. A run passes
 # ("right result") when aryl-run exits 0, a rank 0 printed "done steps=STEPS
-# ... world=3" (the replacement was taken in), no step was lost, and the mean
-# loss of the last 100 steps is within 50% of a fault-free reference run made
-# first (rank 0's loss is that of its own mini-batch, noisy step to step; the
-# runtime's fault tests compare the parameters themselves). Also measured per
+# ... world=3" (the replacement was taken in), no step was lost, and the final
+# parameters (the done line's params=, the sum of |w|) are within PARAM_RTOL of
+# a fault-free reference run made first: a lost or twice-applied batch moves
+# them far more, while a resize changes only the order of floating-point sums.
+# The mean loss of the last 100 steps rank 0 printed is reported, not judged:
+# it is the loss of rank 0's own shard, which changes when rank 0 moves.
+# Also measured per
 # run, from rank 0's per-step lines (every worker's log, since rank 0 may move):
 #   steps lost: the newest step printed before the kill minus the step the job
 #               went on from after it (0: no committed step was lost);
@@ -22,6 +25,7 @@
 # run is killed after RUN_TIMEOUT seconds (a hang counts as a failed run).
 #
 # Env: BUILD (default build), STEPS (1500), KILL_AT (400), RUN_TIMEOUT (120),
+#      PARAM_RTOL (5e-3; resized runs measured up to 5e-4 from the reference),
 #      KEEP=1 keeps the work directories, OUT=FILE also writes the table there,
 #      ARYL_CHAOS_RESULTS=FILE appends one JSON line per run
 #      {"fault","ok","steps_lost","max_pause_s"} (scripts/chaos-table.sh).
@@ -35,6 +39,7 @@ FAULTS=("$@")
 STEPS="${STEPS:-1500}"
 KILL_AT="${KILL_AT:-400}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-120}"
+PARAM_RTOL="${PARAM_RTOL:-5e-3}"
 SCHED="$BUILD/scheduler/aryl-scheduler"
 AGENT="$BUILD/agent/aryl-agent"
 RUN="$BUILD/cli/aryl-run"
@@ -73,7 +78,7 @@ tail_loss() {
 }
 
 # one_run DIR FAULT: starts a cluster, runs the job, injects FAULT (or none).
-# Writes DIR/result: "rc done_steps done_world tail_loss lost pause".
+# Writes DIR/result: "rc done_steps done_world tail_loss lost pause params".
 one_run() {
   local dir="$1" fault="$2"
   rm -rf "$dir"
@@ -110,11 +115,12 @@ one_run() {
   fi
   wait "$run_pid"
   local rc=$?
-  local done_line steps_done=0 world=0 loss lost=0 pause=0
+  local done_line steps_done=0 world=0 loss lost=0 pause=0 params=nan
   done_line="$(cat "$dir"/logs/job-1/worker-*.out 2>/dev/null | grep -h '^done steps=' | tail -1)"
   if [ -n "$done_line" ]; then
     steps_done="$(echo "$done_line" | sed -E 's/.*steps=([0-9]+).*/\1/')"
     world="$(echo "$done_line" | sed -E 's/.*world=([0-9]+).*/\1/')"
+    params="$(echo "$done_line" | sed -n -E 's/.*params=([-0-9.e+]+).*/\1/p')"
   fi
   loss="$(tail_loss "$dir")"
   if [ -n "$kill_time" ]; then
@@ -125,19 +131,19 @@ one_run() {
       { gap = t - last; if (gap > pause) pause = gap; last = t }
       END { l = before - (resumed - 1); if (l < 0) l = 0; printf "%d %.3f\n", l, pause }')
   fi
-  echo "$rc $steps_done $world $loss ${lost:-0} ${pause:-0}" >"$dir/result"
+  echo "$rc $steps_done $world $loss ${lost:-0} ${pause:-0} ${params:-nan}" >"$dir/result"
   cleanup
 }
 
 WORK="$(mktemp -d /tmp/aryl-chaos.XXXXXX)"
 echo "chaos: work dir $WORK; reference run (no fault) ..." >&2
 one_run "$WORK/reference" none
-read -r ref_rc ref_steps _ ref_loss _ _ <"$WORK/reference/result"
+read -r ref_rc ref_steps _ ref_loss _ _ ref_params <"$WORK/reference/result"
 if [ "$ref_rc" != 0 ] || [ "$ref_steps" != "$STEPS" ]; then
   echo "chaos: the fault-free reference run failed (rc $ref_rc, steps $ref_steps); see $WORK/reference" >&2
   exit 2
 fi
-echo "chaos: reference last-100 loss $ref_loss" >&2
+echo "chaos: reference last-100 loss $ref_loss, params $ref_params" >&2
 
 TABLE="| fault | runs | job finished with the right result | steps lost (max) | max pause (s) |
 |---|---|---|---|---|"
@@ -147,16 +153,18 @@ for fault in "${FAULTS[@]}"; do
   for i in $(seq 1 "$N"); do
     d="$WORK/$fault-$i"
     one_run "$d" "$fault"
-    read -r rc steps world loss lost pause <"$d/result"
+    read -r rc steps world loss lost pause params <"$d/result"
     right=0
     if [ "$rc" = 0 ] && [ "$steps" = "$STEPS" ] && [ "$world" = 3 ] && [ "$lost" = 0 ] && [ -f "$d/kill" ] &&
-       awk -v a="$loss" -v b="$ref_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.5 * b) }'; then
+       awk -v a="$params" -v b="$ref_params" -v t="$PARAM_RTOL" \
+         'BEGIN { if (a !~ /^[-0-9]/ || b !~ /^[-0-9]/) exit 1; d = a - b; if (d < 0) d = -d; exit !(d <= t * b) }'; then
       right=1; ok=$((ok + 1))
     fi
     max_lost=$(awk -v a="$max_lost" -v b="$lost" 'BEGIN { print (b > a) ? b : a }')
     max_pause=$(awk -v a="$max_pause" -v b="$pause" 'BEGIN { print (b > a) ? b : a }')
-    printf 'chaos: %s run %d: %s (aryl-run rc %s, done steps %s world %s, last-100 loss %s, steps lost %s, max pause %s s)\n' \
-      "$fault" "$i" "$([ $right = 1 ] && echo ok || echo FAILED)" "$rc" "$steps" "$world" "$loss" "$lost" "$pause" >&2
+    printf 'chaos: %s run %d: %s (aryl-run rc %s, done steps %s world %s, params %s (reference %s), last-100 loss %s, steps lost %s, max pause %s s)\n' \
+      "$fault" "$i" "$([ $right = 1 ] && echo ok || echo FAILED)" "$rc" "$steps" "$world" "$params" "$ref_params" \
+      "$loss" "$lost" "$pause" >&2
     if [ -n "${ARYL_CHAOS_RESULTS:-}" ]; then
       printf '{"fault":"%s","ok":%s,"steps_lost":%s,"max_pause_s":%s}\n' "$fault" \
         "$([ $right = 1 ] && echo true || echo false)" "${lost:-0}" "${pause:-0}" >>"$ARYL_CHAOS_RESULTS"
