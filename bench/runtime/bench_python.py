@@ -90,10 +90,13 @@ def steady(args):
     launch = os.path.join(args.build, "runtime", "aryl-rt-launch")
     script = os.path.join(ROOT, "bench", "runtime", "python_step.py")
     env = {"PYTHONPATH": os.path.join(args.build, "python")}
-    print(f"{'params':>10} {'rounds':>6} {'ddp_step_s':>11} {'aryl_step_s':>12} {'overhead':>9}")
+    print(f"{'params':>10} {'rounds':>6} {'ddp_step_s':>11} {'aryl_step_s':>12} {'overhead':>9} "
+          f"{'per-round overhead min..max':>28}")
     for size in args.sizes.split(","):
         features, hidden = map(int, size.split("x"))
         common = ["--steps", str(args.steps), "--features", str(features), "--hidden", str(hidden)]
+        if args.phases:
+            common.append("--phases")
         ddp, ar, params = [], [], 0
         for r in range(args.rounds):
             procs = [subprocess.Popen([PY, script, "--mode", "ddp"] + common, stdout=subprocess.PIPE, text=True,
@@ -106,10 +109,16 @@ def steady(args):
             params, t_ddp = int(m[1]), float(m[2])
             out = run([launch, "--workers", "2", "--", PY, script, "--mode", "aryl"] + common, env=env)
             t_aryl = float(re.search(r"median_step_s=([\d.]+)", out)[1])
+            if args.phases:
+                for mode, text in (("ddp", "".join(outs)), ("aryl", out)):
+                    print(f"  round {r} {mode}: {re.search(r'^phases (.*)$', text, re.M)[1]}", flush=True)
             ddp.append(t_ddp)
             ar.append(t_aryl)
         d, a = statistics.median(ddp), statistics.median(ar)
-        print(f"{params:>10} {args.rounds:>6} {d:11.5f} {a:12.5f} {100 * (a - d) / d:+8.1f}%", flush=True)
+        # Spread: the overhead of each round's pair of runs (they ran back to back).
+        per_round = sorted(100 * (y - x) / x for x, y in zip(ddp, ar))
+        print(f"{params:>10} {args.rounds:>6} {d:11.5f} {a:12.5f} {100 * (a - d) / d:+8.1f}% "
+              f"{per_round[0]:+13.1f}% .. {per_round[-1]:+.1f}%", flush=True)
 
 
 def main():
@@ -122,6 +131,7 @@ def main():
     ap.add_argument("--features", type=int, default=512)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--sizes", default="32x128,512x1024,1024x2048", help="FEATURESxHIDDEN,... (steady)")
+    ap.add_argument("--phases", action="store_true", help="steady: per-round median time of each step phase")
     args = ap.parse_args()
     resize(args) if args.mode == "resize" else steady(args)
 
