@@ -16,7 +16,7 @@ namespace {
 
 using namespace aryl::testing;
 
-constexpr int64_t kExampleSteps = 150;
+constexpr int64_t kExampleSteps = 300;
 
 JobRun MakeExampleRun(const std::string& name, int sleep_ms) {
   JobRun run;
@@ -47,16 +47,10 @@ TEST(ExampleDropout, Resize2To4To3To1To2MatchesFixedRun) {
   ASSERT_TRUE(fixed.coord->WaitAll(milliseconds(120000)).ok()) << Logs(fixed);
   for (auto& [id, code] : fixed.coord->exit_codes()) ASSERT_EQ(code, 0) << id << "\n" << Logs(fixed);
 
-  JobRun run = MakeExampleRun("resized", 20);
+  JobRun run = MakeExampleRun("resized", 25);
   ASSERT_TRUE(run.coord);
   ASSERT_TRUE(run.coord->Launch(2).ok());
-  int64_t at = 10;
-  for (int world : {4, 3, 1, 2}) {
-    ASSERT_TRUE(run.coord->WaitProgress(at, milliseconds(60000)).ok()) << Logs(run);
-    auto g = run.coord->Resize(world);
-    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
-    at = run.coord->Progress() + 5;
-  }
+  ASSERT_NO_FATAL_FAILURE(ResizeThrough(run, {4, 3, 1, 2}, 10, milliseconds(60000)));
   ASSERT_LT(run.coord->Progress(), kExampleSteps) << "training finished before the last resize";
   ASSERT_TRUE(run.coord->WaitAll(milliseconds(120000)).ok()) << Logs(run);
   for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
