@@ -117,10 +117,10 @@ class ResizeMatchesFixedRun(unittest.TestCase):
         self.check("adam", "10:4,20:3,30:1,40:2", 300, 5, dropout=0.3)
 
     def test_sgd_momentum_2_3_1(self):
-        self.check("sgd", "10:3,20:1", 150, 3)
+        self.check("sgd", "10:3,20:1", 300, 3)
 
     def test_adamw_2_4_2(self):
-        self.check("adamw", "10:4,20:2", 150, 4)
+        self.check("adamw", "10:4,20:2", 300, 4)
 
 
 class UnderArylRun(unittest.TestCase):
