@@ -14,6 +14,8 @@ Every run is checked: it must exit 0 and apply every scheduled change.
 
   PYTHONPATH=build/python /usr/bin/python3 bench/runtime/bench_python.py resize --rounds 2
   PYTHONPATH=build/python /usr/bin/python3 bench/runtime/bench_python.py steady --rounds 3
+  (steady --baseline OTHER_BUILD: each round also runs the aryl side with another build,
+  e.g. one of an older commit, so both are measured under the same load)
 """
 import argparse
 import os
@@ -90,11 +92,14 @@ def steady(args):
     launch = os.path.join(args.build, "runtime", "aryl-rt-launch")
     script = os.path.join(ROOT, "bench", "runtime", "python_step.py")
     env = {"PYTHONPATH": os.path.join(args.build, "python")}
-    print(f"{'params':>10} {'rounds':>6} {'ddp_step_s':>11} {'aryl_step_s':>12} {'overhead':>9}")
+    print(f"{'params':>10} {'rounds':>6} {'ddp_step_s':>11} {'aryl_step_s':>12} {'overhead':>9} "
+          f"{'per-round overhead min..max':>28}")
     for size in args.sizes.split(","):
         features, hidden = map(int, size.split("x"))
         common = ["--steps", str(args.steps), "--features", str(features), "--hidden", str(hidden)]
-        ddp, ar, params = [], [], 0
+        if args.phases:
+            common.append("--phases")
+        ddp, ar, base, params = [], [], [], 0
         for r in range(args.rounds):
             procs = [subprocess.Popen([PY, script, "--mode", "ddp"] + common, stdout=subprocess.PIPE, text=True,
                                       env=dict(os.environ, RANK=str(k), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
@@ -106,10 +111,26 @@ def steady(args):
             params, t_ddp = int(m[1]), float(m[2])
             out = run([launch, "--workers", "2", "--", PY, script, "--mode", "aryl"] + common, env=env)
             t_aryl = float(re.search(r"median_step_s=([\d.]+)", out)[1])
+            if args.baseline:  # the same aryl run with another build, right after
+                b = args.baseline
+                base_out = run([os.path.join(b, "runtime", "aryl-rt-launch"), "--workers", "2", "--", PY, script,
+                                "--mode", "aryl"] + common, env={"PYTHONPATH": os.path.join(b, "python")})
+                base.append(float(re.search(r"median_step_s=([\d.]+)", base_out)[1]))
+            if args.phases:
+                for mode, text in (("ddp", "".join(outs)), ("aryl", out)):
+                    print(f"  round {r} {mode}: {re.search(r'^phases (.*)$', text, re.M)[1]}", flush=True)
             ddp.append(t_ddp)
             ar.append(t_aryl)
         d, a = statistics.median(ddp), statistics.median(ar)
-        print(f"{params:>10} {args.rounds:>6} {d:11.5f} {a:12.5f} {100 * (a - d) / d:+8.1f}%", flush=True)
+        # Spread: the overhead of each round's pair of runs (they ran back to back).
+        per_round = sorted(100 * (y - x) / x for x, y in zip(ddp, ar))
+        print(f"{params:>10} {args.rounds:>6} {d:11.5f} {a:12.5f} {100 * (a - d) / d:+8.1f}% "
+              f"{per_round[0]:+13.1f}% .. {per_round[-1]:+.1f}%", flush=True)
+        if base:
+            b = statistics.median(base)
+            per_round = sorted(100 * (y - x) / x for x, y in zip(ddp, base))
+            print(f"{'baseline':>10} {args.rounds:>6} {d:11.5f} {b:12.5f} {100 * (b - d) / d:+8.1f}% "
+                  f"{per_round[0]:+13.1f}% .. {per_round[-1]:+.1f}%  ({args.baseline})", flush=True)
 
 
 def main():
@@ -122,6 +143,8 @@ def main():
     ap.add_argument("--features", type=int, default=512)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--sizes", default="32x128,512x1024,1024x2048", help="FEATURESxHIDDEN,... (steady)")
+    ap.add_argument("--phases", action="store_true", help="steady: per-round median time of each step phase")
+    ap.add_argument("--baseline", default="", help="steady: also run the aryl side with this build dir each round")
     args = ap.parse_args()
     resize(args) if args.mode == "resize" else steady(args)
 

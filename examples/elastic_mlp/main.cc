@@ -8,7 +8,9 @@
 //   build/bin/aryl-rt-launch --workers 2 --schedule 50:4,100:3 -- build/examples/elastic_mlp --steps 300
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "aryl/elastic_sampler.h"
 #include "aryl/elastic_state.h"
@@ -33,7 +35,11 @@ int main(int argc, char** argv) {
       "device", "cpu or cuda (cuda needs a CUDA libtorch; use ARYL_BACKEND=nccl)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "intra-op threads per worker", cxxopts::value<int>()->default_value("1"))(
-      "seed", "data and init seed", cxxopts::value<uint64_t>()->default_value("1"));
+      "seed", "data and init seed", cxxopts::value<uint64_t>()->default_value("1"))(
+      "dropout", "dropout after each hidden layer (aryl::SampleDropout)",
+      cxxopts::value<double>()->default_value("0"))(
+      "out", "rank 0 saves the final parameters here (torch::save)", cxxopts::value<std::string>()->default_value(""))(
+      "sleep-ms", "per-step sleep (tests: keeps a run long enough)", cxxopts::value<int>()->default_value("0"));
   aryl::AddCommonFlags(options);
   auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
   const int64_t steps = flags["steps"].as<int64_t>();
@@ -52,7 +58,8 @@ int main(int argc, char** argv) {
   const torch::Device device(flags["device"].as<std::string>());
   x = x.to(device);
   y = y.to(device);
-  Mlp model(features, flags["hidden"].as<int64_t>(), flags["layers"].as<int>(), classes);
+  Mlp model(features, flags["hidden"].as<int64_t>(), flags["layers"].as<int>(), classes,
+            flags["dropout"].as<double>());
   model->to(device);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(flags["lr"].as<double>()));
   aryl::ElasticSampler sampler(n, flags["global-batch"].as<int64_t>(), seed);
@@ -77,8 +84,10 @@ int main(int argc, char** argv) {
     auto batch = sampler.Local(rt.Rank(), rt.WorldSize());
     auto idx = torch::tensor(batch.indices, torch::kInt64).to(device);
     optimizer.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)), y.index_select(0, idx));
+    auto loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx), batch.random_keys),
+                                                     y.index_select(0, idx));
     loss.backward();
+    if (int ms = flags["sleep-ms"].as<int>(); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (!rt.AllReduceGradients(*model, batch.weight)) continue;  // a peer failed: step abandoned
     optimizer.step();
     last_loss = loss.item<double>();
@@ -94,6 +103,11 @@ int main(int argc, char** argv) {
     for (auto& p : model->parameters()) params_abs += p.abs().sum().item<double>();
     std::printf("done steps=%lld loss=%.5f world=%d resizes=%zu params=%.9e\n", (long long)state.step(), last_loss,
                 rt.WorldSize(), rt.Resizes().size(), params_abs);
+    if (auto out = flags["out"].as<std::string>(); !out.empty()) {
+      std::vector<torch::Tensor> params;
+      for (auto& p : model->parameters()) params.push_back(p.detach().clone().cpu());
+      torch::save(params, out);
+    }
   }
   return rt.ExitCode();
 }

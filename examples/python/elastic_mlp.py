@@ -17,10 +17,14 @@ import aryl
 from progress import ProgressPrinter
 
 
-def build_model(features, hidden, layers, classes):
+def build_model(features, hidden, layers, classes, dropout=0.0):
+    """With dropout > 0, an aryl.SampleDropout after each hidden layer (per-sample masks
+    that a resize does not change; the forward pass runs inside aryl.sample_keys)."""
     body, width = [], features
-    for _ in range(layers):
+    for i in range(layers):
         body += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
+        if dropout > 0:
+            body.append(aryl.SampleDropout(dropout, salt=i + 1))
         width = hidden
     body.append(torch.nn.Linear(width, classes))
     return torch.nn.Sequential(*body)
@@ -48,6 +52,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--dropout", type=float, default=0.0, help="aryl.SampleDropout after each hidden layer")
     ap.add_argument("--sleep-ms", type=int, default=0, help="per-step sleep (tests: keeps a run long enough)")
     ap.add_argument("--out", default="", help="rank 0 saves the final parameters here (torch.save)")
     ap.add_argument("--samples-dir", default="", help="each worker appends its committed samples here")
@@ -59,7 +64,7 @@ def main():
     x = torch.randn(args.dataset, args.features)
     teacher = torch.randn(args.features, args.classes)
     y = torch.argmax(x @ teacher, 1)
-    model = build_model(args.features, args.hidden, args.layers, args.classes)
+    model = build_model(args.features, args.hidden, args.layers, args.classes, args.dropout)
     opt = make_optimizer(args.optimizer, model.parameters(), args.lr)
     sampler = aryl.ElasticSampler(args.dataset, args.global_batch, seed=args.seed)
     state = aryl.ElasticState(model=model, optimizer=opt, sampler=sampler)
@@ -78,7 +83,8 @@ def main():
         batch = sampler.local_batch(rt.rank, rt.world_size)
         idx = torch.tensor(batch.indices, dtype=torch.int64)
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+        with aryl.sample_keys(batch.random_keys):
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
         loss.backward()
         if args.sleep_ms:
             time.sleep(args.sleep_ms / 1000)

@@ -2,8 +2,9 @@
 """mnist_cnn.py: an MNIST-shaped CNN (1x28x28 inputs, 10 classes, dropout) on
 synthetic digit-like data, trained with the aryl Python API through a
 torch.utils.data.DataLoader whose batch sampler is the aryl.ElasticSampler.
-SGD with momentum; the momentum buffers and the random generator (dropout)
-move with the state.
+SGD with momentum; the momentum buffers and the CPU generator move with the
+state. Dropout is aryl.SampleDropout: each sample's mask comes from its key in
+the sampler, so a resize does not change it.
 
     PYTHONPATH=build/python build/runtime/aryl-rt-launch --workers 2 --schedule 40:3 -- \\
         /usr/bin/python3 examples/python/mnist_cnn.py --steps 200
@@ -22,7 +23,7 @@ class Cnn(torch.nn.Module):
         super().__init__()
         self.conv1 = torch.nn.Conv2d(1, 16, 5)
         self.conv2 = torch.nn.Conv2d(16, 32, 5)
-        self.drop = torch.nn.Dropout(0.25)
+        self.drop = aryl.SampleDropout(0.25, salt=1)
         self.fc1 = torch.nn.Linear(32 * 4 * 4, 128)
         self.fc2 = torch.nn.Linear(128, 10)
 
@@ -67,7 +68,8 @@ def main():
         batch = sampler.local_batch(rt.rank, rt.world_size)
         opt.zero_grad()
         for x, y in loader:  # this rank's share of the step's global batch
-            loss = F.cross_entropy(model(x), y)
+            with aryl.sample_keys(batch.random_keys):  # the same samples, in the same order
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
         if not rt.all_reduce_gradients(model):  # weighted by this rank's share
             continue

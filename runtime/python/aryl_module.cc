@@ -85,7 +85,19 @@ PYBIND11_MODULE(_aryl, m) {
       .def_readonly("weight", &ElasticSampler::Batch::weight)
       .def_readonly("epoch", &ElasticSampler::Batch::epoch)
       .def_readonly("global_size", &ElasticSampler::Batch::global_size)
-      .def_readonly("last_in_epoch", &ElasticSampler::Batch::last_in_epoch);
+      .def_readonly("last_in_epoch", &ElasticSampler::Batch::last_in_epoch)
+      .def_readonly("random_keys", &ElasticSampler::Batch::random_keys);
+
+  m.def("sample_key", &SampleKey, py::arg("seed"), py::arg("epoch"), py::arg("sample"));
+  m.def("sample_dropout_mask",
+        [](const std::vector<uint64_t>& keys, int64_t row_numel, double p, uint64_t salt) {
+          try {
+            return SampleDropoutMask(keys, row_numel, p, salt);
+          } catch (const std::invalid_argument& e) {
+            throw py::value_error(e.what());
+          }
+        },
+        py::arg("keys"), py::arg("row_numel"), py::arg("p"), py::arg("salt"));
 
   py::class_<ElasticSampler>(m, "ElasticSampler")
       .def(py::init([](int64_t dataset_size, int64_t batch, uint64_t seed, bool shuffle, bool linear_scaling,

@@ -4,6 +4,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "aryl/sample_random.h"
+
 namespace aryl {
 
 ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, BatchPolicy policy,
@@ -53,6 +55,8 @@ ElasticSampler::Batch ElasticSampler::Local(int rank, int world) const {
   int64_t size = base + (rank < extra ? 1 : 0);
   const auto& perm = Permutation(epoch_);
   out.indices.assign(perm.begin() + begin, perm.begin() + begin + size);
+  out.random_keys.reserve(out.indices.size());
+  for (int64_t index : out.indices) out.random_keys.push_back(SampleKey(seed_, epoch_, index));
   out.weight = global > 0 ? double(size) / double(global) : 0.0;
   out.last_in_epoch = cursor_ + global >= dataset_size_;
   return out;
@@ -80,6 +84,9 @@ std::vector<ElasticSampler::Batch> ElasticSampler::SplitMicroBatches(const Batch
     micro.global_size = batch.global_size;
     size_t end = std::min(batch.indices.size(), i + size_t(max_local));
     micro.indices.assign(batch.indices.begin() + i, batch.indices.begin() + end);
+    if (batch.random_keys.size() == batch.indices.size()) {
+      micro.random_keys.assign(batch.random_keys.begin() + i, batch.random_keys.begin() + end);
+    }
     micro.weight = batch.global_size > 0 ? double(micro.indices.size()) / double(batch.global_size) : 0.0;
     out.push_back(std::move(micro));
   }

@@ -21,11 +21,10 @@
 #include "aryl/protocol/generation.h"
 #include "comm/fake/fake_communicator.h"
 #include "comm/gloo/gloo_communicator.h"
+#include "comm/registry.h"
+#include "grad_buckets.h"
 #include "rendezvous.h"
 #include "store_poller.h"
-#ifdef ARYL_HAVE_NCCL
-#include "comm/nccl/nccl_communicator.h"
-#endif
 
 namespace aryl {
 namespace {
@@ -178,57 +177,22 @@ class Runtime::Impl {
     if (weight < 0) weight = 1.0 / double(world_);
     PollControl();
     try {
-      // Buckets of consecutive gradients (in parameter order, identical on
-      // every rank); the control vector rides in the last one.
-      std::vector<torch::Tensor> grads;
-      for (auto p : parameters) {
-        if (!p.requires_grad()) continue;
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        grads.push_back(p.grad());
-      }
+      // The gradients live in buckets reused across steps (grad_buckets.h);
+      // the control vector rides at the end of the last one.
       const int64_t slots = world_ + 2;
-      auto device = grads.empty() ? torch::Device(torch::kCPU) : grads[0].device();
-      auto control = torch::zeros({slots}, torch::TensorOptions().dtype(torch::kFloat32));
-      auto c = control.accessor<float, 1>();
+      if (Status s = grads_.Prepare(parameters, slots); !s.ok()) {
+        Fail(s);
+        return false;
+      }
+      grads_.Scale(weight);
+      float* c = grads_.control();
       // Generations ride as offsets from gen_ (the same on every rank of this
       // communicator): exact in float32 however large the numbers grow.
       c[rank_] = float(std::max(seen_gen_, gen_) - gen_);
       c[world_] = ckpt_wanted_ ? 1.f : 0.f;
       c[world_ + 1] = (g_sigterm || stop_wanted_) ? 1.f : 0.f;
-
-      std::vector<torch::Tensor> buckets;
-      std::vector<std::pair<size_t, size_t>> ranges;  // [first grad, last grad) per bucket
-      size_t begin = 0, bytes = 0;
-      for (size_t i = 0; i < grads.size(); ++i) {
-        bytes += grads[i].numel() * 4;
-        if (bytes >= opt_.bucket_bytes || i + 1 == grads.size()) {
-          ranges.emplace_back(begin, i + 1);
-          begin = i + 1;
-          bytes = 0;
-        }
-      }
-      if (ranges.empty()) ranges.emplace_back(0, 0);
-      for (size_t b = 0; b < ranges.size(); ++b) {
-        std::vector<torch::Tensor> parts;
-        for (size_t i = ranges[b].first; i < ranges[b].second; ++i) {
-          if (grads[i].scalar_type() != torch::kFloat32) {
-            Fail(Status::InvalidArgument("AllReduceGradients: gradient " + std::to_string(i) + " is " +
-                                         std::string(c10::toString(grads[i].scalar_type())) + ", want float32"));
-            return false;
-          }
-          parts.push_back(grads[i].reshape({-1}));
-        }
-        if (b + 1 == ranges.size()) parts.push_back(control.to(device));
-        auto flat = torch::cat(parts);
-        if (weight != 1.0) {
-          int64_t n = flat.numel() - (b + 1 == ranges.size() ? slots : 0);
-          flat.narrow(0, 0, n).mul_(weight);
-        }
-        buckets.push_back(flat.contiguous());
-      }
-      std::vector<BufferView> views;
-      for (auto& t : buckets) views.push_back({t.data_ptr(), size_t(t.numel()), DataType::kFloat32});
-      Status s = comm_->AllReduceSum(views);
+      grads_.PushControl();
+      Status s = comm_->AllReduceSum(grads_.views());
       if (!s.ok()) {
         if (!s.IsRetryable()) {
           Fail(s);
@@ -240,27 +204,16 @@ class Runtime::Impl {
         fail_time_ = Now();
         return false;
       }
-      for (size_t b = 0; b < ranges.size(); ++b) {
-        int64_t off = 0;
-        for (size_t i = ranges[b].first; i < ranges[b].second; ++i) {
-          int64_t n = grads[i].numel();
-          grads[i].copy_(buckets[b].narrow(0, off, n).view_as(grads[i]));
-          off += n;
-        }
-        if (b + 1 == ranges.size()) {
-          auto agreed = buckets[b].narrow(0, off, slots).to(torch::kCPU);
-          auto a = agreed.accessor<float, 1>();
-          int64_t g = gen_;
-          for (int r = 0; r < world_; ++r) g = std::max<int64_t>(g, gen_ + int64_t(a[r]));
-          if (g > gen_ && agreed_gen_ <= gen_) agree_time_ = Now();
-          agreed_gen_ = std::max(agreed_gen_, g);
-          if (a[world_] > 0) {
-            agreed_ckpt_ = true;
-            ckpt_wanted_ = false;
-          }
-          if (a[world_ + 1] > 0) agreed_stop_ = true;
-        }
+      grads_.PullControl();
+      int64_t g = gen_;
+      for (int r = 0; r < world_; ++r) g = std::max<int64_t>(g, gen_ + int64_t(c[r]));
+      if (g > gen_ && agreed_gen_ <= gen_) agree_time_ = Now();
+      agreed_gen_ = std::max(agreed_gen_, g);
+      if (c[world_] > 0) {
+        agreed_ckpt_ = true;
+        ckpt_wanted_ = false;
       }
+      if (c[world_ + 1] > 0) agreed_stop_ = true;
     } catch (const std::exception& e) {
       std::string what = e.what();
       Fail(Status::Internal("AllReduceGradients: " + what.substr(0, what.find('\n'))));
@@ -324,9 +277,24 @@ class Runtime::Impl {
     }
     int rank = int(it - rec.members.begin());
     int size = int(rec.members.size());
-#ifdef ARYL_HAVE_NCCL
-    // A pure planned shrink of a live NCCL group: ncclCommShrink, no new id.
-    if (opt_.backend == "nccl" && comm_ && rec.prev == gen_) {
+    // A backend outside aryl_runtime (comm/registry.h): NCCL when the program
+    // links aryl_runtime_nccl.
+    const CommunicatorBackend* external = nullptr;
+    if (opt_.backend != "gloo" && opt_.backend != "fake") {
+      external = FindCommunicatorBackend(opt_.backend);
+      if (!external) {
+        return Status::InvalidArgument("ARYL_BACKEND=" + opt_.backend +
+                                       ": this program does not link that communicator (link Aryl::runtime_nccl, "
+                                       "from find_package(Aryl COMPONENTS nccl), to a runtime built with NCCL)");
+      }
+      if (!store_) {
+        return Status::InvalidArgument("ARYL_BACKEND=" + opt_.backend +
+                                       " needs the job store (ARYL_STORE_ENDPOINT); a worker alone uses gloo");
+      }
+    }
+    // A pure planned shrink of a live group whose backend can shrink it
+    // (NCCL: ncclCommShrink, no new unique id).
+    if (external && external->shrink && comm_ && rec.prev == gen_) {
       std::vector<int> excluded;
       bool subset = true;
       for (const auto& id : rec.members) {
@@ -338,7 +306,7 @@ class Runtime::Impl {
         }
       }
       if (subset && !excluded.empty()) {
-        auto shrunk = ShrinkNcclCommunicator(comm_.get(), excluded, opt_.collective_timeout);
+        auto shrunk = external->shrink(comm_.get(), excluded, opt_.collective_timeout);
         if (shrunk.ok()) {
           comm_ = std::move(*shrunk);
           gen_ = rec.generation;
@@ -347,10 +315,9 @@ class Runtime::Impl {
           world_ = size;
           return Status::Ok();
         }
-        spdlog::warn("aryl: ncclCommShrink failed ({}); building a fresh group", shrunk.status().ToString());
+        spdlog::warn("aryl: {} shrink failed ({}); building a fresh group", opt_.backend, shrunk.status().ToString());
       }
     }
-#endif
     if (comm_) comm_->Abort();
     comm_.reset();
     gen_ = rec.generation;
@@ -361,14 +328,10 @@ class Runtime::Impl {
       comm_ = CreateFakeCommunicator(opt_.job_id + "/g" + std::to_string(gen_), rank, size, opt_.collective_timeout);
       return Status::Ok();
     }
-    if (opt_.backend == "nccl") {
-#ifdef ARYL_HAVE_NCCL
-      ARYL_ASSIGN_OR_RETURN(comm_, CreateNcclCommunicator(*store_, "g" + std::to_string(gen_) + "/nccl", rank, size,
-                                                          opt_.collective_timeout));
+    if (external) {
+      ARYL_ASSIGN_OR_RETURN(comm_, external->create(*store_, "g" + std::to_string(gen_) + "/" + opt_.backend, rank,
+                                                    size, opt_.collective_timeout));
       return Status::Ok();
-#else
-      return Status::InvalidArgument("ARYL_BACKEND=nccl but this build has no NCCL (ARYL_WITH_NCCL)");
-#endif
     }
     if (size == 1 && !store_) {
       comm_ = CreateFakeCommunicator(opt_.job_id + "/solo/" + std::to_string(::getpid()), 0, 1, opt_.collective_timeout);
@@ -741,6 +704,7 @@ class Runtime::Impl {
   RuntimeOptions opt_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Communicator> comm_;
+  GradBuckets grads_{opt_.bucket_bytes};
   std::unique_ptr<CheckpointManager> ckpt_;
   std::unique_ptr<AgentChannel> channel_;
   std::map<int64_t, GenerationRecord> gens_;  // announced by the agent

@@ -27,16 +27,7 @@ TEST(ElasticRuntime, Resize2To4To3To1To2MatchesFixedRun) {
   const auto& reference = Reference();
   JobRun run = MakeRun("resize", kSteps, 20);
   ASSERT_TRUE(run.coord->Launch(2).ok());
-  int64_t at = 10;
-  for (int world : {4, 3, 1, 2}) {
-    ASSERT_TRUE(run.coord->WaitProgress(at, milliseconds(30000)).ok()) << Logs(run);
-    auto g = run.coord->Resize(world);
-    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
-    auto members = run.coord->Members();
-    ASSERT_TRUE(members.ok());
-    EXPECT_EQ(int(members->size()), world);
-    at = run.coord->Progress() + 5;
-  }
+  ASSERT_NO_FATAL_FAILURE(ResizeThrough(run, {4, 3, 1, 2}, 10, milliseconds(30000)));
   ASSERT_LT(run.coord->Progress(), kSteps) << "training finished before the last resize";
   ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
   for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
@@ -167,13 +158,7 @@ TEST(ElasticRuntime, ResizeThroughAgentMessages) {
   const auto& reference = Reference();
   JobRun run = MakeRun("agent", kSteps, 20, {}, false, /*agent=*/true);
   ASSERT_TRUE(run.coord->Launch(2).ok());
-  int64_t at = 10;
-  for (int world : {4, 3}) {
-    ASSERT_TRUE(run.coord->WaitProgress(at, milliseconds(30000)).ok()) << Logs(run);
-    auto g = run.coord->Resize(world);
-    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
-    at = run.coord->Progress() + 5;
-  }
+  ASSERT_NO_FATAL_FAILURE(ResizeThrough(run, {4, 3}, 10, milliseconds(30000)));
   ASSERT_TRUE(run.coord->WaitAll(milliseconds(60000)).ok()) << Logs(run);
   for (auto& [id, code] : run.coord->exit_codes()) EXPECT_EQ(code, 0) << id << "\n" << Logs(run);
   auto counts = run.coord->agent_counts();

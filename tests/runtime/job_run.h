@@ -81,6 +81,22 @@ inline std::vector<torch::Tensor> LoadParams(const JobRun& run) {
   return params;
 }
 
+// Planned resizes to each of `worlds` in turn while `run` trains: the first
+// once `first_at` steps are committed, each next one 5 steps after the last.
+// Use as ASSERT_NO_FATAL_FAILURE(ResizeThrough(...)).
+inline void ResizeThrough(JobRun& run, std::initializer_list<int> worlds, int64_t first_at, milliseconds wait) {
+  int64_t at = first_at;
+  for (int world : worlds) {
+    ASSERT_TRUE(run.coord->WaitProgress(at, wait).ok()) << Logs(run);
+    auto g = run.coord->Resize(world);
+    ASSERT_TRUE(g.ok()) << g.status() << "\n" << Logs(run);
+    auto members = run.coord->Members();
+    ASSERT_TRUE(members.ok());
+    EXPECT_EQ(int(members->size()), world);
+    at = run.coord->Progress() + 5;
+  }
+}
+
 // Fixed-size reference: 2 workers, same global batch and data order.
 inline const std::vector<torch::Tensor>& Reference() {
   static std::vector<torch::Tensor> params = [] {

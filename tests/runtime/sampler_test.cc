@@ -3,7 +3,10 @@
 #include <map>
 #include <set>
 
+#include <torch/torch.h>
+
 #include "aryl/elastic_sampler.h"
+#include "aryl/sample_random.h"
 
 namespace aryl {
 namespace {
@@ -94,6 +97,43 @@ TEST(ElasticSampler, SequentialOrderEpochEndAndIndexType) {
   std::vector<std::size_t> as_size_t = batch.As();
   EXPECT_EQ(as_size_t, (std::vector<std::size_t>{2, 3}));
   EXPECT_EQ(batch.As<int>(), (std::vector<int>{2, 3}));
+}
+
+// A sample's dropout mask is the same at every world size: the rows of each
+// rank's masks are the rows of the whole global batch's masks (world 1), and
+// the keys change with the epoch and the salt.
+TEST(SampleDropout, MasksDoNotDependOnTheWorldSize) {
+  ElasticSampler sampler(50, 12, 3);
+  sampler.Advance(1);
+  auto whole = sampler.Local(0, 1);
+  ASSERT_EQ(whole.random_keys.size(), 12u);
+  auto reference = SampleDropoutMask(whole.random_keys, 64, 0.3, 7);
+  for (int world : {2, 3, 4, 5}) {
+    int64_t row = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      auto local = sampler.Local(rank, world);
+      ASSERT_EQ(local.random_keys.size(), local.indices.size());
+      auto mask = SampleDropoutMask(local.random_keys, 64, 0.3, 7);
+      EXPECT_TRUE(torch::equal(mask, reference.narrow(0, row, int64_t(local.indices.size()))))
+          << "world " << world << " rank " << rank;
+      row += int64_t(local.indices.size());
+    }
+  }
+  // Inverted dropout: kept elements are scaled by 1/(1-p); about p dropped.
+  auto big = SampleDropoutMask(whole.random_keys, 4096, 0.3, 7);
+  double dropped = (big == 0).to(torch::kFloat64).mean().item<double>();
+  EXPECT_NEAR(dropped, 0.3, 0.02);
+  EXPECT_NEAR(big.max().item<double>(), 1 / 0.7, 1e-6);
+  EXPECT_FALSE(torch::equal(big, SampleDropoutMask(whole.random_keys, 4096, 0.3, 8))) << "salt ignored";
+  EXPECT_NE(SampleKey(3, 0, 5), SampleKey(3, 1, 5));
+  EXPECT_NE(SampleKey(3, 0, 5), SampleKey(4, 0, 5));
+  // Gradients flow through the mask; eval mode and p = 0 are the identity.
+  auto x = torch::ones({12, 4, 2}, torch::requires_grad());
+  SampleDropout(x, whole.random_keys, 0.5, 1).sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), SampleDropoutMask(whole.random_keys, 8, 0.5, 1).view({12, 4, 2})));
+  EXPECT_TRUE(SampleDropout(x, whole.random_keys, 0.5, 1, /*training=*/false).is_same(x));
+  EXPECT_THROW(SampleDropout(x.narrow(0, 0, 3), whole.random_keys, 0.5, 1), std::invalid_argument);
+  EXPECT_THROW(SampleDropoutMask(whole.random_keys, 4, 1.0, 1), std::invalid_argument);
 }
 
 }  // namespace

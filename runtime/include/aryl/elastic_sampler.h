@@ -21,7 +21,8 @@
 // SamplerOptions::shuffle = false, the dataset order 0, 1, 2, ... every epoch.
 // Batch::last_in_epoch marks the step that finishes an epoch (evaluate, save,
 // adjust the learning rate there); Batch::As<T>() gives the indices in the
-// type a dataset takes (size_t for torch::data datasets).
+// type a dataset takes (size_t for torch::data datasets); Batch::random_keys
+// give each sample random numbers that a resize does not change.
 //
 // Thread safety: not thread-safe; owned by the training loop.
 #pragma once
@@ -51,6 +52,10 @@ class ElasticSampler {
     int64_t epoch = 0;
     int64_t global_size = 0;  // size of this step's global batch
     bool last_in_epoch = false;  // committing this step finishes the epoch
+    // One key per index: SampleKey(seed, epoch, indices[i]) (aryl/sample_random.h).
+    // Random numbers drawn from it (SampleDropout) do not depend on the rank
+    // or the world size, so a resized run with dropout matches a fixed one.
+    std::vector<uint64_t> random_keys;
 
     // The indices converted to the type a dataset takes.
     template <typename T = std::size_t>

@@ -143,6 +143,10 @@ class Runtime {
   // Scales every gradient of `module` by `weight` (default: 1 / WorldSize(),
   // i.e. averaging) and sums them across ranks in buckets. False when the
   // collective failed: skip optimizer.step(); the next Step() recovers.
+  // The gradients are summed in place in flat buckets kept from step to step
+  // (like DDP's gradient_as_bucket_view): afterwards each .grad is a tensor
+  // inside a bucket, and zero_grad() keeps it there, so a steady step copies
+  // and allocates nothing. A .grad set to None or replaced is copied in again.
   [[nodiscard]] bool AllReduceGradients(torch::nn::Module& module, double weight = -1.0);
   // The same for the gradients of `parameters` (the Python API passes
   // model.parameters()); parameters without requires_grad are skipped.

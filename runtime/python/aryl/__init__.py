@@ -27,9 +27,11 @@ program runs alone. See docs/runtime.md ("Python API", "From torchrun").
 import torch  # loads libtorch before the bindings
 
 from . import _aryl
+from .sample_random import SampleDropout, sample_keys
 from .state import ModuleSource, OptimizerSource, ValuesSource
 
-__all__ = ["Runtime", "ElasticState", "ElasticSampler", "ModuleSource", "OptimizerSource", "ValuesSource"]
+__all__ = ["Runtime", "ElasticState", "ElasticSampler", "ModuleSource", "OptimizerSource", "ValuesSource",
+           "SampleDropout", "sample_keys"]
 
 
 class ElasticSampler(torch.utils.data.Sampler):
@@ -56,7 +58,8 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self._s.local(rank, world).indices
 
     def local_batch(self, rank, world):
-        """indices, weight (local/global: scale a mean loss by it), epoch, global_size, last_in_epoch."""
+        """indices, weight (local/global: scale a mean loss by it), epoch, global_size, last_in_epoch,
+        random_keys (one per index: for SampleDropout, see aryl.sample_keys)."""
         return self._s.local(rank, world)
 
     def weight(self, rank, world):

@@ -33,7 +33,7 @@ def read(path):
         return f.read()
 
 
-def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_ms=0):
+def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_ms=0, dropout=0.0):
     """Runs elastic_mlp.py under aryl-rt-launch; returns (launcher output, params, samples dir)."""
     out_dir = os.path.join(tmp, name)
     samples = os.path.join(out_dir, "samples")
@@ -43,7 +43,8 @@ def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_
     if schedule:
         cmd += ["--schedule", schedule]
     cmd += ["--", sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--optimizer",
-            optimizer, "--sleep-ms", str(sleep_ms), "--out", final, "--samples-dir", samples] + MODEL
+            optimizer, "--sleep-ms", str(sleep_ms), "--out", final, "--samples-dir", samples,
+            "--dropout", str(dropout)] + MODEL
     proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
     logs = "".join(f"==== {f}\n" + read(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))
                    if f.endswith(".log"))
@@ -71,9 +72,10 @@ class ResizeMatchesFixedRun(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def check(self, optimizer, schedule, steps, expected_workers):
-        _, reference, _ = run_example(self.tmp, "fixed", 2, steps, optimizer=optimizer)
-        output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=25)
+    def check(self, optimizer, schedule, steps, expected_workers, dropout=0.0):
+        _, reference, _ = run_example(self.tmp, "fixed", 2, steps, optimizer=optimizer, dropout=dropout)
+        output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=25,
+                                                  dropout=dropout)
         # Every planned change took effect while training.
         worlds = [w for _, w in (item.split(":") for item in schedule.split(","))]
         for world in worlds:
@@ -110,11 +112,15 @@ class ResizeMatchesFixedRun(unittest.TestCase):
     def test_adam_2_4_3_1_2(self):
         self.check("adam", "10:4,20:3,30:1,40:2", 300, 5)
 
+    def test_dropout_adam_2_4_3_1_2(self):
+        # aryl.SampleDropout(0.3) after each hidden layer: per-sample masks, so the same tolerance holds.
+        self.check("adam", "10:4,20:3,30:1,40:2", 300, 5, dropout=0.3)
+
     def test_sgd_momentum_2_3_1(self):
-        self.check("sgd", "10:3,20:1", 150, 3)
+        self.check("sgd", "10:3,20:1", 300, 3)
 
     def test_adamw_2_4_2(self):
-        self.check("adamw", "10:4,20:2", 150, 4)
+        self.check("adamw", "10:4,20:2", 300, 4)
 
 
 class UnderArylRun(unittest.TestCase):
@@ -257,6 +263,27 @@ class InProcess(unittest.TestCase):
         torch.manual_seed(99)
         state.deserialize(data)
         self.assertTrue(torch.equal(torch.rand(100), expected))
+
+    def test_sample_dropout_masks_do_not_depend_on_the_world(self):
+        # The rows of every rank's masks are the rows of the global batch's masks.
+        sampler = aryl.ElasticSampler(50, 12, seed=3)
+        drop = aryl.SampleDropout(0.4, salt=5)
+        x = torch.ones(12, 16)
+        whole = sampler.local_batch(0, 1)
+        with aryl.sample_keys(whole.random_keys):
+            reference = drop(x)
+        self.assertAlmostEqual((reference == 0).float().mean().item(), 0.4, delta=0.15)
+        for world in (2, 3, 4):
+            parts = []
+            for rank in range(world):
+                local = sampler.local_batch(rank, world)
+                with aryl.sample_keys(local.random_keys):
+                    parts.append(drop(x[:len(local.indices)]))
+            self.assertTrue(torch.equal(torch.cat(parts), reference), f"world {world}")
+        with self.assertRaisesRegex(RuntimeError, "sample_keys"):
+            drop(x)
+        drop.eval()
+        self.assertIs(drop(x), x)
 
     def test_sampler_is_a_batch_sampler(self):
         sampler = aryl.ElasticSampler(10, 4, seed=1, shuffle=False)

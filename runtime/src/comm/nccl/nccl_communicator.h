@@ -10,7 +10,8 @@
 //  - a fault: ncclCommAbort on the failed communicator, then a fresh group.
 // Communicators are non-blocking (config.blocking = 0): every call polls
 // ncclCommGetAsyncError and the stream until done or the timeout, then aborts.
-// Internal to the runtime; built only when ARYL_HAVE_NCCL.
+// Internal to the runtime; built only when ARYL_HAVE_NCCL, into its own
+// library aryl_runtime_nccl (nccl_register.cc adds it to comm/registry.h).
 #pragma once
 
 #include <chrono>
