@@ -64,7 +64,9 @@ TEST_F(StoreTest, GetTimesOut) {
   EXPECT_TRUE(got.status().IsTimeout()) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("'missing'"));
   EXPECT_GE(took, 140ms);
-  EXPECT_LT(took, 450ms);  // margin for a loaded 2-core machine
+  // Bounded by the call's own timeout, not a default: a loaded 2-core machine
+  // can add seconds of scheduling delay, so only a wait far past it fails.
+  EXPECT_LT(took, 3000ms);
 }
 
 // Add counts from zero, accepts negative deltas, and refuses non-integer values.
@@ -108,7 +110,7 @@ TEST_F(StoreTest, WaitWakesOnSet) {
   auto took = SteadyClock::now() - start;
   t.join();
   EXPECT_TRUE(s.ok()) << s;
-  EXPECT_LT(took, 1000ms);
+  EXPECT_LT(took, 1900ms);  // woken by the Add, not by its 2 s timeout
   EXPECT_EQ(server_->service().parked(), 0u);
 }
 

@@ -120,7 +120,7 @@ TEST(Transport, RequestTimesOutAgainstSilentPeer) {
   EXPECT_TRUE(r.status().IsTimeout()) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("cancel_job"));
   EXPECT_GE(took, 190ms);
-  EXPECT_LT(took, 500ms);  // margin for a loaded 2-core machine
+  EXPECT_LT(took, 3000ms);  // its own timeout, not a default; generous for a loaded machine
 }
 
 // Nobody listens at all: the request times out (not connected) within its timeout.
@@ -132,7 +132,7 @@ TEST(Transport, RequestTimesOutWithoutServer) {
   EXPECT_TRUE(r.status().IsTimeout()) << r.status();
   EXPECT_THAT(r.status().message(), HasSubstr("not connected"));
   EXPECT_GE(took, 140ms);
-  EXPECT_LT(took, 450ms);
+  EXPECT_LT(took, 3000ms);  // its own timeout, not a default; generous for a loaded machine
 }
 
 // A reply that arrives after its request timed out is not taken for the next reply.
