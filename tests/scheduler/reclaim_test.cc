@@ -9,6 +9,7 @@
 namespace aryl::sched {
 namespace {
 
+using testing::Count;
 using testing::Elastic;
 using testing::Harness;
 using testing::Inelastic;
@@ -176,6 +177,157 @@ TEST(ReclaimTest, ALongerNoticeNeverCostsMore) {
     }
   }
   EXPECT_GT(saved, 0);
+}
+
+// A cluster like RandomCluster's whose jobs have random lengths (linear model,
+// 1 iteration per worker-second): some finish within 60 s, 300 s or 3,600 s.
+std::unique_ptr<Harness> RandomLengthCluster(std::mt19937_64& rng) {
+  auto servers = Servers(1, 0);
+  auto loaned = Servers(0, 6, 4, "A100", 1);
+  servers.insert(servers.end(), loaned.begin(), loaned.end());
+  auto h = std::make_unique<Harness>(servers);
+  h->Loan({1, 2, 3, 4, 5, 6});
+  const int jobs = 3 + static_cast<int>(rng() % 8);
+  static const double kSeconds[] = {30, 100, 250, 1000, 3000, 1e6};
+  for (int j = 1; j <= jobs; ++j) {
+    const int n = 1 + static_cast<int>(rng() % 6);
+    const double work = n * kSeconds[rng() % 6];
+    if (rng() % 2) {
+      h->Submit(Inelastic(j, n, work), 1);
+    } else {
+      h->Submit(Elastic(j, n, n + static_cast<int>(rng() % 8), work), 1);
+    }
+  }
+  return h;
+}
+
+TEST(ReclaimTest, ALongerDeadlineNeverCostsMoreWhenJobsMayFinish) {
+  // On random clusters with jobs of random lengths, a reclaim with 0, 60, 300
+  // or 3,600 s of notice: each longer deadline costs no more preemptions, and
+  // no more lost GPU-time unless it saves preemptions, under every strategy;
+  // jobs are left to finish (no action on them) only when they finish,
+  // checkpoint time included, by it.
+  std::mt19937_64 rng(11);
+  int left = 0, fewer = 0;
+  for (int i = 0; i < 150; ++i) {
+    auto h = RandomLengthCluster(rng);
+    const int loaned = static_cast<int>(h->state().LoanedServers().size());
+    for (int k = 1; k <= std::min(4, loaned); ++k) {
+      for (auto s : {ReclaimStrategy::kExact, ReclaimStrategy::kGreedy, ReclaimStrategy::kFewestGpus,
+                     ReclaimStrategy::kRandom}) {
+        ReclaimCost prev;
+        bool first = true;
+        for (double notice : {0.0, 60.0, 300.0, 3600.0}) {
+          Reclaim r;
+          r.count = k;
+          r.deadline = h->now() + notice;
+          auto d = DecideReclaim(h->state(), r, s, 1);
+          ASSERT_TRUE(d.ok()) << d.status();
+          // Costs are ordered by (preemptions, lost GPU-time): fewer
+          // preemptions may cost more shrink pauses, never the reverse.
+          if (!first) {
+            EXPECT_LE(d->cost.preemptions, prev.preemptions) << ReclaimStrategyName(s) << " notice " << notice;
+            EXPECT_FALSE(prev < d->cost) << ReclaimStrategyName(s) << " notice " << notice << ": "
+                                         << d->cost.lost_gpu_seconds << " GPU-s against "
+                                         << prev.lost_gpu_seconds;
+            if (d->cost.preemptions < prev.preemptions) ++fewer;
+          }
+          for (JobId j : d->left) {
+            EXPECT_LE(h->state().EstimatedFinishTime(j) + h->state().config().CheckpointSeconds(0),
+                      r.deadline + 1e-9);
+            for (const auto& a : d->actions) EXPECT_NE(a.job, j) << "a job left to finish got an action";
+          }
+          if (notice == 0) EXPECT_TRUE(d->left.empty());
+          left += static_cast<int>(d->left.size());
+          prev = d->cost;
+          first = false;
+        }
+      }
+    }
+  }
+  EXPECT_GT(left, 0);
+  EXPECT_GT(fewer, 0);
+}
+
+TEST(ReclaimTest, AJobThatFinishesBeforeTheDeadlineIsLeftToFinish) {
+  // One loaned 8-GPU server runs J1 (8 workers, 100 s left). A reclaim with
+  // 300 s of notice leaves it running (no preemption), returns the server when
+  // J1 finishes at t=100, and the reclaim is met then. With 60 s of notice J1
+  // cannot finish in time: it checkpoints on notice and is preempted at once.
+  for (double notice : {300.0, 60.0}) {
+    Harness h(Servers(0, 1));
+    h.Loan({0});
+    h.Submit(Inelastic(1, 8, 800));
+    ASSERT_EQ(h.job(1).status, JobStatus::kRunning);
+    Reclaim r;
+    r.count = 1;
+    r.deadline = h.now() + notice;
+    Plan p = h.Send(r);
+    if (notice == 60) {
+      EXPECT_EQ(Count(p, ActionType::kPreempt), 1);
+      EXPECT_TRUE(p.actions[0].suspend);
+      EXPECT_EQ(Count(p, ActionType::kReturnServer), 1);
+      EXPECT_TRUE(h.state().reclaims().back().met());
+      continue;
+    }
+    EXPECT_TRUE(p.empty()) << p.actions.size() << " actions";
+    EXPECT_EQ(h.job(1).status, JobStatus::kRunning);
+    EXPECT_TRUE(h.state().server(0)->draining());
+    EXPECT_FALSE(h.state().server(0)->usable());
+    EXPECT_TRUE(h.state().LoanedServers().empty());  // a second reclaim cannot take it
+    EXPECT_EQ(h.state().PendingReclaims().size(), 1u);
+    EXPECT_EQ(h.state().reclaims().back().left_to_finish, 1);
+    // Should J1 not be done, it leaves at the deadline minus its checkpoint time.
+    EXPECT_DOUBLE_EQ(h.scheduler().NextWakeup(), 300 - h.state().config().CheckpointSeconds(0));
+    // A job submitted meanwhile does not go to the draining server.
+    h.Submit(Inelastic(2, 1, 10), 10);
+    EXPECT_EQ(h.job(2).status, JobStatus::kQueued);
+    p = h.Send(JobFinished{1}, 90);
+    EXPECT_EQ(Count(p, ActionType::kReturnServer), 1);
+    EXPECT_EQ(Count(p, ActionType::kPreempt), 0);
+    const ReclaimRecord& rec = h.state().reclaims().back();
+    EXPECT_TRUE(rec.met());
+    EXPECT_DOUBLE_EQ(rec.met_time, 100);
+    EXPECT_EQ(rec.preemptions, 0);
+    EXPECT_FALSE(h.state().server(0)->draining());
+    EXPECT_TRUE(h.state().PendingReclaims().empty());
+  }
+}
+
+TEST(ReclaimTest, AJobLeftToFinishThatSlipsLeavesBeforeTheDeadline) {
+  // J1 is left to finish (100 s left, 300 s notice); at t=50 its progress report
+  // says 2,000 iterations remain (250 s more at 8/s): it no longer finishes in
+  // time, so it checkpoints on notice and leaves, and the server is returned.
+  // With no report it would still leave at the wakeup, 295 s.
+  Harness h(Servers(0, 1));
+  h.Loan({0});
+  h.Submit(Inelastic(1, 8, 800));
+  Reclaim r;
+  r.count = 1;
+  r.deadline = 300;
+  EXPECT_TRUE(h.Send(r).empty());
+  Plan p = h.Send(JobProgress{1, 2000}, 50);
+  EXPECT_EQ(Count(p, ActionType::kPreempt), 1);
+  EXPECT_TRUE(p.actions[0].suspend);
+  EXPECT_EQ(Count(p, ActionType::kReturnServer), 1);
+  EXPECT_TRUE(h.state().reclaims().back().met());
+  EXPECT_EQ(h.state().reclaims().back().preemptions, 1);
+  EXPECT_DOUBLE_EQ(h.job(1).remaining_work, 2000);  // nothing lost
+}
+
+TEST(ReclaimTest, WithoutLettingJobsFinishEveryServerIsReturnedAtOnce) {
+  // reclaim_lets_jobs_finish = false (the daemon): the same reclaim preempts J1.
+  SchedulerConfig c;
+  c.reclaim_lets_jobs_finish = false;
+  Harness h(Servers(0, 1), "aryl", c);
+  h.Loan({0});
+  h.Submit(Inelastic(1, 8, 800));
+  Reclaim r;
+  r.count = 1;
+  r.deadline = 300;
+  Plan p = h.Send(r);
+  EXPECT_EQ(Count(p, ActionType::kPreempt), 1);
+  EXPECT_EQ(Count(p, ActionType::kReturnServer), 1);
 }
 
 }  // namespace

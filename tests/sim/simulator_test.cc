@@ -1,5 +1,7 @@
 #include "aryl/sim/simulator.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -182,6 +184,63 @@ TEST(SimulatorTest, ReclaimWithNoticeCheckpointsBeforePreempting) {
   auto l = ReclaimAtHundred("loan-only", 30, big);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_NEAR(l->metrics.avg_jct_s, (1000 + 2059) / 2.0, 1e-6);
+}
+
+TEST(SimulatorTest, ALongerReclaimDeadlineNeverCostsMore) {
+  // 2x8 training and 3x8 loaned A100 servers, 40 jobs (1-8 GPUs, 60-3,000 s,
+  // every other one elastic on [n, 2n]) arriving over 2,000 s; at t=1,500
+  // inference takes all three servers back. With a deadline of 0, 60, 300 or
+  // 3,600 s, a longer one never costs more preemptions or more GPU-time of
+  // lost work, and jobs left to finish make the longest deadline strictly
+  // cheaper than no notice. Under loan-only (no shrinks) the wasted GPU-time
+  // (lost work and pauses) never grows either; under aryl a reclaim may trade
+  // a preemption for shrinks, whose rescale pauses can cost more GPU-time
+  // (costs are ordered by preemptions first). Every reclaim is met in time
+  // (the fidelity checks).
+  std::mt19937_64 rng(5);
+  std::vector<sched::JobSpec> jobs;
+  for (int i = 1; i <= 40; ++i) {
+    const int gpus = 1 << (rng() % 4);
+    sched::JobSpec j = Job(i, (i - 1) * 50.0, 60 + static_cast<double>(rng() % 2941), gpus);
+    if (i % 2 == 0) {
+      j.kind = sched::JobKind::kElastic;
+      j.max_workers = 2 * gpus;
+      j.requested_workers = gpus;
+    }
+    jobs.push_back(j);
+  }
+  for (const char* policy : {"aryl", "loan-only"}) {
+    double prev_wasted = 0, prev_lost = 0;
+    std::int64_t prev_preempt = 0, prev_preempt0 = 0;
+    for (double deadline : {0.0, 60.0, 300.0, 3600.0}) {
+      DemandCurve demand = DemandCurve::Constant(0);
+      SimConfig c = OneServer();
+      c.training = *ParsePoolSpec("2x8xA100", "--training");
+      c.inference = *ParsePoolSpec("3x8xA100", "--inference");
+      demand = *ParseDemandCsv("time_s,servers\n0,0\n1500,3\n", "d.csv", 3);
+      c.reclaim_deadline = deadline;
+      Simulator sim(c, jobs, demand, LinearCatalog());
+      auto r = sim.Run(policy);
+      ASSERT_TRUE(r.ok()) << policy << " deadline " << deadline << ": " << r.status();
+      const RunMetrics& m = r->metrics;
+      EXPECT_EQ(m.reclaims_late, 0);
+      std::printf("[deadline] %s %5.0f s: preemptions %lld, lost %.3f GPU-h, wasted %.3f GPU-h, avg JCT %.1f s\n",
+                  policy, deadline, static_cast<long long>(m.preemptions), m.lost_gpu_hours, m.wasted_gpu_hours,
+                  m.avg_jct_s);
+      if (deadline > 0) {
+        EXPECT_LE(m.preemptions, prev_preempt) << policy << " deadline " << deadline;
+        EXPECT_LE(m.lost_gpu_hours, prev_lost + 1e-9) << policy << " deadline " << deadline;
+        if (std::string(policy) == "loan-only") {
+          EXPECT_LE(m.wasted_gpu_hours, prev_wasted + 1e-9) << policy << " deadline " << deadline;
+        }
+      }
+      if (deadline == 3600) EXPECT_LT(m.preemptions, prev_preempt0);
+      if (deadline == 0) prev_preempt0 = m.preemptions;
+      prev_wasted = m.wasted_gpu_hours;
+      prev_lost = m.lost_gpu_hours;
+      prev_preempt = m.preemptions;
+    }
+  }
 }
 
 TEST(SimulatorTest, ReclaimShrinksAnElasticJobInsteadOfPreempting) {

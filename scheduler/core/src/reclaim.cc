@@ -62,6 +62,41 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice
   return saves ? keep : lose;
 }
 
+// Whether `job` is left to finish on a reclaimed server: it finishes, with
+// time to spare for its checkpoint should the estimate slip, within the notice
+// (SchedulerConfig::reclaim_lets_jobs_finish). Costs nothing.
+bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice) {
+  const SchedulerConfig& c = state.config();
+  if (!c.reclaim_lets_jobs_finish || !(notice > 0)) return false;
+  const Seconds finish = state.EstimatedFinishTime(job.spec.id);
+  return finish < kNever && finish - state.now() + c.CheckpointSeconds(job.spec.state_bytes) <= notice;
+}
+
+// The notices at which some job's cost on `servers` changes (its checkpoint
+// starts to fit, or it is left to finish), ascending, those <= `notice` only.
+std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<ServerId>& servers,
+                               Seconds notice) {
+  std::vector<Seconds> steps;
+  const SchedulerConfig& c = state.config();
+  for (ServerId sid : servers) {
+    for (const auto& [jid, n] : state.server(sid)->jobs) {
+      const JobInfo& job = *state.job(jid);
+      const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
+      if (ckpt > 0 && ckpt <= notice) steps.push_back(ckpt);
+      if (c.reclaim_lets_jobs_finish) {
+        const Seconds finish = state.EstimatedFinishTime(jid);
+        if (finish < kNever) {
+          const Seconds need = finish - state.now() + ckpt;
+          if (need > 0 && need <= notice) steps.push_back(need);
+        }
+      }
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  return steps;
+}
+
 // What happens to `job` (with current placement `cur`) when it loses its workers
 // on `removed`: the new placement (empty = preempted).
 Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
@@ -105,6 +140,7 @@ struct Scratch {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
       if (cur.empty() || !cur.count(sid)) continue;
+      if (LeftToFinish(state, job, notice)) continue;  // stays; costs nothing
       Placement next = AfterRemoval(state, job, cur, removed, elastic);
       if (next.empty()) {
         cost.preemptions++;
@@ -154,6 +190,72 @@ std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
   return r;
 }
 
+// The greedy strategy's choice of `need` busy servers at `notice`.
+std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<ServerId>& busy,
+                                   int need, bool elastic, Seconds notice) {
+  std::vector<ServerId> out;
+  // Least cost per server returned: (preemptions, lost GPU-time) divided
+  // by 1 + the servers the step leaves empty (they are returned next at
+  // no further cost), then fewest used GPUs, then lowest id.
+  // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
+  // on notice replaces lost work where it fits.
+  Scratch scratch{state, elastic, notice, {}};
+  std::vector<ServerId> left = busy;
+  int remaining = need;
+  // Costs are cached and recomputed only for servers a step touched:
+  // those sharing a job with a server whose jobs changed.
+  struct Entry {
+    ReclaimCost cost;
+    int freed = 0;
+    int used = 0;
+    bool valid = false;
+  };
+  std::unordered_map<ServerId, Entry> cache;
+  while (remaining > 0) {
+    size_t best = 0;
+    double best_p = 0, best_l = 0;
+    int best_used = 0;
+    for (size_t c = 0; c < left.size(); ++c) {
+      Entry& e = cache[left[c]];
+      if (!e.valid) {
+        e.used = scratch.Used(left[c]);
+        e.freed = 0;
+        e.cost = e.used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &e.freed);
+        e.valid = true;
+      }
+      const double share = 1.0 + std::min(e.freed, remaining - 1);
+      const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
+      const bool better =
+          c == 0 || p < best_p - 1e-12 ||
+          (p <= best_p + 1e-12 &&
+           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
+      if (better) {
+        best = c;
+        best_p = p;
+        best_l = l;
+        best_used = e.used;
+      }
+    }
+    const ServerId chosen = left[best];
+    // Servers holding the jobs about to change, before they change.
+    std::set<ServerId> touched;
+    for (const auto& [jid, n] : state.server(chosen)->jobs) {
+      for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
+    }
+    scratch.Cost(chosen, true);
+    for (ServerId t : touched) {
+      cache[t].valid = false;
+      for (const auto& [jid, n] : state.server(t)->jobs) {
+        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
+      }
+    }
+    out.push_back(chosen);
+    left.erase(left.begin() + best);
+    --remaining;
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* ReclaimStrategyName(ReclaimStrategy strategy) {
@@ -177,7 +279,7 @@ Result<ReclaimStrategy> ParseReclaimStrategy(const std::string& name) {
 
 ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
                             std::vector<Action>* actions, int* shrinks, bool elastic,
-                            Seconds notice) {
+                            Seconds notice, std::vector<JobId>* left) {
   ReclaimCost cost;
   const std::unordered_set<ServerId> removed(servers.begin(), servers.end());
   std::set<JobId> affected;
@@ -190,6 +292,10 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
   std::vector<Action> preempts;
   for (JobId jid : affected) {
     const JobInfo& job = *state.job(jid);
+    if (LeftToFinish(state, job, notice)) {
+      if (left) left->push_back(jid);
+      continue;
+    }
     Placement next = AfterRemoval(state, job, job.placement, removed, elastic);
     if (next.empty()) {
       cost.preemptions++;
@@ -239,9 +345,9 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
     for (ServerId sid : reclaim.servers) {
       const ServerInfo* s = state.server(sid);
       if (!s) return Status::NotFound("reclaim: unknown server " + std::to_string(sid));
-      if (s->state != ServerState::kLoaned) {
+      if (s->state != ServerState::kLoaned || s->draining()) {
         return Status::FailedPrecondition("reclaim: server " + std::to_string(sid) +
-                                          " is not loaned");
+                                          (s->draining() ? " is already being reclaimed" : " is not loaned"));
       }
       if (!seen.insert(sid).second) {
         return Status::InvalidArgument("reclaim: server " + std::to_string(sid) + " named twice");
@@ -279,66 +385,31 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
       switch (strategy) {
         case ReclaimStrategy::kGreedy: {
-          // Least cost per server returned: (preemptions, lost GPU-time) divided
-          // by 1 + the servers the step leaves empty (they are returned next at
-          // no further cost), then fewest used GPUs, then lowest id.
-          // Servers are chosen by their cost without notice, so that a longer
-          // notice changes only how the chosen jobs leave (checkpoint first or
-          // not), never which: it can then never cost more.
-          Scratch scratch{state, elastic, 0, {}};
-          std::vector<ServerId> left = busy;
-          int remaining = need;
-          // Costs are cached and recomputed only for servers a step touched:
-          // those sharing a job with a server whose jobs changed.
-          struct Entry {
-            ReclaimCost cost;
-            int freed = 0;
-            int used = 0;
-            bool valid = false;
-          };
-          std::unordered_map<ServerId, Entry> cache;
-          while (remaining > 0) {
-            size_t best = 0;
-            double best_p = 0, best_l = 0;
-            int best_used = 0;
-            for (size_t c = 0; c < left.size(); ++c) {
-              Entry& e = cache[left[c]];
-              if (!e.valid) {
-                e.used = scratch.Used(left[c]);
-                e.freed = 0;
-                e.cost = e.used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &e.freed);
-                e.valid = true;
-              }
-              const double share = 1.0 + std::min(e.freed, remaining - 1);
-              const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
-              const bool better =
-                  c == 0 || p < best_p - 1e-12 ||
-                  (p <= best_p + 1e-12 &&
-                   (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
-              if (better) {
-                best = c;
-                best_p = p;
-                best_l = l;
-                best_used = e.used;
-              }
+          // The greedy choice depends on the notice only through the steps at
+          // which a job's cost changes. Every choice made at a step at or
+          // below the notice (and at no notice) is a candidate, priced at the
+          // notice; the cheapest wins (ties: the shortest notice's). A longer
+          // notice keeps every candidate of a shorter one, each no dearer, so
+          // it never costs more.
+          std::vector<Seconds> steps = CostSteps(state, busy, notice);
+          if (steps.size() > kMaxNoticeSteps) steps.resize(kMaxNoticeSteps);
+          steps.insert(steps.begin(), 0.0);
+          std::vector<ServerId> best_set;
+          ReclaimCost best_cost;
+          std::vector<ServerId> prev;
+          for (Seconds x : steps) {
+            std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x);
+            if (!best_set.empty() && cand == prev) continue;
+            prev = cand;
+            std::vector<ServerId> all = d.servers;
+            all.insert(all.end(), cand.begin(), cand.end());
+            const ReclaimCost cost = CostOfReturning(state, all, nullptr, nullptr, elastic, notice);
+            if (best_set.empty() || cost < best_cost) {
+              best_cost = cost;
+              best_set = std::move(cand);
             }
-            const ServerId chosen = left[best];
-            // Servers holding the jobs about to change, before they change.
-            std::set<ServerId> touched;
-            for (const auto& [jid, n] : state.server(chosen)->jobs) {
-              for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
-            }
-            scratch.Cost(chosen, true);
-            for (ServerId t : touched) {
-              cache[t].valid = false;
-              for (const auto& [jid, n] : state.server(t)->jobs) {
-                for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
-              }
-            }
-            d.servers.push_back(chosen);
-            left.erase(left.begin() + best);
-            --remaining;
           }
+          d.servers.insert(d.servers.end(), best_set.begin(), best_set.end());
           break;
         }
         case ReclaimStrategy::kRandom: {
@@ -382,10 +453,18 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
     }
   }
-  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks, elastic, notice);
+  d.cost = CostOfReturning(state, d.servers, &d.actions, &d.shrinks, elastic, notice, &d.left);
   const std::string suffix = d.fell_back ? " (exact too large: greedy used)" : "";
   for (auto& a : d.actions) a.reason += std::string(" [") + ReclaimStrategyName(strategy) + "]" + suffix;
+  std::set<ServerId> waits;
+  for (JobId jid : d.left) {
+    for (const auto& [sid, n] : state.job(jid)->placement) waits.insert(sid);
+  }
   for (ServerId sid : d.servers) {
+    if (waits.count(sid)) {
+      d.waiting.push_back(sid);
+      continue;
+    }
     Action a;
     a.type = ActionType::kReturnServer;
     a.server = sid;

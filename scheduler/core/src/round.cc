@@ -288,7 +288,9 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     const JobInfo& j = *state.job(id);
     Alloc a;
     a.job = &j;
-    a.flexible = opt.elastic && j.elastic();
+    // A job left to finish on a reclaimed server keeps its placement.
+    const bool frozen = state.OnDraining(j);
+    a.flexible = opt.elastic && j.elastic() && !frozen;
     if (a.flexible) {
       Split(state, j, &a.base, &a.flex);
     } else {
@@ -348,6 +350,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
       const int d = Sum(a.Base());
       if (a.home < 0 || d <= 0) continue;
       frees[a.home].emplace_back(state.EstimatedFinishTime(j.spec.id), d);
+      if (state.OnDraining(j)) continue;  // left to finish where it is
       const int f = FastestType(j, n_types, d);
       if (f < 0 || !Slower(j, a.home, f, d)) continue;
       const double key = opt.fifo ? j.spec.submit_time : RemainingTime(j, f, d);

@@ -21,6 +21,9 @@ struct Scheduler::Impl {
 
   Status Validate(const Event& e) const;
   Status ApplyOne(const Action& a, Plan* plan);
+  // Returns draining servers that are empty; makes jobs that will not finish
+  // in time leave the others (see SchedulerConfig::reclaim_lets_jobs_finish).
+  Status SettleDraining(Plan* plan);
   Status OrderAndApply(std::vector<Action> actions, Plan* plan);
 };
 
@@ -46,7 +49,19 @@ Status Scheduler::AddServer(const ServerSpec& spec) { return impl_->state->AddSe
 const std::string& Scheduler::policy_name() const { return impl_->name; }
 const SchedulerConfig& Scheduler::config() const { return impl_->config; }
 bool Scheduler::elastic() const { return impl_->policy->elastic(); }
-Seconds Scheduler::NextWakeup() const { return impl_->policy->next_wakeup(); }
+Seconds Scheduler::NextWakeup() const {
+  Seconds t = impl_->policy->next_wakeup();
+  // A job left to finish on a reclaimed server leaves (checkpointed) at the
+  // deadline minus its checkpoint time should it not be done by then.
+  const ClusterState& st = *impl_->state;
+  for (ServerId sid : st.draining()) {
+    const ServerInfo& s = *st.server(sid);
+    for (const auto& [jid, n] : s.jobs) {
+      t = std::min(t, s.return_by - impl_->config.CheckpointSeconds(st.job(jid)->spec.state_bytes));
+    }
+  }
+  return t;
+}
 void Scheduler::set_action_observer(ActionObserver observer) {
   impl_->observer = std::move(observer);
 }
@@ -150,6 +165,40 @@ Status Scheduler::Impl::ApplyOne(const Action& a, Plan* plan) {
   return Status::Ok();
 }
 
+Status Scheduler::Impl::SettleDraining(Plan* plan) {
+  ClusterState& st = *state;
+  if (st.draining().empty()) return Status::Ok();
+  const std::vector<ServerId> draining = st.draining();
+  for (ServerId sid : draining) {
+    const ServerInfo& s = *st.server(sid);
+    if (s.used > 0) {
+      // Jobs no longer due to finish in time (a slipped estimate, or the
+      // deadline minus their checkpoint time reached) leave now, checkpointed
+      // when that still fits; the others stay.
+      const Seconds notice = std::max(0.0, s.return_by - st.now());
+      std::vector<Action> actions;
+      int shrinks = 0;
+      const ReclaimCost cost =
+          CostOfReturning(st, {sid}, &actions, &shrinks, policy->elastic(), notice);
+      ReclaimRecord& r = st.mutable_reclaim(s.reclaim_record);
+      r.preemptions += cost.preemptions;
+      r.shrinks += shrinks;
+      for (auto& a : actions) {
+        a.reason += " (not done by the deadline)";
+        ARYL_RETURN_IF_ERROR(ApplyOne(a, plan));
+      }
+    }
+    if (st.server(sid)->used == 0) {
+      Action a;
+      a.type = ActionType::kReturnServer;
+      a.server = sid;
+      a.reason = "reclaim: return (jobs left to finish are done)";
+      ARYL_RETURN_IF_ERROR(ApplyOne(a, plan));
+    }
+  }
+  return Status::Ok();
+}
+
 // Applies a policy's actions in an order the driver can execute: frees first,
 // then whatever fits, repeatedly. A resize stuck in a cycle (it needs GPUs that
 // another stuck action frees) is split into its shrink part first when that is
@@ -232,16 +281,21 @@ Result<Plan> Scheduler::Handle(const Event& event) {
           ARYL_ASSIGN_OR_RETURN(ReclaimDecision d,
                                 DecideReclaim(st, body, m.policy->reclaim_strategy(),
                                               m.config.seed, m.policy->elastic()));
-          for (const auto& a : d.actions) ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
           ReclaimRecord r;
           r.time = event.time;
           r.deadline = std::max(body.deadline, event.time);
           r.requested = static_cast<int>(d.servers.size());
-          r.returned = d.servers;
           r.preemptions = d.cost.preemptions;
           r.shrinks = d.shrinks;
-          r.met_time = st.now();
+          r.left_to_finish = static_cast<int>(d.left.size());
           st.RecordReclaim(std::move(r));
+          // Every chosen server drains until returned: the returns in the
+          // plan complete the record, the waiting ones later (SettleDraining).
+          const int record = static_cast<int>(st.reclaims().size()) - 1;
+          for (ServerId sid : d.servers) {
+            ARYL_RETURN_IF_ERROR(st.MarkDraining(sid, st.reclaims().back().deadline, record));
+          }
+          for (const auto& a : d.actions) ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
           return Status::Ok();
         } else if constexpr (std::is_same_v<T, ServerFailed>) {
           std::vector<Action> actions;
@@ -260,7 +314,9 @@ Result<Plan> Scheduler::Handle(const Event& event) {
       },
       event.body);
   if (!status.ok()) return Status::Internal("applying a validated event failed: " + status.ToString());
+  ARYL_RETURN_IF_ERROR(m.SettleDraining(&plan));
   ARYL_RETURN_IF_ERROR(m.OrderAndApply(m.policy->Schedule(st), &plan));
+  ARYL_RETURN_IF_ERROR(m.SettleDraining(&plan));
   return plan;
 }
 

@@ -93,9 +93,33 @@ int ClusterState::type_index(const std::string& gpu_type) const {
 std::vector<ServerId> ClusterState::LoanedServers() const {
   std::vector<ServerId> out;
   for (const auto& s : servers_) {
-    if (s.state == ServerState::kLoaned) out.push_back(s.spec.id);
+    if (s.state == ServerState::kLoaned && !s.draining()) out.push_back(s.spec.id);
   }
   return out;
+}
+
+bool ClusterState::OnDraining(const JobInfo& job) const {
+  if (draining_.empty()) return false;
+  for (const auto& [sid, n] : job.placement) {
+    if (servers_[server_index(sid)].draining()) return true;
+  }
+  return false;
+}
+
+Status ClusterState::MarkDraining(ServerId id, Seconds return_by, int record) {
+  int i = server_index(id);
+  if (i < 0) return Status::NotFound("reclaim of unknown " + ServerName(id));
+  ServerInfo& s = servers_[i];
+  if (s.state != ServerState::kLoaned || s.draining()) {
+    return Status::FailedPrecondition(ServerName(id) + " is not loaned or already being reclaimed");
+  }
+  if (record < 0 || record >= static_cast<int>(reclaims_.size()) || !(return_by < kNever)) {
+    return Status::InvalidArgument(ServerName(id) + ": drain without a reclaim record or deadline");
+  }
+  s.return_by = return_by;
+  s.reclaim_record = record;
+  draining_.push_back(id);
+  return Status::Ok();
 }
 
 std::vector<ServerId> ClusterState::HeldServers() const {
@@ -407,18 +431,21 @@ Status ClusterState::ValidatePlacement(const JobInfo& job, const Placement& plac
     const ServerInfo& s = servers_[i];
     if (n <= 0) return Status::InvalidArgument(who + ": " + std::to_string(n) + " workers on " +
                                                ServerName(sid));
-    if (!s.usable()) {
-      return Status::FailedPrecondition(who + ": " + ServerName(sid) +
-                                        " is not usable by training (held, failed or returned)");
-    }
-    if (job.curves[s.type].empty()) {
-      return Status::InvalidArgument(who + ": may not use GPU type " + type_names_[s.type] +
-                                     " of " + ServerName(sid));
-    }
     int mine = 0;
     if (resize) {
       auto it = job.placement.find(sid);
       if (it != job.placement.end()) mine = it->second;
+    }
+    // A draining server keeps the workers it has (a job left to finish there
+    // may shrink) but takes no new ones.
+    const bool keeps = s.draining() && !s.failed && n <= mine;
+    if (!s.usable() && !keeps) {
+      return Status::FailedPrecondition(who + ": " + ServerName(sid) +
+                                        " is not usable by training (held, failed, returned or being reclaimed)");
+    }
+    if (job.curves[s.type].empty()) {
+      return Status::InvalidArgument(who + ": may not use GPU type " + type_names_[s.type] +
+                                     " of " + ServerName(sid));
     }
     if (n > s.free() + mine) {
       return Status::FailedPrecondition(who + ": " + std::to_string(n) + " workers on " +
@@ -527,9 +554,19 @@ Status ClusterState::Apply(const Action& a) {
       queued_.insert(a.job);
       break;
     }
-    case ActionType::kReturnServer:
-      servers_[server_index(a.server)].state = ServerState::kHeld;
+    case ActionType::kReturnServer: {
+      ServerInfo& s = servers_[server_index(a.server)];
+      s.state = ServerState::kHeld;
+      if (s.draining()) {
+        draining_.erase(std::find(draining_.begin(), draining_.end(), a.server));
+        ReclaimRecord& r = reclaims_[s.reclaim_record];
+        r.returned.push_back(a.server);
+        if (static_cast<int>(r.returned.size()) == r.requested) r.met_time = now_;
+        s.return_by = kNever;
+        s.reclaim_record = -1;
+      }
       break;
+    }
   }
   return Status::Ok();
 }
@@ -647,7 +684,7 @@ Status ClusterState::CheckInvariants() const {
       int i = server_index(sid);
       if (i < 0 || n <= 0) return Status::Internal(who + ": bad placement entry");
       const ServerInfo& s = servers_[i];
-      if (!s.usable()) {
+      if (!s.usable() && !(s.draining() && s.loaned() && !s.failed)) {
         return Status::Internal(who + ": workers on " + ServerName(sid) +
                                 " which is not usable (held, returned or failed)");
       }
@@ -695,7 +732,8 @@ Status ClusterState::CheckInvariants() const {
   }
   if (server_entries != entries) return Status::Internal("servers record workers of no job");
   for (const auto& r : reclaims_) {
-    if (!r.met()) {
+    // A reclaim whose servers are still draining is open until its deadline.
+    if (!r.met() && (r.met_time >= 0 || now_ > r.deadline)) {
       return Status::Internal("reclaim at " + std::to_string(r.time) + " not met by its deadline");
     }
   }

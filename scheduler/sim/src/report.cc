@@ -143,6 +143,7 @@ nlohmann::ordered_json RunToJson(const RunMetrics& m) {
   j["useful_gpu_hours"] = m.useful_gpu_hours;
   j["useful_norm_gpu_hours"] = m.useful_norm_gpu_hours;
   j["wasted_gpu_hours"] = m.wasted_gpu_hours;
+  j["lost_gpu_hours"] = m.lost_gpu_hours;
   j["preemptions"] = m.preemptions;
   j["rescales"] = m.rescales;
   j["reclaims"] = m.reclaims;

@@ -170,6 +170,7 @@ class Run {
   double loaned_busy_total_ = 0;   // GPU-s of training jobs on loaned servers
   double useful_gpu_s_ = 0;        // GPU-s of progress kept
   double norm_gpu_s_ = 0;          // the same at training-GPU speed
+  double lost_gpu_s_ = 0;          // GPU-s of progress lost to preemptions
   std::int64_t preemptions_ = 0;
   std::int64_t rescales_ = 0;
   std::int64_t reclaims_ = 0;
@@ -392,6 +393,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       // The placement has not changed since the checkpoint (starts and resizes
       // checkpoint), so the lost iterations ran at the current rate and size.
       useful_gpu_s_ -= lost / job->rate * job->workers;
+      lost_gpu_s_ += lost / job->rate * job->workers;
       norm_gpu_s_ -= lost * job->norm_per_iter;
       job->lost += lost;
       Release(*job);
@@ -617,6 +619,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
   m.useful_gpu_hours = useful_gpu_s_ / 3600.0;
   m.useful_norm_gpu_hours = norm_gpu_s_ / 3600.0;
   m.wasted_gpu_hours = (all_busy_total_ - useful_gpu_s_) / 3600.0;
+  m.lost_gpu_hours = lost_gpu_s_ / 3600.0;
   m.preemptions = preemptions_;
   m.rescales = rescales_;
   m.reclaims = reclaims_;

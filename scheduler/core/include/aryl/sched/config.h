@@ -27,6 +27,15 @@ struct SchedulerConfig {
   Seconds CheckpointSeconds(double state_bytes) const {
     return checkpoint_base + (checkpoint_bandwidth > 0 ? state_bytes / checkpoint_bandwidth : 0);
   }
+  // A job on a reclaimed server whose estimated finish leaves time for its
+  // checkpoint before the deadline (finish + CheckpointSeconds <= deadline)
+  // costs nothing and is left to finish: the server is returned when it
+  // empties, or, should the job not be done by deadline - its checkpoint time
+  // (a slipped estimate), the job leaves then (checkpointed) and the server is
+  // returned by the deadline. Needs a driver that sends a Tick at
+  // Scheduler::NextWakeup (the simulator does). false: every reclaimed server
+  // is returned in the plan answering the reclaim.
+  bool reclaim_lets_jobs_finish = true;
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits

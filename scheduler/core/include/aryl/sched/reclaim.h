@@ -9,13 +9,22 @@
 //     before the deadline (SchedulerConfig::CheckpointSeconds(state_bytes) <=
 //     deadline - now) and costs less, it checkpoints first (Action::suspend):
 //     lost GPU-time = its workers x (checkpoint time + resume_pause), no work
-//     lost. The cost of a given set of servers never grows with the notice.
-//   Costs compare by (preemptions, lost GPU-time).
+//     lost;
+//   - a job that finishes before the deadline with time to spare for its
+//     checkpoint (SchedulerConfig::reclaim_lets_jobs_finish) costs nothing: it
+//     is left to finish and its servers are returned when they empty
+//     (ReclaimDecision::waiting; the Scheduler returns them, see scheduler.h).
+//   The cost of a given set of servers never grows with the notice. Costs
+//   compare by (preemptions, lost GPU-time).
 //
 // Strategies (all return idle loaned servers first, failed ones included):
 //   - greedy (Aryl): return the busy server of least cost, apply its shrinks and
 //     preemptions (a preempted job frees its workers elsewhere, lowering other
-//     servers' costs), recompute, repeat until enough are returned;
+//     servers' costs), recompute, repeat until enough are returned. Run at no
+//     notice and at each notice where some job's cost changes (up to
+//     kMaxNoticeSteps of them), the cheapest choice at the real notice wins:
+//     a longer notice keeps every choice a shorter one had, so it never costs
+//     more;
 //   - random: busy servers in a seeded random order;
 //   - fewest-gpus: busy servers with the fewest used GPUs first;
 //   - exact: every subset of the busy servers of the needed size, least joint
@@ -24,6 +33,7 @@
 // A reclaim is never refused or late: the actions are in the plan answering it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,10 +58,18 @@ struct ReclaimCost {
   }
 };
 
+// Notice steps the greedy strategy tries beyond no notice (the smallest ones).
+inline constexpr std::size_t kMaxNoticeSteps = 16;
+
 struct ReclaimDecision {
   std::vector<ServerId> servers;  // to return, in order
-  // Shrinks and preemptions, then one kReturnServer per server.
+  // Shrinks and preemptions, then one kReturnServer per server that they
+  // leave empty.
   std::vector<Action> actions;
+  // Chosen servers that still hold jobs left to finish (`left`): returned
+  // when they empty, by the deadline.
+  std::vector<ServerId> waiting;
+  std::vector<JobId> left;
   ReclaimCost cost;               // joint cost of `servers`
   int shrinks = 0;
   bool fell_back = false;         // exact was too large; greedy was used
@@ -67,9 +85,10 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
 
 // The joint cost of returning `servers` now with `notice` seconds before the
 // deadline, and the shrink/preempt actions it takes (without the kReturnServer
-// actions).
+// actions); `left` receives the jobs left to finish.
 ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerId>& servers,
                             std::vector<Action>* actions = nullptr, int* shrinks = nullptr,
-                            bool elastic = true, Seconds notice = 0);
+                            bool elastic = true, Seconds notice = 0,
+                            std::vector<JobId>* left = nullptr);
 
 }  // namespace aryl::sched

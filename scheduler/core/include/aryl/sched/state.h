@@ -100,20 +100,28 @@ struct ServerInfo {
   std::vector<std::pair<JobId, int>> jobs;  // job -> workers on this server
   double busy_gpu_seconds = 0;  // sum over time of `used` (per-server usage)
   Seconds loaned_seconds = 0;   // time spent loaned to training
+  // A loaned server being reclaimed while jobs that finish before the deadline
+  // run out on it (SchedulerConfig::reclaim_lets_jobs_finish): no new workers
+  // go there; it is returned when it empties, by `return_by` at the latest.
+  Seconds return_by = kNever;
+  int reclaim_record = -1;      // index into ClusterState::reclaims() while draining
 
   int free() const { return spec.gpus - used; }
-  // Training may place workers here now.
+  bool draining() const { return return_by < kNever; }
+  // Training may place new workers here now.
   bool usable() const {
-    return !failed && (state == ServerState::kAvailable || state == ServerState::kLoaned);
+    return !failed && !draining() &&
+           (state == ServerState::kAvailable || state == ServerState::kLoaned);
   }
   bool loaned() const { return state == ServerState::kLoaned; }
   // The reported state: kFailed overrides the pool role.
   ServerState reported_state() const { return failed ? ServerState::kFailed : state; }
 };
 
-// One reclaim and how it was met. Reclaims are met in the plan that answers
-// them, so `met_time` == `time` <= `deadline` always; the record keeps the
-// deadline for reports.
+// One reclaim and how it was met. Servers are returned in the plan answering
+// it, or later (by the deadline) when jobs are left to finish on them
+// (SchedulerConfig::reclaim_lets_jobs_finish); `met_time` is when the last one
+// was returned (-1 until then).
 struct ReclaimRecord {
   Seconds time = 0;
   Seconds deadline = 0;
@@ -121,6 +129,7 @@ struct ReclaimRecord {
   std::vector<ServerId> returned;
   int preemptions = 0;  // jobs preempted to meet it
   int shrinks = 0;      // jobs shrunk to meet it
+  int left_to_finish = 0;  // jobs left to finish before the deadline
   Seconds met_time = -1;
   bool met() const { return met_time >= 0 && met_time <= deadline &&
                             static_cast<int>(returned.size()) == requested; }
@@ -144,8 +153,13 @@ class ClusterState {
   int num_types() const { return static_cast<int>(type_names_.size()); }
   int type_index(const std::string& gpu_type) const;  // -1 when no server has it
   const std::string& type_name(int type) const { return type_names_[type]; }
+  // Loaned servers a reclaim may still choose (not draining).
   std::vector<ServerId> LoanedServers() const;
   std::vector<ServerId> HeldServers() const;
+  // Servers being reclaimed while jobs finish on them (ServerInfo::draining).
+  const std::vector<ServerId>& draining() const { return draining_; }
+  // Whether `job` has workers on a draining server.
+  bool OnDraining(const JobInfo& job) const;
   int total_gpus() const;
   int used_gpus() const;
 
@@ -168,7 +182,8 @@ class ClusterState {
 
   // --- Reclaims ---
   const std::vector<ReclaimRecord>& reclaims() const { return reclaims_; }
-  // Reclaims not met by their deadline (always empty: an invariant).
+  // Reclaims whose servers are not all returned yet (draining ones, by their
+  // deadline; CheckInvariants fails a reclaim not met once its deadline passed).
   std::vector<const ReclaimRecord*> PendingReclaims() const;
 
   // Checks: no GPU double-booked (server.used == sum of placements <= gpus), job
@@ -204,6 +219,11 @@ class ClusterState {
   // extended. Cost: O(servers + active jobs whose max exceeded that count).
   Status AddServer(const ServerSpec& spec);
   void RecordReclaim(ReclaimRecord record) { reclaims_.push_back(std::move(record)); }
+  // A reclaimed loaned server with jobs left to finish on it: no new workers,
+  // returned (kReturnServer, which completes reclaims()[record]) when empty and
+  // by `return_by` at the latest.
+  Status MarkDraining(ServerId id, Seconds return_by, int record);
+  ReclaimRecord& mutable_reclaim(int record) { return reclaims_[record]; }
 
  private:
   ClusterState() = default;
@@ -247,6 +267,7 @@ class ClusterState {
   std::set<JobId> running_;
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
+  std::vector<ServerId> draining_;
 };
 
 }  // namespace aryl::sched

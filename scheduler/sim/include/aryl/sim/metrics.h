@@ -22,7 +22,8 @@
 //                normalized: the same progress at training-GPU speed (the
 //                GPU-time it takes on the training type at the same worker
 //                count), so a T4-hour counts for what it achieved; wasted:
-//                allocated - useful (pauses and lost work).
+//                allocated - useful (pauses and lost work); lost: the GPU-time
+//                of work lost to preemptions alone.
 #pragma once
 
 #include <cstdint>
@@ -77,6 +78,7 @@ struct RunMetrics {
   double useful_gpu_hours = 0;
   double useful_norm_gpu_hours = 0;
   double wasted_gpu_hours = 0;
+  double lost_gpu_hours = 0;
   std::int64_t preemptions = 0;
   std::int64_t rescales = 0;
   std::int64_t reclaims = 0;
