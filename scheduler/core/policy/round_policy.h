@@ -16,7 +16,7 @@ class RoundPolicy : public Policy {
       : name_(std::move(name)), options_(options), reclaim_(reclaim) {}
   const std::string& name() const override { return name_; }
   std::vector<Action> Schedule(const ClusterState& state) override {
-    return internal::RunRound(state, options_);
+    return internal::RunRound(state, options_, &queue_);
   }
   bool uses_loaned_servers() const override { return options_.use_loaned; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
@@ -26,6 +26,7 @@ class RoundPolicy : public Policy {
   std::string name_;
   internal::RoundOptions options_;
   ReclaimStrategy reclaim_;
+  internal::AdmissionQueue queue_;
 };
 
 inline internal::RoundOptions OptionsFrom(const SchedulerConfig& c) {

@@ -126,9 +126,75 @@ Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool pref
   return placement;
 }
 
+// --- AdmissionQueue ---------------------------------------------------------------
+
+void AdmissionQueue::Insert(const ClusterState& state, const RoundOptions& opt, const JobInfo& j) {
+  const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
+  double best = 0;
+  for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
+  const Entry e{opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever),
+                j.spec.submit_time, j.spec.id};
+  auto [it, inserted] = where_.try_emplace(j.spec.id, d, e);
+  if (!inserted) {
+    buckets_[it->second.first].erase(it->second.second);
+    it->second = {d, e};
+  }
+  buckets_[d].insert(e);
+}
+
+void AdmissionQueue::Sync(const ClusterState& state, const RoundOptions& opt) {
+  const auto& log = state.queue_log();
+  if (state.queue_log_id() != log_id_ || cursor_ > log.size()) {
+    buckets_.clear();
+    where_.clear();
+    for (JobId id : state.queued()) Insert(state, opt, *state.job(id));
+    log_id_ = state.queue_log_id();
+    cursor_ = log.size();
+    return;
+  }
+  for (; cursor_ < log.size(); ++cursor_) {
+    const JobInfo* j = state.job(log[cursor_]);
+    if (j && j->status == JobStatus::kQueued) Insert(state, opt, *j);
+  }
+}
+
+void AdmissionQueue::Walk(const ClusterState& state, const std::function<int()>& left,
+                          const std::function<void(const Entry&, int)>& admit) {
+  struct Cursor {
+    int demand;
+    std::set<Entry>* set;
+    std::set<Entry>::iterator it;
+  };
+  std::vector<Cursor> cursors;
+  cursors.reserve(buckets_.size());
+  for (auto& [d, set] : buckets_) cursors.push_back({d, &set, set.begin()});
+  while (true) {
+    const int free_left = left();
+    if (free_left <= 0) return;
+    Cursor* best = nullptr;
+    for (Cursor& c : cursors) {
+      if (c.demand > free_left) break;  // buckets ascend by demand
+      // Jobs that left the queue since they entered it go now.
+      while (c.it != c.set->end()) {
+        const JobInfo* j = state.job(c.it->id);
+        if (j && j->status == JobStatus::kQueued) break;
+        where_.erase(c.it->id);
+        c.it = c.set->erase(c.it);
+      }
+      if (c.it != c.set->end() && (best == nullptr || *c.it < *best->it)) best = &c;
+    }
+    if (best == nullptr) return;
+    const Entry e = *best->it;
+    ++best->it;
+    admit(e, best->demand);
+  }
+}
+
 // --- The round -----------------------------------------------------------------------
 
 namespace {
+
+const std::set<JobId> kNoJobs;
 
 struct Alloc {
   const JobInfo* job = nullptr;
@@ -152,10 +218,37 @@ int Sum(const Placement& p) {
   return n;
 }
 
+// Whether a + b (per server) equals `p`, without building the sum.
+bool SumEquals(const Placement& a, const Placement& b, const Placement& p) {
+  auto ia = a.begin(), ib = b.begin();
+  for (const auto& [sid, n] : p) {
+    int have = 0;
+    while (ia != a.end() && ia->first < sid) {
+      if (ia->second != 0) return false;
+      ++ia;
+    }
+    while (ib != b.end() && ib->first < sid) {
+      if (ib->second != 0) return false;
+      ++ib;
+    }
+    if (ia != a.end() && ia->first == sid) have += (ia++)->second;
+    if (ib != b.end() && ib->first == sid) have += (ib++)->second;
+    if (have != n) return false;
+  }
+  for (; ia != a.end(); ++ia) {
+    if (ia->second != 0) return false;
+  }
+  for (; ib != b.end(); ++ib) {
+    if (ib->second != 0) return false;
+  }
+  return true;
+}
+
 // Splits a running elastic job's placement into `base_workers` base workers
 // (training servers first, then where it has most workers) and the rest.
 void Split(const ClusterState& state, const JobInfo& job, Placement* base, Placement* flex) {
-  std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
+  static thread_local std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
+  order.clear();
   for (const auto& [sid, n] : job.placement) {
     order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, sid);
   }
@@ -193,8 +286,14 @@ bool Slower(const JobInfo& job, int t, int f, int w) {
 void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt) {
   if (group.empty() || capacity <= 0) return;
   if (opt.extra == ExtraRule::kKnapsack) {
-    std::vector<KnapsackGroup> groups;
-    std::vector<Alloc*> owners;
+    // Groups kept across rounds with their options' capacity (see allocs).
+    static thread_local std::vector<KnapsackGroup> groups, spare;
+    static thread_local std::vector<Alloc*> owners;
+    while (!groups.empty()) {
+      spare.push_back(std::move(groups.back()));
+      groups.pop_back();
+    }
+    owners.clear();
     for (Alloc* a : group) {
       const JobInfo& j = *a->job;
       const int base = Sum(a->base);
@@ -202,15 +301,25 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
       const double r0 = RemainingTime(j, a->home, base);
       auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
       KnapsackGroup g;
+      if (!spare.empty()) {
+        g = std::move(spare.back());
+        spare.pop_back();
+        g.options.clear();
+      }
       g.options.push_back({0, -pause(base)});
-      for (int k = 1; k <= j.spec.max_workers - base && k <= capacity; ++k) {
-        const int w = base + k;
-        if (!j.Allowed(a->home, w)) continue;
-        g.options.push_back({k, r0 - RemainingTime(j, a->home, w) - pause(w)});
+      // The curve read directly: Thr(home, w) for w inside it, 0 beyond.
+      const std::vector<double>& curve = j.curves[a->home];
+      const int top = std::min({j.spec.max_workers, base + capacity, static_cast<int>(curve.size()) - 1});
+      for (int w = base + 1; w <= top; ++w) {
+        const double thr = curve[w];
+        if (!(thr > 0)) continue;
+        g.options.push_back({w - base, r0 - j.remaining_work / thr - pause(w)});
       }
       if (g.options.size() > 1) {
         groups.push_back(std::move(g));
         owners.push_back(a);
+      } else {
+        spare.push_back(std::move(g));
       }
     }
     KnapsackSolution sol = SolveKnapsack(groups, capacity, opt.knapsack_budget);
@@ -268,11 +377,17 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
 
 }  // namespace
 
-std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt) {
+std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt, AdmissionQueue* keep) {
   // Nothing to admit, migrate or resize: every running job keeps its placement.
   if (!opt.elastic && state.queued().empty() && !(opt.type_aware && state.num_types() > 1)) {
     return {};
   }
+  // A kept queue serves admission unless running jobs compete in it
+  // (migrations to a faster type) or min_type_speed > 1 changes which jobs
+  // the walk may skip.
+  const bool incremental =
+      keep != nullptr && !(opt.type_aware && state.num_types() > 1) && opt.min_type_speed <= 1;
+  if (incremental) keep->Sync(state, opt);
   const auto& servers = state.servers();
   const int n_servers = static_cast<int>(servers.size());
   std::vector<bool> enabled(n_servers);
@@ -281,10 +396,21 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     enabled[i] = Usable(servers[i], opt.use_loaned);
     avail[i] = enabled[i] ? servers[i].spec.gpus : 0;
   }
-  std::vector<Alloc> allocs;
+  // Scratch kept across rounds (its capacity): a large buffer allocated and
+  // freed every round costs the allocator more than the round itself.
+  static thread_local std::vector<Alloc> allocs;
+  allocs.clear();
   allocs.reserve(state.running().size() + state.queued().size());
   // 1. Running jobs keep their base workers; flexible workers count as free.
-  for (JobId id : state.running()) {
+  // Without elasticity or migrations a running job keeps its placement: the
+  // free GPUs are the servers' own count, and running jobs need no Alloc.
+  const bool fixed_running = incremental && !opt.elastic;
+  if (fixed_running) {
+    for (int i = 0; i < n_servers; ++i) {
+      if (enabled[i]) avail[i] = servers[i].free();
+    }
+  }
+  for (JobId id : fixed_running ? kNoJobs : state.running()) {
     const JobInfo& j = *state.job(id);
     Alloc a;
     a.job = &j;
@@ -370,7 +496,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
                                [](const std::pair<Seconds, int>& e, int n) { return e.second < n; });
     return it == v.end() ? kNever : std::max(0.0, it->first - state.now());
   };
-  if (free_left > 0) {
+  if (free_left > 0 && !incremental) {
     for (JobId id : state.queued()) {
       const JobInfo& j = *state.job(id);
       const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
@@ -386,120 +512,132 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
   auto later = [](const Queued& a, const Queued& b) {
     return std::tie(a.key, a.submit, a.id) > std::tie(b.key, b.submit, b.id);
   };
-  std::make_heap(queue.begin(), queue.end(), later);
+  if (!incremental) std::make_heap(queue.begin(), queue.end(), later);
   std::vector<int> types;
   const SchedulerConfig& cfg = state.config();
   // A job needing more GPUs than are left anywhere cannot start; it still waits
   // for its fastest type (type_aware). Exact when min_type_speed <= 1 (then a job
   // has an allowed type iff it has a fastest one).
   const bool skip_big = opt.min_type_speed <= 1;
-  while (!queue.empty() && free_left > 0) {
-    std::pop_heap(queue.begin(), queue.end(), later);
-    const Queued q = queue.back();
-    queue.pop_back();
-    const JobInfo& j = *state.job(q.id);
-    const bool migrating = q.alloc >= 0;
-    const int d = q.demand;
-    if (skip_big && d > free_left) {
-      const int f = opt.type_aware ? FastestType(j, n_types, d) : -1;
-      if (f >= 0) ahead[f] += d;
-      continue;
-    }
-    types.clear();
-    double fastest = 0;
-    for (int t = 0; t < n_types; ++t) fastest = std::max(fastest, j.Thr(t, d));
-    for (int t = 0; t < n_types; ++t) {
-      if (j.Allowed(t, d) && j.Thr(t, d) >= opt.min_type_speed * fastest) {
-        // Insertion keeps equal-speed types in index order (a stable sort).
-        auto pos = types.end();
-        while (pos != types.begin() && j.Thr(*(pos - 1), d) < j.Thr(t, d)) --pos;
-        types.insert(pos, t);
+  auto admit = [&](const Queued& q) {
+      const JobInfo& j = *state.job(q.id);
+      const bool migrating = q.alloc >= 0;
+      const int d = q.demand;
+      if (skip_big && d > free_left) {
+        const int f = opt.type_aware ? FastestType(j, n_types, d) : -1;
+        if (f >= 0) ahead[f] += d;
+        return;
       }
-    }
-    const bool flexible = opt.elastic && j.elastic();
-    const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
-    const int fast = opt.type_aware && !types.empty() ? FastestType(j, n_types, d) : -1;
-    // Whether starting (or moving) on type t beats the alternative.
-    auto worth = [&](int t) {
-      if (!opt.type_aware) return true;
-      if (migrating) {
-        // A move pays when the remaining time on t plus its cost (a rescale
-        // pause, or a restart plus the work since the last checkpoint) is
-        // shorter than staying.
-        const Alloc& a = allocs[q.alloc];
-        if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
-        const double rt = RemainingTime(j, t, d);
-        const double cost = a.flexible ? opt.rescale_pause
-                                       : cfg.restart_pause +
-                                             std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
-                                                 j.Thr(t, d);
-        const double stay = j.throughput > 0 ? std::max(0.0, j.paused_until - state.now()) +
-                                                   j.remaining_work / j.throughput
-                                             : kNever;
-        return rt + cost < stay;
-      }
-      if (fast < 0 || !Slower(j, t, fast, d)) return true;
-      // A slower type: start there only when the estimated completion is earlier
-      // than waiting W for the fast type. The job migrates when the fast type
-      // frees up, so starting slow finishes at min(R_slow, W + cost + R_fast -
-      // s W) against W + R_fast: it pays when R_slow <= W or s W > cost.
-      const Seconds w = wait_for(fast, ahead[fast] + d - index.Total(fast, true, may_loan));
-      const double s = j.Thr(t, d) / j.Thr(fast, d);
-      const double cost =
-          flexible ? opt.rescale_pause
-                   : cfg.restart_pause + s * std::min(w, cfg.checkpoint_interval) / 2;
-      return RemainingTime(j, t, d) <= w || s * w > cost;
-    };
-    Placement p;
-    int home = -1;
-    for (int phase = 0; phase < (may_loan ? 2 : 1) && p.empty(); ++phase) {
-      for (FreeIndex* from : {&idle, &index}) {
-        for (int t : types) {
-          if (!worth(t)) continue;
-          p = from->Find(t, true, phase == 1, d, false);
-          if (!p.empty()) {
-            home = t;
-            break;
-          }
+      types.clear();
+      double fastest = 0;
+      for (int t = 0; t < n_types; ++t) fastest = std::max(fastest, j.Thr(t, d));
+      for (int t = 0; t < n_types; ++t) {
+        if (j.Allowed(t, d) && j.Thr(t, d) >= opt.min_type_speed * fastest) {
+          // Insertion keeps equal-speed types in index order (a stable sort).
+          auto pos = types.end();
+          while (pos != types.begin() && j.Thr(*(pos - 1), d) < j.Thr(t, d)) --pos;
+          types.insert(pos, t);
         }
-        if (!p.empty()) break;
       }
-    }
-    if (fast >= 0 && (p.empty() || home != fast)) ahead[fast] += d;  // still waits for `fast`
-    if (p.empty()) continue;  // backfill: later jobs may still fit
-    for (const auto& [sid, n] : p) {
-      const int i = state.server_index(sid);
-      index.Take(i, n);
-      idle.Set(i, std::max(0, idle.avail(i) - n));
-    }
-    free_left -= d;
-    if (migrating) {
-      // Its GPUs on the slow type are free for later jobs of this round.
-      Alloc& m = allocs[q.alloc];
-      free_left += Sum(m.Base());
-      for (const auto& [sid, n] : m.Base()) {
+      const bool flexible = opt.elastic && j.elastic();
+      const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
+      const int fast = opt.type_aware && !types.empty() ? FastestType(j, n_types, d) : -1;
+      // Whether starting (or moving) on type t beats the alternative.
+      auto worth = [&](int t) {
+        if (!opt.type_aware) return true;
+        if (migrating) {
+          // A move pays when the remaining time on t plus its cost (a rescale
+          // pause, or a restart plus the work since the last checkpoint) is
+          // shorter than staying.
+          const Alloc& a = allocs[q.alloc];
+          if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
+          const double rt = RemainingTime(j, t, d);
+          const double cost = a.flexible ? opt.rescale_pause
+                                         : cfg.restart_pause +
+                                               std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
+                                                   j.Thr(t, d);
+          const double stay = j.throughput > 0 ? std::max(0.0, j.paused_until - state.now()) +
+                                                     j.remaining_work / j.throughput
+                                               : kNever;
+          return rt + cost < stay;
+        }
+        if (fast < 0 || !Slower(j, t, fast, d)) return true;
+        // A slower type: start there only when the estimated completion is earlier
+        // than waiting W for the fast type. The job migrates when the fast type
+        // frees up, so starting slow finishes at min(R_slow, W + cost + R_fast -
+        // s W) against W + R_fast: it pays when R_slow <= W or s W > cost.
+        const Seconds w = wait_for(fast, ahead[fast] + d - index.Total(fast, true, may_loan));
+        const double s = j.Thr(t, d) / j.Thr(fast, d);
+        const double cost =
+            flexible ? opt.rescale_pause
+                     : cfg.restart_pause + s * std::min(w, cfg.checkpoint_interval) / 2;
+        return RemainingTime(j, t, d) <= w || s * w > cost;
+      };
+      Placement p;
+      int home = -1;
+      for (int phase = 0; phase < (may_loan ? 2 : 1) && p.empty(); ++phase) {
+        for (FreeIndex* from : {&idle, &index}) {
+          for (int t : types) {
+            if (!worth(t)) continue;
+            p = from->Find(t, true, phase == 1, d, false);
+            if (!p.empty()) {
+              home = t;
+              break;
+            }
+          }
+          if (!p.empty()) break;
+        }
+      }
+      if (fast >= 0 && (p.empty() || home != fast)) ahead[fast] += d;  // still waits for `fast`
+      if (p.empty()) return;  // backfill: later jobs may still fit
+      for (const auto& [sid, n] : p) {
         const int i = state.server_index(sid);
-        index.Set(i, index.avail(i) + n);
-        idle.Set(i, idle.avail(i) + n);
+        index.Take(i, n);
+        idle.Set(i, std::max(0, idle.avail(i) - n));
       }
-      for (const auto& [sid, n] : m.flex) {
-        const int i = state.server_index(sid);
-        idle.Set(i, idle.avail(i) + n);
+      free_left -= d;
+      if (migrating) {
+        // Its GPUs on the slow type are free for later jobs of this round.
+        Alloc& m = allocs[q.alloc];
+        free_left += Sum(m.Base());
+        for (const auto& [sid, n] : m.Base()) {
+          const int i = state.server_index(sid);
+          index.Set(i, index.avail(i) + n);
+          idle.Set(i, idle.avail(i) + n);
+        }
+        for (const auto& [sid, n] : m.flex) {
+          const int i = state.server_index(sid);
+          idle.Set(i, idle.avail(i) + n);
+        }
+        m.base = std::move(p);
+        m.fixed = nullptr;
+        m.flex.clear();
+        m.home = home;
+        m.moved = true;
+        return;
       }
-      m.base = std::move(p);
-      m.fixed = nullptr;
-      m.flex.clear();
-      m.home = home;
-      m.moved = true;
-      continue;
+      Alloc a;
+      a.job = &j;
+      a.is_new = true;
+      a.flexible = flexible;
+      a.home = home;
+      a.base = std::move(p);
+      allocs.push_back(std::move(a));
+  };
+  if (incremental) {
+    // The same order from the kept queue: per demand, the first entry of
+    // every bucket that still fits the GPUs left, smallest (key, submit, id)
+    // first. Skipped jobs (they did not fit a placement) stay for later rounds.
+    keep->Walk(state, [&] { return free_left; }, [&](const AdmissionQueue::Entry& e, int d) {
+      admit({e.key, e.submit, e.id, d});
+    });
+  } else {
+    while (!queue.empty() && free_left > 0) {
+      std::pop_heap(queue.begin(), queue.end(), later);
+      const Queued q = queue.back();
+      queue.pop_back();
+      admit(q);
     }
-    Alloc a;
-    a.job = &j;
-    a.is_new = true;
-    a.flexible = flexible;
-    a.home = home;
-    a.base = std::move(p);
-    allocs.push_back(std::move(a));
   }
 
   // 3. Elastic allocation of the GPUs left, per GPU type.
@@ -514,7 +652,8 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
     // 4. Placement of flexible workers: keep current ones (loaned first) ...
     for (Alloc& a : allocs) {
       if (!a.flexible) continue;
-      std::vector<std::tuple<int, int, ServerId>> order;
+      static thread_local std::vector<std::tuple<int, int, ServerId>> order;
+      order.clear();
       for (const auto& [sid, n] : a.flex) {
         order.emplace_back(state.server(sid)->loaned() ? 0 : 1, -n, sid);
       }
@@ -572,6 +711,11 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
   std::vector<Action> actions;
   for (Alloc& a : allocs) {
     if (!a.is_new && !a.moved && !a.flexible) continue;  // base == its placement
+    // A running job that keeps its placement (most, every round) needs no copy.
+    if (!a.is_new && !a.moved && SumEquals(a.base, a.kept, a.job->placement) &&
+        a.job->Allowed(a.home, a.job->workers)) {
+      continue;
+    }
     Placement desired = a.base;
     for (const auto& [sid, n] : a.kept) desired[sid] += n;
     if (a.flexible && !a.job->Allowed(a.home, Sum(desired))) {

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <set>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "aryl/sched/state.h"
@@ -76,9 +80,44 @@ struct RoundOptions {
   bool type_aware = false;
 };
 
+// Queued jobs in admission order, kept across rounds so that a round costs
+// nothing per queued job it does not try: bucketed by demand (GPUs at the
+// size admission tries), each bucket ordered by (key, submit, id), the order
+// RunRound admits in. Brought up to date from ClusterState::queue_log(); a
+// job that left the queue is dropped when a walk meets it. A key never
+// changes while a job stays queued: its remaining work changes only through
+// the events the log records. One queue serves one policy and one state.
+class AdmissionQueue {
+ public:
+  struct Entry {
+    double key = 0;
+    Seconds submit = 0;
+    JobId id = 0;
+    bool operator<(const Entry& o) const {
+      return std::tie(key, submit, id) < std::tie(o.key, o.submit, o.id);
+    }
+  };
+  void Sync(const ClusterState& state, const RoundOptions& opt);
+  // Calls `admit(entry, demand)` in admission order for every queued job
+  // whose demand is at most `left()` (asked again before each job), until
+  // none is left.
+  void Walk(const ClusterState& state, const std::function<int()>& left,
+            const std::function<void(const Entry&, int)>& admit);
+
+ private:
+  void Insert(const ClusterState& state, const RoundOptions& opt, const JobInfo& job);
+  std::map<int, std::set<Entry>> buckets_;                  // demand -> entries
+  std::unordered_map<JobId, std::pair<int, Entry>> where_;  // job -> (demand, entry)
+  std::uint64_t log_id_ = 0;
+  size_t cursor_ = 0;  // queue_log() entries already read
+};
+
 // The actions of one non-preemptive round: admissions (kStart) in SJF/FIFO
 // order with backfill, then the elastic allocation of the GPUs left (kResize).
-std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& options);
+// With `keep`, admission walks that queue instead of ordering the queue anew
+// (the same decisions).
+std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& options,
+                             AdmissionQueue* keep = nullptr);
 
 // Whether training may use server `s` under these options.
 bool Usable(const ServerInfo& s, bool use_loaned);

@@ -1,6 +1,7 @@
 #include "aryl/sched/state.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -26,6 +27,11 @@ std::string PlacementString(const Placement& p) {
 }
 
 }  // namespace
+
+std::uint64_t ClusterState::InstanceId::Next() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1) << 20;
+}
 
 Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
                                           std::shared_ptr<const ThroughputCatalog> thr,
@@ -267,6 +273,7 @@ Status ClusterState::AddJob(const JobSpec& spec) {
   auto [it, inserted] = jobs_.emplace(spec.id, std::move(job));
   IndexJob(&it->second);
   queued_.insert(spec.id);
+  queue_log_.push_back(spec.id);
   return Status::Ok();
 }
 
@@ -415,6 +422,7 @@ Status ClusterState::SetRemainingWork(JobId id, double remaining) {
   }
   j->remaining_work = remaining;
   j->checkpoint_remaining = std::max(j->checkpoint_remaining, remaining);
+  if (j->status == JobStatus::kQueued) queue_log_.push_back(id);
   return Status::Ok();
 }
 
@@ -552,6 +560,7 @@ Status ClusterState::Apply(const Action& a) {
       j.paused_until = now_;
       running_.erase(a.job);
       queued_.insert(a.job);
+      queue_log_.push_back(a.job);
       break;
     }
     case ActionType::kReturnServer: {
@@ -660,6 +669,9 @@ Status ClusterState::AddServer(const ServerSpec& spec) {
   };
   for (JobId id : queued_) extend(id);
   for (JobId id : running_) extend(id);
+  // Curves may have changed: queue orders kept by policies start again.
+  ++queue_epoch_;
+  queue_log_.clear();
   return Status::Ok();
 }
 

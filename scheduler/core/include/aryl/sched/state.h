@@ -28,6 +28,7 @@
 // Thread safety: not thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <memory>
@@ -168,6 +169,14 @@ class ClusterState {
   const std::map<JobId, JobInfo>& jobs() const { return jobs_; }  // every job ever seen
   const std::set<JobId>& running() const { return running_; }
   const std::set<JobId>& queued() const { return queued_; }
+  // Queue changes for policies that keep their own ordered queue across
+  // rounds: every job that entered the queue (submitted or preempted) or whose
+  // queued remaining work changed, in order, since the log was last reset.
+  // queue_log_id() changes whenever earlier entries become invalid (another
+  // state instance, a copy, a server that changed every job's curves): a
+  // reader that sees a new id starts again from queued().
+  const std::vector<JobId>& queue_log() const { return queue_log_; }
+  std::uint64_t queue_log_id() const { return queue_log_id_.value ^ queue_epoch_; }
   // Iterations/s of `job` on `placement`: its throughput at the total worker count
   // on the slowest GPU type used; 0 when any part is not allowed.
   double PlacementThroughput(const JobInfo& job, const Placement& placement) const;
@@ -268,6 +277,20 @@ class ClusterState {
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
   std::vector<ServerId> draining_;
+  // A number unique to this instance: a copy gets a new one.
+  struct InstanceId {
+    std::uint64_t value = Next();
+    InstanceId() = default;
+    InstanceId(const InstanceId&) : value(Next()) {}
+    InstanceId& operator=(const InstanceId&) {
+      value = Next();
+      return *this;
+    }
+    static std::uint64_t Next();
+  };
+  InstanceId queue_log_id_;
+  std::uint64_t queue_epoch_ = 0;
+  std::vector<JobId> queue_log_;
 };
 
 }  // namespace aryl::sched
