@@ -10,7 +10,8 @@ namespace {
 const std::string kThroughputDir = std::string(ARYL_SOURCE_DIR) + "/data/throughput";
 
 std::shared_ptr<const sched::ThroughputCatalog> Catalog() {
-  auto c = LoadCatalog(kThroughputDir, {.reference_type = "A100", .relative_speed = 0.25, .other_types = {"T4", "V100"}});
+  auto c = LoadCatalog(kThroughputDir, {.reference_type = "A100", .relative_speed = 0.25, .other_types = {"T4", "V100"},
+                                        .batch_size = 0});
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
 }
@@ -27,6 +28,24 @@ Trace MakeTrace(int n, int gpus) {
     t.jobs.push_back(j);
   }
   return t;
+}
+
+TEST(WorkloadTest, TheDefaultRowIsTheModelsUsualBatch) {
+  // By default each table's row is the measured batch nearest the model's
+  // usual one (data/throughput/usual_batch.csv): resnet50 256 (of 64/128/256),
+  // resnet50_cifar10 128 (of 64/128/256), bert 128 on A100 (usual 256; rows
+  // 64/128) and 384 on T4 (its only row), rescaled to A100 iterations.
+  auto c = LoadCatalog(kThroughputDir, {.reference_type = "A100", .other_types = {"T4"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NEAR((*c)->Throughput("resnet50", "A100", 1), 1.843374951404324, 1e-12);
+  EXPECT_NEAR((*c)->Throughput("resnet50_cifar10", "A100", 1), 26.39903482326002, 1e-12);
+  EXPECT_NEAR((*c)->Throughput("bert", "A100", 1), 3.5749256045333064, 1e-12);
+  EXPECT_NEAR((*c)->Throughput("bert", "T4", 1), 0.03440690542609718 * 384 / 128, 1e-12);
+  // With the usual batch, resnet50 keeps scaling from 8 to 64 GPUs; the first row flattens.
+  auto first = LoadCatalog(kThroughputDir, {.reference_type = "A100", .batch_size = 0});
+  ASSERT_TRUE(first.ok());
+  EXPECT_GT((*c)->Throughput("resnet50", "A100", 64) / (*c)->Throughput("resnet50", "A100", 8), 1.5);
+  EXPECT_LT((*first)->Throughput("resnet50", "A100", 64) / (*first)->Throughput("resnet50", "A100", 8), 1.0);
 }
 
 TEST(WorkloadTest, CatalogConvertsOtherTypesToReferenceIterations) {

@@ -22,6 +22,68 @@ int CeilPow2(int x) {
   return p;
 }
 
+// <dir>/usual_batch.csv: model -> usual global batch. Missing file: none.
+Result<std::map<std::string, double>> ReadUsualBatches(const std::string& dir) {
+  std::map<std::string, double> out;
+  const std::string path = dir + "/usual_batch.csv";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return out;
+  ARYL_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(path));
+  Status error;
+  bool header = false;
+  internal::ForEachLine(text, [&](int line_no, std::string_view line) {
+    if (internal::Trim(line).empty() || internal::Trim(line).front() == '#') return true;
+    const std::string where = "usual_batch.csv:" + std::to_string(line_no);
+    auto fields = internal::SplitCsv(line);
+    if (!fields.ok() || fields->size() < 2) {
+      error = Status::InvalidArgument(where + ": expected model,global_batch[,source]");
+      return false;
+    }
+    if (!header) {
+      header = true;
+      return true;
+    }
+    auto batch = internal::ParseDouble((*fields)[1]);
+    if (!batch || !(*batch > 0)) {
+      error = Status::InvalidArgument(where + ": global_batch: must be a number > 0: '" + (*fields)[1] + "'");
+      return false;
+    }
+    out[(*fields)[0]] = *batch;
+    return true;
+  });
+  if (!error.ok()) return error;
+  return out;
+}
+
+// The global batch sizes of a table's data rows (its first column).
+std::vector<double> RowBatches(std::string_view text) {
+  std::vector<double> out;
+  bool header = false;
+  internal::ForEachLine(text, [&](int, std::string_view line) {
+    if (internal::Trim(line).empty() || internal::Trim(line).front() == '#') return true;
+    if (!header) {
+      header = true;
+      return true;
+    }
+    const auto fields = internal::Split(line);
+    if (!fields.empty()) {
+      if (auto b = internal::ParseDouble(fields[0])) out.push_back(*b);
+    }
+    return true;
+  });
+  return out;
+}
+
+// The row nearest `usual` (the larger on a tie); 0 (the first row) when none.
+int NearestBatch(const std::vector<double>& batches, double usual) {
+  double best = 0;
+  for (double b : batches) {
+    const double d = std::fabs(b - usual), bd = std::fabs(best - usual);
+    if (best == 0 || d < bd || (d == bd && b > best)) best = b;
+  }
+  return static_cast<int>(best);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::string& dir,
@@ -34,6 +96,10 @@ Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::s
     double batch = 0;
   };
   std::map<std::string, std::map<std::string, Entry>> tables;  // model -> type -> table
+  std::map<std::string, double> usual;
+  if (options.batch_size == kUsualBatch) {
+    ARYL_ASSIGN_OR_RETURN(usual, ReadUsualBatches(dir));
+  }
   std::vector<fs::path> type_dirs;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.is_directory()) type_dirs.push_back(e.path());
@@ -48,8 +114,12 @@ Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::s
     for (const auto& file : files) {
       std::string source = type_dir.filename().string() + "/" + file.filename().string();
       ARYL_ASSIGN_OR_RETURN(std::string text, internal::ReadFileToString(file.string()));
-      ARYL_ASSIGN_OR_RETURN(auto table, sched::ThroughputCatalog::ParseCsv(text, source,
-                                                                            {.batch_size = options.batch_size}));
+      int row = options.batch_size;
+      if (row == kUsualBatch) {
+        auto it = usual.find(file.stem().string());
+        row = it == usual.end() ? 0 : NearestBatch(RowBatches(text), it->second);
+      }
+      ARYL_ASSIGN_OR_RETURN(auto table, sched::ThroughputCatalog::ParseCsv(text, source, {.batch_size = row}));
       const double batch = table.batch;
       tables[file.stem().string()][type_dir.filename().string()] = Entry{std::move(table), batch};
     }

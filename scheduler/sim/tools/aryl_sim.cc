@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
       ("load", "Compress inter-arrival times by this factor", cxxopts::value<double>()->default_value("1"))
       ("throughput", "Directory of throughput tables <TYPE>/<model>.csv",
        cxxopts::value<std::string>()->default_value(DefaultThroughputDir()))
-      ("throughput-row", "Row of each throughput table: first (smallest global batch), largest, or a "
-       "global batch size", cxxopts::value<std::string>()->default_value("first"))
+      ("throughput-row", "Row of each throughput table: usual (nearest the model's usual global batch, "
+       "data/throughput/usual_batch.csv), first (smallest batch), largest, or a global batch size",
+       cxxopts::value<std::string>()->default_value("usual"))
       ("relative-speed", "Speed of a GPU type without a table for a model, relative to the training type",
        cxxopts::value<double>()->default_value("0.25"))
       ("elastic-fraction", "Fraction of jobs (without an elastic column) made elastic",
@@ -174,7 +175,9 @@ int main(int argc, char** argv) {
   for (const auto& g : config.inference.groups) catalog_options.other_types.push_back(g.gpu_type);
   {
     const std::string row = flags["throughput-row"].as<std::string>();
-    if (row == "first") {
+    if (row == "usual") {
+      catalog_options.batch_size = aryl::sim::kUsualBatch;
+    } else if (row == "first") {
       catalog_options.batch_size = 0;
     } else if (row == "largest") {
       catalog_options.batch_size = aryl::sched::ThroughputCsvOptions::kLargestBatch;
@@ -182,7 +185,7 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       const long n = std::strtol(row.c_str(), &end, 10);
       if (row.empty() || *end != '\0' || n <= 0)
-        aryl::UsageError(kProgram, "--throughput-row: '" + row + "' (first, largest or a global batch size)");
+        aryl::UsageError(kProgram, "--throughput-row: '" + row + "' (usual, first, largest or a global batch size)");
       catalog_options.batch_size = static_cast<int>(n);
     }
   }

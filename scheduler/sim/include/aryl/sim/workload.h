@@ -1,7 +1,11 @@
 // Workload: turning trace rows into the scheduler's JobSpecs.
 //
 //   1. Throughput catalog (LoadCatalog): every table in data/throughput/<TYPE>/,
-//      one row of each (CatalogOptions::batch_size).
+//      one row of each (CatalogOptions::batch_size): by default the row whose
+//      global batch is nearest the model's usual batch (<dir>/usual_batch.csv,
+//      from each model's paper; the larger row on a tie; the first row for a
+//      model not listed). The traces carry no batch size, so a job trains at
+//      its model's usual batch.
 //      Tables of one model measured on different GPU types use different global
 //      batch sizes (bert: 64 on A100, 384 on T4), so "one iteration" differs. All
 //      tables of a model are converted to iterations of the batch of its table on
@@ -34,13 +38,17 @@
 
 namespace aryl::sim {
 
+// CatalogOptions::batch_size: the row nearest the model's usual global batch.
+inline constexpr int kUsualBatch = -2;
+
 struct CatalogOptions {
   std::string reference_type = "A100";  // the training GPU type
   double relative_speed = 0.25;         // types without a table: this x reference
   std::vector<std::string> other_types; // GPU types in the cluster (get relative speeds)
-  // The row of each table: 0 = the first (smallest global batch),
+  // The row of each table: kUsualBatch (the default) = nearest the model's
+  // usual batch, 0 = the first (smallest global batch),
   // ThroughputCsvOptions::kLargestBatch = the largest, N = global batch N.
-  int batch_size = 0;
+  int batch_size = kUsualBatch;
 };
 
 Result<std::shared_ptr<const sched::ThroughputCatalog>> LoadCatalog(const std::string& dir,
