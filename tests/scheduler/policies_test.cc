@@ -240,6 +240,35 @@ TEST(PolicyTest, HeterogeneousTypesKeepEachJobOnOneType) {
   EXPECT_DOUBLE_EQ(h.job(2).throughput, 4.0);  // T4 = half of A100's 8
 }
 
+TEST(PolicyTest, HeteroDpGivesIdleLoanedGpusOfAnotherTypeToElasticJobs) {
+  // One A100 training server and one loaned T4 server (half speed). An elastic
+  // job [8, 16] fills the A100s. By default it stays there (one type per job)
+  // and the T4s sit idle; with hetero_dp it takes the 8 T4s as guests and runs
+  // at (8 x 16 + 8 x 8) / 16 = 12 it/s (batch shares proportional to speed)
+  // instead of 8. A reclaim of the T4 server shrinks it back to its A100s.
+  auto servers = Servers(1, 0, 8, "A100");
+  auto t4 = Servers(0, 1, 8, "T4", 1);
+  servers.insert(servers.end(), t4.begin(), t4.end());
+  for (bool hetero : {false, true}) {
+    SchedulerConfig config;
+    config.hetero_dp = hetero;
+    Harness h(servers, "aryl", config);
+    h.Loan({1});
+    h.Submit(Elastic(1, 8, 16, 1e6), 0);
+    if (!hetero) {
+      EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
+      EXPECT_DOUBLE_EQ(h.job(1).throughput, 8.0);
+      continue;
+    }
+    EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}, {1, 8}}));
+    EXPECT_DOUBLE_EQ(h.job(1).throughput, 12.0);
+    Plan p = h.ReclaimCount(1, 10);
+    EXPECT_EQ(testing::Count(p, ActionType::kPreempt), 0);
+    EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
+    EXPECT_DOUBLE_EQ(h.job(1).throughput, 8.0);
+  }
+}
+
 TEST(PolicyTest, MinTypeSpeedKeepsJobsOffMuchSlowerGpus) {
   // With the A100 server full, a job waits rather than run on T4 (half speed)
   // when min_type_speed is 0.6; by default it takes the T4 server.

@@ -14,6 +14,7 @@ std::unique_ptr<Policy> MakeAryl(const SchedulerConfig& c, ReclaimStrategy r) {
   o.use_loaned = true;
   o.elastic = true;
   o.extra = internal::ExtraRule::kKnapsack;
+  o.hetero_dp = c.hetero_dp;
   return std::make_unique<RoundPolicy>("aryl", o, r);
 }
 

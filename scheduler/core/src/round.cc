@@ -209,6 +209,9 @@ struct Alloc {
   const Placement& Base() const { return fixed ? *fixed : base; }
   Placement flex;         // current flexible workers (running jobs)
   int extra = 0;          // extra workers decided by the elastic allocation
+  int guest_type = -1;    // hetero_dp: the other type it takes `guest` workers of
+  int guest = 0;
+  int kept_home = 0;      // workers of `kept` on the home type
   Placement kept;         // flexible workers after placement
 };
 
@@ -372,6 +375,54 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
     group[s.idx]->extra += s.to - s.from;
     Step n;
     if (next_step(s.idx, s.to, &n)) pq.push(n);
+  }
+}
+
+// hetero_dp: for each GPU type, the GPUs on its loaned servers that the
+// type's own elastic allocation leaves idle go, by the same knapsack, to
+// elastic jobs of other home types as guest workers. A job of w0 home workers
+// and k guests runs at (w0 thr_home(w) + k thr_guest(w)) / w, w = w0 + k.
+void AllocateGuests(std::vector<Alloc>& allocs, const FreeIndex& index, const ClusterState& state,
+                    const RoundOptions& opt) {
+  for (int t = 0; t < state.num_types(); ++t) {
+    int taken = 0;
+    for (const Alloc& a : allocs) {
+      if (a.flexible && a.home == t) taken += a.extra;
+    }
+    const int capacity = index.Total(t, false, true) - taken;
+    if (capacity <= 0) continue;
+    std::vector<KnapsackGroup> groups;
+    std::vector<Alloc*> owners;
+    for (Alloc& a : allocs) {
+      if (!a.flexible || a.home < 0 || a.home == t || a.guest_type >= 0) continue;
+      const JobInfo& j = *a.job;
+      if (j.curves[t].empty()) continue;
+      const int w0 = Sum(a.base) + a.extra;
+      const int cur = a.is_new || a.moved ? 0 : j.workers;
+      auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
+      const double r0 = RemainingTime(j, a.home, w0);
+      KnapsackGroup g;
+      g.options.push_back({0, 0});
+      for (int w = w0 + 1; w <= j.spec.max_workers && w - w0 <= capacity; ++w) {
+        const double th = j.Thr(a.home, w), tg = j.Thr(t, w);
+        if (!(th > 0) || !(tg > 0)) continue;
+        const double thr = (w0 * th + (w - w0) * tg) / w;
+        g.options.push_back({w - w0, r0 - j.remaining_work / thr - (pause(w) - pause(w0))});
+      }
+      if (g.options.size() > 1) {
+        groups.push_back(std::move(g));
+        owners.push_back(&a);
+      }
+    }
+    if (groups.empty()) continue;
+    KnapsackSolution sol = SolveKnapsack(groups, capacity, opt.knapsack_budget);
+    for (size_t i = 0; i < owners.size(); ++i) {
+      const int k = groups[i].options[sol.choice[i]].weight;
+      if (k > 0) {
+        owners[i]->guest_type = t;
+        owners[i]->guest = k;
+      }
+    }
   }
 }
 
@@ -649,6 +700,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     for (int t = 0; t < state.num_types(); ++t) {
       AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt);
     }
+    if (opt.hetero_dp && opt.use_loaned && state.num_types() > 1) AllocateGuests(allocs, index, state, opt);
     // 4. Placement of flexible workers: keep current ones (loaned first) ...
     for (Alloc& a : allocs) {
       if (!a.flexible) continue;
@@ -659,14 +711,17 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       }
       std::sort(order.begin(), order.end());
       int want = a.extra;
+      int guest_want = a.guest;
       for (const auto& [l, neg, sid] : order) {
         const int i = state.server_index(sid);
-        if (servers[i].type != a.home) continue;
-        const int keep = std::min({-neg, index.avail(i), want});
+        int& w = servers[i].type == a.home ? want : servers[i].type == a.guest_type ? guest_want : want;
+        if (servers[i].type != a.home && servers[i].type != a.guest_type) continue;
+        const int keep = std::min({-neg, index.avail(i), w});
         if (keep <= 0) continue;
         a.kept[sid] = keep;
+        if (servers[i].type == a.home) a.kept_home += keep;
         index.Take(i, keep);
-        want -= keep;
+        w -= keep;
       }
     }
     // ... then add new ones on loaned servers (so that returning a loaned server
@@ -677,7 +732,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     // loaned workers become flexible and a reclaim can shrink them away.
     for (Alloc& a : allocs) {
       if (!a.flexible) continue;
-      int want = a.extra - Sum(a.kept);
+      int want = a.extra - a.kept_home;
       bool base_on_loaned = false;
       for (const auto& [sid, n] : a.base) base_on_loaned = base_on_loaned || state.server(sid)->loaned();
       const bool pools[2] = {!base_on_loaned, base_on_loaned};
@@ -704,6 +759,21 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
           want -= take;
         }
       }
+      // Guest workers: on loaned servers of the guest type only.
+      if (a.guest_type >= 0) {
+        int guest_want = a.guest;
+        for (const auto& [sid, n] : a.kept) {
+          if (servers[state.server_index(sid)].type == a.guest_type) guest_want -= n;
+        }
+        while (guest_want > 0) {
+          const int i = index.Pick(a.guest_type, false, true, guest_want, true);
+          if (i < 0) break;
+          const int take = std::min(index.avail(i), guest_want);
+          a.kept[servers[i].spec.id] += take;
+          index.Take(i, take);
+          guest_want -= take;
+        }
+      }
     }
   }
 
@@ -713,12 +783,14 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     if (!a.is_new && !a.moved && !a.flexible) continue;  // base == its placement
     // A running job that keeps its placement (most, every round) needs no copy.
     if (!a.is_new && !a.moved && SumEquals(a.base, a.kept, a.job->placement) &&
-        a.job->Allowed(a.home, a.job->workers)) {
+        (a.guest_type >= 0 ? state.PlacementThroughput(*a.job, a.job->placement) > 0
+                           : a.job->Allowed(a.home, a.job->workers))) {
       continue;
     }
     Placement desired = a.base;
     for (const auto& [sid, n] : a.kept) desired[sid] += n;
-    if (a.flexible && !a.job->Allowed(a.home, Sum(desired))) {
+    if (a.flexible && (a.guest_type >= 0 ? !(state.PlacementThroughput(*a.job, desired) > 0)
+                                         : !a.job->Allowed(a.home, Sum(desired)))) {
       desired = a.base;  // defensive: never emit a size the job may not run at
     }
     if (a.moved && !a.flexible) {

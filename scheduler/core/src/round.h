@@ -78,6 +78,10 @@ struct RoundOptions {
   // running on a slower type to its fast type (in admission order) when that
   // frees up and the move pays for itself.
   bool type_aware = false;
+  // SchedulerConfig::hetero_dp: loaned GPUs the per-type knapsacks leave idle
+  // go to elastic jobs of another home type (one guest type per job), which
+  // then run at the speed-weighted sum of their workers.
+  bool hetero_dp = false;
 };
 
 // Queued jobs in admission order, kept across rounds so that a round costs

@@ -181,6 +181,18 @@ JobInfo* ClusterState::mutable_job(JobId id) { return FindJob(id); }
 double ClusterState::PlacementThroughput(const JobInfo& job, const Placement& placement) const {
   int w = 0;
   for (const auto& [s, n] : placement) w += n;
+  if (config_.hetero_dp) {
+    // Batch shares proportional to speed: every worker at its own type's pace.
+    double thr = 0;
+    for (const auto& [s, n] : placement) {
+      int i = server_index(s);
+      if (i < 0 || n <= 0) return 0;
+      const double t = job.Thr(servers_[i].type, w);
+      if (!(t > 0)) return 0;
+      thr += n * t / w;
+    }
+    return thr;
+  }
   double thr = kNever;
   for (const auto& [s, n] : placement) {
     int i = server_index(s);
@@ -324,6 +336,12 @@ Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec) const {
   }
   std::vector<int> type_gpus(type_names_.size(), 0);
   for (const auto& s : servers_) type_gpus[s.type] += s.spec.gpus;
+  if (config_.hetero_dp) {
+    // A job may mix types: every type's curve reaches the cluster's size.
+    int all = 0;
+    for (int g : type_gpus) all += g;
+    std::fill(type_gpus.begin(), type_gpus.end(), all);
+  }
 
   JobInfo job;
   job.spec = spec;

@@ -280,8 +280,21 @@ Status Run::Place(ExecJob& job, const sched::Placement& placement, const char* w
                               " of " + std::to_string(s.spec.gpus) + " GPUs in use) at t=" + Num(now_));
     workers += n;
   }
-  for (const auto& [sid, n] : placement) {
-    rate = std::min(rate, catalog_.Throughput(spec.model, servers_[server_index_[sid]].spec.gpu_type, workers));
+  if (config_.scheduler.hetero_dp) {
+    // Batch shares proportional to speed (SchedulerConfig::hetero_dp).
+    rate = 0;
+    for (const auto& [sid, n] : placement) {
+      const double t = catalog_.Throughput(spec.model, servers_[server_index_[sid]].spec.gpu_type, workers);
+      if (!(t > 0)) {
+        rate = 0;
+        break;
+      }
+      rate += n * t / workers;
+    }
+  } else {
+    for (const auto& [sid, n] : placement) {
+      rate = std::min(rate, catalog_.Throughput(spec.model, servers_[server_index_[sid]].spec.gpu_type, workers));
+    }
   }
   if (placement.empty() || !(rate > 0) || !std::isfinite(rate))
     return Status::Internal(std::string(what) + " " + JobName(job) + " at " + std::to_string(workers) +

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("0"))
       ("inelastic-on-loaned", "Whether inelastic jobs may run on loaned servers when no training server fits",
        cxxopts::value<bool>()->default_value("true"))
+      ("hetero-dp", "Heterogeneity-aware data parallelism: aryl gives idle loaned GPUs of another type to "
+       "elastic jobs, batch shares proportional to speed",
+       cxxopts::value<bool>()->default_value("false"))
       ("checkpoint-interval", "Seconds between checkpoints", cxxopts::value<double>()->default_value("1800"))
       ("rescale-pause", "Seconds a rescale pauses a job", cxxopts::value<double>()->default_value("30"))
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
   config.scheduler.fifo = flags["fifo"].as<bool>();
   config.scheduler.min_type_speed = flags["min-type-speed"].as<double>();
   config.scheduler.inelastic_on_loaned = flags["inelastic-on-loaned"].as<bool>();
+  config.scheduler.hetero_dp = flags["hetero-dp"].as<bool>();
   config.scheduler.checkpoint_interval = flags["checkpoint-interval"].as<double>();
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
@@ -244,6 +248,7 @@ int main(int argc, char** argv) {
     cfg["fifo"] = config.scheduler.fifo;
   cfg["min_type_speed"] = config.scheduler.min_type_speed;
   cfg["inelastic_on_loaned"] = config.scheduler.inelastic_on_loaned;
+  cfg["hetero_dp"] = config.scheduler.hetero_dp;
     cfg["checkpoint_interval_s"] = config.scheduler.checkpoint_interval;
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;

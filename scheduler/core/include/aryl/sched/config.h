@@ -49,6 +49,13 @@ struct SchedulerConfig {
   // it to the fast type when that frees up and the move pays (docs/scheduler.md,
   // "Slow GPU types"). Other policies ignore it.
   bool type_aware = true;
+  // Heterogeneity-aware data parallelism (docs/evaluation.md, "Idle loaned
+  // GPUs"): a job may mix GPU types, each worker taking a share of the global
+  // batch proportional to its speed (the runtime's weighted gradient average),
+  // so a placement runs at sum over types of n_t x thr_t(w) / w instead of the
+  // slowest type's thr(w); aryl then gives the loaned GPUs its knapsack leaves
+  // idle to elastic jobs of another home type. Off: one type per job.
+  bool hetero_dp = false;
   std::uint64_t seed = 1;              // for the `random` reclaim strategy
   // The knapsack is solved exactly (DP over capacity) while groups x capacity x
   // options stays under this many steps; above it, the convex-hull greedy (see

@@ -178,7 +178,8 @@ class ClusterState {
   const std::vector<JobId>& queue_log() const { return queue_log_; }
   std::uint64_t queue_log_id() const { return queue_log_id_.value ^ queue_epoch_; }
   // Iterations/s of `job` on `placement`: its throughput at the total worker count
-  // on the slowest GPU type used; 0 when any part is not allowed.
+  // on the slowest GPU type used (with SchedulerConfig::hetero_dp: the sum over
+  // its servers of workers x thr(type, w) / w); 0 when any part is not allowed.
   double PlacementThroughput(const JobInfo& job, const Placement& placement) const;
 
   // --- Progress and completion (see the file comment) ---
