@@ -17,25 +17,38 @@ using testing::Servers;
 
 // A random small cluster: 1 training server and 6 loaned 4-GPU servers, filled
 // with a random mix of inelastic and elastic jobs, some of which have finished.
-std::unique_ptr<Harness> RandomCluster(std::mt19937_64& rng) {
+// With `random_lengths`, jobs run 30 s to 3,000 s (linear model, 1 iteration
+// per worker-second) or practically forever, and none has finished.
+std::unique_ptr<Harness> RandomCluster(std::mt19937_64& rng, bool random_lengths = false) {
   auto servers = Servers(1, 0);
   auto loaned = Servers(0, 6, 4, "A100", 1);
   servers.insert(servers.end(), loaned.begin(), loaned.end());
   auto h = std::make_unique<Harness>(servers);
   h->Loan({1, 2, 3, 4, 5, 6});
   const int jobs = 3 + static_cast<int>(rng() % 8);
+  static const double kSeconds[] = {30, 100, 250, 1000, 3000, 1e6};
   for (int j = 1; j <= jobs; ++j) {
     const int n = 1 + static_cast<int>(rng() % 6);
+    const double work = random_lengths ? n * kSeconds[rng() % 6] : 1e9;
     if (rng() % 2) {
-      h->Submit(Inelastic(j, n, 1e9), 1);
+      h->Submit(Inelastic(j, n, work), 1);
     } else {
-      h->Submit(Elastic(j, n, n + static_cast<int>(rng() % 8), 1e9), 1);
+      h->Submit(Elastic(j, n, n + static_cast<int>(rng() % 8), work), 1);
     }
   }
+  if (random_lengths) return h;
   for (int j = 1; j <= jobs; ++j) {
     if (rng() % 4 == 0 && h->job(j).status != JobStatus::kFinished) h->Send(JobFinished{static_cast<JobId>(j)}, 1);
   }
   return h;
+}
+
+// A reclaim of `k` servers with `notice` seconds before its deadline, decided on h's state.
+Result<ReclaimDecision> DecideWithNotice(const Harness& h, int k, ReclaimStrategy s, double notice) {
+  Reclaim r;
+  r.count = k;
+  r.deadline = h.now() + notice;
+  return DecideReclaim(h.state(), r, s, 1);
 }
 
 TEST(ReclaimTest, GreedyAgainstExactOnRandomSmallInstances) {
@@ -156,10 +169,7 @@ TEST(ReclaimTest, ALongerNoticeNeverCostsMore) {
         ReclaimCost prev;
         bool first = true;
         for (double notice : {0.0, 4.0, 10.0, 60.0, 300.0, 3600.0}) {
-          Reclaim r;
-          r.count = k;
-          r.deadline = h->now() + notice;
-          auto d = DecideReclaim(h->state(), r, s, 1);
+          auto d = DecideWithNotice(*h, k, s, notice);
           ASSERT_TRUE(d.ok()) << d.status();
           if (!first) {
             EXPECT_LE(d->cost.preemptions, prev.preemptions) << ReclaimStrategyName(s) << " notice " << notice;
@@ -179,28 +189,6 @@ TEST(ReclaimTest, ALongerNoticeNeverCostsMore) {
   EXPECT_GT(saved, 0);
 }
 
-// A cluster like RandomCluster's whose jobs have random lengths (linear model,
-// 1 iteration per worker-second): some finish within 60 s, 300 s or 3,600 s.
-std::unique_ptr<Harness> RandomLengthCluster(std::mt19937_64& rng) {
-  auto servers = Servers(1, 0);
-  auto loaned = Servers(0, 6, 4, "A100", 1);
-  servers.insert(servers.end(), loaned.begin(), loaned.end());
-  auto h = std::make_unique<Harness>(servers);
-  h->Loan({1, 2, 3, 4, 5, 6});
-  const int jobs = 3 + static_cast<int>(rng() % 8);
-  static const double kSeconds[] = {30, 100, 250, 1000, 3000, 1e6};
-  for (int j = 1; j <= jobs; ++j) {
-    const int n = 1 + static_cast<int>(rng() % 6);
-    const double work = n * kSeconds[rng() % 6];
-    if (rng() % 2) {
-      h->Submit(Inelastic(j, n, work), 1);
-    } else {
-      h->Submit(Elastic(j, n, n + static_cast<int>(rng() % 8), work), 1);
-    }
-  }
-  return h;
-}
-
 TEST(ReclaimTest, ALongerDeadlineNeverCostsMoreWhenJobsMayFinish) {
   // On random clusters with jobs of random lengths, a reclaim with 0, 60, 300
   // or 3,600 s of notice: each longer deadline costs no more preemptions, and
@@ -210,7 +198,7 @@ TEST(ReclaimTest, ALongerDeadlineNeverCostsMoreWhenJobsMayFinish) {
   std::mt19937_64 rng(11);
   int left = 0, fewer = 0;
   for (int i = 0; i < 150; ++i) {
-    auto h = RandomLengthCluster(rng);
+    auto h = RandomCluster(rng, /*random_lengths=*/true);
     const int loaned = static_cast<int>(h->state().LoanedServers().size());
     for (int k = 1; k <= std::min(4, loaned); ++k) {
       for (auto s : {ReclaimStrategy::kExact, ReclaimStrategy::kGreedy, ReclaimStrategy::kFewestGpus,
@@ -218,10 +206,7 @@ TEST(ReclaimTest, ALongerDeadlineNeverCostsMoreWhenJobsMayFinish) {
         ReclaimCost prev;
         bool first = true;
         for (double notice : {0.0, 60.0, 300.0, 3600.0}) {
-          Reclaim r;
-          r.count = k;
-          r.deadline = h->now() + notice;
-          auto d = DecideReclaim(h->state(), r, s, 1);
+          auto d = DecideWithNotice(*h, k, s, notice);
           ASSERT_TRUE(d.ok()) << d.status();
           // Costs are ordered by (preemptions, lost GPU-time): fewer
           // preemptions may cost more shrink pauses, never the reverse.
@@ -234,7 +219,7 @@ TEST(ReclaimTest, ALongerDeadlineNeverCostsMoreWhenJobsMayFinish) {
           }
           for (JobId j : d->left) {
             EXPECT_LE(h->state().EstimatedFinishTime(j) + h->state().config().CheckpointSeconds(0),
-                      r.deadline + 1e-9);
+                      h->now() + notice + 1e-9);
             for (const auto& a : d->actions) EXPECT_NE(a.job, j) << "a job left to finish got an action";
           }
           if (notice == 0) EXPECT_TRUE(d->left.empty());

@@ -52,6 +52,9 @@ grep -q '"inelastic_on_loaned": false' "$TMP/f1.json" || fail "--inelastic-on-lo
 grep -q '"inelastic_on_loaned": false' "$TMP/f2.json" || fail "--no-inelastic-on-loaned ignored"
 "$SIM" "${SMALL[@]}" --fifo=false --json "$TMP/f3.json" >/dev/null
 grep -q '"fifo": false' "$TMP/f3.json" || fail "--fifo=false read as true"
+"$SIM" "${SMALL[@]}" --hetero-dp --json "$TMP/f4.json" >/dev/null
+grep -q '"hetero_dp": true' "$TMP/f4.json" || fail "--hetero-dp ignored"
+grep -q '"throughput_row": "usual"' "$TMP/f4.json" || fail "the default throughput row is not usual"
 set +e
 "$SIM" "${SMALL[@]}" stray >/dev/null 2>"$TMP/err"; rc=$?
 set -e
