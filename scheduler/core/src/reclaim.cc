@@ -15,7 +15,8 @@ namespace {
 // (by its curves), or 0 when none >= its base size exists.
 int LargestAllowedSize(const ClusterState& state, const JobInfo& job, const Placement& placement,
                        int limit) {
-  std::vector<int> types;
+  static thread_local std::vector<int> types;
+  types.clear();
   for (const auto& [sid, n] : placement) {
     int t = state.servers()[state.server_index(sid)].type;
     if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
@@ -99,12 +100,13 @@ std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<Serv
 
 // What happens to `job` (with current placement `cur`) when it loses its workers
 // on `removed`: the new placement (empty = preempted).
+template <typename Removed>
 Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
-                       const std::unordered_set<ServerId>& removed, bool elastic) {
+                       const Removed& removed, bool elastic) {
   Placement rest;
   int left = 0;
   for (const auto& [sid, n] : cur) {
-    if (!removed.count(sid)) {
+    if (!removed(sid)) {
       rest[sid] = n;
       left += n;
     }
@@ -134,8 +136,9 @@ struct Scratch {
   ReclaimCost Cost(ServerId sid, bool apply, int* freed = nullptr) {
     ReclaimCost cost;
     const ServerInfo& s = *state.server(sid);
-    const std::unordered_set<ServerId> removed = {sid};
-    std::unordered_map<ServerId, int> dropped;  // other server -> workers leaving it
+    const auto removed = [sid](ServerId x) { return x == sid; };
+    static thread_local std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+    dropped.clear();
     for (const auto& [jid, unused] : s.jobs) {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
@@ -155,7 +158,14 @@ struct Scratch {
           if (other == sid) continue;
           auto it = next.find(other);
           const int stays = it == next.end() ? 0 : it->second;
-          if (n > stays) dropped[other] += n - stays;
+          if (n > stays) {
+            auto d = std::find_if(dropped.begin(), dropped.end(), [other = other](const auto& e) { return e.first == other; });
+            if (d == dropped.end()) {
+              dropped.emplace_back(other, n - stays);
+            } else {
+              d->second += n - stays;
+            }
+          }
         }
       }
       if (apply) placement[jid] = std::move(next);
@@ -281,7 +291,8 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
                             std::vector<Action>* actions, int* shrinks, bool elastic,
                             Seconds notice, std::vector<JobId>* left) {
   ReclaimCost cost;
-  const std::unordered_set<ServerId> removed(servers.begin(), servers.end());
+  const std::unordered_set<ServerId> removed_set(servers.begin(), servers.end());
+  const auto removed = [&removed_set](ServerId x) { return removed_set.count(x) > 0; };
   std::set<JobId> affected;
   for (ServerId sid : servers) {
     const ServerInfo* s = state.server(sid);
@@ -330,11 +341,7 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
   return cost;
 }
 
-Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
-                                      ReclaimStrategy strategy, std::uint64_t seed, bool elastic) {
-  const std::vector<ServerId> loaned = state.LoanedServers();
-  const Seconds notice = std::max(0.0, reclaim.deadline - state.now());
-  ReclaimDecision d;
+Status ValidateReclaim(const ClusterState& state, const Reclaim& reclaim) {
   if (!reclaim.servers.empty()) {
     if (reclaim.count != 0 && reclaim.count != static_cast<int>(reclaim.servers.size())) {
       return Status::InvalidArgument("reclaim: count " + std::to_string(reclaim.count) +
@@ -353,17 +360,29 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
         return Status::InvalidArgument("reclaim: server " + std::to_string(sid) + " named twice");
       }
     }
+    return Status::Ok();
+  }
+  if (reclaim.count <= 0) {
+    return Status::InvalidArgument("reclaim: count must be > 0, got " + std::to_string(reclaim.count));
+  }
+  int loaned = 0;
+  for (const auto& s : state.servers()) loaned += s.loaned() && !s.draining();
+  if (reclaim.count > loaned) {
+    return Status::OutOfRange("reclaim of " + std::to_string(reclaim.count) + " servers but only " +
+                              std::to_string(loaned) + " are loaned");
+  }
+  return Status::Ok();
+}
+
+Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
+                                      ReclaimStrategy strategy, std::uint64_t seed, bool elastic) {
+  ARYL_RETURN_IF_ERROR(ValidateReclaim(state, reclaim));
+  const std::vector<ServerId> loaned = state.LoanedServers();
+  const Seconds notice = std::max(0.0, reclaim.deadline - state.now());
+  ReclaimDecision d;
+  if (!reclaim.servers.empty()) {
     d.servers = reclaim.servers;
   } else {
-    if (reclaim.count <= 0) {
-      return Status::InvalidArgument("reclaim: count must be > 0, got " +
-                                     std::to_string(reclaim.count));
-    }
-    if (reclaim.count > static_cast<int>(loaned.size())) {
-      return Status::OutOfRange("reclaim of " + std::to_string(reclaim.count) +
-                                " servers but only " + std::to_string(loaned.size()) +
-                                " are loaned");
-    }
     // Idle servers first (failed ones before healthy ones), lowest id first.
     std::vector<ServerId> idle, busy;
     for (ServerId sid : loaned) (state.server(sid)->used == 0 ? idle : busy).push_back(sid);

@@ -131,8 +131,7 @@ Status Scheduler::Impl::Validate(const Event& e) const {
           }
           return Status::Ok();
         } else if constexpr (std::is_same_v<T, Reclaim>) {
-          // DecideReclaim validates without changing anything.
-          return DecideReclaim(st, body, ReclaimStrategy::kFewestGpus, 0).status();
+          return ValidateReclaim(st, body);
         } else if constexpr (std::is_same_v<T, ServerFailed>) {
           const ServerInfo* s = st.server(body.server);
           if (!s) return Status::NotFound("failure of unknown server " + std::to_string(body.server));

@@ -75,8 +75,12 @@ struct ReclaimDecision {
   bool fell_back = false;         // exact was too large; greedy was used
 };
 
-// Validates the reclaim against `state` (count <= loaned servers, named servers
-// loaned, no duplicates, count > 0 or names given) and decides it. `seed` drives
+// Checks the reclaim against `state` without deciding it: count <= loaned
+// servers not already being reclaimed, named servers loaned and not being
+// reclaimed, no duplicates, count > 0 or names given.
+Status ValidateReclaim(const ClusterState& state, const Reclaim& reclaim);
+
+// Validates the reclaim (ValidateReclaim) and decides it. `seed` drives
 // the random strategy. `elastic` is the policy's (Policy::elastic): when false no
 // job is shrunk, every job on a returned server is preempted.
 Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& reclaim,
