@@ -38,7 +38,7 @@ python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
 print(f"{'point':<16} {'base util':>9} {'wait x':>7} {'1st start x':>11} {'JCT x':>7} {'p99 JCT x':>9} "
-      f"{'overall +%':>10} {'loaned GPU-h':>12} {'wasted GPU-h':>12} {'preempt':>8} {'late':>5}")
+      f"{'overall +%':>10} {'loaned GPU-h':>12} {'wasted GPU-h':>12} {'lost GPU-h':>10} {'preempt':>8} {'late':>5}")
 def key(n):
     a, b = n[:-5].split('-', 1)
     try: return (a, float(b))
@@ -51,5 +51,6 @@ for name in sorted((f for f in os.listdir(out) if f.endswith('.json')), key=key)
     print(f"{name[:-5]:<16} {b['training_usage']*100:8.1f}% {gain(b['avg_wait_s'], a['avg_wait_s']):6.2f}x "
           f"{gain(b['avg_queue_s'], a['avg_queue_s']):10.2f}x {b['avg_jct_s']/a['avg_jct_s']:6.2f}x "
           f"{b['p99_jct_s']/a['p99_jct_s']:8.2f}x {(a['overall_usage']/b['overall_usage']-1)*100:9.1f}% "
-          f"{a['loaned_gpu_hours']:12.0f} {a['wasted_gpu_hours']:12.0f} {a['preemptions']:8d} {a['reclaims_late']:5d}")
+          f"{a['loaned_gpu_hours']:12.0f} {a['wasted_gpu_hours']:12.0f} {a['lost_gpu_hours']:10.0f} {a['preemptions']:8d} "
+          f"{a['reclaims_late']:5d}")
 PY
