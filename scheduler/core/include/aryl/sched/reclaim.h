@@ -30,7 +30,8 @@
 //   - exact: every subset of the busy servers of the needed size, least joint
 //     cost (small instances only; above SchedulerConfig::exact_reclaim_limit
 //     subsets it falls back to greedy and says so in the actions' reason).
-// A reclaim is never refused or late: the actions are in the plan answering it.
+// A reclaim is never refused or late: its actions are in the plan answering it
+// (servers waiting for jobs left to finish are returned later, by the deadline).
 #pragma once
 
 #include <cstddef>

@@ -8,9 +8,11 @@
 //   3. applies the event itself (a new job is queued, a finished job frees its
 //      GPUs, loaned servers join, a reclaim's shrinks/preemptions/returns, a failed
 //      server's jobs shrink or are preempted);
-//   4. asks the policy for the round's changes (admission, elastic allocation,
+//   4. returns reclaimed servers that emptied, and makes jobs left to finish on
+//      them that will not make the deadline leave (before and after step 5);
+//   5. asks the policy for the round's changes (admission, elastic allocation,
 //      placement) and applies them;
-// and returns every action of steps 3-4 as one Plan, in an order the driver can
+// and returns every action of steps 3-5 as one Plan, in an order the driver can
 // execute (see the ordering contract in types.h). Every action goes through
 // ClusterState::Apply, the one code path that mutates placements.
 // Deterministic: the same sequence of events gives the same plans.
@@ -57,8 +59,10 @@ class Scheduler {
   const SchedulerConfig& config() const;
   // Whether the policy resizes jobs (Policy::elastic).
   bool elastic() const;
-  // When the policy next needs a round without an event (Policy::next_wakeup);
-  // infinity when it does not. A driver sends a Tick at that time.
+  // When the core next needs a round without an event: the policy's
+  // (Policy::next_wakeup) or the time a job left to finish on a reclaimed
+  // server must leave should it not be done (deadline - its checkpoint time);
+  // infinity when none. A driver sends a Tick at that time.
   Seconds NextWakeup() const;
 
   // Called after every action is applied, with the state it left. For tests

@@ -97,9 +97,12 @@ struct JobProgress { JobId job = 0; double remaining_work = 0; };
 struct ServersLoaned { std::vector<ServerId> servers; };
 // The inference side wants servers back: `count` of any loaned servers, or exactly
 // the named ones (when `servers` is non-empty), returned by `deadline`.
-// The core meets every reclaim in the plan that answers it (never refused, never
-// late); more servers than are loaned, or a named server that is not loaned, is
-// an error and changes nothing.
+// The core meets every reclaim by its deadline (never refused, never late): in
+// the plan that answers it, or, for a server whose jobs are left to finish
+// before the deadline (SchedulerConfig::reclaim_lets_jobs_finish), in the plan
+// of the event that empties it or of the Tick at Scheduler::NextWakeup. More
+// servers than are loaned (and not already being reclaimed), or a named server
+// that is not, is an error and changes nothing.
 struct Reclaim { int count = 0; std::vector<ServerId> servers; Seconds deadline = 0; };
 struct ServerFailed { ServerId server = 0; };
 struct ServerRecovered { ServerId server = 0; };
