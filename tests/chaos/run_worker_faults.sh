@@ -26,6 +26,7 @@
 #
 # Env: BUILD (default build), STEPS (1500), KILL_AT (400), RUN_TIMEOUT (120),
 #      PARAM_RTOL (5e-3; resized runs measured up to 5e-4 from the reference),
+#      SLEEP_MS (8, per training step),
 #      KEEP=1 keeps the work directories, OUT=FILE also writes the table there,
 #      ARYL_CHAOS_RESULTS=FILE appends one JSON line per run
 #      {"fault","ok","steps_lost","max_pause_s"} (scripts/chaos-table.sh).
@@ -40,6 +41,9 @@ STEPS="${STEPS:-1500}"
 KILL_AT="${KILL_AT:-400}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-120}"
 PARAM_RTOL="${PARAM_RTOL:-5e-3}"
+# Per-step sleep: the steps after the kill must outlast a replacement's start
+# (seen: 2.3 s on a loaded machine, while 1,100 unslowed steps took 2.5 s).
+SLEEP_MS="${SLEEP_MS:-8}"
 SCHED="$BUILD/scheduler/aryl-scheduler"
 AGENT="$BUILD/agent/aryl-agent"
 RUN="$BUILD/cli/aryl-run"
@@ -97,7 +101,7 @@ one_run() {
   disown $!
   wait_for 20 grep -s -q "registered with" "$dir/agent.log"
   timeout "$RUN_TIMEOUT" "$RUN" --scheduler "$ep" --name chaos --min 1 --max 3 -- \
-    "$MLP" --steps "$STEPS" --log-every 1 >"$dir/run.out" 2>"$dir/run.err" &
+    "$MLP" --steps "$STEPS" --sleep-ms "$SLEEP_MS" --log-every 1 >"$dir/run.out" 2>"$dir/run.err" &
   local run_pid=$!
   local kill_time=""
   if [ "$fault" != none ]; then
