@@ -241,11 +241,11 @@ TEST_F(InspectTest, ElasticJobRescaleAndCheckpoint) {
   auto c = Client();
   ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
   p::SubmitJob m;
-  m.argv = {ARYL_MLP_BIN, "--steps", "400", "--log-every", "10", "--hidden", "32"};
+  m.argv = {ARYL_MLP_BIN, "--steps", "1000000", "--log-every", "10", "--hidden", "32"};
   m.min_workers = 1;
   m.max_workers = 2;
   m.checkpoint_dir = (dir_ / "ckpt").string();
-  m.env["ARYL_CHECKPOINT_EVERY"] = "20";
+  m.env["ARYL_CHECKPOINT_EVERY"] = "200";
   auto reply = c->Call<p::SubmitReply>(m, milliseconds(3000));
   ASSERT_TRUE(reply.ok()) << reply.status();
   p::JobId job = reply->job;
@@ -264,7 +264,9 @@ TEST_F(InspectTest, ElasticJobRescaleAndCheckpoint) {
   EXPECT_GT(d["rescales"][0]["phases"]["total"].get<double>(), 0);
   EXPECT_GE(d["history"].size(), 2u);
   EXPECT_EQ(d["history"].back()["kind"], "resize");
-  EXPECT_GE(d["last_checkpoint"]["step"].get<int>(), 20);
+  EXPECT_EQ(d["rescales"][0]["generation"], d["history"].back()["generation"]);  // the scheduler's numbering
+  EXPECT_GE(d["rescales"][0]["store_generation"].get<int>(), 1000);               // the runtime's
+  EXPECT_GE(d["last_checkpoint"]["step"].get<int>(), 200);
   EXPECT_NE(d["last_checkpoint"]["path"].get<std::string>().find("ckpt"), std::string::npos);
   Outcome table = Aryl({"describe", "job", std::to_string(job), "-o", "wide"});
   EXPECT_NE(table.out.find("PAUSE-S"), std::string::npos) << table.out;
@@ -273,6 +275,9 @@ TEST_F(InspectTest, ElasticJobRescaleAndCheckpoint) {
   Outcome logs = Aryl({"logs", std::to_string(job)});
   EXPECT_EQ(logs.code, 0) << logs.err;
   EXPECT_NE(logs.out.find("step="), std::string::npos) << logs.out.substr(0, 2000);
+  p::CancelJob cancel;
+  cancel.job = job;
+  EXPECT_TRUE(c->Call<p::Ok>(cancel, milliseconds(3000)).ok());
 }
 #endif
 

@@ -195,7 +195,7 @@ inline std::vector<Message> SampleMessages() {
       .history = {{.time = 1.7e9 + 1, .kind = "start", .generation = 1, .placement = {{"train-01", 2}}, .reason = "fits"},
                   {.time = 1.7e9 + 5, .kind = "resize", .generation = 3, .placement = {{"train-01", 2}, {"train-02", 2}},
                    .reason = "grow"}},
-      .rescales = {{.time = 1.7e9 + 6, .generation = 3, .from_workers = 2, .to_workers = 4, .planned = true, .phases = phases}},
+      .rescales = {{.time = 1.7e9 + 6, .generation = 3, .store_generation = 3000, .from_workers = 2, .to_workers = 4, .planned = true, .phases = phases}},
       .preemptions = {{.time = 1.7e9 + 3, .node = "", .worker = -1, .message = "reclaim of inf-03"}},
       .exec_errors = {{.time = 1.7e9 + 2, .node = "train-02", .worker = 7, .message = "exec ./train: No such file"}},
       .last_checkpoint = CheckpointRow{.time = 1.7e9 + 7, .generation = 3, .step = 1200, .path = "/ckpt/step-1200",

@@ -2,6 +2,7 @@
 // is about and its facts as JSON beside the text), and the inspection requests
 // that read them back: describe job, describe node, list events, and the
 // checkpoint reports describe shows (protocol/inspect.h, steps 1-3 and 8).
+#include "aryl/protocol/generation.h"
 #include "daemon_impl.h"
 
 namespace aryl::daemon {
@@ -43,6 +44,10 @@ T Get(const json& data, const char* key, T fallback) {
     return fallback;
   }
 }
+
+// The scheduler's generation of a runtime (store) generation (generation.h);
+// jobs without a rendezvous store number their generations like the scheduler.
+std::int64_t PlanOfStore(std::int64_t g) { return g >= p::kFaultsPerPlan ? p::PlanOf(g) : std::max<std::int64_t>(0, g); }
 
 // Keeps the newest `max` (the vector is oldest first); true when some were dropped.
 template <typename T>
@@ -155,7 +160,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
     if (!data.contains("phases")) continue;  // a row of an older version: no numbers
     p::Rescale r;
     r.time = std::max(0.0, e.time);
-    r.generation = std::max<std::int64_t>(0, Get<std::int64_t>(data, "generation", 0));
+    r.store_generation = std::max<std::int64_t>(0, Get<std::int64_t>(data, "generation", 0));
+    r.generation = PlanOfStore(r.store_generation);
     r.from_workers = std::max<std::int64_t>(0, Get<std::int64_t>(data, "from_workers", 0));
     r.to_workers = std::max<std::int64_t>(0, Get<std::int64_t>(data, "to_workers", 0));
     r.planned = Get<bool>(data, "planned", true);
@@ -191,7 +197,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
       json data = ParseData(rows->front().data);
       p::CheckpointRow row;
       row.time = std::max(0.0, rows->front().time);
-      row.generation = std::max<std::int64_t>(0, Get<std::int64_t>(data, "generation", 0));
+      row.generation = PlanOfStore(Get<std::int64_t>(data, "generation", 0));
       row.step = std::max<std::int64_t>(0, Get<std::int64_t>(data, "step", 0));
       row.path = Get<std::string>(data, "path", "");
       row.bytes = std::max<std::int64_t>(0, Get<std::int64_t>(data, "bytes", 0));
@@ -295,7 +301,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListEvents
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointReport& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;  // a late report of a job that is over
-  p::CheckpointRow row{WallNow(), m.generation, m.step, m.path, m.bytes, m.seconds, m.agent_id};
+  p::CheckpointRow row{WallNow(), PlanOfStore(m.generation), m.step, m.path, m.bytes, m.seconds, m.agent_id};
   last_checkpoint[m.job] = row;
   if (last_checkpoint.size() > 2 * jobs.size() + 1000)
     std::erase_if(last_checkpoint, [&](const auto& kv) { return !jobs.count(kv.first); });

@@ -119,10 +119,13 @@ struct PlacementChange {
   bool operator==(const PlacementChange&) const = default;
 };
 
-// A resize as the runtime measured it (ResizeReport).
+// A resize as the runtime measured it (ResizeReport). generation is the
+// scheduler's (the one in the placement history); store_generation the
+// runtime's (generation.h: a plan's, or a fault recovery's between plans).
 struct Rescale {
   double time = 0;
   std::int64_t generation = 0;
+  std::int64_t store_generation = 0;
   std::int64_t from_workers = 0;
   std::int64_t to_workers = 0;
   bool planned = true;
@@ -131,6 +134,7 @@ struct Rescale {
   void Visit(V& v) {
     v("time", time, {.min = 0});
     v("generation", generation, {.min = 0});
+    v("store_generation", store_generation, {.min = 0});
     v("from_workers", from_workers, {.min = 0});
     v("to_workers", to_workers, {.min = 0});
     v("planned", planned);
@@ -157,7 +161,7 @@ struct JobIncident {
 
 struct CheckpointRow {
   double time = 0;
-  std::int64_t generation = 0;
+  std::int64_t generation = 0;  // the scheduler's (see Rescale)
   std::int64_t step = 0;
   std::string path{};
   std::int64_t bytes = 0;

@@ -14,8 +14,7 @@
 //               Each row may name the nodes it is about (event_nodes) and carry
 //               its facts as JSON (data), which `aryl describe` and `aryl events`
 //               read; `detail` says the same for people.
-//   core_events the inputs of the scheduling core, in order, for replay. `aryl status JOB` reads a job's history
-//               from it.
+//   core_events the inputs of the scheduling core, in order, for replay.
 //
 // Every mutating call is one transaction: it is either wholly on disk or not at
 // all. Batch() groups several calls into one transaction (one fsync) for a round.
