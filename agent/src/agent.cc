@@ -29,6 +29,7 @@
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
 #include "agent_security.h"
+#include "log_reader.h"
 #include "run_as.h"
 
 namespace aryl::agent {
@@ -464,6 +465,7 @@ class Agent::Impl {
     if (auto* m = std::get_if<p::StartWorkers>(&msg)) return OnStart(*m);
     if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
     if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
+    if (auto* m = std::get_if<p::LogRead>(&msg)) return Send(ReadWorkerLog(opt.log_dir, opt.id, *m));
     if (auto* a = std::get_if<p::WorkerExitAck>(&msg)) {
       unacked_exits.erase({a->job, a->worker});
       return;
@@ -565,6 +567,9 @@ class Agent::Impl {
       } else if (auto* pr = std::get_if<p::WorkerProgress>(&msg)) {
         auto& cur = worker_progress[pr->job];
         if (!cur.fresh || pr->step >= cur.msg.step) cur = {*pr, true};
+      } else if (auto* c = std::get_if<p::CheckpointReport>(&msg)) {
+        c->agent_id = opt.id;  // rank 0's checkpoint, relayed (protocol/inspect.h, step 8)
+        if (registered) Send(*c);
       } else if (auto* l = std::get_if<p::WorkerLeave>(&msg)) {
         spdlog::info("job {} worker {} leaves at step {} (not in generation {})", l->job, l->worker, l->step,
                      l->generation);

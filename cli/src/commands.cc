@@ -53,7 +53,7 @@ std::vector<Command> MetaCommands() {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> table = [] {
     std::vector<Command> all;
-    for (auto group : {JobCommands(), ClusterCommands(), TopCommands(), MetaCommands()})
+    for (auto group : {JobCommands(), DescribeCommands(), LogCommands(), ClusterCommands(), TopCommands(), MetaCommands()})
       for (auto& c : group) all.push_back(std::move(c));
     return all;
   }();

@@ -63,10 +63,16 @@ std::string ZshCompletion();
 std::vector<Command> JobCommands();      // submit, jobs, status, cancel (cmd_jobs.cc)
 std::vector<Command> ClusterCommands();  // nodes, pool offer/reclaim, keygen (cmd_cluster.cc)
 std::vector<Command> TopCommands();      // top (cmd_top.cc)
+std::vector<Command> DescribeCommands();  // describe job, describe node (cmd_describe.cc)
+std::vector<Command> LogCommands();       // logs, events (cmd_logs.cc)
 
 // The jobs and nodes tables (aryl jobs, aryl nodes, aryl top).
 std::string JobsTable(const std::vector<protocol::JobRow>& rows, const OutputOptions& out);
 std::string NodesTable(const std::vector<protocol::NodeRow>& nodes, const OutputOptions& out);
+// Journal rows (aryl events, aryl describe node).
+Table EventsTable(const std::vector<protocol::EventRow>& rows, const OutputOptions& out);
+// `s` with control characters shown as '?' (text from the journal in tables).
+std::string Printable(const std::string& s);
 
 // "0.5", "120s", "2m", "1h" as seconds; nullopt unless finite and >= 0.
 std::optional<double> ParseDuration(const std::string& s);

@@ -89,6 +89,19 @@ void AgentChannel::ReportResize(const ResizeReport& r) {
   (void)client_->Send(m, kSendTimeout);
 }
 
+void AgentChannel::ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes,
+                                    double seconds) {
+  protocol::CheckpointReport m;
+  m.job = job_;
+  m.worker = worker_;
+  m.generation = generation;
+  m.step = step;
+  m.path = path;
+  m.bytes = bytes;
+  m.seconds = seconds;
+  (void)client_->Send(m, kSendTimeout);
+}
+
 void AgentChannel::ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second) {
   protocol::WorkerProgress m;
   m.job = job_;

@@ -6,8 +6,8 @@
 //    worker was started for, for a joiner).
 //  - Poll(): drains pushes without blocking: later GenerationAnnounce
 //    (planned changes) and WorkerCheckpointRequest (preemption notices).
-//  - ReportResize / ReportProgress / Leave: one-way WorkerResizeReport,
-//    WorkerProgress, WorkerLeave.
+//  - ReportResize / ReportProgress / Leave / ReportCheckpoint: one-way
+//    WorkerResizeReport, WorkerProgress, WorkerLeave, CheckpointReport.
 //  - Done(): WorkerDone -> Ok, the program's outcome just before it exits
 //    (protocol step 18); bounded by `timeout`.
 // Thread safety: one thread (the training loop).
@@ -46,6 +46,7 @@ class AgentChannel {
   void ReportResize(const ResizeReport& report);
   void ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second);
   void Leave(int64_t generation, int64_t step);
+  void ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes, double seconds);
   Status Done(int64_t generation, int64_t step, const std::string& outcome, const std::string& message,
               std::chrono::milliseconds timeout);
 

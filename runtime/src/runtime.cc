@@ -235,6 +235,7 @@ class Runtime::Impl {
     }
     spdlog::info("aryl: checkpoint {} step={} world={} bytes={} seconds={:.3f}", info->path, state.step(), world_,
                  bytes->size(), Now() - t0);
+    if (channel_) channel_->ReportCheckpoint(gen_, state.step(), info->path, static_cast<int64_t>(bytes->size()), Now() - t0);
     return Status::Ok();
   }
 

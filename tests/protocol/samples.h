@@ -170,6 +170,58 @@ inline std::vector<Message> SampleMessages() {
   m.push_back(StoreCheck{.keys = {"a"}});
   m.push_back(StoreDeleteKey{.key = "a"});
   m.push_back(StoreReply{.value = Bytes{"xyz"}, .number = 3, .flag = true});
+  EventRow ev{.seq = 41,
+              .time = 1.7e9 + 5,
+              .job = 12,
+              .nodes = {"train-01", "train-02"},
+              .kind = "resize",
+              .detail = "generation 3 on train-01:2,train-02:2 (grow)",
+              .data = {{"generation", 3}, {"reason", "grow"}}};
+  m.push_back(DescribeJob{.job = 12});
+  m.push_back(JobDescription{
+      .row = row,
+      .argv = {"./train", "--lr", "0.1"},
+      .env_names = {"WANDB_API_KEY"},
+      .cwd = "/work",
+      .checkpoint_dir = "/ckpt",
+      .model = "resnet50",
+      .total_work = 5000,
+      .start_time = 1.7e9 + 1,
+      .end_time = 0,
+      .exit_code = std::nullopt,
+      .message = "grow",
+      .placement = {{"train-01", 2}, {"train-02", 2}},
+      .rank0_worker = 4,
+      .history = {{.time = 1.7e9 + 1, .kind = "start", .generation = 1, .placement = {{"train-01", 2}}, .reason = "fits"},
+                  {.time = 1.7e9 + 5, .kind = "resize", .generation = 3, .placement = {{"train-01", 2}, {"train-02", 2}},
+                   .reason = "grow"}},
+      .rescales = {{.time = 1.7e9 + 6, .generation = 3, .store_generation = 3000, .from_workers = 2, .to_workers = 4, .planned = true, .phases = phases}},
+      .preemptions = {{.time = 1.7e9 + 3, .node = "", .worker = -1, .message = "reclaim of inf-03"}},
+      .exec_errors = {{.time = 1.7e9 + 2, .node = "train-02", .worker = 7, .message = "exec ./train: No such file"}},
+      .last_checkpoint = CheckpointRow{.time = 1.7e9 + 7, .generation = 3, .step = 1200, .path = "/ckpt/step-1200",
+                                       .bytes = 1 << 20, .seconds = 0.25, .node = "train-01"},
+      .history_truncated = false});
+  m.push_back(DescribeNode{.node = "train-01"});
+  m.push_back(NodeDescription{
+      .row = {.agent_id = "train-01", .host = "10.0.0.1", .pool = Pool::kTraining, .state = NodeState::kAvailable,
+              .gpu_type = "A100", .slots = 8, .used_slots = 2, .connected = true, .last_heartbeat_age = 0.4},
+      .liveness = "live",
+      .loan_state = "available",
+      .reclaim_deadline = 0,
+      .store_endpoint = "tcp://10.0.0.1:7200",
+      .workers = {{.job = 12, .job_name = "mlp", .owner = "alice", .worker = 4, .rank = 0, .local_slot = 0,
+                   .generation = 3, .leaving = false}},
+      .recent_events = {ev}});
+  m.push_back(ListEvents{.job = 12, .node = "train-01", .kind = "resize", .since = 1.7e9, .after = 40, .limit = 100});
+  m.push_back(EventsReply{.events = {ev}, .more = true, .next_after = 41});
+  m.push_back(JobLogs{.job = 12, .rank = 1, .worker = 5, .stream = "stderr", .offset = 4096, .max_bytes = 65536});
+  m.push_back(LogRead{.request = 9, .job = 12, .worker = 5, .stream = "stdout", .offset = 0, .max_bytes = 1024});
+  m.push_back(LogReadReply{.request = 9, .agent_id = "train-01", .offset = 0, .data = {std::string("step=1\n\xff", 8)},
+                           .size = 8, .error_code = Status::Code::kNotFound, .error = "log gone"});
+  m.push_back(LogChunk{.job = 12, .worker = 5, .rank = 1, .agent_id = "train-01", .stream = "stdout", .offset = 0,
+                       .data = {"step=1 loss=0.5\n"}, .size = 16, .running = true});
+  m.push_back(CheckpointReport{.agent_id = "train-01", .job = 12, .worker = 4, .generation = 3, .step = 1200,
+                               .path = "/ckpt/step-1200", .bytes = 1 << 20, .seconds = 0.25});
   return m;
 }
 

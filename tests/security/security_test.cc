@@ -230,7 +230,7 @@ TEST_F(SecurityTest, SecretEnvNotInJournal) {
   ASSERT_EQ(sqlite3_open_v2((dir_ / "state.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*), sum(instr(detail, 'hunter2') > 0), sum(instr(detail, 'API_TOKEN') > 0) FROM events",
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*), sum(instr(detail || data, 'hunter2') > 0), sum(instr(detail, 'API_TOKEN') > 0) FROM events",
                                -1, &q, nullptr),
             SQLITE_OK) << sqlite3_errmsg(db);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
@@ -334,6 +334,59 @@ TEST_F(SecurityTest, SubmitEnvPolicyAndClusterId) {
   auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("PYTHONPATH"), std::string::npos) << r.status();
+}
+
+// describe, logs and events of another user's job are refused; a user's event
+// listing holds only cluster rows and their own jobs'; operators see all.
+TEST_F(SecurityTest, InspectionOfOthersJobRefused) {
+  auto ops = CurveCluster();
+  auto alice = As("alice"), bob = As("bob");
+  auto job = Submit(*alice, {"sh", "-c", "echo alice-output"}, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitState(*alice, *job, p::JobState::kCompleted, 20)) << Logs();
+  auto bobs = Submit(*bob, {"true"}, 1);
+  ASSERT_TRUE(bobs.ok()) << bobs.status();
+  ASSERT_TRUE(WaitState(*bob, *bobs, p::JobState::kCompleted, 20)) << Logs();
+  auto denied = [&](const p::Message& m) {
+    auto r = bob->Request(m, milliseconds(3000));
+    EXPECT_TRUE(r.ok()) << r.status();
+    auto st = r.ok() ? p::As<p::Ok>(*r).status() : r.status();
+    EXPECT_TRUE(st.IsPermissionDenied()) << p::TypeName(m) << ": " << st;
+    EXPECT_NE(st.message().find("belongs to 'alice'"), std::string::npos) << st;
+  };
+  denied(p::DescribeJob{*job});
+  p::JobLogs logs;
+  logs.job = *job;
+  denied(logs);
+  p::ListEvents mine;
+  mine.job = *job;
+  denied(mine);
+  // Bob's own listing: cluster rows and his job's, none of alice's.
+  auto rows = bob->Call<p::EventsReply>(p::ListEvents{}, milliseconds(3000));
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  bool own = false;
+  for (const auto& e : rows->events) {
+    EXPECT_NE(e.job, *job) << e.kind << " " << e.detail;
+    own |= e.job == *bobs;
+  }
+  EXPECT_TRUE(own);
+  // Alice reads her log; an operator reads it and describes her job too.
+  auto chunk = alice->Call<p::LogChunk>(logs, milliseconds(3000));
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  EXPECT_EQ(chunk->data.data, "alice-output\n");
+  EXPECT_TRUE(ops->Call<p::LogChunk>(logs, milliseconds(3000)).ok());
+  auto d = ops->Call<p::JobDescription>(p::DescribeJob{*job}, milliseconds(3000));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->row.owner, "alice");
+  auto all = ops->Call<p::EventsReply>(mine, milliseconds(3000));
+  ASSERT_TRUE(all.ok() && !all->events.empty());
+  // A log read reply forged by a user key is refused.
+  p::LogReadReply forged;
+  forged.request = 1;
+  forged.agent_id = "a";
+  auto r = bob->Request(forged, milliseconds(3000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(p::As<p::Ok>(*r).status().IsPermissionDenied());
 }
 
 }  // namespace

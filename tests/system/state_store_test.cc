@@ -224,5 +224,65 @@ TEST_F(StateStoreTest, RefusesNewerSchema) {
   EXPECT_NE(s.status().message().find("99"), std::string::npos);
 }
 
+// Journal rows name their nodes and carry JSON facts; Events filters by job,
+// node, kind and time, reads newest first, and pages by seq.
+TEST_F(StateStoreTest, EventFiltersNodesAndData) {
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->AppendEvent(100, 0, "register", "a").ok());  // the old call: no nodes, data {}
+  ASSERT_TRUE((*s)->AppendEvent({0, 101, 7, "start", "generation 1 on a:1,b:1", {"a", "b"}, R"({"generation":1})"}).ok());
+  ASSERT_TRUE((*s)->AppendEvent({0, 102, 7, "worker_exit", "worker 0 on b", {"b"}, R"({"worker":0})"}).ok());
+  ASSERT_TRUE((*s)->AppendEvent({0, 103, 8, "start", "generation 1 on a:1", {"a"}, "{}"}).ok());
+  auto all = (*s)->Events(EventFilter{});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].data, "{}");
+  EXPECT_TRUE((*all)[0].nodes.empty());
+  EXPECT_EQ((*all)[1].nodes, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ((*all)[1].data, R"({"generation":1})");
+  auto count = [&](EventFilter f) {
+    auto r = (*s)->Events(f);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->size() : 0u;
+  };
+  EXPECT_EQ(count({.job = 7}), 2u);
+  EXPECT_EQ(count({.node = "b"}), 2u);
+  EXPECT_EQ(count({.node = "a", .kind = "start"}), 2u);
+  EXPECT_EQ(count({.job = 8, .node = "b"}), 0u);
+  EXPECT_EQ(count({.since = 102}), 2u);
+  EXPECT_EQ(count({.after = (*all)[1].seq, .limit = 1}), 1u);
+  auto newest = (*s)->Events(EventFilter{.kind = "start", .limit = 1, .newest_first = true});
+  ASSERT_TRUE(newest.ok() && newest->size() == 1u);
+  EXPECT_EQ(newest->front().job, 8u);
+  EXPECT_EQ(newest->front().nodes, std::vector<std::string>{"a"});
+}
+
+// A schema-1 file (no event nodes, no data) is migrated in place: its rows
+// read with data {} and new rows carry both.
+TEST_F(StateStoreTest, MigratesSchema1Journal) {
+  {
+    auto s = StateStore::Open(path_);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->AppendEvent(1, 0, "loan", "n1").ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  for (const char* sql : {"DROP TABLE event_nodes;", "DROP INDEX events_kind;", "DROP INDEX events_time;",
+                          "ALTER TABLE events DROP COLUMN data;", "UPDATE meta SET value = '1' WHERE key = 'schema_version';"})
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->schema_version(), 2);
+  ASSERT_TRUE((*s)->AppendEvent({0, 2, 0, "reclaim", "n1", {"n1"}, R"({"count":1})"}).ok());
+  auto rows = (*s)->Events(EventFilter{.node = "n1"});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ(rows->front().kind, "reclaim");
+  auto old = (*s)->Events(EventFilter{.kind = "loan"});
+  ASSERT_TRUE(old.ok() && old->size() == 1u);
+  EXPECT_EQ(old->front().data, "{}");
+}
+
 }  // namespace
 }  // namespace aryl::daemon

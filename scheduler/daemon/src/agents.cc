@@ -38,9 +38,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     }
     n.last_heartbeat = WallNow();
     ARYL_RETURN_IF_ERROR(SaveNode(n));
-    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "register",
-                                            n.id + " " + std::string(p::ToString(n.pool)) + " " + n.gpu_type + " x" +
-                                                std::to_string(n.slots)));
+    ARYL_RETURN_IF_ERROR(Journal(0, "register",
+                                 n.id + " " + std::string(p::ToString(n.pool)) + " " + n.gpu_type + " x" +
+                                     std::to_string(n.slots),
+                                 {{"pool", p::ToString(n.pool)}, {"gpu_type", n.gpu_type}, {"slots", n.slots}}, {n.id}));
     spdlog::info("agent {} registered ({} {} x{}, {} workers running, {} exits to report)", n.id,
                  p::ToString(n.pool), n.gpu_type, n.slots, m.workers.size(), m.exited.size());
     // Exits the agent kept for us come first: those workers ended, they are not lost.
@@ -165,7 +166,7 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
     }
     ARYL_RETURN_IF_ERROR(SaveJob(j));
   }
-  ARYL_RETURN_IF_ERROR(store->AppendEvent(now, 0, "node_failed", id));
+  ARYL_RETURN_IF_ERROR(Journal(0, "node_failed", id, json::object(), {id}));
   if (core) return Feed(s::ServerFailed{n.server_id}, "agent lost");
   return Status::Ok();
 }
@@ -190,7 +191,7 @@ Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& 
     return Transaction("drain " + name, [&]() -> Status {
       n.drained = true;
       ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "1"));
-      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "drain", name));
+      ARYL_RETURN_IF_ERROR(Journal(0, "drain", name, json::object(), {name}));
       const auto* info = core ? core->state().server(n.server_id) : nullptr;
       if (info && !info->failed) return Feed(s::ServerFailed{n.server_id}, "drain " + name);
       return Status::Ok();
@@ -201,7 +202,7 @@ Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& 
     return Transaction("resume " + name, [&]() -> Status {
       n.drained = false;
       ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "0"));
-      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "resume", name));
+      ARYL_RETURN_IF_ERROR(Journal(0, "resume", name, json::object(), {name}));
       const auto* info = core ? core->state().server(n.server_id) : nullptr;
       if (n.connected && info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "resume " + name);
       return Status::Ok();
@@ -213,7 +214,7 @@ Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& 
   return Transaction("remove " + name, [&]() -> Status {
     n.removed = true;
     ARYL_RETURN_IF_ERROR(store->SetMeta("removed/" + name, "1"));
-    return store->AppendEvent(WallNow(), 0, "remove", name);
+    return Journal(0, "remove", name, json::object(), {name});
   });
 }
 

@@ -226,6 +226,18 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
           return std::nullopt;
         } else if constexpr (std::is_same_v<T, p::JobProgress> || std::is_same_v<T, p::ResizeReport>) {
           return runs_job(m.job);
+        } else if constexpr (std::is_same_v<T, p::CheckpointReport>) {
+          if (auto r = as_agent(m.agent_id)) return r;
+          return runs_job(m.job);
+        } else if constexpr (std::is_same_v<T, p::LogReadReply>) {
+          return as_agent(m.agent_id);  // and the handler takes it only from the agent asked
+        } else if constexpr (std::is_same_v<T, p::DescribeJob> || std::is_same_v<T, p::JobLogs>) {
+          return owns(m.job);
+        } else if constexpr (std::is_same_v<T, p::ListEvents>) {
+          if (m.job != 0) return owns(m.job);
+          return need(kUserRole | kOperatorRole, "user");  // the handler keeps a user's rows to their jobs
+        } else if constexpr (std::is_same_v<T, p::DescribeNode>) {
+          return need(kUserRole | kOperatorRole, "user");
         } else if constexpr (std::is_same_v<T, p::SubmitJob>) {
           if (auto r = need(kUserRole | kOperatorRole, "user")) return r;
           m.owner = who.name;

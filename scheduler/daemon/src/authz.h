@@ -7,7 +7,9 @@
 //     Registration, heartbeats and worker/job reports are accepted only from an
 //     agent key, for its own id, and reports only about workers it runs.
 //  2. Users (--curve-users): submit jobs (the job's owner is the key's name), and
-//     list, watch, query and cancel their own jobs; see nodes and the summary.
+//     list, watch, query, describe, read the logs of and cancel their own jobs;
+//     see nodes (describe node: their own jobs' workers only), the summary, and
+//     the event journal's cluster rows and their own jobs' rows.
 //  3. Operators (--curve-operators): everything a user may do, for every job,
 //     pool offer / reclaim and nodes drain / resume / remove. Operators do not
 //     act as agents.

@@ -9,6 +9,9 @@
 //   client_handlers.cc  requests from aryl / aryl-run / inference managers
 //   status.cc           listings, the status summary and gauges
 //   inference.cc        loans, reclaims and the inference demand source
+//   journal.cc          the event journal's rows (Journal) and what describe
+//                       reads back from them; describe job/node, events
+//   logs.cc             aryl logs: the relay from client to agent and back
 //   tick.cc             the periodic work, in order
 //
 // Thread safety: everything here runs on the protocol::Server thread (its
@@ -278,6 +281,34 @@ class Daemon::Impl {
   void DemandTick(double now);
   // The Prometheus source (Init): poller and controller; InvalidArgument for a bad spec.
   Status StartDemandSource();
+
+  // --- journal.cc: journal rows with their nodes and facts (data), and the
+  // inspection requests of protocol/inspect.h that read them.
+  Status Journal(std::uint64_t job, const std::string& kind, const std::string& detail,
+                 json data = json::object(), std::vector<std::string> nodes = {});
+  // A start or resize into `members` (rank order), with the reason.
+  Status JournalPlacement(Job& j, const std::string& kind, const std::vector<p::WorkerId>& members,
+                          const std::string& reason);
+  static std::vector<std::string> JobNodes(const Job& j);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::DescribeJob& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::DescribeNode& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::ListEvents& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::CheckpointReport& m);
+  std::map<p::JobId, p::CheckpointRow> last_checkpoint;  // newest report per live job
+  std::map<p::JobId, double> checkpoint_journaled;       // wall time of its last journal row
+
+  // --- logs.cc (protocol/inspect.h, steps 4-7)
+  std::optional<p::Message> On(const p::ReplyTo& from, p::JobLogs& m);
+  std::optional<p::Message> On(const p::ReplyTo& from, p::LogReadReply& m);
+  void LogRelayTick(double now);  // answers Timeout for reads the agent left unanswered
+  struct PendingLog {
+    p::ReplyTo to;
+    std::string agent;
+    p::LogChunk chunk;  // filled in but for data and size
+    double deadline = 0;
+  };
+  std::map<std::uint64_t, PendingLog> pending_logs;
+  std::uint64_t next_log_request = 1;
 
   // --- tick.cc
   void Tick();

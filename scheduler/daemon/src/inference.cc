@@ -18,7 +18,7 @@ Status Daemon::Impl::Offer(const std::vector<std::string>& names) {
     for (const auto& name : names) {
       nodes[name].loan_state = "loaned";
       ARYL_RETURN_IF_ERROR(SaveNode(nodes[name]));
-      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "loan", name));
+      ARYL_RETURN_IF_ERROR(Journal(0, "loan", name, json::object(), {name}));
     }
     return Status::Ok();
   }));
@@ -40,9 +40,10 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
   }
   current_reclaim_deadline = deadline_s;
   Status st = Transaction("pool reclaim", [&]() -> Status {
-    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "reclaim",
-                                            std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
-                                                " server(s) within " + std::to_string(deadline_s) + " s"));
+    ARYL_RETURN_IF_ERROR(Journal(0, "reclaim",
+                                 std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
+                                     " server(s) within " + std::to_string(deadline_s) + " s",
+                                 {{"count", count}, {"deadline_seconds", deadline_s}}, names));
     return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + deadline_s}, "pool reclaim");
   });
   current_reclaim_deadline = 120;
@@ -135,7 +136,8 @@ void Daemon::Impl::ReclaimTick(double now) {
       metrics.Observe("aryl_reclaim_latency_seconds", latency);
       metrics.Observe("aryl_reclaim_slack_seconds", it->deadline - now);
       if (now > it->deadline) metrics.Inc("aryl_reclaims_late_total");
-      (void)store->AppendEvent(now, 0, "reclaimed", it->node + " empty after " + std::to_string(latency) + " s");
+      (void)Journal(0, "reclaimed", it->node + " empty after " + std::to_string(latency) + " s",
+                    {{"latency_seconds", latency}}, {it->node});
       spdlog::info("server {} returned to inference after {:.2f} s", it->node, latency);
       it = reclaims.erase(it);
       continue;

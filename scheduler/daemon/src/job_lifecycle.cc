@@ -9,7 +9,7 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
   j.rec.end_time = WallNow();
   StopJobWorkers(j, false, message);
   j.workers.clear();
-  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, std::string(JobStateName(state)), message));
+  ARYL_RETURN_IF_ERROR(Journal(j.rec.id, std::string(JobStateName(state)), message, {{"exit_code", exit_code}}));
   ARYL_RETURN_IF_ERROR(SaveJob(j));
   metrics.Inc("aryl_jobs_finished_total", "state=\"" + std::string(JobStateName(state)) + "\"");
   p::JobState ps = state == JobState::kFinished ? p::JobState::kCompleted
@@ -58,8 +58,11 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
                     (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
                     (m.error.empty() ? "" : ": " + m.error);
-  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, "worker_exit",
-                                          "worker " + std::to_string(m.worker) + " on " + m.agent_id + ": " + how));
+  ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "worker_exit", "worker " + std::to_string(m.worker) + " on " + m.agent_id + ": " + how,
+                               {{"worker", m.worker}, {"node", m.agent_id}, {"exit_code", m.exit_code ? json(*m.exit_code) : json(nullptr)},
+                                {"signal", m.signal ? json(*m.signal) : json(nullptr)},
+                                {"outcome", m.outcome}, {"leaving", leaving}, {"error", m.error}},
+                               {m.agent_id}));
   std::string who = "worker " + std::to_string(m.worker) + " on " + m.agent_id;
   if (kind == ExitKind::kCompleted && !j.completing) {
     // The program finished its work (even if it was also asked to leave): the
@@ -122,10 +125,13 @@ Status Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;
-  (void)store->AppendEvent(WallNow(), m.job, "resize_report",
-                           "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) +
-                               "->" + std::to_string(m.to_workers) + " pause " +
-                               std::to_string(m.phases.total) + " s" + (m.planned ? "" : " (fault)"));
+  (void)Journal(m.job, "resize_report",
+                "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) + "->" +
+                    std::to_string(m.to_workers) + " pause " + std::to_string(m.phases.total) + " s" +
+                    (m.planned ? "" : " (fault)"),
+                {{"generation", m.generation}, {"from_workers", m.from_workers}, {"to_workers", m.to_workers},
+                 {"planned", m.planned}, {"phases", p::ToJson(p::Message(m))["phases"]}},
+                JobNodes(jit->second));
   metrics.Observe("aryl_resize_pause_seconds", m.phases.total);
   jit->second.last_resize_pause = m.phases.total;
   snapshot_dirty = true;

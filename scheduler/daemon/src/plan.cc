@@ -90,7 +90,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       j.rec.state = JobState::kQueued;
       j.rec.placement.clear();
       j.rec.message = "preempted: " + a.reason;
-      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, "preempt", a.reason));
+      ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "preempt", a.reason, {{"reason", a.reason}}, JobNodes(j)));
       Notify(j, p::JobState::kPreempted, j.rec.message);
       return SaveJob(j);
     }
@@ -101,7 +101,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       n.loan_state = "held";
       ARYL_RETURN_IF_ERROR(SaveNode(n));
       metrics.Inc("aryl_reclaims_total");
-      ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), 0, "return", n.id + ": " + a.reason));
+      ARYL_RETURN_IF_ERROR(Journal(0, "return", n.id + ": " + a.reason, {{"reason", a.reason}}, {n.id}));
       PendingReclaim pr{n.id, WallNow(), WallNow() + current_reclaim_deadline};
       reclaims.push_back(pr);
       return Status::Ok();
@@ -306,9 +306,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   std::string kind = fresh ? "start" : "resize";
   std::map<std::string, int> placed;
   for (auto id : members) placed[j.workers[id].agent]++;
-  ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, kind,
-                                          "generation " + std::to_string(j.generation) + " on " +
-                                              PlacementString(placed) + " (" + reason + ")"));
+  ARYL_RETURN_IF_ERROR(JournalPlacement(j, kind, members, reason));
   Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
          kind + " to " + std::to_string(size) + " workers on " + PlacementString(placed) + ": " + reason);
   spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);

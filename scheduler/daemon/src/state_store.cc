@@ -7,55 +7,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <string>
 
+#include "sqlite_stmt.h"
+
 namespace aryl::daemon {
+
+using internal::Stmt;
 namespace {
-
-// One prepared statement; finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Status status(const char* what) const {
-    if (rc_ == SQLITE_OK) return Status::Ok();
-    return Error(what, rc_);
-  }
-  void Bind(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
-  void Bind(int i, std::int64_t v) { sqlite3_bind_int64(s_, i, v); }
-  void Bind(int i, double v) { sqlite3_bind_double(s_, i, v); }
-  void BindNull(int i) { sqlite3_bind_null(s_, i); }
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(s_); }
-  void Reset() { sqlite3_reset(s_); sqlite3_clear_bindings(s_); }
-  std::string Text(int col) const {
-    const unsigned char* t = sqlite3_column_text(s_, col);
-    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, col)) : std::string();
-  }
-  std::int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
-  double Real(int col) const { return sqlite3_column_double(s_, col); }
-  Status Done(const char* what) {
-    int rc = Step();
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return Status::Ok();
-    return Error(what, rc);
-  }
-  Status Error(const char* what, int rc) const {
-    std::string msg = std::string(what) + ": " + sqlite3_errmsg(db_);
-    if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) return Status::Corruption(msg);
-    if (rc == SQLITE_CONSTRAINT) return Status::AlreadyExists(msg);
-    return Status::IoError(msg);
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-  int rc_;
-};
 
 // Schema v1. Each later version appends its migration to kMigrations.
 constexpr const char* kSchemaV1 = R"sql(
@@ -105,6 +65,27 @@ CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events
 CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events
   BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
 )sql";
+
+// Migrations, in order: kMigrations[i] takes a file from version i + 1 to i + 2.
+// v2: journal rows name the nodes they are about and carry their facts as JSON
+// (aryl describe, aryl events --node).
+constexpr const char* kMigrations[] = {
+    R"sql(
+ALTER TABLE events ADD COLUMN data TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE IF NOT EXISTS event_nodes(
+  seq INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  PRIMARY KEY(node, seq));
+CREATE INDEX IF NOT EXISTS event_nodes_seq ON event_nodes(seq);
+CREATE INDEX IF NOT EXISTS events_kind ON events(kind, seq);
+CREATE INDEX IF NOT EXISTS events_time ON events(time);
+CREATE TRIGGER IF NOT EXISTS event_nodes_no_update BEFORE UPDATE ON event_nodes
+  BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS event_nodes_no_delete BEFORE DELETE ON event_nodes
+  BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
+)sql",
+};
+static_assert(std::size(kMigrations) + 1 == StateStore::kSchemaVersion);
 
 }  // namespace
 
@@ -216,6 +197,8 @@ Status StateStore::Migrate() {
     }
     ARYL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
     Status s = Exec(kSchemaV1);
+    for (const char* m : kMigrations)
+      if (s.ok()) s = Exec(m);
     if (s.ok()) {
       s = Exec(("INSERT INTO meta(key, value) VALUES('schema_version', '" +
                 std::to_string(kSchemaVersion) + "');").c_str());
@@ -242,7 +225,18 @@ Status StateStore::Migrate() {
                                       std::to_string(kSchemaVersion) + "; upgrade Aryl");
   }
   if (v < 1) return Status::Corruption(path_ + ": bad schema_version " + std::to_string(v));
-  // Migrations from v to kSchemaVersion go here, each in its own transaction.
+  // Migrations from v to kSchemaVersion, each in its own transaction.
+  for (; v < kSchemaVersion; ++v) {
+    ARYL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+    Status s = Exec(kMigrations[v - 1]);
+    if (s.ok())
+      s = Exec(("UPDATE meta SET value = '" + std::to_string(v + 1) + "' WHERE key = 'schema_version';").c_str());
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK;");
+      return s.WithContext("migrating " + path_ + " to schema " + std::to_string(v + 1));
+    }
+    ARYL_RETURN_IF_ERROR(Exec("COMMIT;"));
+  }
   schema_version_ = v;
   return Status::Ok();
 }
@@ -450,58 +444,6 @@ Result<std::vector<NodeRecord>> StateStore::ListNodes() {
   }
   if (rc != SQLITE_DONE) return q.Error("list nodes", rc);
   return nodes;
-}
-
-Status StateStore::AppendEvent(double time, std::uint64_t job, const std::string& kind,
-                               const std::string& detail) {
-  return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO events(time, job_id, kind, detail) VALUES(?, ?, ?, ?);");
-    ARYL_RETURN_IF_ERROR(q.status("prepare append event"));
-    q.Bind(1, time);
-    q.Bind(2, static_cast<std::int64_t>(job));
-    q.Bind(3, kind);
-    q.Bind(4, detail);
-    return q.Done("append event");
-  });
-}
-
-Result<std::vector<EventRecord>> StateStore::Events(std::uint64_t job, std::int64_t after, int limit) {
-  std::string sql = "SELECT seq, time, job_id, kind, detail FROM events WHERE seq > ?";
-  if (job != 0) sql += " AND job_id = ?";
-  sql += " ORDER BY seq LIMIT ?;";
-  Stmt q(db_, sql.c_str());
-  ARYL_RETURN_IF_ERROR(q.status("prepare events"));
-  int i = 1;
-  q.Bind(i++, after);
-  if (job != 0) q.Bind(i++, static_cast<std::int64_t>(job));
-  q.Bind(i++, static_cast<std::int64_t>(limit));
-  std::vector<EventRecord> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    out.push_back({q.Int(0), q.Real(1), static_cast<std::uint64_t>(q.Int(2)), q.Text(3), q.Text(4)});
-  }
-  if (rc != SQLITE_DONE) return q.Error("read events", rc);
-  return out;
-}
-
-Status StateStore::AppendCoreEvent(double time, const std::string& body) {
-  return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO core_events(time, body) VALUES(?, ?);");
-    ARYL_RETURN_IF_ERROR(q.status("prepare append core event"));
-    q.Bind(1, time);
-    q.Bind(2, body);
-    return q.Done("append core event");
-  });
-}
-
-Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
-  Stmt q(db_, "SELECT time, body FROM core_events ORDER BY seq;");
-  ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
-  std::vector<std::pair<double, std::string>> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) out.emplace_back(q.Real(0), q.Text(1));
-  if (rc != SQLITE_DONE) return q.Error("read core events", rc);
-  return out;
 }
 
 Status StateStore::SetMeta(const std::string& key, const std::string& value) {

@@ -57,6 +57,9 @@
 //      completed; an exit 0 without it (a worker stopped by a signal the runtime
 //      turned into a clean stop) is not the end of the job's work.
 //
+//  Operator inspection (describe job/node, logs through the agents, the event
+//  journal, checkpoint reports): see inspect.h, steps 1-8 there.
+//
 //  Rendezvous store (StoreClient → StoreServer, embedded in an agent, the daemon
 //  or a test coordinator; it outlives every worker):
 //  17. StoreSet, StoreGet (waits up to timeout_ms for the key), StoreAdd,
@@ -1036,6 +1039,13 @@ struct StoreReply {
   bool operator==(const StoreReply&) const = default;
 };
 
+// --- Operator inspection (describe, logs, events, checkpoints) --------------------
+}  // namespace aryl::protocol
+#define ARYL_PROTOCOL_MESSAGES_H_PARTS
+#include "aryl/protocol/inspect.h"
+#undef ARYL_PROTOCOL_MESSAGES_H_PARTS
+namespace aryl::protocol {
+
 // --- The message sum type --------------------------------------------------------
 
 // X(Type) for every message, in a fixed order (the variant's index order).
@@ -1050,7 +1060,8 @@ struct StoreReply {
   X(WorkerHello) X(GenerationAnnounce) X(WorkerResizeReport) X(WorkerProgress)             \
   X(WorkerCheckpointRequest) X(WorkerLeave) X(WorkerDone)                                  \
   X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)        \
-  X(StoreDeleteKey) X(StoreReply)
+  X(StoreDeleteKey) X(StoreReply)                                                         \
+  ARYL_PROTOCOL_INSPECT_MESSAGES(X)
 // clang-format on
 
 #define ARYL_PROTOCOL_COMMA_TYPE_(T) , T

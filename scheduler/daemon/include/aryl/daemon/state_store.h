@@ -11,8 +11,10 @@
 //   events      an append-only journal (never updated or deleted) of everything
 //               the daemon decided: submissions, starts, resizes, preemptions,
 //               loans, reclaims, exits.
-//   core_events the inputs of the scheduling core, in order, for replay. `aryl status JOB` reads a job's history
-//               from it.
+//               Each row may name the nodes it is about (event_nodes) and carry
+//               its facts as JSON (data), which `aryl describe` and `aryl events`
+//               read; `detail` says the same for people.
+//   core_events the inputs of the scheduling core, in order, for replay.
 //
 // Every mutating call is one transaction: it is either wholly on disk or not at
 // all. Batch() groups several calls into one transaction (one fsync) for a round.
@@ -75,11 +77,25 @@ struct EventRecord {
   std::uint64_t job = 0;   // 0: not about one job
   std::string kind;        // "submit", "start", "resize", "preempt", "exit", "loan", ...
   std::string detail;      // human-readable or JSON
+  std::vector<std::string> nodes;  // the nodes it is about (schema 2); empty: none
+  std::string data = "{}";        // its facts as a JSON object (schema 2); "{}" for older rows
+};
+
+// Which journal rows Events returns: every filter given must match.
+struct EventFilter {
+  std::uint64_t job = 0;     // 0: any
+  std::string node;          // empty: any
+  std::string kind;          // empty: any
+  double since = 0;          // rows with time >= since
+  std::int64_t after = 0;    // rows with seq > after (oldest first) or < before (newest first)
+  std::int64_t before = 0;   // 0: no upper bound
+  int limit = 1000;
+  bool newest_first = false;
 };
 
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;  // 2: events name their nodes and carry data
 
   // Opens (creating when missing) the store at `path`; ":memory:" for tests.
   // Fails with Corruption when the file is not an Aryl store, FailedPrecondition
@@ -117,9 +133,12 @@ class StateStore {
   // --- journal ---
   Status AppendEvent(double time, std::uint64_t job, const std::string& kind,
                      const std::string& detail);
+  // Appends `e` (its seq is ignored) with its nodes and data.
+  Status AppendEvent(const EventRecord& e);
   // Events with seq > after, oldest first; job 0 means every job.
   Result<std::vector<EventRecord>> Events(std::uint64_t job = 0, std::int64_t after = 0,
                                           int limit = 1000);
+  Result<std::vector<EventRecord>> Events(const EventFilter& filter);
 
   // --- core journal (replayed into the scheduling core on restart) ---
   Status AppendCoreEvent(double time, const std::string& body);

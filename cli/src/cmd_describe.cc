@@ -1,0 +1,173 @@
+// aryl describe job N | describe node NAME (protocol/inspect.h, steps 1-2).
+#include <iostream>
+#include <sstream>
+
+#include "aryl/flags.h"
+#include "commands.h"
+
+namespace p = aryl::protocol;
+
+namespace aryl::cli {
+namespace {
+
+std::string Placement(const std::vector<p::PlacementRow>& rows) {
+  std::string s;
+  for (const auto& pr : rows) s += (s.empty() ? "" : ",") + pr.agent_id + ":" + std::to_string(pr.workers);
+  return s.empty() ? "-" : s;
+}
+
+std::string Bytes(std::int64_t b) {
+  if (b < 1024) return std::to_string(b) + " B";
+  if (b < 1024 * 1024) return Fixed(b / 1024.0, 1) + " KiB";
+  if (b < 1024LL * 1024 * 1024) return Fixed(b / (1024.0 * 1024), 1) + " MiB";
+  return Fixed(b / (1024.0 * 1024 * 1024), 2) + " GiB";
+}
+
+// A section title and its table; nothing when the table is empty.
+void Section(std::ostream& os, const std::string& title, const Table& t, bool empty, const OutputOptions& out) {
+  os << "\n" << title << ":" << (empty ? " none\n" : "\n");
+  if (!empty) os << t.Render(out);
+}
+
+void Field(std::ostream& os, const std::string& name, const std::string& value) {
+  os << name << ":" << std::string(name.size() < 16 ? 16 - name.size() : 1, ' ') << Printable(value) << "\n";
+}
+
+int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
+  if (!r.count("args") || r["args"].as<std::vector<std::string>>().size() != 1) UsageError(c.program, "expected one JOB");
+  p::DescribeJob m;
+  m.job = ParseJobIdOrExit(c.program, r["args"].as<std::vector<std::string>>()[0]);
+  auto d = c.Call<p::JobDescription>(m);
+  if (!d.ok()) return Fail(c.program, d.status());
+  if (c.out.format == Format::kJson) {
+    std::cout << p::ToJson(*d).dump(2) << "\n";
+    return 0;
+  }
+  const auto& row = d->row;
+  const bool utc = c.out.utc;
+  std::ostringstream os;
+  Field(os, "Job", std::to_string(row.job) + " (" + row.name + ")");
+  Field(os, "Owner", row.owner);
+  Field(os, "State", std::string(p::ToString(row.state)));
+  std::string range = row.min_workers == row.max_workers
+                          ? std::to_string(row.min_workers)
+                          : std::to_string(row.min_workers) + "-" + std::to_string(row.max_workers);
+  Field(os, "Workers", std::to_string(row.workers) + " of " + range + (row.gpu_type.empty() ? "" : " on " + row.gpu_type));
+  Field(os, "Generation", std::to_string(row.generation) + ", " + std::to_string(row.rescales) + " rescales");
+  Field(os, "Progress", "step " + std::to_string(row.step) + ", " + Fixed(row.steps_per_second) + " steps/s");
+  Field(os, "Submitted", FormatTime(row.submit_time, utc) + " (" + Age(row.submit_time) + " ago)");
+  Field(os, "Started", FormatTime(d->start_time, utc));
+  Field(os, "Ended", FormatTime(d->end_time, utc));
+  std::string cmd;
+  for (const auto& a : d->argv) cmd += (cmd.empty() ? "" : " ") + a;
+  Field(os, "Command", cmd);
+  std::string env;
+  for (const auto& n : d->env_names) env += (env.empty() ? "" : ", ") + n;
+  Field(os, "Env", env.empty() ? "-" : env + " (values not shown)");
+  if (!d->cwd.empty()) Field(os, "Working dir", d->cwd);
+  Field(os, "Checkpoint dir", d->checkpoint_dir.empty() ? "-" : d->checkpoint_dir);
+  if (!d->model.empty()) Field(os, "Model", d->model);
+  Field(os, "Placement", Placement(d->placement) +
+                             (d->rank0_worker >= 0 ? " (rank 0: worker " + std::to_string(d->rank0_worker) + ")" : ""));
+  if (d->last_checkpoint) {
+    const auto& ck = *d->last_checkpoint;
+    Field(os, "Last checkpoint", "step " + std::to_string(ck.step) + " at " + FormatTime(ck.time, utc) + ", " +
+                                     (ck.path.empty() ? "" : ck.path + ", ") + Bytes(ck.bytes) + " in " +
+                                     Fixed(ck.seconds, 3) + " s" + (ck.node.empty() ? "" : " on " + ck.node));
+  } else {
+    Field(os, "Last checkpoint", "-");
+  }
+  if (d->exit_code) Field(os, "Exit code", std::to_string(*d->exit_code));
+  if (!d->message.empty()) Field(os, "Message", d->message);
+
+  Table history({{"TIME"}, {"KIND"}, {"GEN"}, {"WORKERS"}, {"PLACEMENT"}, {"REASON"}});
+  for (const auto& h : d->history) {
+    std::int64_t n = 0;
+    for (const auto& pr : h.placement) n += pr.workers;
+    history.Add({FormatTime(h.time, utc), h.kind, std::to_string(h.generation), std::to_string(n), Placement(h.placement),
+                 Printable(h.reason)});
+  }
+  Section(os, std::string("Placement history") + (d->history_truncated ? " (newest only)" : ""), history,
+          d->history.empty(), c.out);
+  Table rescales({{"TIME"}, {"GEN"}, {"FROM"}, {"TO"}, {"PLANNED"}, {"PAUSE-S"}, {"DETECT-S", true}, {"AGREE-S", true},
+                  {"RENDEZVOUS-S", true}, {"COMMUNICATOR-S", true}, {"TRANSFER-S", true}});
+  for (const auto& x : d->rescales) {
+    rescales.Add({FormatTime(x.time, utc), std::to_string(x.generation), std::to_string(x.from_workers),
+                  std::to_string(x.to_workers), x.planned ? "yes" : "no (fault)", Fixed(x.phases.total, 3),
+                  Fixed(x.phases.detect, 3), Fixed(x.phases.agree, 3), Fixed(x.phases.rendezvous, 3),
+                  Fixed(x.phases.communicator, 3), Fixed(x.phases.state_transfer, 3)});
+  }
+  Section(os, "Rescales", rescales, d->rescales.empty(), c.out);
+  Table preempt({{"TIME"}, {"REASON"}});
+  for (const auto& x : d->preemptions) preempt.Add({FormatTime(x.time, utc), Printable(x.message)});
+  Section(os, "Preemptions", preempt, d->preemptions.empty(), c.out);
+  Table errors({{"TIME"}, {"NODE"}, {"WORKER"}, {"ERROR"}});
+  for (const auto& x : d->exec_errors)
+    errors.Add({FormatTime(x.time, utc), x.node.empty() ? "-" : x.node, x.worker < 0 ? "-" : std::to_string(x.worker),
+                Printable(x.message)});
+  Section(os, "Exec errors", errors, d->exec_errors.empty(), c.out);
+  std::cout << os.str();
+  return 0;
+}
+
+int DescribeNode(const cxxopts::ParseResult& r, const Client& c) {
+  if (!r.count("args") || r["args"].as<std::vector<std::string>>().size() != 1) UsageError(c.program, "expected one NAME");
+  p::DescribeNode m;
+  m.node = r["args"].as<std::vector<std::string>>()[0];
+  if (m.node.empty()) FlagError(c.program, "NAME", m.node, "a node name is not empty");
+  auto d = c.Call<p::NodeDescription>(m);
+  if (!d.ok()) return Fail(c.program, d.status());
+  if (c.out.format == Format::kJson) {
+    std::cout << p::ToJson(*d).dump(2) << "\n";
+    return 0;
+  }
+  const auto& n = d->row;
+  const bool utc = c.out.utc;
+  std::ostringstream os;
+  Field(os, "Node", n.agent_id + (n.host.empty() ? "" : " (" + n.host + ")"));
+  Field(os, "Pool", std::string(p::ToString(n.pool)));
+  Field(os, "State", d->liveness);
+  Field(os, "Loan", d->loan_state + (d->reclaim_deadline > 0 ? " (deadline " + FormatTime(d->reclaim_deadline, utc) + ")" : ""));
+  Field(os, "GPU type", n.gpu_type);
+  Field(os, "Slots", std::to_string(n.used_slots) + " of " + std::to_string(n.slots) + " used");
+  Field(os, "Heartbeat", n.connected ? Fixed(n.last_heartbeat_age, 1) + "s ago"
+                                     : "none (disconnected" +
+                                           (n.last_heartbeat_age > 0 ? ", last " + Fixed(n.last_heartbeat_age, 0) + "s ago" : "") +
+                                           ")");
+  Field(os, "Store", d->store_endpoint.empty() ? "-" : d->store_endpoint);
+  Table workers({{"JOB"}, {"NAME"}, {"OWNER"}, {"RANK"}, {"WORKER"}, {"SLOT"}, {"GEN", true}, {"LEAVING"}});
+  for (const auto& w : d->workers)
+    workers.Add({std::to_string(w.job), w.job_name, w.owner, std::to_string(w.rank), std::to_string(w.worker),
+                 std::to_string(w.local_slot), std::to_string(w.generation), w.leaving ? "yes" : "no"});
+  Section(os, "Workers", workers, d->workers.empty(), c.out);
+  Section(os, "Recent events", EventsTable(d->recent_events, c.out), d->recent_events.empty(), c.out);
+  std::cout << os.str();
+  return 0;
+}
+
+void OneArg(cxxopts::Options& o, const std::string& help) {
+  o.add_options()("args", help, cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"args"});
+  o.positional_help(help);
+}
+
+}  // namespace
+
+std::string Printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char ch : s) out += ch < 0x20 || ch == 0x7f ? '?' : static_cast<char>(ch);
+  return out;
+}
+
+std::vector<Command> DescribeCommands() {
+  return {
+      {"describe job", "JOB",
+       "one job in full: spec, owner, placement history, rescales and pauses, preemptions, exec errors, last checkpoint",
+       true, [](cxxopts::Options& o) { OneArg(o, "JOB"); }, DescribeJob},
+      {"describe node", "NAME", "one node: pool, state, loan, slots, its workers by job and rank, heartbeat, events",
+       true, [](cxxopts::Options& o) { OneArg(o, "NAME"); }, DescribeNode},
+  };
+}
+
+}  // namespace aryl::cli
