@@ -54,6 +54,7 @@ struct Options {
   double work_seconds = 20;    // mean simulated worker duration
   double heartbeat = 0.5, agent_timeout = 3;
   bool keep = false;
+  std::string cluster_id = "default";  // the scheduler's --cluster-id
 };
 
 double Since(Clock::time_point t0) { return duration<double>(Clock::now() - t0).count(); }
@@ -176,6 +177,7 @@ void Bench::Register(Agent& a, bool again) {
   m.agent_id = a.id;
   m.host = "127.0.0.1";
   m.gpu_type = "A100";
+  m.cluster_id = opt_.cluster_id;
   m.slots = opt_.slots;
   for (const auto& [k, w] : a.workers) m.workers.push_back(w.rw);
   m.exited = a.unacked;
@@ -525,11 +527,12 @@ int main(int argc, char** argv) {
       else if (a == "--heartbeat") o.heartbeat = std::stod(val());
       else if (a == "--agent-timeout") o.agent_timeout = std::stod(val());
       else if (a == "--keep") o.keep = true;
+      else if (a == "--cluster-id") o.cluster_id = val();
       else {
         std::fprintf(stderr,
                      "usage: bench_daemon [--scheduler PATH] [--agents N] [--slots N] [--jobs N] [--probe N]\n"
                      "  [--threads N] [--submit-seconds S] [--duration S] [--work-seconds S] [--heartbeat S]\n"
-                     "  [--agent-timeout S] [--keep]\n");
+                     "  [--agent-timeout S] [--cluster-id ID] [--keep]\n");
         return 2;
       }
     } catch (const std::exception&) {

@@ -41,6 +41,22 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
   return s;
 }
 
+Scheduler::Image Scheduler::Snapshot() const { return {impl_->state->Image(), impl_->policy->SaveState()}; }
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy, Image image,
+                                                      std::shared_ptr<const ThroughputCatalog> thr,
+                                                      SchedulerConfig config) {
+  ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
+  ARYL_RETURN_IF_ERROR(p->LoadState(image.policy_state));
+  ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::FromImage(std::move(image.state), std::move(thr), config));
+  std::unique_ptr<Scheduler> s(new Scheduler());
+  s->impl_->name = policy;
+  s->impl_->config = config;
+  s->impl_->policy = std::move(p);
+  s->impl_->state.emplace(std::move(state));
+  return s;
+}
+
 const ClusterState& Scheduler::state() const { return *impl_->state; }
 Status Scheduler::AddServer(const ServerSpec& spec) { return impl_->state->AddServer(spec); }
 const std::string& Scheduler::policy_name() const { return impl_->name; }
@@ -209,6 +225,12 @@ Status Scheduler::Impl::OrderAndApply(std::vector<Action> actions, Plan* plan) {
 }
 
 Result<Plan> Scheduler::Handle(const Event& event) {
+  ARYL_ASSIGN_OR_RETURN(Plan plan, Apply(event));
+  ARYL_RETURN_IF_ERROR(impl_->OrderAndApply(impl_->policy->Schedule(*impl_->state), &plan));
+  return plan;
+}
+
+Result<Plan> Scheduler::Apply(const Event& event) {
   Impl& m = *impl_;
   ClusterState& st = *m.state;
   ARYL_RETURN_IF_ERROR(m.Validate(event));
@@ -260,7 +282,6 @@ Result<Plan> Scheduler::Handle(const Event& event) {
       },
       event.body);
   if (!status.ok()) return Status::Internal("applying a validated event failed: " + status.ToString());
-  ARYL_RETURN_IF_ERROR(m.OrderAndApply(m.policy->Schedule(st), &plan));
   return plan;
 }
 

@@ -146,6 +146,7 @@ Status Daemon::Impl::LoadState() {
   nodes = std::move(loaded_nodes);
   node_by_server = std::move(loaded_by_server);
   jobs = std::move(loaded_jobs);
+  IndexWorkers();
   return Status::Ok();
 }
 

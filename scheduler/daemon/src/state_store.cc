@@ -504,6 +504,15 @@ Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
   return out;
 }
 
+Status StateStore::SaveCoreSnapshot(const std::string& body) {
+  return Batch([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
+    return Exec("DELETE FROM core_events;");
+  });
+}
+
+Result<std::optional<std::string>> StateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
+
 Status StateStore::SetMeta(const std::string& key, const std::string& value) {
   return Batch([&]() -> Status {
     Stmt q(db_, "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value;");
