@@ -193,6 +193,20 @@ Status Daemon::Impl::SnapshotCore() {
   return Status::Ok();
 }
 
+// After every durable step (Transaction): the journal is snapshotted once it
+// holds journal_snapshot_rows rows, so it never holds many more.
+void Daemon::Impl::MaybeSnapshot() {
+  if (opt.journal_snapshot_rows <= 0 || journal_rows < opt.journal_snapshot_rows) return;
+  auto t0 = std::chrono::steady_clock::now();
+  std::int64_t rows = journal_rows;
+  Status st = Transaction("journal snapshot", [&] { return SnapshotCore(); });
+  if (st.ok())
+    spdlog::info("core journal: {} rows replaced by a snapshot of {} bytes in {:.1f} ms", rows, snapshot_bytes,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  else
+    spdlog::error("core journal snapshot: {}", st.ToString());
+}
+
 // Builds the core: from the journal's snapshot when there is one, else from the
 // known nodes that joined without a journal row (present from time 0, failed
 // until their journaled recovery); then replays the rows after it,

@@ -61,6 +61,7 @@ inline double WallNow() {
 
 inline constexpr const char* kLinearModel = "linear";
 inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
+inline constexpr double kCoreTimeStep = 0.05;  // s; the server's tick (CoreNow)
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -184,6 +185,7 @@ class Daemon::Impl {
   Status AppendCoreRow(double t, const std::string& body);  // counts journal_rows
   // Replaces the journal with a snapshot of the core (core_journal.h).
   Status SnapshotCore();
+  void MaybeSnapshot();  // SnapshotCore once journal_rows reach the option
   std::int64_t journal_rows = 0;    // core_events rows since the snapshot
   std::size_t snapshot_bytes = 0;   // size of the last snapshot written
   static s::ServerSpec CoreSpec(const Node& n);

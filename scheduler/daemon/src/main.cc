@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(""))
       ("insecure", "Allow a non-loopback --endpoint without CURVE (anyone who reaches it can run commands on agents)")
       ("journal-snapshot-rows", "Snapshot the core and truncate its journal every N rows (0: never)",
-       cxxopts::value<int>()->default_value(std::to_string(d.journal_snapshot_rows)))
+       cxxopts::value<int>()->default_value(fmt::format("{}", d.journal_snapshot_rows)))
       ("cluster-id", "Cluster id agents must register with", cxxopts::value<std::string>()->default_value(d.cluster_id))
       ("env-deny", "Job env variables refused at submit: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
                    "'none': refuse nothing). Agents apply their own --env-deny too.",

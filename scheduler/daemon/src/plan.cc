@@ -13,6 +13,7 @@ Status Daemon::Impl::Transaction(const std::string& what, const std::function<St
     auto out = std::move(outbox);
     outbox.clear();
     for (const auto& [identity, msg] : out) SendNow(identity, msg);
+    MaybeSnapshot();
     return st;
   }
   // Nothing of it happened: no command left, and memory goes back to what the

@@ -5,8 +5,7 @@ namespace aryl::daemon {
 // Every 50 ms on the server thread, in this order: failed agents first (their
 // workers are gone), then the jobs that lost workers converge, then reclaims
 // and the inference demand, then one scheduling round for every event applied
-// since the last, the journal's snapshot when it is due, then the published
-// status.
+// since the last, then the published status.
 void Daemon::Impl::Tick() {
   double now = WallNow();
   // Frames the transport refused (undecodable, bad envelope) are bad requests too.
@@ -18,16 +17,6 @@ void Daemon::Impl::Tick() {
   ReclaimTick(now);
   DemandTick(now);
   RoundTick();
-  if (opt.journal_snapshot_rows > 0 && journal_rows >= opt.journal_snapshot_rows) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::int64_t rows = journal_rows;
-    Status st = Transaction("journal snapshot", [&] { return SnapshotCore(); });
-    if (st.ok())
-      spdlog::info("core journal: {} rows replaced by a snapshot of {} bytes in {:.1f} ms", rows, snapshot_bytes,
-                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    else
-      spdlog::error("core journal snapshot: {}", st.ToString());
-  }
   // The status snapshot: within 0.1 s of a change, every 0.5 s otherwise, and
   // never more than 5% of this thread's time however many jobs it lists.
   double every = std::max(snapshot_dirty ? 0.1 : 0.5, 20 * publish_seconds);
