@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -148,8 +149,11 @@ int Bench::Run() {
   threads.emplace_back([this] { SubmitLoop(); });
   std::string peak_rss;
   auto done_at = Clock::time_point::max();
+  long long max_held = 0;  // core_events rows at once (sampled every 0.5 s)
   while (Since(t0_) < opt_.duration) {
-    journal_rows_ = Count(db, "SELECT coalesce(max(seq), 0) FROM core_events");
+    // History: every row ever appended (a snapshot deletes rows, not the sequence).
+    journal_rows_ = Count(db, "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'core_events'");
+    max_held = std::max(max_held, Count(db, "SELECT count(*) FROM core_events"));
     peak_rss = ProcField(pid, "VmHWM");
     // After the probes registered, let the cluster run a little longer.
     if (submissions_done_ && reg_probe_.ms.size() >= static_cast<size_t>(opt_.probe) && done_at == Clock::time_point::max())
@@ -161,11 +165,14 @@ int Bench::Run() {
   std::string rss = ProcField(pid, "VmRSS");
   peak_rss = ProcField(pid, "VmHWM");
   auto [cpu_s, wait_s, busiest_cpu_s, busiest_wait_s] = bench::SchedStat(pid);
+  // Before the fake agents stop: after that the scheduler rightly times them out.
+  long long node_failed = Count(db, "SELECT count(*) FROM events WHERE kind='node_failed'");
   stop_ = true;
   for (auto& t : threads) t.join();
   long long core_rows = Count(db, "SELECT count(*) FROM core_events");
   long long event_rows = Count(db, "SELECT count(*) FROM events");
-  long long node_failed = Count(db, "SELECT count(*) FROM events WHERE kind='node_failed'");
+  long long appended = Count(db, "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'core_events'");
+  long long snapshot_bytes = Count(db, "SELECT coalesce(max(length(value)), 0) FROM meta WHERE key = 'core_snapshot'");
   long long completed = Count(db, "SELECT count(*) FROM jobs WHERE state='finished'");
   long long running = Count(db, "SELECT count(*) FROM jobs WHERE state='running'");
   long long queued = Count(db, "SELECT count(*) FROM jobs WHERE state='queued'");
@@ -197,7 +204,12 @@ int Bench::Run() {
   std::printf("  scheduler CPU %.1f s, waiting for a CPU %.1f s; busiest thread %.1f s CPU, %.1f s waiting\n",
               cpu_s, wait_s, busiest_cpu_s, busiest_wait_s);
   std::printf("  scheduler rounds %s\n", rounds.c_str());
-  std::printf("  journal rows: core_events %lld, events %lld\n", core_rows, event_rows);
+  std::error_code ec;
+  auto file_bytes = [&](const std::string& f) { auto n = std::filesystem::file_size(f, ec); return ec ? 0 : n; };
+  std::printf("  core journal: %lld rows appended, %lld held at the end, at most %lld held; snapshot %lld bytes; "
+              "state file %.1f MB (+ WAL %.1f MB); events rows %lld\n",
+              appended, core_rows, max_held, snapshot_bytes, file_bytes(state) / 1e6, file_bytes(state + "-wal") / 1e6,
+              event_rows);
   std::printf("  log: 'disagree' %d, 'does not expect' %d, 'stopped heartbeating' %d\n", CountInFile(log, "disagree"),
               CountInFile(log, "does not expect"), CountInFile(log, "stopped heartbeating"));
   auto [replace_total, replace_same] = bench::ReplaceGenerations(log);

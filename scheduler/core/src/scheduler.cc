@@ -19,6 +19,17 @@ struct Scheduler::Impl {
   std::optional<ClusterState> state;
   ActionObserver observer;
 
+  // The one way a Scheduler is put together (Create, Restore).
+  static std::unique_ptr<Scheduler> Assemble(const std::string& name, const SchedulerConfig& config,
+                                             std::unique_ptr<Policy> policy, ClusterState state) {
+    std::unique_ptr<Scheduler> s(new Scheduler());
+    s->impl_->name = name;
+    s->impl_->config = config;
+    s->impl_->policy = std::move(policy);
+    s->impl_->state.emplace(std::move(state));
+    return s;
+  }
+
   Status Validate(const Event& e) const;
   Status ApplyOne(const Action& a, Plan* plan);
   Status OrderAndApply(std::vector<Action> actions, Plan* plan);
@@ -33,12 +44,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
                                                      SchedulerConfig config) {
   ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
   ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::Create(std::move(servers), std::move(thr), config));
-  std::unique_ptr<Scheduler> s(new Scheduler());
-  s->impl_->name = policy;
-  s->impl_->config = config;
-  s->impl_->policy = std::move(p);
-  s->impl_->state.emplace(std::move(state));
-  return s;
+  return Impl::Assemble(policy, config, std::move(p), std::move(state));
 }
 
 Scheduler::Image Scheduler::Snapshot() const { return {impl_->state->Image(), impl_->policy->SaveState()}; }
@@ -49,12 +55,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy,
   ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
   ARYL_RETURN_IF_ERROR(p->LoadState(image.policy_state));
   ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::FromImage(std::move(image.state), std::move(thr), config));
-  std::unique_ptr<Scheduler> s(new Scheduler());
-  s->impl_->name = policy;
-  s->impl_->config = config;
-  s->impl_->policy = std::move(p);
-  s->impl_->state.emplace(std::move(state));
-  return s;
+  return Impl::Assemble(policy, config, std::move(p), std::move(state));
 }
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }
