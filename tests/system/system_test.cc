@@ -257,6 +257,14 @@ TEST_F(SystemTest, AgentKilledElasticShrinks) {
     auto r = Status(*c, *job);
     return r.ok() && r->row.workers == 4;
   }, 10)) << Logs();
+  // Every worker has left its mark (on a busy machine a worker's shell can
+  // still be starting when the scheduler counts it; killed then, its mark
+  // would be empty).
+  ASSERT_TRUE(WaitFor([&] {
+    int marked = 0;
+    for (const auto& e : fs::directory_iterator(marks)) marked += ReadFile(e.path()) == "x\n";
+    return marked == 4;
+  }, 10)) << Logs();
   Kill(b);
   // Noticed after the agent timeout: the job now runs on "a" only, same workers there.
   ASSERT_TRUE(WaitFor([&] {

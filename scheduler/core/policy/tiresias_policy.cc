@@ -27,6 +27,9 @@
 // from the events; replaying them rebuilds it).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <limits>
 #include <memory>
 #include <tuple>
@@ -47,6 +50,46 @@ class TiresiasPolicy : public Policy {
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
   bool elastic() const override { return false; }
   Seconds next_wakeup() const override { return next_wakeup_; }
+
+  // "next_seq next_wakeup" then one line per job: id queue seq run_base
+  // service_base waited last_check (doubles in hex, so they round-trip).
+  std::string SaveState() const override {
+    std::vector<JobId> ids;
+    for (const auto& [id, r] : recs_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    std::string out = std::to_string(next_seq_) + " " + Hex(next_wakeup_) + "\n";
+    for (JobId id : ids) {
+      const Rec& r = recs_.at(id);
+      out += std::to_string(id) + " " + std::to_string(r.queue) + " " + std::to_string(r.seq) + " " +
+             Hex(r.run_base) + " " + Hex(r.service_base) + " " + Hex(r.waited) + " " + Hex(r.last_check) + "\n";
+    }
+    return out;
+  }
+  Status LoadState(const std::string& text) override {
+    std::istringstream in(text);
+    std::string wake;
+    std::unordered_map<JobId, Rec> recs;
+    std::uint64_t next_seq = 0;
+    if (!(in >> next_seq >> wake)) return Status::Corruption("tiresias state: no header in '" + text.substr(0, 80) + "'");
+    Seconds next_wakeup = std::strtod(wake.c_str(), nullptr);
+    JobId id = 0;
+    Rec r;
+    std::string a, b, c, d;
+    while (in >> id >> r.queue >> r.seq >> a >> b >> c >> d) {
+      r.run_base = std::strtod(a.c_str(), nullptr);
+      r.service_base = std::strtod(b.c_str(), nullptr);
+      r.waited = std::strtod(c.c_str(), nullptr);
+      r.last_check = std::strtod(d.c_str(), nullptr);
+      if (r.queue < 0 || r.queue > static_cast<int>(config_.tiresias_thresholds.size()) || !recs.emplace(id, r).second)
+        return Status::Corruption("tiresias state: job " + std::to_string(id) + ": queue " + std::to_string(r.queue) +
+                                  " out of range or the job twice");
+    }
+    if (!in.eof()) return Status::Corruption("tiresias state: a bad line after job " + std::to_string(id));
+    recs_ = std::move(recs);
+    next_seq_ = next_seq;
+    next_wakeup_ = next_wakeup;
+    return Status::Ok();
+  }
 
   std::vector<Action> Schedule(const ClusterState& state) override {
     const Seconds now = state.now();
@@ -163,6 +206,12 @@ class TiresiasPolicy : public Policy {
     double waited = 0;          // time waited since then, after it first ran
     Seconds last_check = 0;
   };
+
+  static std::string Hex(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%a", v);
+    return buf;
+  }
 
   double Threshold(int queue) const { return config_.tiresias_thresholds[queue]; }
 

@@ -19,6 +19,17 @@ struct Scheduler::Impl {
   std::optional<ClusterState> state;
   ActionObserver observer;
 
+  // The one way a Scheduler is put together (Create, Restore).
+  static std::unique_ptr<Scheduler> Assemble(const std::string& name, const SchedulerConfig& config,
+                                             std::unique_ptr<Policy> policy, ClusterState state) {
+    std::unique_ptr<Scheduler> s(new Scheduler());
+    s->impl_->name = name;
+    s->impl_->config = config;
+    s->impl_->policy = std::move(policy);
+    s->impl_->state.emplace(std::move(state));
+    return s;
+  }
+
   Status Validate(const Event& e) const;
   Status ApplyOne(const Action& a, Plan* plan);
   // Returns draining servers that are empty; makes jobs that will not finish
@@ -36,12 +47,18 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
                                                      SchedulerConfig config) {
   ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
   ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::Create(std::move(servers), std::move(thr), config));
-  std::unique_ptr<Scheduler> s(new Scheduler());
-  s->impl_->name = policy;
-  s->impl_->config = config;
-  s->impl_->policy = std::move(p);
-  s->impl_->state.emplace(std::move(state));
-  return s;
+  return Impl::Assemble(policy, config, std::move(p), std::move(state));
+}
+
+Scheduler::Image Scheduler::Snapshot() const { return {impl_->state->Image(), impl_->policy->SaveState()}; }
+
+Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy, Image image,
+                                                      std::shared_ptr<const ThroughputCatalog> thr,
+                                                      SchedulerConfig config) {
+  ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(policy, config));
+  ARYL_RETURN_IF_ERROR(p->LoadState(image.policy_state));
+  ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::FromImage(std::move(image.state), std::move(thr), config));
+  return Impl::Assemble(policy, config, std::move(p), std::move(state));
 }
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }
@@ -257,6 +274,13 @@ Status Scheduler::Impl::OrderAndApply(std::vector<Action> actions, Plan* plan) {
 }
 
 Result<Plan> Scheduler::Handle(const Event& event) {
+  ARYL_ASSIGN_OR_RETURN(Plan plan, Apply(event));
+  ARYL_RETURN_IF_ERROR(impl_->OrderAndApply(impl_->policy->Schedule(*impl_->state), &plan));
+  ARYL_RETURN_IF_ERROR(impl_->SettleDraining(&plan));
+  return plan;
+}
+
+Result<Plan> Scheduler::Apply(const Event& event) {
   Impl& m = *impl_;
   ClusterState& st = *m.state;
   ARYL_RETURN_IF_ERROR(m.Validate(event));
@@ -313,8 +337,6 @@ Result<Plan> Scheduler::Handle(const Event& event) {
       },
       event.body);
   if (!status.ok()) return Status::Internal("applying a validated event failed: " + status.ToString());
-  ARYL_RETURN_IF_ERROR(m.SettleDraining(&plan));
-  ARYL_RETURN_IF_ERROR(m.OrderAndApply(m.policy->Schedule(st), &plan));
   ARYL_RETURN_IF_ERROR(m.SettleDraining(&plan));
   return plan;
 }

@@ -97,18 +97,20 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
       Send(n.id, sw);
     }
   }
-  // Workers the daemon expected there but the agent no longer runs: they exited while we were apart.
-  for (auto& [jid, j] : jobs) {
-    std::vector<p::WorkerId> gone;
-    for (const auto& [wid, w] : j.workers)
-      if (w.agent == n.id && !reported.count({jid, wid})) gone.push_back(wid);
-    for (auto wid : gone) {
-      bool leaving = j.workers[wid].leaving;
-      j.workers.erase(wid);
-      spdlog::info("job {} worker {} on {} is gone ({})", jid, wid, n.id, leaving ? "was leaving" : "lost");
-      if (!leaving) j.failures++;
-    }
-    if (!gone.empty()) pending_converge.insert(jid);
+  // Workers the daemon expected there but the agent no longer runs: they
+  // exited while we were apart. The node's workers only (workers_on).
+  auto on = workers_on.find(n.id);
+  if (on == workers_on.end()) return;
+  std::vector<std::pair<p::JobId, p::WorkerId>> gone;
+  for (const auto& key : on->second)
+    if (!reported.count(key)) gone.push_back(key);
+  for (const auto& [jid, wid] : gone) {
+    Job& j = jobs.at(jid);
+    bool leaving = j.workers.at(wid).leaving;
+    EraseWorker(j, wid);
+    spdlog::info("job {} worker {} on {} is gone ({})", jid, wid, n.id, leaving ? "was leaving" : "lost");
+    if (!leaving) j.failures++;
+    pending_converge.insert(jid);
   }
 }
 
@@ -150,12 +152,13 @@ void Daemon::Impl::LivenessTick(double now) {
 Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   Node& n = nodes[id];
   n.connected = false;
-  for (auto& [jid, j] : jobs) {
-    std::vector<p::WorkerId> gone;
-    for (const auto& [wid, w] : j.workers)
-      if (w.agent == id) gone.push_back(wid);
-    if (gone.empty()) continue;
-    for (auto wid : gone) j.workers.erase(wid);
+  // The jobs with workers on this node only (workers_on).
+  std::map<p::JobId, std::vector<p::WorkerId>> gone_by_job;
+  if (auto on = workers_on.find(id); on != workers_on.end())
+    for (const auto& [jid, wid] : on->second) gone_by_job[jid].push_back(wid);
+  for (const auto& [jid, gone] : gone_by_job) {
+    Job& j = jobs.at(jid);
+    for (auto wid : gone) EraseWorker(j, wid);
     pending_converge.insert(jid);
     if (!n.store_endpoint.empty() && j.home_store == n.store_endpoint && !j.workers.empty()) {
       // The job's rendezvous store died with this agent: its other workers

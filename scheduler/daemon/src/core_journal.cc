@@ -38,8 +38,10 @@ s::JobSpec SpecFromJson(const json& j) {
 
 }  // namespace
 
-std::string EventToJson(const s::EventBody& body) {
-  json j = std::visit(
+namespace {
+
+json EventJson(const s::EventBody& body) {
+  return std::visit(
       [](const auto& e) -> json {
         using T = std::decay_t<decltype(e)>;
         if constexpr (std::is_same_v<T, s::JobSubmitted>) return {{"type", "submit"}, {"spec", SpecToJson(e.spec)}};
@@ -55,8 +57,11 @@ std::string EventToJson(const s::EventBody& body) {
         if constexpr (std::is_same_v<T, s::Tick>) return {{"type", "tick"}};
       },
       body);
-  return j.dump();
 }
+
+}  // namespace
+
+std::string EventToJson(const s::EventBody& body) { return EventJson(body).dump(); }
 
 namespace {
 
@@ -97,11 +102,18 @@ std::string ServerAddedToJson(const s::ServerSpec& spec) {
       .dump();
 }
 
+std::string AppliedToJson(const s::EventBody& body) {
+  json j = EventJson(body);
+  j["round"] = false;
+  return j.dump();
+}
+
 Result<JournalRow> RowFromJson(const std::string& text) {
   try {
     json j = json::parse(text);
     if (j.at("type").get<std::string>() != "server_added") {
       ARYL_ASSIGN_OR_RETURN(auto ev, EventFromParsed(j));
+      if (!j.value("round", true)) return JournalRow(Applied{std::move(ev)});
       return JournalRow(std::move(ev));
     }
     const json& sv = j.at("server");
@@ -147,25 +159,67 @@ s::SchedulerConfig Daemon::Impl::CoreConfig() const {
 
 // A new agent's server joins the core: one journaled row, the core as it is
 // (no replay). A GPU type new to the cluster changes every job's curves: the
-// core is built again, with this server present from time 0 (no row).
+// core is snapshotted and restored with the new server (its jobs' curves built
+// again, placements kept), without a row.
 Status Daemon::Impl::AddServer(const Node& n) {
   s::ServerSpec spec = CoreSpec(n);
   bool new_type = core && core->state().type_index(n.gpu_type) < 0;
-  if (new_type) return RebuildCore(n.server_id);
+  if (new_type) {
+    ARYL_RETURN_IF_ERROR(SnapshotCore());
+    return RebuildCore(n.server_id);
+  }
   double t = CoreNow();
   ARYL_RETURN_IF_ERROR(JoinCore(core, spec, t));
   last_core_time = t;
-  ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, ServerAddedToJson(spec)));
+  ARYL_RETURN_IF_ERROR(AppendCoreRow(t, ServerAddedToJson(spec)));
   spdlog::info("core: server {} ({}) joined; {} servers", spec.id, spec.name, core->state().servers().size());
   return Feed(s::ServerRecovered{n.server_id}, "server recovered");
 }
 
-// Builds the core from the known nodes that joined without a journal row
-// (present from time 0, failed until their journaled recovery) and replays the
-// journal, server_added rows included. When `recovering` names a server, it is
-// journaled as recovering now.
+Status Daemon::Impl::AppendCoreRow(double t, const std::string& body) {
+  ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, body));
+  ++journal_rows;
+  return Status::Ok();
+}
+
+// The journal becomes one snapshot of the core as it is now; the live core is
+// replaced by its restored copy, so that it is exactly what a restart builds
+// (and ended jobs leave memory). O(servers + active jobs).
+Status Daemon::Impl::SnapshotCore() {
+  if (!core) return Status::Ok();
+  auto image = core->Snapshot();
+  ARYL_ASSIGN_OR_RETURN(std::string text, SnapshotToJson(image));
+  ARYL_ASSIGN_OR_RETURN(auto restored, s::Scheduler::Restore(opt.policy, std::move(image), Catalog(), CoreConfig()));
+  ARYL_RETURN_IF_ERROR(store->SaveCoreSnapshot(text));
+  core = std::move(restored);
+  journal_rows = 0;
+  snapshot_bytes = text.size();
+  return Status::Ok();
+}
+
+// After every durable step (Transaction): the journal is snapshotted once it
+// holds journal_snapshot_rows rows, so it never holds many more.
+void Daemon::Impl::MaybeSnapshot() {
+  if (opt.journal_snapshot_rows <= 0 || journal_rows < opt.journal_snapshot_rows) return;
+  auto t0 = std::chrono::steady_clock::now();
+  std::int64_t rows = journal_rows;
+  Status st = Transaction("journal snapshot", [&] { return SnapshotCore(); });
+  if (st.ok())
+    spdlog::info("core journal: {} rows replaced by a snapshot of {} bytes in {:.1f} ms", rows, snapshot_bytes,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  else
+    spdlog::error("core journal snapshot: {}", st.ToString());
+}
+
+// Builds the core: from the journal's snapshot when there is one, else from the
+// known nodes that joined without a journal row (present from time 0, failed
+// until their journaled recovery); then replays the rows after it,
+// server_added rows included. Nodes that neither the snapshot nor a row knows
+// (a server of a new GPU type) join it failed. When `recovering` names a
+// server, it is journaled as recovering now.
 Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
   if (nodes.empty()) return Status::Ok();
+  ARYL_ASSIGN_OR_RETURN(auto snapshot_text, store->CoreSnapshot());
   ARYL_ASSIGN_OR_RETURN(auto journal, store->CoreEvents());
   std::vector<std::pair<double, JournalRow>> rows;
   rows.reserve(journal.size());
@@ -179,12 +233,33 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     if (auto* a = std::get_if<ServerAdded>(&*row)) joined.insert(a->spec.id);
     rows.emplace_back(t, std::move(*row));
   }
+  std::optional<s::Scheduler::Image> image;
+  if (snapshot_text) {
+    auto im = SnapshotFromJson(*snapshot_text);
+    if (!im.ok()) return Status::Corruption("state file: table meta, key 'core_snapshot': " + im.status().message());
+    image = std::move(*im);
+    for (const auto& sv : image->state.servers) joined.insert(sv.spec.id);
+  }
   std::vector<s::ServerSpec> servers;
   for (const auto& [id, n] : nodes)
     if (!joined.count(n.server_id)) servers.push_back(CoreSpec(n));
   std::sort(servers.begin(), servers.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
   std::unique_ptr<s::Scheduler> fresh;
-  if (!servers.empty()) {
+  double t_last = 0;
+  if (image) {
+    for (const auto& sv : servers) {
+      s::ServerInfo info;
+      info.spec = sv;
+      info.state = sv.pool == s::Pool::kTraining ? s::ServerState::kAvailable : s::ServerState::kHeld;
+      info.failed = true;
+      image->state.servers.push_back(std::move(info));
+    }
+    t_last = image->state.now;
+    auto restored = s::Scheduler::Restore(opt.policy, std::move(*image), Catalog(), CoreConfig());
+    if (!restored.ok())
+      return Status::Corruption("state file: table meta, key 'core_snapshot': " + restored.status().message());
+    fresh = std::move(*restored);
+  } else if (!servers.empty()) {
     ARYL_ASSIGN_OR_RETURN(fresh, s::Scheduler::Create(opt.policy, servers, Catalog(), CoreConfig()));
     // Every server starts failed at time 0; the journal says when each came up.
     for (const auto& sv : servers) {
@@ -192,13 +267,14 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
       if (!r.ok()) return r.status().WithContext("rebuild: fail server " + sv.name);
     }
   }
-  double t_last = 0;
   for (const auto& [t, row] : rows) {
     Status st;
     if (const auto* a = std::get_if<ServerAdded>(&row)) {
       st = JoinCore(fresh, a->spec, t);
     } else if (!fresh) {
       st = Status::Corruption("core journal: an event before any server joined");
+    } else if (const auto* e = std::get_if<Applied>(&row)) {
+      st = fresh->Apply({t, e->body}).status();
     } else {
       st = fresh->Handle({t, std::get<s::EventBody>(row)}).status();
     }
@@ -207,9 +283,12 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     t_last = std::max(t_last, t);
   }
   last_core_time = std::max(last_core_time, t_last);
+  journal_rows = static_cast<std::int64_t>(rows.size());
   if (!fresh) return Status::Ok();
   core = std::move(fresh);
-  spdlog::info("core: {} servers, replayed {} journaled rows", core->state().servers().size(), journal.size());
+  spdlog::info("core: {} servers, {} active jobs, from {} and {} journaled rows", core->state().servers().size(),
+               core->state().running().size() + core->state().queued().size(),
+               snapshot_text ? "a snapshot" : "time 0", journal.size());
   if (recovering) return Feed(s::ServerRecovered{*recovering}, "server recovered");
   return Status::Ok();
 }

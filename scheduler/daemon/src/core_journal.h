@@ -1,7 +1,9 @@
 // The core journal's record format: every input to the scheduling core, as one
 // JSON object per row of StateStore's core_events table. The daemon appends
 // an event before it acts on the core's plan and replays the rows, in order,
-// to rebuild the core after a restart (the core is deterministic).
+// to rebuild the core after a restart (the core is deterministic). Every
+// DaemonOptions::journal_snapshot_rows rows the core is snapshotted and the rows
+// before it deleted, in one transaction.
 #pragma once
 
 #include <string>
@@ -24,7 +26,19 @@ struct ServerAdded {
   sched::ServerSpec spec;
 };
 std::string ServerAddedToJson(const sched::ServerSpec& spec);
-using JournalRow = std::variant<sched::EventBody, ServerAdded>;
+// An event applied without the policy's round (Scheduler::Apply): the row has
+// "round": false. A later tick row runs the round.
+struct Applied {
+  sched::EventBody body;
+};
+std::string AppliedToJson(const sched::EventBody& body);
+using JournalRow = std::variant<sched::EventBody, ServerAdded, Applied>;
 Result<JournalRow> RowFromJson(const std::string& text);
+
+// The snapshot that replaces the journal's older rows (core_snapshot.cc): the
+// core's Scheduler::Image. A restart restores it and replays only the rows
+// after it, so replay and journal size do not grow with history.
+Result<std::string> SnapshotToJson(const sched::Scheduler::Image& image);
+Result<sched::Scheduler::Image> SnapshotFromJson(const std::string& text);
 
 }  // namespace aryl::daemon

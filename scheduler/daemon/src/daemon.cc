@@ -146,6 +146,7 @@ Status Daemon::Impl::LoadState() {
   nodes = std::move(loaded_nodes);
   node_by_server = std::move(loaded_by_server);
   jobs = std::move(loaded_jobs);
+  IndexWorkers();
   return Status::Ok();
 }
 
@@ -195,9 +196,12 @@ void Daemon::Impl::DeclareMetrics() {
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5});
 }
 
+// Core time moves in steps of one tick (kCoreTimeStep): the events of one
+// tick share a time, so the core advances its running jobs once per tick, not
+// once per event.
 double Daemon::Impl::CoreNow() {
-  double t = std::max(WallNow() - epoch, last_core_time);
-  return t;
+  double t = std::floor((WallNow() - epoch) / kCoreTimeStep) * kCoreTimeStep;
+  return std::max(t, last_core_time);
 }
 
 std::shared_ptr<const s::ThroughputCatalog> Daemon::Impl::Catalog() {

@@ -64,6 +64,7 @@ inline double WallNow() {
 
 inline constexpr const char* kLinearModel = "linear";
 inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
+inline constexpr double kCoreTimeStep = 0.05;  // s; the server's tick (CoreNow)
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -184,6 +185,12 @@ class Daemon::Impl {
   // A new node's server joins the running core (O(1) in the journal's length).
   Status AddServer(const Node& n);
   Status JoinCore(std::unique_ptr<s::Scheduler>& into, const s::ServerSpec& spec, double t);
+  Status AppendCoreRow(double t, const std::string& body);  // counts journal_rows
+  // Replaces the journal with a snapshot of the core (core_journal.h).
+  Status SnapshotCore();
+  void MaybeSnapshot();  // SnapshotCore once journal_rows reach the option
+  std::int64_t journal_rows = 0;    // core_events rows since the snapshot
+  std::size_t snapshot_bytes = 0;   // size of the last snapshot written
   static s::ServerSpec CoreSpec(const Node& n);
   s::SchedulerConfig CoreConfig() const;
 
@@ -198,12 +205,27 @@ class Daemon::Impl {
   void SendNow(const std::string& identity, const p::Message& msg);
   int transaction_depth = 0;
   std::vector<std::pair<std::string, p::Message>> outbox;
-  Status Feed(s::EventBody body, const std::string& why);
+  // Applies an event to the core and executes its plan; the policy's round
+  // follows in RoundTick (round = true: this is that round's Tick).
+  Status Feed(s::EventBody body, const std::string& why, bool round = false);
+  void RoundTick();
+  bool round_due = false;  // events were applied since the last round
   std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
   Status Execute(const s::Action& a);
   Status SaveNode(const Node& n);
   Status SaveJob(Job& j);
   std::set<int> FreeSlots(const Node& n);
+  // Marks the job's workers beyond `desired` (node -> count) as leaving,
+  // highest ranks first, and returns them; sends nothing.
+  std::vector<p::WorkerId> MarkLeavers(Job& j, const std::map<std::string, int>& desired);
+  // Live workers by node, so that per-node work (free slots, reconciliation, a
+  // failed node) costs the node's workers, not every live job. Every change to
+  // Job::workers goes through these.
+  std::map<std::string, std::set<std::pair<p::JobId, p::WorkerId>>> workers_on;
+  void AddWorker(Job& j, const Worker& w);
+  void EraseWorker(Job& j, p::WorkerId id);
+  void ClearWorkers(Job& j);
+  void IndexWorkers();  // rebuilds workers_on from jobs
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).

@@ -8,7 +8,7 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
   j.rec.message = message;
   j.rec.end_time = WallNow();
   StopJobWorkers(j, false, message);
-  j.workers.clear();
+  ClearWorkers(j);
   ARYL_RETURN_IF_ERROR(Journal(j.rec.id, std::string(JobStateName(state)), message, {{"exit_code", exit_code}}));
   ARYL_RETURN_IF_ERROR(SaveJob(j));
   metrics.Inc("aryl_jobs_finished_total", "state=\"" + std::string(JobStateName(state)) + "\"");
@@ -54,7 +54,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   bool leaving = wit->second.leaving;
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
   ExitKind kind = ClassifyExit(m);
-  j.workers.erase(wit);
+  EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
                     (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
                     (m.error.empty() ? "" : ": " + m.error);

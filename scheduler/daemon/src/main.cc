@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
       ("curve-operators", "Operator keys (every job, pool offer/reclaim), as --curve-agents",
        cxxopts::value<std::string>()->default_value(""))
       ("insecure", "Allow a non-loopback --endpoint without CURVE (anyone who reaches it can run commands on agents)")
+      ("journal-snapshot-rows", "Snapshot the core and truncate its journal every N rows (0: never)",
+       cxxopts::value<int>()->default_value(fmt::format("{}", d.journal_snapshot_rows)))
       ("cluster-id", "Cluster id agents must register with", cxxopts::value<std::string>()->default_value(d.cluster_id))
       ("env-deny", "Job env variables refused at submit: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
                    "'none': refuse nothing). Agents apply their own --env-deny too.",
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
   d.curve_operators = r["curve-operators"].as<std::string>();
   d.insecure = r.count("insecure") > 0;
   d.cluster_id = r["cluster-id"].as<std::string>();
+  d.journal_snapshot_rows = r["journal-snapshot-rows"].as<int>();
   d.env_deny = r["env-deny"].as<std::string>();
   d.env_allow = r["env-allow"].as<std::string>();
   // Every flag is checked here, before the daemon starts (one line, exit 2).
@@ -125,6 +128,7 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--restart-pause", d.restart_pause, 0);
   aryl::RequireAbove(prog, "--checkpoint-interval", d.checkpoint_interval, 0);
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
+  aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);
 
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -13,6 +13,7 @@ Status Daemon::Impl::Transaction(const std::string& what, const std::function<St
     auto out = std::move(outbox);
     outbox.clear();
     for (const auto& [identity, msg] : out) SendNow(identity, msg);
+    MaybeSnapshot();
     return st;
   }
   // Nothing of it happened: no command left, and memory goes back to what the
@@ -36,25 +37,41 @@ void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
   if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());
 }
 
-Status Daemon::Impl::Feed(s::EventBody body, const std::string& why) {
+// An event is applied to the core at once (its own actions, a failed server's
+// shrinks, a reclaim's returns, are executed now); the policy's round for every
+// event of a tick runs once, in RoundTick, as a journaled Tick. So a burst of
+// submissions, exits or registrations costs one round, not one per event.
+Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round) {
   if (!core) return Status::FailedPrecondition("no agent has registered yet");
   auto t0 = std::chrono::steady_clock::now();
   double t = CoreNow();
-  std::string text = EventToJson(body);
+  std::string text = round ? EventToJson(body) : AppliedToJson(body);
   // Validate before journaling: a bad event must not poison the replay. The
   // core refuses an event without changing.
-  auto plan = core->Handle({t, body});
+  auto plan = round ? core->Handle({t, body}) : core->Apply({t, body});
   if (!plan.ok()) return plan.status();
   last_core_time = t;
+  if (!round) round_due = true;
   // The core moved: journal the event and execute the plan as one durable step
   // (a failed write rebuilds the core from the journal, so the two agree).
   return Transaction(why, [&]() -> Status {
-    ARYL_RETURN_IF_ERROR(store->AppendCoreEvent(t, text));
+    ARYL_RETURN_IF_ERROR(AppendCoreRow(t, text));
     for (const auto& a : plan->actions) ARYL_RETURN_IF_ERROR(Execute(a));
-    metrics.Observe("aryl_round_seconds",
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (round)
+      metrics.Observe("aryl_round_seconds",
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return Status::Ok();
   });
+}
+
+void Daemon::Impl::RoundTick() {
+  if (!core || !round_due) return;
+  round_due = false;
+  Status st = Transaction("round", [&] { return Feed(s::Tick{}, "round", true); });
+  if (!st.ok()) {
+    spdlog::error("scheduling round: {}", st.ToString());
+    round_due = true;  // again on the next tick
+  }
 }
 
 std::map<std::string, int> Daemon::Impl::ToNodePlacement(const s::Placement& placement) {
@@ -72,8 +89,12 @@ Status Daemon::Impl::Execute(const s::Action& a) {
     case s::ActionType::kResize: {
       auto it = jobs.find(a.job);
       if (it == jobs.end()) return Status::Ok();
-      // A job whose workers are finishing keeps them until they are gone.
-      if (it->second.completing) return Status::Ok();
+      // A job whose workers are finishing keeps them until they are gone; the
+      // slots the core takes back count as free (those workers are leaving).
+      if (it->second.completing) {
+        if (MarkLeavers(it->second, ToNodePlacement(a.placement)).empty()) return Status::Ok();
+        return SaveJob(it->second);
+      }
       if (a.type == s::ActionType::kResize) {
         it->second.rescales++;
         metrics.Inc("aryl_rescales_total");
@@ -142,38 +163,75 @@ Status Daemon::Impl::SaveJob(Job& j) {
 // boundary (or is stopped), so the joiner shares it only briefly.
 std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
   std::set<int> used;
-  for (const auto& [jid, j] : jobs)
-    for (const auto& [wid, w] : j.workers)
-      if (w.agent == n.id && !w.leaving) used.insert(w.slot);
+  auto on = workers_on.find(n.id);
+  if (on != workers_on.end()) {
+    for (const auto& [jid, wid] : on->second) {
+      const Worker& w = jobs.at(jid).workers.at(wid);
+      if (!w.leaving) used.insert(w.slot);
+    }
+  }
   std::set<int> free;
   for (int i = 0; i < n.slots; ++i)
     if (!used.count(i)) free.insert(i);
   return free;
 }
 
-// Makes the job's live workers match `desired` (node -> count): starts joiners
-// where there are too few, marks leavers where there are too many, and
-// announces the new generation to every agent involved.
-Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+void Daemon::Impl::AddWorker(Job& j, const Worker& w) {
+  j.workers[w.id] = w;
+  workers_on[w.agent].insert({j.rec.id, w.id});
+}
+
+void Daemon::Impl::EraseWorker(Job& j, p::WorkerId id) {
+  auto it = j.workers.find(id);
+  if (it == j.workers.end()) return;
+  auto on = workers_on.find(it->second.agent);
+  if (on != workers_on.end()) {
+    on->second.erase({j.rec.id, id});
+    if (on->second.empty()) workers_on.erase(on);
+  }
+  j.workers.erase(it);
+}
+
+void Daemon::Impl::ClearWorkers(Job& j) {
+  while (!j.workers.empty()) EraseWorker(j, j.workers.begin()->first);
+}
+
+void Daemon::Impl::IndexWorkers() {
+  workers_on.clear();
+  for (const auto& [jid, j] : jobs)
+    for (const auto& [wid, w] : j.workers) workers_on[w.agent].insert({jid, wid});
+}
+
+std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::string, int>& desired) {
   std::map<std::string, std::vector<p::WorkerId>> actual;
   for (const auto& [id, w] : j.workers)
     if (!w.leaving) actual[w.agent].push_back(id);
-  std::map<std::string, int> have;
-  for (const auto& [node, ids] : actual) have[node] = static_cast<int>(ids.size());
-  if (have == desired && !desired.empty()) return Status::Ok();
-  bool fresh = have.empty();
   std::vector<p::WorkerId> leavers;
-  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
   for (auto& [node, ids] : actual) {
-    int want = desired.count(node) ? desired.at(node) : 0;
+    auto want = desired.find(node);
+    std::size_t keep = want == desired.end() ? 0 : static_cast<std::size_t>(want->second);
     // Leave the highest ranks first.
     std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return j.workers[a].rank < j.workers[b].rank; });
-    while (static_cast<int>(ids.size()) > want) {
+    while (ids.size() > keep) {
       leavers.push_back(ids.back());
       j.workers[ids.back()].leaving = true;
       ids.pop_back();
     }
   }
+  return leavers;
+}
+
+// Makes the job's live workers match `desired` (node -> count): starts joiners
+// where there are too few, marks leavers where there are too many, and
+// announces the new generation to every agent involved.
+Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+  std::map<std::string, int> have;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) have[w.agent]++;
+  if (have == desired && !desired.empty()) return Status::Ok();
+  bool fresh = have.empty();
+  std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
+  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
   std::set<std::string> existing_agents;
   for (const auto& [id, w] : j.workers) existing_agents.insert(w.agent);
   // Training servers first: their workers get the lowest ranks, so rank 0 (and
@@ -204,7 +262,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       w.slot = *free.begin();
       free.erase(free.begin());
       joiners[node].push_back({w.id, 0, w.slot});
-      j.workers[w.id] = w;
+      AddWorker(j, w);
     }
   }
   // Nothing can change (the slots are still held) and no member was lost since

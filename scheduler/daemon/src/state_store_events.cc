@@ -114,4 +114,13 @@ Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
   return out;
 }
 
+Status StateStore::SaveCoreSnapshot(const std::string& body) {
+  return Batch([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
+    return Exec("DELETE FROM core_events;");
+  });
+}
+
+Result<std::optional<std::string>> StateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
+
 }  // namespace aryl::daemon

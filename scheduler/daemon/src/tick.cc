@@ -4,7 +4,8 @@ namespace aryl::daemon {
 
 // Every 50 ms on the server thread, in this order: failed agents first (their
 // workers are gone), then the jobs that lost workers converge, then reclaims
-// and the inference demand, then the published status.
+// and the inference demand, then one scheduling round for every event applied
+// since the last, then the published status.
 void Daemon::Impl::Tick() {
   double now = WallNow();
   // Frames the transport refused (undecodable, bad envelope) are bad requests too.
@@ -16,6 +17,7 @@ void Daemon::Impl::Tick() {
   ReclaimTick(now);
   DemandTick(now);
   LogRelayTick(now);
+  RoundTick();
   // The status snapshot: within 0.1 s of a change, every 0.5 s otherwise, and
   // never more than 5% of this thread's time however many jobs it lists.
   double every = std::max(snapshot_dirty ? 0.1 : 0.5, 20 * publish_seconds);

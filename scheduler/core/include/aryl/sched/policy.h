@@ -49,6 +49,14 @@ class Policy {
   // (tiresias: the next demotion or starvation promotion), as of its last
   // Schedule call; infinity when none. Drivers send a Tick then.
   virtual Seconds next_wakeup() const { return std::numeric_limits<double>::infinity(); }
+
+  // What the policy remembers across rounds, as text, for a driver's snapshot
+  // (Scheduler::Snapshot); "" for a policy that remembers nothing. LoadState
+  // takes what SaveState wrote; Corruption when it cannot.
+  virtual std::string SaveState() const { return ""; }
+  virtual Status LoadState(const std::string& text) {
+    return text.empty() ? Status::Ok() : Status::Corruption("policy " + name() + " keeps no state, got '" + text.substr(0, 80) + "'");
+  }
 };
 
 // `name` is one of PolicyNames() with an optional ":<strategy>" suffix.

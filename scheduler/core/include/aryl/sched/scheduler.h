@@ -31,6 +31,7 @@
 
 #include "aryl/result.h"
 #include "aryl/sched/config.h"
+#include "aryl/sched/state.h"
 #include "aryl/sched/types.h"
 
 namespace aryl::sched {
@@ -49,7 +50,28 @@ class Scheduler {
                                                    SchedulerConfig config = {});
   ~Scheduler();
 
+  // Snapshot and restore (a driver's journal keeps a snapshot and the events
+  // after it, not the whole history). Restore(policy, Snapshot(), ...) gives a
+  // scheduler that plans exactly as this one would from here on; it forgets the
+  // jobs that ended (StateImage). Errors: Create's, and Corruption naming what
+  // in the image or the policy state is inconsistent.
+  struct Image {
+    StateImage state;
+    std::string policy_state;  // Policy::SaveState
+  };
+  Image Snapshot() const;
+  static Result<std::unique_ptr<Scheduler>> Restore(const std::string& policy, Image image,
+                                                    std::shared_ptr<const ThroughputCatalog> thr,
+                                                    SchedulerConfig config = {});
+
   Result<Plan> Handle(const Event& event);
+  // Steps 1-3 of Handle without the policy's round: the plan holds only the
+  // event's own actions (a reclaim's, a failed server's). A driver that takes
+  // many events per moment applies each and runs one round for all of them
+  // with a later Handle (a Tick), so the round's cost (every running job) is
+  // paid per round, not per event. Deterministic like Handle: a journal that
+  // records which events were applied replays to the same state.
+  Result<Plan> Apply(const Event& event);
   // A new server joins, failed until a ServerRecovered event (see
   // ClusterState::AddServer); runs no round. Deterministic like Handle, so a
   // driver that journals it can replay it.

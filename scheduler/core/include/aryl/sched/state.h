@@ -136,12 +136,35 @@ struct ReclaimRecord {
                             static_cast<int>(returned.size()) == requested; }
 };
 
+// Everything ClusterState holds about the active cluster: every server, the
+// queued and running jobs, the reclaim records and the time. A driver keeps one
+// as a snapshot of its journal (FromImage rebuilds the state from it), so a
+// restart replays only the events after it. Ended jobs are not part of it: the
+// policies and the state's own rules never look at them.
+struct StateImage {
+  Seconds now = 0;
+  std::vector<ServerInfo> servers;  // in index order
+  std::vector<JobInfo> jobs;        // queued and running, by id
+  std::vector<ReclaimRecord> reclaims;
+  std::vector<ServerId> draining;   // ClusterState::draining(), in its order
+};
+
 class ClusterState {
  public:
   // Errors: no servers, 0 GPUs, duplicate id or name, empty GPU type.
   static Result<ClusterState> Create(std::vector<ServerSpec> servers,
                                      std::shared_ptr<const ThroughputCatalog> thr,
                                      SchedulerConfig config);
+
+  // The active state (see StateImage). O(servers + active jobs).
+  StateImage Image() const;
+  // A state equal to the one `image` was taken of, ended jobs forgotten. A job
+  // whose `curves` do not have one entry per GPU type of the image's servers
+  // gets them built again from `thr` (a server of a new GPU type joined).
+  // Errors: Create's, a job that is not queued or running or appears twice, and
+  // bookkeeping that CheckInvariants refuses (Corruption naming the problem).
+  static Result<ClusterState> FromImage(StateImage image, std::shared_ptr<const ThroughputCatalog> thr,
+                                        SchedulerConfig config);
 
   Seconds now() const { return now_; }
   const SchedulerConfig& config() const { return config_; }

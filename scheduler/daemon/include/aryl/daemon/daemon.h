@@ -53,6 +53,7 @@ struct DaemonOptions {
   double checkpoint_interval = 60.0;
   double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
+  int journal_snapshot_rows = 10000;     // core journal rows between snapshots (0: never)
   std::string throughput_dir;            // optional measured tables (data/throughput)
   // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
   // (demand_control.h); empty: none.

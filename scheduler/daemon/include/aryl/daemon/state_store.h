@@ -143,6 +143,11 @@ class StateStore {
   // --- core journal (replayed into the scheduling core on restart) ---
   Status AppendCoreEvent(double time, const std::string& body);
   Result<std::vector<std::pair<double, std::string>>> CoreEvents();
+  // Replaces every core_events row so far with `body`, a snapshot of the core
+  // those rows built (one transaction): the journal is the snapshot, then the
+  // rows after it. CoreSnapshot is nullopt until the first one.
+  Status SaveCoreSnapshot(const std::string& body);
+  Result<std::optional<std::string>> CoreSnapshot();
 
   // --- key/value (counters that must survive a restart) ---
   Status SetMeta(const std::string& key, const std::string& value);

@@ -1,0 +1,83 @@
+// ClusterState <-> StateImage: the snapshot a driver keeps instead of the
+// whole history of events (see StateImage in state.h).
+#include <algorithm>
+#include <set>
+
+#include "aryl/sched/state.h"
+
+namespace aryl::sched {
+
+StateImage ClusterState::Image() const {
+  StateImage image;
+  image.now = now_;
+  image.servers = servers_;
+  std::set<JobId> active(running_.begin(), running_.end());
+  active.insert(queued_.begin(), queued_.end());
+  image.jobs.reserve(active.size());
+  for (JobId id : active) image.jobs.push_back(*FindJob(id));
+  image.reclaims = reclaims_;
+  image.draining = draining_;
+  return image;
+}
+
+Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<const ThroughputCatalog> thr,
+                                             SchedulerConfig config) {
+  std::vector<ServerSpec> specs;
+  specs.reserve(image.servers.size());
+  for (const auto& s : image.servers) specs.push_back(s.spec);
+  ARYL_ASSIGN_OR_RETURN(ClusterState state, Create(std::move(specs), std::move(thr), std::move(config)));
+  if (!(image.now >= 0)) return Status::Corruption("state image: time " + std::to_string(image.now));
+  for (size_t i = 0; i < image.servers.size(); ++i) {
+    ServerInfo& to = state.servers_[i];
+    const ServerInfo& from = image.servers[i];
+    const std::string who = "state image: server " + std::to_string(from.spec.id);
+    if (from.spec.pool == Pool::kTraining ? from.state != ServerState::kAvailable
+                                          : from.state != ServerState::kHeld && from.state != ServerState::kLoaned)
+      return Status::Corruption(who + ": state " + std::to_string(static_cast<int>(from.state)) + " for its pool");
+    to.state = from.state;
+    to.failed = from.failed;
+    to.used = from.used;
+    to.jobs = from.jobs;
+    to.busy_gpu_seconds = from.busy_gpu_seconds;
+    to.loaned_seconds = from.loaned_seconds;
+    to.return_by = from.return_by;
+    to.reclaim_record = from.reclaim_record;
+    if (from.draining() && (from.reclaim_record < 0 || from.reclaim_record >= static_cast<int>(image.reclaims.size())))
+      return Status::Corruption(who + ": draining for reclaim " + std::to_string(from.reclaim_record) + " of " +
+                                std::to_string(image.reclaims.size()));
+  }
+  for (ServerId id : image.draining) {
+    const int i = state.server_index(id);
+    if (i < 0 || !state.servers_[i].draining())
+      return Status::Corruption("state image: server " + std::to_string(id) + " listed as draining but is not");
+  }
+  size_t draining_servers = 0;
+  for (const auto& s : state.servers_) draining_servers += s.draining();
+  if (draining_servers != image.draining.size())
+    return Status::Corruption("state image: " + std::to_string(draining_servers) + " draining servers, " +
+                              std::to_string(image.draining.size()) + " listed");
+  state.draining_ = std::move(image.draining);
+  for (auto& job : image.jobs) {
+    const JobId id = job.spec.id;
+    const std::string who = "state image: job " + std::to_string(id);
+    if (job.status != JobStatus::kQueued && job.status != JobStatus::kRunning)
+      return Status::Corruption(who + ": neither queued nor running");
+    if (state.jobs_.count(id)) return Status::Corruption(who + ": appears twice");
+    if (job.curves.size() != state.type_names_.size()) {
+      ARYL_ASSIGN_OR_RETURN(JobInfo built, state.BuildJob(job.spec));
+      job.curves = std::move(built.curves);
+      job.base_workers = built.base_workers;
+      job.requested_workers = built.requested_workers;
+    }
+    (job.status == JobStatus::kRunning ? state.running_ : state.queued_).insert(id);
+    state.jobs_.emplace(id, std::move(job));
+  }
+  for (auto& [id, j] : state.jobs_) state.IndexJob(&j);
+  state.reclaims_ = std::move(image.reclaims);
+  state.now_ = image.now;
+  Status ok = state.CheckInvariants();
+  if (!ok.ok()) return Status::Corruption("state image: " + ok.message());
+  return state;
+}
+
+}  // namespace aryl::sched
