@@ -96,6 +96,37 @@ TEST(StateTest, RescalePausesButLosesNothing) {
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 110 + 100);
 }
 
+TEST(StateTest, RestartJobRescalePaysTheRestartPause) {
+  // A torchrun-style job is stopped and started again on a resize: it pauses for
+  // restart_pause (50 s), an in-place job for rescale_pause (10 s).
+  SchedulerConfig config;
+  config.rescale_pause = 10;
+  config.restart_pause = 50;
+  EXPECT_DOUBLE_EQ(config.RescalePause(testing::Elastic(1, 2, 8)), 10);
+  ClusterState st = MakeState(config);
+  auto spec = testing::Elastic(1, 2, 8, 1000);
+  spec.rescale = Rescale::kRestart;
+  EXPECT_DOUBLE_EQ(config.RescalePause(spec), 50);
+  ASSERT_TRUE(st.AddJob(spec).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 2}})).ok());
+  ASSERT_TRUE(st.AdvanceTo(100).ok());  // 200 done
+  Action r;
+  r.type = ActionType::kResize;
+  r.job = 1;
+  r.placement = {{0, 8}};
+  ASSERT_TRUE(ApplyChecked(st, r).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 150 + 100);
+  // Learned later to be in place (SetRescale): the next rescale costs 10 s.
+  ASSERT_TRUE(st.SetRescale(1, Rescale::kInPlace).ok());
+  ASSERT_TRUE(st.AdvanceTo(200).ok());  // 400 more done at 8 after the pause
+  r.placement = {{0, 4}};
+  ASSERT_TRUE(ApplyChecked(st, r).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 400);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 210 + 100);
+  EXPECT_FALSE(st.SetRescale(99, Rescale::kInPlace).ok());
+}
+
 TEST(StateTest, ApplyRejectsDoubleBookingAndLeavesStateUnchanged) {
   // Two jobs cannot hold the same GPUs; the failed start changes nothing.
   ClusterState st = MakeState();

@@ -190,7 +190,8 @@ bool Slower(const JobInfo& job, int t, int f, int w) {
 }
 
 // The elastic allocation of `capacity` GPUs of one type among `group`.
-void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt) {
+void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
+                    const SchedulerConfig& cfg) {
   if (group.empty() || capacity <= 0) return;
   if (opt.extra == ExtraRule::kKnapsack) {
     std::vector<KnapsackGroup> groups;
@@ -200,7 +201,9 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
       const int base = Sum(a->base);
       const int cur = a->is_new || a->moved ? 0 : j.workers;
       const double r0 = RemainingTime(j, a->home, base);
-      auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
+      // Each kind pays its own pause: a restart job is stopped and started again.
+      const Seconds rescale = cfg.RescalePause(j.spec);
+      auto pause = [&](int w) { return cur > 0 && w != cur ? rescale : 0.0; };
       KnapsackGroup g;
       g.options.push_back({0, -pause(base)});
       for (int k = 1; k <= j.spec.max_workers - base && k <= capacity; ++k) {
@@ -426,7 +429,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
         const Alloc& a = allocs[q.alloc];
         if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
         const double rt = RemainingTime(j, t, d);
-        const double cost = a.flexible ? opt.rescale_pause
+        const double cost = a.flexible ? cfg.RescalePause(j.spec)
                                        : cfg.restart_pause +
                                              std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
                                                  j.Thr(t, d);
@@ -443,7 +446,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
       const Seconds w = wait_for(fast, ahead[fast] + d - index.Total(fast, true, may_loan));
       const double s = j.Thr(t, d) / j.Thr(fast, d);
       const double cost =
-          flexible ? opt.rescale_pause
+          flexible ? cfg.RescalePause(j.spec)
                    : cfg.restart_pause + s * std::min(w, cfg.checkpoint_interval) / 2;
       return RemainingTime(j, t, d) <= w || s * w > cost;
     };
@@ -506,7 +509,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt)
       if (a.flexible && a.home >= 0) by_type[a.home].push_back(&a);
     }
     for (int t = 0; t < state.num_types(); ++t) {
-      AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt);
+      AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt, state.config());
     }
     // 4. Placement of flexible workers: keep current ones (loaned first) ...
     for (Alloc& a : allocs) {

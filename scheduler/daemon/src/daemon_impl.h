@@ -72,7 +72,9 @@ enum class ExitKind {
   kLost,       // killed, interrupted or stopped without being asked: the job goes on without it
   kFailed,     // the program failed (exit code, its report, an exec error): the job fails
 };
-ExitKind ClassifyExit(const p::WorkerExited& m);
+// `planned_stop`: the job's whole group is being stopped to start it again
+// (restart elasticity); an exit then is not the job's end, whatever its code.
+ExitKind ClassifyExit(const p::WorkerExited& m, bool planned_stop = false);
 
 class Daemon::Impl {
  public:
@@ -117,6 +119,18 @@ class Daemon::Impl {
     std::int64_t rescales = 0;
     std::int64_t preemptions = 0;
     double last_resize_pause = 0;  // as the runtime last measured it (memory only)
+    // Restart elasticity (SubmitJob::elastic): `runtime` once the program was
+    // seen to link the runtime; `restarting` while every worker is being
+    // stopped to start the group again (a resize or a failure); `restarts`
+    // counts the restarts after failures (against max_restarts).
+    bool runtime = false;
+    bool restarting = false;
+    int restarts = 0;
+    // A resize of this job stops and restarts all its workers (explicit
+    // "restart", or unset and the program has not shown that it links the runtime).
+    bool RestartsToResize() const {
+      return spec.elastic ? *spec.elastic == "restart" : !runtime;
+    }
     double last_progress_event = 0;
     std::vector<std::string> watchers;  // client identities
     std::deque<std::string> output;
@@ -202,6 +216,8 @@ class Daemon::Impl {
   Status SaveJob(Job& j);
   std::set<int> FreeSlots(const Node& n);
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
+  Status Restart(Job& j, const std::string& reason);  // stop all workers, then start them again
+  Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).
   void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace = -1);

@@ -77,6 +77,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       if (a.type == s::ActionType::kResize) {
         it->second.rescales++;
         metrics.Inc("aryl_rescales_total");
+        if (it->second.RestartsToResize()) return Restart(it->second, a.reason);
       }
       return Converge(it->second, ToNodePlacement(a.placement), a.reason);
     }
@@ -124,6 +125,9 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["preemptions"] = j.preemptions;
   w["home_store"] = j.home_store;
   w["completing"] = j.completing;
+  w["runtime"] = j.runtime;
+  w["restarting"] = j.restarting;
+  w["restarts"] = j.restarts;
   json arr = json::array();
   j.rec.placement.clear();
   for (const auto& [id, wk] : j.workers) {
@@ -155,6 +159,9 @@ std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
 // where there are too few, marks leavers where there are too many, and
 // announces the new generation to every agent involved.
 Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+  // A restart starts the group again once every old worker is gone (they may
+  // still write their checkpoint); the last exit converges.
+  if (j.restarting && !j.workers.empty()) return Status::Ok();
   std::map<std::string, std::vector<p::WorkerId>> actual;
   for (const auto& [id, w] : j.workers)
     if (!w.leaving) actual[w.agent].push_back(id);
@@ -237,6 +244,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
 
   if (fresh) {
     j.starts++;
+    j.restarting = false;
     j.completing = false;
     j.rec.start_time = WallNow();
   }
@@ -298,6 +306,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.store_endpoint = store_ep;
     sw.store_prefix = store_key;
     sw.owner = j.spec.owner.value_or("local");
+    sw.restart_count = j.starts - 1;
     Push(agent, sw);
   }
   int size = static_cast<int>(members.size());
@@ -312,6 +321,26 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
          kind + " to " + std::to_string(size) + " workers on " + PlacementString(placed) + ": " + reason);
   spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
+  return SaveJob(j);
+}
+
+// Restart elasticity: stops every worker of the job (SIGTERM, then SIGKILL
+// after the grace period); when the last is gone, ConvergeTick starts the
+// group again at the core's placement, with fresh torchrun variables and
+// TORCHELASTIC_RESTART_COUNT one higher. Exits meanwhile are planned
+// (ClassifyExit). A restart asked for while one is under way joins it.
+Status Daemon::Impl::Restart(Job& j, const std::string& reason) {
+  if (j.workers.empty()) {
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  if (!j.restarting) {
+    j.restarting = true;
+    StopJobWorkers(j, false, "restart: " + reason);
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), j.rec.id, "restart", reason));
+    Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);
+    spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(), reason);
+  }
   return SaveJob(j);
 }
 

@@ -10,8 +10,9 @@
 namespace aryl::sched {
 
 struct SchedulerConfig {
-  Seconds rescale_pause = 30;          // a rescale stops the job this long (s); no work lost
-  Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s)
+  Seconds rescale_pause = 30;          // an in-place rescale stops the job this long (s); no work lost
+  Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s),
+                                       // and so does a rescale of a Rescale::kRestart job
   // A start after a suspension (a kPreempt with Action::suspend: the job saved a
   // checkpoint as it stopped) stops the job this long while it reloads (s).
   Seconds resume_pause = 10;
@@ -26,6 +27,11 @@ struct SchedulerConfig {
   double checkpoint_bandwidth = 1e9;  // bytes/s
   Seconds CheckpointSeconds(double state_bytes) const {
     return checkpoint_base + (checkpoint_bandwidth > 0 ? state_bytes / checkpoint_bandwidth : 0);
+  }
+  // What one rescale of the job costs it: a kRestart job is stopped and started
+  // again (restart_pause), a kInPlace one pauses (rescale_pause).
+  Seconds RescalePause(const JobSpec& spec) const {
+    return spec.rescale == Rescale::kRestart ? restart_pause : rescale_pause;
   }
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
