@@ -6,8 +6,9 @@ shard per rank; DDP averages the gradients), so a run restarted at other sizes
 ends with the parameters of a fixed-size run.
 
 Rank 0 appends one line per start to starts.log (TORCHELASTIC_RESTART_COUNT,
-WORLD_SIZE, the step it resumed from), keeps progress.txt at the newest step,
-and saves the final parameters to final.pt."""
+WORLD_SIZE, the step it resumed from) and one per step to steps.log (step,
+world size, time), keeps progress.txt at the newest step, and saves the final
+parameters to final.pt."""
 import argparse
 import os
 import time
@@ -64,6 +65,8 @@ for step in range(start, args.steps):
             write_atomically(args.checkpoint, lambda p: torch.save(
                 {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": done}, p))
         write_atomically("progress.txt", lambda p: open(p, "w").write(f"{done} {world} {time.time():.3f}\n"))
+        with open("steps.log", "a") as f:
+            f.write(f"{done} {world} {time.time():.3f}\n")
     if args.sleep_ms:
         time.sleep(args.sleep_ms / 1000)
 if rank == 0:

@@ -313,10 +313,38 @@ class TorchrunRestart(unittest.TestCase):
         self.assertEqual(torch.load(os.path.join(cwd, "checkpoint.pt"))["step"], self.STEPS)
         self.assertIn("restarting all workers", read(err_path))
         self.assertIn("marker=from-the-env-file", read(os.path.join(cwd, "starts.log")))
+        # The pause of each restart: from the last step at the old size to the
+        # first at the new one (work redone since the checkpoint not counted).
+        steps = [line.split() for line in read(os.path.join(cwd, "steps.log")).splitlines()]
+        pauses = [float(b[2]) - float(a[2]) for a, b in zip(steps, steps[1:]) if a[1] != b[1]]
+        self.assertEqual(len(pauses), 2, steps)
+        sys.stderr.write(f"restart pauses: {' '.join(f'{p:.2f}' for p in pauses)} s (2->4, 4->2)\n")
         final = torch.load(os.path.join(cwd, "final.pt"))
         for i, (a, b) in enumerate(zip(reference, final)):
             self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-5),
                             f"param {i}: max abs diff {(a - b).abs().max().item()}")
+
+    def test_max_restarts_restarts_a_failed_group(self):
+        """--max-restarts 1: rank 1 fails on the first start; the whole group starts again
+        (TORCHELASTIC_RESTART_COUNT=1) and completes. With --max-restarts 0 the job fails."""
+        code = ("import os, sys, time\n"
+                "c, r = int(os.environ['TORCHELASTIC_RESTART_COUNT']), int(os.environ['RANK'])\n"
+                "open(f'rank{r}-start{c}', 'w').close()\n"
+                "if c == 0 and r == 1: sys.exit(3)\n"
+                "if c == 0: time.sleep(120)  # waits for its failed peer, as in a collective\n")
+        for limit, expected_rc in ((1, 0), (0, 3)):
+            cwd = self.run_dir(f"limit{limit}")
+            proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--max-restarts", str(limit),
+                                   "--work-dir", os.path.join(self.tmp, f"aryl{limit}"), "--cwd", cwd, "--",
+                                   sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, expected_rc, proc.stdout + proc.stderr)
+            started = sorted(os.listdir(cwd))
+            if limit:
+                self.assertEqual(started, ["rank0-start0", "rank0-start1", "rank1-start0", "rank1-start1"])
+                self.assertIn("restart 1 of 1", proc.stderr)
+            else:
+                self.assertEqual(started, ["rank0-start0", "rank1-start0"])
+                self.assertIn("exited with 3 (0 of max 0 restarts used)", proc.stderr)
 
     def test_missing_cwd_is_an_exec_error(self):
         """A --cwd that does not exist fails the start with the agent's error, in aryl-run's output."""
