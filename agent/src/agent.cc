@@ -188,7 +188,7 @@ class Agent::Impl {
     if (auto s = host.find("://"); s != std::string::npos) host = host.substr(s + 3);
     if (auto c = host.rfind(':'); c != std::string::npos) host = host.substr(0, c);
     t.master_addr = host.empty() || host == "*" || host == "none" ? "127.0.0.1" : host;
-    t.master_port = TorchrunMasterPort(m.job, m.generation);
+    t.master_port = TorchrunMasterPort(m.job, m.generation, m.store_endpoint);
     t.run_id = std::to_string(m.job);
     t.restart_count = m.restart_count.value_or(0);
     return t;

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
                      "A resize of a torchrun script is a restart (--elastic restart): all workers get SIGTERM,\n"
                      "then start again at the new size and resume from the script's own checkpoint. Programs\n"
                      "that link the Aryl runtime resize in place (--elastic inplace, detected by default).\n"
-                     "Like sbatch, the job runs in --cwd (default: this directory) with --env/--env-file.");
+                     "Like sbatch, the job runs in --cwd (default: this directory) with --env/--env-file.\n");
   // Defaults: ~/.config/aryl/config or /etc/aryl/aryl.toml, then the environment (client_config.h).
   const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()

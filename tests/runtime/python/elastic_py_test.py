@@ -212,7 +212,7 @@ def wait_for(what, cond, proc, logs, deadline_s=180):
 
 
 class TorchrunRestart(unittest.TestCase):
-    """A plain torch.distributed DDP script (ddp_restart.py: no aryl import, its own
+    """A plain torch.distributed DDP script (examples/python/torchrun_ddp.py: no aryl import, its own
     checkpoint in --cwd) under aryl-run --standalone: at a fixed size, then resized
     restart-style 2 -> 4 -> 2 by lending the inference agent's slots (aryl pool
     offer) and taking them back (aryl pool reclaim). Each resize stops every worker
@@ -233,7 +233,7 @@ class TorchrunRestart(unittest.TestCase):
         return path
 
     def test_restart_resizes_2_4_2_resume_from_own_checkpoint(self):
-        script = os.path.join(HERE, "ddp_restart.py")
+        script = os.path.join(EXAMPLES, "torchrun_ddp.py")
         fixed = self.run_dir("fixed")
         proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--work-dir",
                                os.path.join(self.tmp, "aryl-fixed"), "--cwd", fixed, "--", sys.executable, script,
@@ -354,6 +354,13 @@ class TorchrunRestart(unittest.TestCase):
                               capture_output=True, text=True, timeout=120)
         self.assertNotEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertIn(f"chdir {missing}: No such file or directory", proc.stderr)
+
+    def test_help_lists_the_torchrun_mapping(self):
+        out = subprocess.run([ARYL_RUN, "--help"], capture_output=True, text=True, timeout=30,
+                             env=dict(os.environ, ARYL_CONFIG="/dev/null")).stdout
+        for flag in ("--nproc-per-node N", "--nnodes MIN:MAX", "--max-restarts K", "--rdzv-id ID", "--standalone",
+                     "--elastic", "--env-file", "--cwd"):
+            self.assertIn(flag, out)
 
     def test_bad_env_file_names_file_and_line(self):
         """A bad --env-file line is a usage error naming file:line, before anything starts."""
