@@ -61,6 +61,9 @@ inline double WallNow() {
 
 inline constexpr const char* kLinearModel = "linear";
 inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
+// How long after its start a job that did not give --elastic may take to show
+// that it links the runtime (its first WorkerHello) before it is resized by a restart.
+inline constexpr double kKindDetectSeconds = 15;
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -126,10 +129,21 @@ class Daemon::Impl {
     bool runtime = false;
     bool restarting = false;
     int restarts = 0;
+    // A resize of a job that did not say how it resizes, planned before its
+    // kind is known: carried out once the runtime's hello arrives (in place)
+    // or kKindDetectSeconds after the start without one (restart). Memory only.
+    bool resize_pending = false;
     // A resize of this job stops and restarts all its workers (explicit
     // "restart", or unset and the program has not shown that it links the runtime).
     bool RestartsToResize() const {
       return spec.elastic ? *spec.elastic == "restart" : !runtime;
+    }
+    // node -> workers that stay (not asked to leave).
+    std::map<std::string, int> LivePlacement() const {
+      std::map<std::string, int> out;
+      for (const auto& [id, w] : workers)
+        if (!w.leaving) out[w.agent]++;
+      return out;
     }
     double last_progress_event = 0;
     std::vector<std::string> watchers;  // client identities

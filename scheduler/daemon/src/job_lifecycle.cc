@@ -89,7 +89,10 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     // torchrun's rule: a failed or lost worker restarts the whole group, at
     // most max_restarts times (the survivors' collectives would fail anyway).
     // A program that cannot be started is not retried.
-    const int limit = static_cast<int>(j.spec.max_restarts.value_or(0));
+    // Default: a failing program fails the job at once (torchrun's 0); lost
+    // workers (killed) restart it up to the scheduler's --max-worker-failures.
+    const int limit = static_cast<int>(
+        j.spec.max_restarts.value_or(kind == ExitKind::kFailed ? 0 : opt.max_worker_failures));
     if (j.restarts >= limit)
       return FailJob(j, code, failure + " (" + std::to_string(j.restarts) + " of max " + std::to_string(limit) +
                                   " restarts used)");
@@ -186,6 +189,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
 // Jobs whose workers changed outside a plan converge to the core's placement;
 // workers of a completed job that linger are stopped.
 void Daemon::Impl::ConvergeTick(double now) {
+  for (auto& [jid, j] : jobs) {
+    if (j.resize_pending && (j.runtime || WallNow() - j.rec.start_time >= kKindDetectSeconds)) {
+      j.resize_pending = false;
+      pending_converge.insert(jid);
+    }
+  }
   auto pending = std::move(pending_converge);
   pending_converge.clear();
   for (auto jid : pending) {
@@ -196,7 +205,11 @@ void Daemon::Impl::ConvergeTick(double now) {
       if (j.completing) return j.workers.empty() ? FinishJob(j, j.rec.exit_code) : Status::Ok();
       const auto* info = core->state().job(jid);
       if (!info || info->status != s::JobStatus::kRunning) return SaveJob(j);
-      return Converge(j, ToNodePlacement(info->placement), "replace lost workers");
+      if (j.resize_pending) return Status::Ok();  // converges once its kind is known
+      auto desired = ToNodePlacement(info->placement);
+      if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement())
+        return Restart(j, "resize to " + PlacementString(desired));
+      return Converge(j, desired, "replace lost workers");
     });
     if (!st.ok()) {
       spdlog::error("job {}: converge: {}", jid, st.ToString());

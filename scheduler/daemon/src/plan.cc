@@ -77,7 +77,14 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       if (a.type == s::ActionType::kResize) {
         it->second.rescales++;
         metrics.Inc("aryl_rescales_total");
-        if (it->second.RestartsToResize()) return Restart(it->second, a.reason);
+        Job& j = it->second;
+        if (j.RestartsToResize() && !j.workers.empty()) {
+          if (!j.spec.elastic && WallNow() - j.rec.start_time < kKindDetectSeconds) {
+            j.resize_pending = true;  // ConvergeTick, once the kind is known
+            return Status::Ok();
+          }
+          return Restart(j, a.reason);
+        }
       }
       return Converge(it->second, ToNodePlacement(a.placement), a.reason);
     }
