@@ -15,7 +15,7 @@ new one (from the scripts' own step logs with wall times). Every run must exit 0
 go through both changes.
 
   cmake --build build --target aryl-run aryl aryl_python
-  PYTHONPATH=build/python /usr/bin/python3 bench/runtime/bench_restart.py --rounds 2
+  /usr/bin/python3 bench/runtime/bench_restart.py --rounds 2
 """
 import argparse
 import os
@@ -31,7 +31,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PY = "/usr/bin/python3"
 ARYL_RUN = os.path.join(ROOT, "build/cli/aryl-run")
 ARYL = os.path.join(ROOT, "build/cli/aryl")
-ENV = dict(os.environ, ARYL_CONFIG="/dev/null")
+# Workers run in their own --cwd: the module path must be absolute.
+ENV = dict(os.environ, ARYL_CONFIG="/dev/null", PYTHONPATH=os.path.join(ROOT, "build/python"))
 
 
 def read(path):
@@ -42,16 +43,16 @@ def read(path):
         return ""
 
 
-def wait(what, cond, proc, deadline_s=300):
+def wait(what, cond, proc, err, deadline_s=300):
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         value = cond()
         if value:
             return value
         if proc.poll() is not None:
-            raise SystemExit(f"{what}: aryl-run exited {proc.returncode}")
+            raise SystemExit(f"{what}: aryl-run exited {proc.returncode}\n{read(err)[-3000:]}")
         time.sleep(0.2)
-    raise SystemExit(f"{what}: not within {deadline_s} s")
+    raise SystemExit(f"{what}: not within {deadline_s} s\n{read(err)[-3000:]}")
 
 
 def one_run(kind, tmp):
@@ -93,12 +94,12 @@ def one_run(kind, tmp):
 
     try:
         endpoint = wait("scheduler", lambda: (re.search(r"standalone scheduler on (\S+),", read(err)) or [None, None])[1],
-                        proc)
-        wait("20 steps at 2", at(2, 20), proc)
+                        proc, err)
+        wait("20 steps at 2", at(2, 20), proc, err)
         subprocess.run([ARYL, "pool", "offer", "loan", "--scheduler", endpoint], check=True, env=ENV,
                        capture_output=True, timeout=60)
         wait("20 steps at 4", lambda: (lambda s: s and s[-1][1] == 4 and
-                                       sum(1 for r in s if r[1] == 4) >= 20)(steps()), proc)
+                                       sum(1 for r in s if r[1] == 4) >= 20)(steps()), proc, err)
         subprocess.run([ARYL, "pool", "reclaim", "--servers", "loan", "--scheduler", endpoint], check=True, env=ENV,
                        capture_output=True, timeout=60)
         if proc.wait(timeout=300) != 0:
@@ -116,6 +117,7 @@ def one_run(kind, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--keep", action="store_true", help="keep the runs' directories (logs) and print them")
     args = ap.parse_args()
     results = {"restart": [], "inplace": []}
     for _ in range(args.rounds):
@@ -124,7 +126,10 @@ def main():
             try:
                 results[kind].append(one_run(kind, tmp))
             finally:
-                shutil.rmtree(tmp, ignore_errors=True)
+                if args.keep:
+                    print(f"{kind}: {tmp}")
+                else:
+                    shutil.rmtree(tmp, ignore_errors=True)
     print("| change | restart pause (s) | in-place pause (s) | rounds |")
     print("|---|---|---|---|")
     for i, change in enumerate(("2→4", "4→2")):

@@ -209,7 +209,7 @@ void Daemon::Impl::ConvergeTick(double now) {
       auto desired = ToNodePlacement(info->placement);
       if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement())
         return Restart(j, "resize to " + PlacementString(desired));
-      return Converge(j, desired, "replace lost workers");
+      return Converge(j, desired, j.restarting ? "restart of all workers" : "replace lost workers");
     });
     if (!st.ok()) {
       spdlog::error("job {}: converge: {}", jid, st.ToString());
