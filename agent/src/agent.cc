@@ -148,6 +148,7 @@ class Agent::Impl {
   };
   std::map<p::JobId, LatestProgress> worker_progress;
   std::map<p::JobId, double> stdout_loss;  // the newest loss rank 0 printed
+  std::set<p::JobId> runtime_reported;     // jobs whose program was seen to link the runtime
 
   // A resize this agent announces to its workers once every member is ready.
   struct PendingPublish {
@@ -188,8 +189,9 @@ class Agent::Impl {
     if (auto s = host.find("://"); s != std::string::npos) host = host.substr(s + 3);
     if (auto c = host.rfind(':'); c != std::string::npos) host = host.substr(0, c);
     t.master_addr = host.empty() || host == "*" || host == "none" ? "127.0.0.1" : host;
-    t.master_port = TorchrunMasterPort(m.job, m.generation);
+    t.master_port = TorchrunMasterPort(m.job, m.generation, m.store_endpoint);
     t.run_id = std::to_string(m.job);
+    t.restart_count = m.restart_count.value_or(0);
     return t;
   }
 
@@ -595,6 +597,30 @@ class Agent::Impl {
     if (registered) Send(r);
   }
 
+  // The first WorkerHello of a job's workers tells the scheduler at once that
+  // the program links the runtime: it resizes that job in place, not by a
+  // restart (SubmitJob::elastic).
+  void ReportRuntime() {
+    if (!registered) return;
+    std::vector<std::pair<p::JobId, std::int64_t>> seen;
+    {
+      std::lock_guard<std::mutex> lock(channel->mu);
+      for (const auto& [pid, w] : workers)
+        if (!runtime_reported.count(w.job) && channel->hello.count(w.identity)) seen.push_back({w.job, w.generation});
+    }
+    for (const auto& [job, generation] : seen) {
+      if (!runtime_reported.insert(job).second) continue;
+      p::JobProgress m;
+      m.job = job;
+      m.generation = generation;
+      m.runtime = true;
+      Send(m);
+    }
+    std::erase_if(runtime_reported, [&](p::JobId job) {
+      return std::none_of(workers.begin(), workers.end(), [&](const auto& kv) { return kv.second.job == job; });
+    });
+  }
+
   // Progress (protocol 9), at most once a second per job: rank 0's
   // WorkerProgress messages, with the loss from its stdout when the message has
   // none (the program did not call Runtime::ReportLoss). Rank 0's stdout lines
@@ -726,6 +752,7 @@ class Agent::Impl {
       DrainWorkerMessages();
       Reap();
       ResendExits();
+      ReportRuntime();
       Progress();
       PumpStore();
     }

@@ -12,8 +12,9 @@
 //
 // torchrun spellings: --nproc-per-node N [--nnodes M | MIN:MAX] (workers =
 // N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to the
-// most workers), --rdzv-id ID (= --name), --standalone. Workers get torchrun's
-// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...; aryl/torchrun_env.h).
+// most workers), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
+// get torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...;
+// aryl/torchrun_env.h); `aryl-run --help` prints the whole mapping.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -70,7 +71,25 @@ class Tail {
 }  // namespace
 
 int main(int argc, char** argv) {
-  cxxopts::Options o(kProg, "Run a training job on an Aryl cluster (or standalone on this machine).");
+  cxxopts::Options o(kProg,
+                     "Run a training job on an Aryl cluster (or standalone on this machine).\n"
+                     "\n"
+                     "From torchrun (the script runs unchanged; workers get RANK, WORLD_SIZE, LOCAL_RANK,\n"
+                     "MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ... as under torchrun):\n"
+                     "  torchrun --standalone                -> aryl-run --standalone\n"
+                     "  torchrun --nproc-per-node N          -> --nproc-per-node N (= --workers N)\n"
+                     "  torchrun --nnodes M                  -> --nnodes M (workers = N x M)\n"
+                     "  torchrun --nnodes MIN:MAX            -> --nnodes MIN:MAX (--min/--max = N x MIN / N x MAX)\n"
+                     "  torchrun --max-restarts K            -> --max-restarts K\n"
+                     "  torchrun --rdzv-id ID                -> --rdzv-id ID (= --name ID)\n"
+                     "  torchrun --rdzv-endpoint HOST:PORT   -> --scheduler tcp://HOST:PORT (the scheduler does rendezvous)\n"
+                     "  torchrun --master-addr/--master-port -> not needed (set per start by the scheduler)\n"
+                     "  torchrun --node-rank                 -> not needed (the scheduler places workers)\n"
+                     "  torchrun --log-dir/--tee             -> --work-dir (standalone), --follow-logs\n"
+                     "A resize of a torchrun script is a restart (--elastic restart): all workers get SIGTERM,\n"
+                     "then start again at the new size and resume from the script's own checkpoint. Programs\n"
+                     "that link the Aryl runtime resize in place (--elastic inplace, detected by default).\n"
+                     "Like sbatch, the job runs in --cwd (default: this directory) with --env/--env-file.\n");
   // Defaults: ~/.config/aryl/config or /etc/aryl/aryl.toml, then the environment (client_config.h).
   const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()

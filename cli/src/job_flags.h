@@ -1,15 +1,19 @@
 // The flags that describe a job, shared by `aryl submit` and `aryl-run`.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <cxxopts.hpp>
 
+#include "aryl/env_file.h"
 #include "aryl/flags.h"
 #include "aryl/protocol/messages.h"
 
 namespace aryl::cli {
+
+namespace fs = std::filesystem;
 
 inline void AddJobFlags(cxxopts::Options& o) {
   o.add_options()
@@ -21,7 +25,16 @@ inline void AddJobFlags(cxxopts::Options& o) {
       ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
       ("model", "Throughput-table model name", cxxopts::value<std::string>()->default_value(""))
       ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
-      ("env", "KEY=VALUE for the workers (repeatable)", cxxopts::value<std::vector<std::string>>());
+      ("env", "KEY=VALUE for the workers (repeatable; wins over --env-file)",
+       cxxopts::value<std::vector<std::string>>())
+      ("env-file", "KEY=VALUE lines for the workers ('#' comments; repeatable)",
+       cxxopts::value<std::vector<std::string>>())
+      ("cwd", "Workers' working directory (default: this one)", cxxopts::value<std::string>())
+      ("elastic", "How the job resizes: inplace (links the runtime) or restart (stop all, start again at the "
+       "new size; torchrun style). Default: inplace once the runtime reports, restart until then",
+       cxxopts::value<std::string>())
+      ("max-restarts", "torchrun --max-restarts: restarts of a failed worker group before the job fails",
+       cxxopts::value<int>());
   o.positional_help("-- CMD ARGS...");
 }
 
@@ -37,6 +50,24 @@ inline void ReadJobFlags(const std::string& prog, const cxxopts::ParseResult& r,
   m.model = r["model"].as<std::string>();
   m.total_work = r["steps"].as<double>();
   RequireAtLeast(prog, "--steps", m.total_work, 0);
+  if (r.count("env-file")) {
+    for (const auto& path : r["env-file"].as<std::vector<std::string>>()) {
+      auto env = ReadEnvFile(path);
+      if (!env.ok()) UsageError(prog, env.status().message());
+      for (auto& [k, v] : *env) m.env[k] = v;
+    }
+  }
+  std::error_code ec;
+  fs::path cwd = r.count("cwd") ? fs::path(r["cwd"].as<std::string>()) : fs::current_path(ec);
+  if (!cwd.empty()) m.cwd = fs::absolute(cwd, ec).lexically_normal().string();
+  if (r.count("elastic")) {
+    m.elastic = r["elastic"].as<std::string>();
+    if (*m.elastic != "inplace" && *m.elastic != "restart") FlagError(prog, "--elastic", *m.elastic, "expected inplace or restart");
+  }
+  if (r.count("max-restarts")) {
+    m.max_restarts = r["max-restarts"].as<int>();
+    RequireAtLeast(prog, "--max-restarts", double(*m.max_restarts), 0);
+  }
   if (r.count("env")) {
     for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
       auto eq = kv.find('=');

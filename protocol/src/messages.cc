@@ -630,6 +630,8 @@ Status SubmitJob::Validate() const {
   if (client_token && (client_token->empty() || client_token->size() > 128))
     return FieldError("client_token", "expected 1 to 128 characters, got " +
                                           std::to_string(client_token->size()));
+  if (elastic && *elastic != "inplace" && *elastic != "restart")
+    return FieldError("elastic", "expected \"inplace\" or \"restart\", got \"" + *elastic + "\"");
   return Status::Ok();
 }
 

@@ -2,6 +2,8 @@
 // scheduler (a protocol Server) and a fake worker (a Client that speaks as the
 // runtime's AgentChannel does), with a real aryl_agent loop and real processes.
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <unistd.h>
 
 #include <chrono>
@@ -71,11 +73,12 @@ class FakeScheduler {
     std::lock_guard<std::mutex> lock(mu_);
     return store_endpoint_;
   }
+  // The first message of type T received (that `match` accepts).
   template <typename T>
-  std::optional<T> Find() {
+  std::optional<T> Find(const std::function<bool(const T&)>& match = nullptr) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& m : received_)
-      if (auto* t = std::get_if<T>(&m)) return *t;
+      if (auto* t = std::get_if<T>(&m); t && (!match || match(*t))) return *t;
     return std::nullopt;
   }
   Status Push(const std::string& agent, const p::Message& m) {
@@ -159,6 +162,11 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   ASSERT_TRUE(g1.ok()) << g1.status();
   EXPECT_EQ(g1->generation, p::PlanGeneration(1));
   EXPECT_EQ(g1->members, std::vector<p::WorkerId>{0});
+  // The hello tells the scheduler at once that the program links the runtime.
+  ASSERT_TRUE(WaitFor([&] {
+    auto jp = sched.Find<p::JobProgress>([](const p::JobProgress& m) { return m.runtime.value_or(false); });
+    return jp && jp->job == 7 && jp->step == 0;
+  }, 5));
   hello.generation = 9;
   EXPECT_FALSE((*worker)->Call<p::GenerationAnnounce>(hello, milliseconds(3000)).ok());
 
@@ -206,11 +214,9 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   EXPECT_EQ(rep.generation, p::PlanGeneration(2));
   EXPECT_EQ(rep.to_workers, 2);
   EXPECT_DOUBLE_EQ(rep.phases.total, 0.125);
-  ASSERT_TRUE(WaitFor([&] {
-    auto jp = sched.Find<p::JobProgress>();
-    return jp && jp->step == 42;
-  }, 5));
-  EXPECT_DOUBLE_EQ(sched.Find<p::JobProgress>()->loss, 0.5);
+  auto step42 = [](const p::JobProgress& m) { return m.step == 42; };
+  ASSERT_TRUE(WaitFor([&] { return sched.Find<p::JobProgress>(step42).has_value(); }, 5));
+  EXPECT_DOUBLE_EQ(sched.Find<p::JobProgress>(step42)->loss, 0.5);
 
   // A preemption: the checkpoint request reaches the worker before SIGTERM.
   p::StopWorkers stop;

@@ -53,7 +53,8 @@ inline std::vector<Message> SampleMessages() {
                            .checkpoint_dir = "/ckpt",
                            .store_endpoint = "tcp://head:7201",
                            .store_prefix = "job/12/",
-                           .owner = "alice"});
+                           .owner = "alice",
+                           .restart_count = 1});
   m.push_back(NewGeneration{.job = 12,
                             .generation = 3,
                             .members = {4, 6},
@@ -86,7 +87,8 @@ inline std::vector<Message> SampleMessages() {
                           .step = 1300,
                           .loss = 0.25,
                           .steps_per_second = 10.25,
-                          .remaining_work = 700});
+                          .remaining_work = 700,
+                          .runtime = true});
   m.push_back(SubmitJob{.name = "mlp",
                         .workers = std::nullopt,
                         .min_workers = 2,
@@ -99,7 +101,9 @@ inline std::vector<Message> SampleMessages() {
                         .model = "resnet50",
                         .total_work = 5000,
                         .client_token = "3f2a9c0d1e7b4a65",
-                        .owner = "alice"});
+                        .owner = "alice",
+                        .elastic = "restart",
+                        .max_restarts = 3});
   m.push_back(SubmitReply{.job = 12, .name = "mlp"});
   m.push_back(ListJobs{.include_finished = true});
   m.push_back(JobsReply{.jobs = {row, row}});

@@ -169,6 +169,35 @@ TEST(PolicyTest, ElasticOnlyGrowsOnTrainingServersOnly) {
   EXPECT_EQ(h.job(1).placement.count(1), 0u);
 }
 
+TEST(PolicyTest, KnapsackChargesEachRescaleKindItsOwnPause) {
+  // 6 of 8 GPUs free up when job 1 ends; job 2 (at 2 workers, 100 iterations
+  // left) would save 100/2 - 100/8 = 37.5 s by growing to 8. That beats the
+  // in-place pause (10 s) but not the restart pause (100 s): only the in-place
+  // job grows, and the restart job does once enough work is left.
+  SchedulerConfig config;
+  config.rescale_pause = 10;
+  config.restart_pause = 100;
+  for (Rescale kind : {Rescale::kInPlace, Rescale::kRestart}) {
+    Harness h(Servers(1, 0), "aryl", config);
+    h.Submit(Inelastic(1, 6, 1e6), 0);
+    JobSpec elastic = Elastic(2, 2, 8, 200);
+    elastic.rescale = kind;
+    h.Submit(elastic, 0);
+    ASSERT_EQ(h.job(2).workers, 2);
+    h.Send(JobFinished{1}, 50);  // 100 iterations left
+    EXPECT_EQ(h.job(2).workers, kind == Rescale::kInPlace ? 8 : 2) << static_cast<int>(kind);
+    EXPECT_DOUBLE_EQ(h.job(2).remaining_work, 100);
+  }
+  // With 1000 iterations left the restart job's gain (375 s) pays its pause.
+  Harness h(Servers(1, 0), "aryl", config);
+  h.Submit(Inelastic(1, 6, 1e6), 0);
+  JobSpec elastic = Elastic(2, 2, 8, 1100);
+  elastic.rescale = Rescale::kRestart;
+  h.Submit(elastic, 0);
+  h.Send(JobFinished{1}, 50);
+  EXPECT_EQ(h.job(2).workers, 8);
+}
+
 TEST(PolicyTest, OptimusAndAfsShareFreeGpusAmongElasticJobs) {
   // Both peers hand all 8 GPUs to two elastic jobs with diminishing returns.
   for (const char* p : {"optimus", "afs", "aryl"}) {

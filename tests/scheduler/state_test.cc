@@ -33,6 +33,12 @@ Action Start(JobId job, Placement p) {
   return a;
 }
 
+Action Resize(JobId job, Placement p) {
+  Action a = Start(job, std::move(p));
+  a.type = ActionType::kResize;
+  return a;
+}
+
 TEST(StateTest, ProgressAndEstimatedFinishTime) {
   // A job at 4 it/s with 1000 iterations finishes 250 s after it starts.
   ClusterState st = MakeState();
@@ -86,14 +92,36 @@ TEST(StateTest, RescalePausesButLosesNothing) {
   ASSERT_TRUE(st.AddJob(spec).ok());
   ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 2}})).ok());
   ASSERT_TRUE(st.AdvanceTo(100).ok());  // 200 done
-  Action r;
-  r.type = ActionType::kResize;
-  r.job = 1;
-  r.placement = {{0, 8}};
-  ASSERT_TRUE(ApplyChecked(st, r).ok());
+  ASSERT_TRUE(ApplyChecked(st, Resize(1, {{0, 8}})).ok());
   EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
   EXPECT_EQ(st.job(1)->stats.rescales, 1);
   EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 110 + 100);
+}
+
+TEST(StateTest, RestartJobRescalePaysTheRestartPause) {
+  // A torchrun-style job is stopped and started again on a resize: it pauses for
+  // restart_pause (50 s), an in-place job for rescale_pause (10 s).
+  SchedulerConfig config;
+  config.rescale_pause = 10;
+  config.restart_pause = 50;
+  EXPECT_DOUBLE_EQ(config.RescalePause(testing::Elastic(1, 2, 8)), 10);
+  ClusterState st = MakeState(config);
+  auto spec = testing::Elastic(1, 2, 8, 1000);
+  spec.rescale = Rescale::kRestart;
+  EXPECT_DOUBLE_EQ(config.RescalePause(spec), 50);
+  ASSERT_TRUE(st.AddJob(spec).ok());
+  ASSERT_TRUE(ApplyChecked(st, Start(1, {{0, 2}})).ok());
+  ASSERT_TRUE(st.AdvanceTo(100).ok());  // 200 done
+  ASSERT_TRUE(ApplyChecked(st, Resize(1, {{0, 8}})).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 800);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 150 + 100);
+  // Learned later to be in place (SetRescale): the next rescale costs 10 s.
+  ASSERT_TRUE(st.SetRescale(1, Rescale::kInPlace).ok());
+  ASSERT_TRUE(st.AdvanceTo(200).ok());  // 400 more done at 8 after the pause
+  ASSERT_TRUE(ApplyChecked(st, Resize(1, {{0, 4}})).ok());
+  EXPECT_DOUBLE_EQ(st.job(1)->remaining_work, 400);
+  EXPECT_DOUBLE_EQ(st.EstimatedFinishTime(1), 210 + 100);
+  EXPECT_FALSE(st.SetRescale(99, Rescale::kInPlace).ok());
 }
 
 TEST(StateTest, ApplyRejectsDoubleBookingAndLeavesStateUnchanged) {

@@ -49,6 +49,24 @@ struct BadRowCase {
 
 class BadRowTest : public ::testing::TestWithParam<BadRowCase> {};
 
+TEST(TraceTest, RescaleColumnMarksRestartJobs) {
+  // rescale=restart marks torchrun-style jobs; empty or inplace is the default;
+  // anything else is a bad row naming the value.
+  auto t = ParseTrace(std::string("job_id,submission_time,duration,num_gpu,elastic,rescale\n") +
+                          "a,0,60,2,1,restart\nb,1,60,2,1,inplace\nc,2,60,2,1,\n",
+                      "r.csv");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->jobs.size(), 3u);
+  EXPECT_TRUE(t->jobs[0].restart);
+  EXPECT_FALSE(t->jobs[1].restart);
+  EXPECT_FALSE(t->jobs[2].restart);
+  auto bad = ParseTrace("job_id,submission_time,duration,num_gpu,rescale\na,0,60,2,torchrun\n", "r.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("r.csv:2: rescale: expected inplace or restart, got 'torchrun'"),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST_P(BadRowTest, IsFatalWithFileLineAndReason) {
   // Each kind of bad row is an error naming file:line and why, by default.
   std::string text = std::string(kItpHeader) + "ok,1,10,1\n" + GetParam().row + "\n";

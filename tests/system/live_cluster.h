@@ -140,6 +140,10 @@ class LiveCluster : public ::testing::Test {
     if (min > 0) {
       m.min_workers = min;
       m.max_workers = max;
+      // The stand-in programs (sh loops) model a job resized in place: stayers
+      // keep running, joiners start. Without saying so, a program that does not
+      // link the runtime is resized by a restart (SubmitJob::elastic).
+      m.elastic = "inplace";
     } else {
       m.workers = workers;
     }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace aryl {
 
@@ -34,10 +35,14 @@ inline void SetTorchrunEnv(std::map<std::string, std::string>& env, const Torchr
   env["TORCHELASTIC_RUN_ID"] = p.run_id;
 }
 
-// A port every agent of a job derives alike from (job, generation), in
-// [29500, 49500): no message has to carry it.
-inline int TorchrunMasterPort(uint64_t job, int64_t generation) {
-  uint64_t h = (job * 0x9E3779B97F4A7C15ull) ^ (uint64_t(generation) * 0xC2B2AE3D27D4EB4Full);
+// A port every agent of a job derives alike from (job, generation) and the
+// cluster's rendezvous store endpoint, in [29500, 49500): no message has to
+// carry it, and job 1 of two clusters on one machine (aryl-run --standalone
+// twice) does not get the same port.
+inline int TorchrunMasterPort(uint64_t job, int64_t generation, std::string_view cluster = {}) {
+  uint64_t salt = 0xCBF29CE484222325ull;  // FNV-1a
+  for (unsigned char c : cluster) salt = (salt ^ c) * 0x100000001B3ull;
+  uint64_t h = (job * 0x9E3779B97F4A7C15ull) ^ (uint64_t(generation) * 0xC2B2AE3D27D4EB4Full) ^ salt;
   return 29500 + int((h >> 17) % 20000);
 }
 

@@ -34,7 +34,6 @@ inline internal::RoundOptions OptionsFrom(const SchedulerConfig& c) {
   o.fifo = c.fifo;
   o.inelastic_on_loaned = c.inelastic_on_loaned;
   o.knapsack_budget = c.knapsack_exact_budget;
-  o.rescale_pause = c.rescale_pause;
   o.min_type_speed = c.min_type_speed;
   return o;
 }

@@ -151,7 +151,7 @@ struct Scratch {
       } else {
         int w = 0;
         for (const auto& [x, n] : next) w += n;
-        cost.lost_gpu_seconds += w * state.config().rescale_pause;
+        cost.lost_gpu_seconds += w * state.config().RescalePause(job.spec);
       }
       if (freed) {
         for (const auto& [other, n] : cur) {
@@ -324,7 +324,7 @@ ReclaimCost CostOfReturning(const ClusterState& state, const std::vector<ServerI
     } else {
       int w = 0;
       for (const auto& [x, n] : next) w += n;
-      cost.lost_gpu_seconds += w * state.config().rescale_pause;
+      cost.lost_gpu_seconds += w * state.config().RescalePause(job.spec);
       ++n_shrinks;
       if (actions) {
         Action a;

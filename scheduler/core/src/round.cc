@@ -286,7 +286,8 @@ bool Slower(const JobInfo& job, int t, int f, int w) {
 }
 
 // The elastic allocation of `capacity` GPUs of one type among `group`.
-void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt) {
+void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
+                    const SchedulerConfig& cfg) {
   if (group.empty() || capacity <= 0) return;
   if (opt.extra == ExtraRule::kKnapsack) {
     // Groups kept across rounds with their options' capacity (see allocs).
@@ -302,7 +303,9 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
       const int base = Sum(a->base);
       const int cur = a->is_new || a->moved ? 0 : j.workers;
       const double r0 = RemainingTime(j, a->home, base);
-      auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
+      // Each kind pays its own pause: a restart job is stopped and started again.
+      const Seconds rescale = cfg.RescalePause(j.spec);
+      auto pause = [&](int w) { return cur > 0 && w != cur ? rescale : 0.0; };
       KnapsackGroup g;
       if (!spare.empty()) {
         g = std::move(spare.back());
@@ -399,7 +402,8 @@ void AllocateGuests(std::vector<Alloc>& allocs, const FreeIndex& index, const Cl
       if (j.curves[t].empty()) continue;
       const int w0 = Sum(a.base) + a.extra;
       const int cur = a.is_new || a.moved ? 0 : j.workers;
-      auto pause = [&](int w) { return cur > 0 && w != cur ? opt.rescale_pause : 0.0; };
+      const Seconds rescale = state.config().RescalePause(j.spec);
+      auto pause = [&](int w) { return cur > 0 && w != cur ? rescale : 0.0; };
       const double r0 = RemainingTime(j, a.home, w0);
       KnapsackGroup g;
       g.options.push_back({0, 0});
@@ -603,7 +607,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
           const Alloc& a = allocs[q.alloc];
           if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
           const double rt = RemainingTime(j, t, d);
-          const double cost = a.flexible ? opt.rescale_pause
+          const double cost = a.flexible ? cfg.RescalePause(j.spec)
                                          : cfg.restart_pause +
                                                std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
                                                    j.Thr(t, d);
@@ -620,7 +624,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         const Seconds w = wait_for(fast, ahead[fast] + d - index.Total(fast, true, may_loan));
         const double s = j.Thr(t, d) / j.Thr(fast, d);
         const double cost =
-            flexible ? opt.rescale_pause
+            flexible ? cfg.RescalePause(j.spec)
                      : cfg.restart_pause + s * std::min(w, cfg.checkpoint_interval) / 2;
         return RemainingTime(j, t, d) <= w || s * w > cost;
       };
@@ -698,7 +702,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       if (a.flexible && a.home >= 0) by_type[a.home].push_back(&a);
     }
     for (int t = 0; t < state.num_types(); ++t) {
-      AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt);
+      AllocateExtras(by_type[t], index.Total(t, true, opt.use_loaned), opt, state.config());
     }
     if (opt.hetero_dp && opt.use_loaned && state.num_types() > 1) AllocateGuests(allocs, index, state, opt);
     // 4. Placement of flexible workers: keep current ones (loaned first) ...

@@ -70,7 +70,6 @@ struct RoundOptions {
   bool fifo = false;
   bool inelastic_on_loaned = true;
   std::int64_t knapsack_budget = 20'000'000;
-  Seconds rescale_pause = 30;
   double min_type_speed = 0;  // SchedulerConfig::min_type_speed
   // Aryl's heterogeneous-type rules (docs/scheduler.md, "Slow GPU types"): start
   // a queued job on a type slower than its fastest only when its estimated

@@ -114,7 +114,8 @@ Status Scheduler::Impl::Validate(const Event& e) const {
         using T = std::decay_t<decltype(body)>;
         if constexpr (std::is_same_v<T, JobSubmitted>) {
           return st.ValidateJob(body.spec);
-        } else if constexpr (std::is_same_v<T, JobFinished> || std::is_same_v<T, JobCancelled>) {
+        } else if constexpr (std::is_same_v<T, JobFinished> || std::is_same_v<T, JobCancelled> ||
+                             std::is_same_v<T, JobRescaleKnown>) {
           return ActiveJob(st, body.job);
         } else if constexpr (std::is_same_v<T, JobProgress>) {
           ARYL_RETURN_IF_ERROR(ActiveJob(st, body.job));
@@ -297,6 +298,8 @@ Result<Plan> Scheduler::Apply(const Event& event) {
           return st.CancelJob(body.job);
         } else if constexpr (std::is_same_v<T, JobProgress>) {
           return st.SetRemainingWork(body.job, body.remaining_work);
+        } else if constexpr (std::is_same_v<T, JobRescaleKnown>) {
+          return st.SetRescale(body.job, body.rescale);
         } else if constexpr (std::is_same_v<T, ServersLoaned>) {
           for (ServerId id : body.servers) ARYL_RETURN_IF_ERROR(st.LoanServer(id));
           return Status::Ok();

@@ -444,6 +444,16 @@ Status ClusterState::SetRemainingWork(JobId id, double remaining) {
   return Status::Ok();
 }
 
+Status ClusterState::SetRescale(JobId id, Rescale rescale) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status != JobStatus::kRunning && j->status != JobStatus::kQueued) {
+    return Status::FailedPrecondition(JobName(id) + ": rescale kind for a job that is not active");
+  }
+  j->spec.rescale = rescale;
+  return Status::Ok();
+}
+
 // --- Actions -------------------------------------------------------------------------
 
 Status ClusterState::ValidatePlacement(const JobInfo& job, const Placement& placement,
@@ -560,7 +570,7 @@ Status ClusterState::Apply(const Action& a) {
       JobInfo& j = *mutable_job(a.job);
       SetPlacement(j, a.placement);
       j.stats.rescales++;
-      j.paused_until = std::max(j.paused_until, now_ + config_.rescale_pause);
+      j.paused_until = std::max(j.paused_until, now_ + config_.RescalePause(j.spec));
       j.checkpoint_time = now_;
       j.checkpoint_remaining = j.remaining_work;
       break;

@@ -53,6 +53,9 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
   if (!m.gpu_type.empty()) spec.gpu_types = {m.gpu_type};
   spec.model = !m.model.empty() && measured && measured->HasModel(m.model) ? m.model : kLinearModel;
   spec.total_work = m.total_work > 0 ? m.total_work : kUnknownWork;
+  // Until its program shows that it links the runtime, a job that did not say
+  // resizes by a restart (Job::RestartsToResize) and is charged for one.
+  if (m.elastic.value_or("restart") == "restart") spec.rescale = s::Rescale::kRestart;
   int capacity = 0;
   for (const auto& [id, n] : nodes)
     if (n.connected && !n.drained && (m.gpu_type.empty() || n.gpu_type == m.gpu_type)) capacity += n.slots;

@@ -18,7 +18,8 @@ json SpecToJson(const s::JobSpec& spec) {
           {"requested", spec.requested_workers},
           {"gpu_types", spec.gpu_types},
           {"model", spec.model},
-          {"total_work", spec.total_work}};
+          {"total_work", spec.total_work},
+          {"restart", spec.rescale == s::Rescale::kRestart}};
 }
 
 s::JobSpec SpecFromJson(const json& j) {
@@ -33,6 +34,8 @@ s::JobSpec SpecFromJson(const json& j) {
   spec.gpu_types = j.at("gpu_types").get<std::vector<std::string>>();
   spec.model = j.at("model").get<std::string>();
   spec.total_work = j.at("total_work").get<double>();
+  // Journals written before restart elasticity hold in-place jobs only.
+  if (j.value("restart", false)) spec.rescale = s::Rescale::kRestart;
   return spec;
 }
 
@@ -55,6 +58,8 @@ json EventJson(const s::EventBody& body) {
         if constexpr (std::is_same_v<T, s::ServerFailed>) return {{"type", "failed"}, {"server", e.server}};
         if constexpr (std::is_same_v<T, s::ServerRecovered>) return {{"type", "recovered"}, {"server", e.server}};
         if constexpr (std::is_same_v<T, s::Tick>) return {{"type", "tick"}};
+        if constexpr (std::is_same_v<T, s::JobRescaleKnown>)
+          return {{"type", "rescale_kind"}, {"job", e.job}, {"restart", e.rescale == s::Rescale::kRestart}};
       },
       body);
 }
@@ -79,6 +84,9 @@ Result<s::EventBody> EventFromParsed(const json& j) {
   if (type == "failed") return s::EventBody(s::ServerFailed{j.at("server").get<s::ServerId>()});
   if (type == "recovered") return s::EventBody(s::ServerRecovered{j.at("server").get<s::ServerId>()});
   if (type == "tick") return s::EventBody(s::Tick{});
+  if (type == "rescale_kind")
+    return s::EventBody(s::JobRescaleKnown{j.at("job").get<s::JobId>(),
+                                           j.at("restart").get<bool>() ? s::Rescale::kRestart : s::Rescale::kInPlace});
   return Status::Corruption("core journal: unknown event type '" + type + "'");
 }
 

@@ -48,7 +48,8 @@ json JobJson(const s::JobInfo& j) {
             {"elastic", sp.kind == s::JobKind::kElastic}, {"min", sp.min_workers}, {"max", sp.max_workers},
             {"requested", sp.requested_workers}, {"granularity", static_cast<int>(sp.granularity.kind)},
             {"multiple", sp.granularity.multiple}, {"gpu_types", sp.gpu_types}, {"model", sp.model},
-            {"total_work", N(sp.total_work, "total_work")}, {"state_bytes", N(sp.state_bytes, "state_bytes")}}},
+            {"total_work", N(sp.total_work, "total_work")}, {"state_bytes", N(sp.state_bytes, "state_bytes")},
+            {"restart", sp.rescale == s::Rescale::kRestart}}},
           {"running", j.status == s::JobStatus::kRunning},
           {"placement", PlacementJson(j.placement)},
           {"workers", j.workers},
@@ -78,6 +79,7 @@ s::JobInfo JobFrom(const json& x) {
   j.spec.min_workers = sp.at("min").get<int>();
   j.spec.max_workers = sp.at("max").get<int>();
   j.spec.requested_workers = sp.at("requested").get<int>();
+  if (sp.at("restart").get<bool>()) j.spec.rescale = s::Rescale::kRestart;
   int g = sp.at("granularity").get<int>();
   if (g < 0 || g > static_cast<int>(s::Granularity::Kind::kMultiple))
     throw std::runtime_error("job " + std::to_string(j.spec.id) + ": granularity " + std::to_string(g));

@@ -124,6 +124,9 @@ Status Daemon::Impl::LoadState() {
       j.preemptions = w.value("preemptions", std::int64_t{0});
       j.home_store = w.value("home_store", std::string("none"));
       j.completing = w.value("completing", false);
+      j.runtime = w.value("runtime", false);
+      j.restarting = w.value("restarting", false);
+      j.restarts = w.value("restarts", 0);
       for (const auto& x : w.value("workers", json::array())) {
         Worker wk;
         wk.id = x.at("id").get<p::WorkerId>();

@@ -65,6 +65,9 @@ inline double WallNow() {
 inline constexpr const char* kLinearModel = "linear";
 inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
 inline constexpr double kCoreTimeStep = 0.05;  // s; the server's tick (CoreNow)
+// How long after its start a job that did not give --elastic may take to show
+// that it links the runtime (its first WorkerHello) before it is resized by a restart.
+inline constexpr double kKindDetectSeconds = 15;
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -76,7 +79,9 @@ enum class ExitKind {
   kLost,       // killed, interrupted or stopped without being asked: the job goes on without it
   kFailed,     // the program failed (exit code, its report, an exec error): the job fails
 };
-ExitKind ClassifyExit(const p::WorkerExited& m);
+// `planned_stop`: the job's whole group is being stopped to start it again
+// (restart elasticity); an exit then is not the job's end, whatever its code.
+ExitKind ClassifyExit(const p::WorkerExited& m, bool planned_stop = false);
 
 class Daemon::Impl {
  public:
@@ -121,6 +126,29 @@ class Daemon::Impl {
     std::int64_t rescales = 0;
     std::int64_t preemptions = 0;
     double last_resize_pause = 0;  // as the runtime last measured it (memory only)
+    // Restart elasticity (SubmitJob::elastic): `runtime` once the program was
+    // seen to link the runtime; `restarting` while every worker is being
+    // stopped to start the group again (a resize or a failure); `restarts`
+    // counts the restarts after failures (against max_restarts).
+    bool runtime = false;
+    bool restarting = false;
+    int restarts = 0;
+    // A resize of a job that did not say how it resizes, planned before its
+    // kind is known: carried out once the runtime's hello arrives (in place)
+    // or kKindDetectSeconds after the start without one (restart). Memory only.
+    bool resize_pending = false;
+    // A resize of this job stops and restarts all its workers (explicit
+    // "restart", or unset and the program has not shown that it links the runtime).
+    bool RestartsToResize() const {
+      return spec.elastic ? *spec.elastic == "restart" : !runtime;
+    }
+    // node -> workers that stay (not asked to leave).
+    std::map<std::string, int> LivePlacement() const {
+      std::map<std::string, int> out;
+      for (const auto& [id, w] : workers)
+        if (!w.leaving) out[w.agent]++;
+      return out;
+    }
     double last_progress_event = 0;
     std::vector<std::string> watchers;  // client identities
     std::deque<std::string> output;
@@ -227,6 +255,8 @@ class Daemon::Impl {
   void ClearWorkers(Job& j);
   void IndexWorkers();  // rebuilds workers_on from jobs
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
+  Status Restart(Job& j, const std::string& reason);  // stop all workers, then start them again
+  Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).
   void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace = -1);

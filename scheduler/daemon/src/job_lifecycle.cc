@@ -25,9 +25,14 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
 // (WorkerDone); an exit 0 after a stop it was sent (a SIGTERM on any rank stops
 // every rank cleanly, with a checkpoint) is not the job's end. A program that
 // does not link the runtime has only its exit code to speak with.
-ExitKind ClassifyExit(const p::WorkerExited& m) {
+//
+// A worker of a restart job that exits while the whole group is being stopped
+// to start again (a SIGTERM it was sent; a torchrun script may exit 0 or 1 or
+// die of it) has left: only the runtime's "completed" says more.
+ExitKind ClassifyExit(const p::WorkerExited& m, bool planned_stop) {
   bool exit0 = m.exit_code && *m.exit_code == 0;
   if (m.outcome == "left") return ExitKind::kLeft;
+  if (planned_stop) return exit0 && m.outcome == "completed" ? ExitKind::kCompleted : ExitKind::kLeft;
   if (m.signal) return ExitKind::kLost;
   if (m.outcome == "interrupted" || m.outcome == "stopped") return ExitKind::kLost;
   if (exit0 && m.outcome == "completed") return ExitKind::kCompleted;
@@ -53,7 +58,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   if (wit == j.workers.end() || wit->second.agent != m.agent_id) return Status::Ok();  // handled before
   bool leaving = wit->second.leaving;
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
-  ExitKind kind = ClassifyExit(m);
+  ExitKind kind = ClassifyExit(m, j.restarting);
   EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
                     (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
@@ -82,10 +87,25 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     pending_converge.insert(j.rec.id);
     return SaveJob(j);
   }
+  std::string failure = who + (m.error.empty() ? " exited with " + std::to_string(code) : ": " + m.error);
+  if (j.RestartsToResize() && m.error.empty()) {
+    // torchrun's rule: a failed or lost worker restarts the whole group, at
+    // most max_restarts times (the survivors' collectives would fail anyway).
+    // A program that cannot be started is not retried.
+    // Default: a failing program fails the job at once (torchrun's 0); lost
+    // workers (killed) restart it up to the scheduler's --max-worker-failures.
+    const int limit = static_cast<int>(
+        j.spec.max_restarts.value_or(kind == ExitKind::kFailed ? 0 : opt.max_worker_failures));
+    if (j.restarts >= limit)
+      return FailJob(j, code, failure + " (" + std::to_string(j.restarts) + " of max " + std::to_string(limit) +
+                                  " restarts used)");
+    j.restarts++;
+    return Restart(j, failure + "; restart " + std::to_string(j.restarts) + " of " + std::to_string(limit));
+  }
   if (kind == ExitKind::kFailed) {
     // The program failed on purpose (its exit code, its own report, or it could
     // not start): so does the job, with the reason.
-    return FailJob(j, code, who + (m.error.empty() ? " exited with " + std::to_string(code) : ": " + m.error));
+    return FailJob(j, code, failure);
   }
   // Lost: killed by a signal (OOM killer, an operator, a crash), interrupted
   // (a peer or the store failed), or stopped cleanly without being asked: the
@@ -93,7 +113,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   // checkpoint), within limits for crashes.
   bool crash = m.signal.has_value() || m.outcome == "interrupted" || (m.outcome.empty() && m.runtime);
   if (crash) j.failures++;
-  if (j.failures > opt.max_worker_failures) {
+  if (j.failures > j.spec.max_restarts.value_or(opt.max_worker_failures)) {
     return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
   }
   spdlog::warn("job {}: {} ended ({}); the job goes on without it", j.rec.id, who, how);
@@ -122,9 +142,20 @@ Status Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
   return Status::Ok();
 }
 
+Status Daemon::Impl::MarkRuntime(Job& j) {
+  j.runtime = true;
+  if (j.spec.elastic) return Status::Ok();  // the submitter said which
+  spdlog::info("job {}: the program links the runtime; it resizes in place", j.rec.id);
+  return Feed(s::JobRescaleKnown{j.rec.id, s::Rescale::kInPlace}, "the program links the runtime");
+}
+
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;
+  if (!jit->second.runtime) {
+    Status st = Transaction("runtime", [&] { return MarkRuntime(jit->second); });
+    if (!st.ok()) spdlog::warn("job {}: {}", m.job, st.ToString());
+  }
   (void)Journal(m.job, "resize_report",
                 "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) + "->" +
                     std::to_string(m.to_workers) + " pause " + std::to_string(m.phases.total) + " s" +
@@ -142,6 +173,13 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;
   Job& j = jit->second;
+  if (m.runtime.value_or(false)) {
+    if (!j.runtime) {
+      Status st = Transaction("runtime", [&] { return MarkRuntime(j); });
+      if (!st.ok()) spdlog::warn("job {}: {}", m.job, st.ToString());
+    }
+    if (m.step == 0 && m.remaining_work == 0) return std::nullopt;  // the hello, no progress yet
+  }
   j.step = m.step;
   j.loss = std::isnan(m.loss) ? 0 : m.loss;
   j.rate = m.steps_per_second;
@@ -157,6 +195,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
 // Jobs whose workers changed outside a plan converge to the core's placement;
 // workers of a completed job that linger are stopped.
 void Daemon::Impl::ConvergeTick(double now) {
+  for (auto& [jid, j] : jobs) {
+    if (j.resize_pending && (j.runtime || WallNow() - j.rec.start_time >= kKindDetectSeconds)) {
+      j.resize_pending = false;
+      pending_converge.insert(jid);
+    }
+  }
   auto pending = std::move(pending_converge);
   pending_converge.clear();
   for (auto jid : pending) {
@@ -167,7 +211,11 @@ void Daemon::Impl::ConvergeTick(double now) {
       if (j.completing) return j.workers.empty() ? FinishJob(j, j.rec.exit_code) : Status::Ok();
       const auto* info = core->state().job(jid);
       if (!info || info->status != s::JobStatus::kRunning) return SaveJob(j);
-      return Converge(j, ToNodePlacement(info->placement), "replace lost workers");
+      if (j.resize_pending) return Status::Ok();  // converges once its kind is known
+      auto desired = ToNodePlacement(info->placement);
+      if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement())
+        return Restart(j, "resize to " + PlacementString(desired));
+      return Converge(j, desired, j.restarting ? "restart of all workers" : "replace lost workers");
     });
     if (!st.ok()) {
       spdlog::error("job {}: converge: {}", jid, st.ToString());

@@ -98,6 +98,14 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       if (a.type == s::ActionType::kResize) {
         it->second.rescales++;
         metrics.Inc("aryl_rescales_total");
+        Job& j = it->second;
+        if (j.RestartsToResize() && !j.workers.empty()) {
+          if (!j.spec.elastic && WallNow() - j.rec.start_time < kKindDetectSeconds) {
+            j.resize_pending = true;  // ConvergeTick, once the kind is known
+            return Status::Ok();
+          }
+          return Restart(j, a.reason);
+        }
       }
       return Converge(it->second, ToNodePlacement(a.placement), a.reason);
     }
@@ -145,6 +153,9 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["preemptions"] = j.preemptions;
   w["home_store"] = j.home_store;
   w["completing"] = j.completing;
+  w["runtime"] = j.runtime;
+  w["restarting"] = j.restarting;
+  w["restarts"] = j.restarts;
   json arr = json::array();
   j.rec.placement.clear();
   for (const auto& [id, wk] : j.workers) {
@@ -225,6 +236,9 @@ std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::s
 // where there are too few, marks leavers where there are too many, and
 // announces the new generation to every agent involved.
 Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+  // A restart starts the group again once every old worker is gone (they may
+  // still write their checkpoint); the last exit converges.
+  if (j.restarting && !j.workers.empty()) return Status::Ok();
   std::map<std::string, int> have;
   for (const auto& [id, w] : j.workers)
     if (!w.leaving) have[w.agent]++;
@@ -295,6 +309,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
 
   if (fresh) {
     j.starts++;
+    j.restarting = false;
     j.completing = false;
     j.rec.start_time = WallNow();
   }
@@ -356,6 +371,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.store_endpoint = store_ep;
     sw.store_prefix = store_key;
     sw.owner = j.spec.owner.value_or("local");
+    sw.restart_count = j.starts - 1;
     Push(agent, sw);
   }
   int size = static_cast<int>(members.size());
@@ -368,6 +384,26 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
          kind + " to " + std::to_string(size) + " workers on " + PlacementString(placed) + ": " + reason);
   spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
+  return SaveJob(j);
+}
+
+// Restart elasticity: stops every worker of the job (SIGTERM, then SIGKILL
+// after the grace period); when the last is gone, ConvergeTick starts the
+// group again at the core's placement, with fresh torchrun variables and
+// TORCHELASTIC_RESTART_COUNT one higher. Exits meanwhile are planned
+// (ClassifyExit). A restart asked for while one is under way joins it.
+Status Daemon::Impl::Restart(Job& j, const std::string& reason) {
+  if (j.workers.empty()) {
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  if (!j.restarting) {
+    j.restarting = true;
+    StopJobWorkers(j, false, "restart: " + reason);
+    ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}}, JobNodes(j)));
+    Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);
+    spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(), reason);
+  }
   return SaveJob(j);
 }
 

@@ -389,7 +389,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       Status placed = Place(*job, a.placement, "resize of");
       if (!placed.ok()) return placed;
       ++job->rescales;
-      job->paused_until = std::max(job->paused_until, t + config_.scheduler.rescale_pause);
+      job->paused_until = std::max(job->paused_until, t + config_.scheduler.RescalePause(*job->spec));
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       Reestimate(*job);

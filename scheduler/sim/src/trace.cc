@@ -30,10 +30,10 @@ using internal::ParseInt;
 using internal::Split;
 using internal::Trim;
 
-enum Column { kJobId, kSubmit, kDuration, kNumGpu, kModel, kGpuType, kElastic, kMin, kMax, kNumColumns };
+enum Column { kJobId, kSubmit, kDuration, kNumGpu, kModel, kGpuType, kElastic, kMin, kMax, kRescale, kNumColumns };
 constexpr const char* kColumnNames[kNumColumns] = {"job_id", "submission_time", "duration", "num_gpu",
                                                    "model", "gpu_type", "elastic", "min_workers",
-                                                   "max_workers"};
+                                                   "max_workers", "rescale"};
 
 std::optional<bool> ParseBool(std::string_view s) {
   std::string v(Trim(s));
@@ -80,6 +80,11 @@ Result<TraceJob> ParseRow(const std::vector<std::string>& fields, const int (&co
     if (!v || *v < 1 || *v > 1'000'000)
       return Status::InvalidArgument(std::string(kColumnNames[c]) + ": must be an integer >= 1: " + Quote(field(c)));
     (c == kMin ? job.min_workers : job.max_workers) = static_cast<int>(*v);
+  }
+  if (std::string r(Trim(field(kRescale))); r == "restart") {
+    job.restart = true;
+  } else if (!r.empty() && r != "inplace") {
+    return Status::InvalidArgument("rescale: expected inplace or restart, got " + Quote(field(kRescale)));
   }
   int lo = job.min_workers.value_or(job.num_gpu);
   int hi = job.max_workers.value_or(job.num_gpu);
@@ -129,7 +134,7 @@ Result<Trace> ParseTrace(std::string_view text, std::string_view source, const T
         if (!known) {
           error = Status::InvalidArgument(where + ": header: unknown column '" + std::string(fields[i]) +
                                           "' (expected job_id,submission_time,duration,num_gpu"
-                                          "[,model,gpu_type,elastic,min_workers,max_workers])");
+                                          "[,model,gpu_type,elastic,min_workers,max_workers,rescale])");
           return false;
         }
       }

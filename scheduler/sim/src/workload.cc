@@ -212,6 +212,7 @@ Result<std::vector<sched::JobSpec>> BuildJobs(const Trace& trace, const sched::T
                                      " does not allow " + std::to_string(n) + " GPUs");
     spec.total_work = row.duration * thr;
     spec.state_bytes = ModelStateBytes(spec.model);
+    if (row.restart) spec.rescale = sched::Rescale::kRestart;
 
     bool elastic = row.elastic.has_value()
                        ? *row.elastic

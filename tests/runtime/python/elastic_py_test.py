@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import torch
@@ -195,6 +196,187 @@ class TorchrunScript(unittest.TestCase):
             self.assertEqual(len({c for _, c in found}), 1, "ranks ended with different parameters")
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+ARYL = os.environ.get("ARYL", "build/cli/aryl")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def wait_for(what, cond, proc, logs, deadline_s=180):
+    """Polls cond() until it returns a true value; fails naming `what` (with the
+    job's output) at the deadline or when aryl-run exits first."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"waiting for {what}: " + ("aryl-run exited " + str(proc.returncode) if proc.poll()
+                                                    is not None else f"not within {deadline_s} s") + "\n" + logs())
+
+
+class TorchrunRestart(unittest.TestCase):
+    """A plain torch.distributed DDP script (examples/python/torchrun_ddp.py: no aryl import, its own
+    checkpoint in --cwd) under aryl-run --standalone: at a fixed size, then resized
+    restart-style 2 -> 4 -> 2 by lending the inference agent's slots (aryl pool
+    offer) and taking them back (aryl pool reclaim). Each resize stops every worker
+    and starts the group again at the new size with TORCHELASTIC_RESTART_COUNT one
+    higher; the script resumes from its checkpoint and ends at the fixed run's
+    parameters and step."""
+    STEPS = 200
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="aryl_py_restart_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_dir(self, name):
+        path = os.path.join(self.tmp, name)
+        os.makedirs(path)
+        return path
+
+    def test_restart_resizes_2_4_2_resume_from_own_checkpoint(self):
+        script = os.path.join(EXAMPLES, "torchrun_ddp.py")
+        fixed = self.run_dir("fixed")
+        proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--work-dir",
+                               os.path.join(self.tmp, "aryl-fixed"), "--cwd", fixed, "--", sys.executable, script,
+                               "--steps", str(self.STEPS)], capture_output=True, text=True, timeout=240)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertRegex(read(os.path.join(fixed, "starts.log")), r"^restart_count=0 world=2 step=0 ")
+        reference = torch.load(os.path.join(fixed, "final.pt"))
+
+        cwd = self.run_dir("resized")
+        env_file = os.path.join(self.tmp, "job.env")
+        with open(env_file, "w") as f:
+            f.write("# set for the workers by --env-file\nOMP_NUM_THREADS=1\nDDP_MARKER='from-the-env-file'\n")
+        err_path = os.path.join(self.tmp, "aryl-run.err")
+        out_path = os.path.join(self.tmp, "aryl-run.out")
+        work = os.path.join(self.tmp, "aryl-resized")
+        cmd = [ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--nnodes", "1:2", "--slots", "2", "--loan-slots",
+               "2", "--elastic", "restart", "--work-dir", work, "--cwd", cwd, "--env-file", env_file, "--",
+               sys.executable, script, "--steps", str(self.STEPS), "--sleep-ms", "40"]
+        with open(err_path, "w") as err, open(out_path, "w") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=dict(os.environ, ARYL_CONFIG="/dev/null"))
+        try:
+            def logs():
+                text = read(err_path)[-4000:] + read(out_path)[-2000:]
+                if os.path.exists(os.path.join(cwd, "starts.log")):
+                    text += "\nstarts.log:\n" + read(os.path.join(cwd, "starts.log"))
+                return text
+
+            def progress():
+                try:
+                    step, world, _ = read(os.path.join(cwd, "progress.txt")).split()
+                    return int(step), int(world)
+                except (OSError, ValueError):
+                    return None
+
+            def starts():
+                path = os.path.join(cwd, "starts.log")
+                if not os.path.exists(path):
+                    return []
+                return [dict(kv.split("=", 1) for kv in line.split()) for line in read(path).splitlines()]
+
+            endpoint = wait_for("the standalone scheduler", lambda: re.search(r"standalone scheduler on (\S+),",
+                                                                                read(err_path)), proc, logs).group(1)
+
+            def aryl(*args):
+                r = subprocess.run([ARYL] + list(args) + ["--scheduler", endpoint], capture_output=True, text=True,
+                                   timeout=60, env=dict(os.environ, ARYL_CONFIG="/dev/null"))
+                self.assertEqual(r.returncode, 0, f"aryl {' '.join(args)}: {r.stdout}{r.stderr}")
+
+            def trained_at(world, steps_after):
+                def check():
+                    s, p = starts(), progress()
+                    return p and s and s[-1]["world"] == str(world) and p[1] == world and \
+                        p[0] >= int(s[-1]["step"]) + steps_after
+                return check
+
+            wait_for("20 steps at 2 workers", trained_at(2, 20), proc, logs)
+            aryl("pool", "offer", "loan")
+            wait_for("a restart at 4 workers and 20 steps there", trained_at(4, 20), proc, logs)
+            aryl("pool", "reclaim", "--servers", "loan", "--deadline", "120s")
+            wait_for("a restart at 2 workers", lambda: len(starts()) >= 3, proc, logs)
+            proc.wait(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.assertEqual(proc.returncode, 0, logs())
+        runs = starts()
+        self.assertEqual([r["world"] for r in runs], ["2", "4", "2"], logs())
+        # TORCHELASTIC_RESTART_COUNT counts the restarts; every start is a new
+        # process group that resumed from the script's own checkpoint.
+        self.assertEqual([r["restart_count"] for r in runs], ["0", "1", "2"], logs())
+        self.assertEqual(runs[0]["step"], "0")
+        resumed = [int(r["step"]) for r in runs]
+        self.assertTrue(0 < resumed[1] < resumed[2] < self.STEPS, resumed)
+        self.assertEqual(len({r["pid"] for r in runs}), 3)
+        self.assertEqual(progress(), (self.STEPS, 2))
+        self.assertEqual(torch.load(os.path.join(cwd, "checkpoint.pt"))["step"], self.STEPS)
+        self.assertIn("restarting all workers", read(err_path))
+        self.assertIn("marker=from-the-env-file", read(os.path.join(cwd, "starts.log")))
+        # The pause of each restart: from the last step at the old size to the
+        # first at the new one (work redone since the checkpoint not counted).
+        steps = [line.split() for line in read(os.path.join(cwd, "steps.log")).splitlines()]
+        pauses = [float(b[2]) - float(a[2]) for a, b in zip(steps, steps[1:]) if a[1] != b[1]]
+        self.assertEqual(len(pauses), 2, steps)
+        sys.stderr.write(f"restart pauses: {' '.join(f'{p:.2f}' for p in pauses)} s (2->4, 4->2)\n")
+        final = torch.load(os.path.join(cwd, "final.pt"))
+        for i, (a, b) in enumerate(zip(reference, final)):
+            self.assertTrue(torch.allclose(a, b, rtol=1e-4, atol=1e-5),
+                            f"param {i}: max abs diff {(a - b).abs().max().item()}")
+
+    def test_max_restarts_restarts_a_failed_group(self):
+        """--max-restarts 1: rank 1 fails on the first start; the whole group starts again
+        (TORCHELASTIC_RESTART_COUNT=1) and completes. With --max-restarts 0 the job fails."""
+        code = ("import os, sys, time\n"
+                "c, r = int(os.environ['TORCHELASTIC_RESTART_COUNT']), int(os.environ['RANK'])\n"
+                "open(f'rank{r}-start{c}', 'w').close()\n"
+                "if c == 0 and r == 1: sys.exit(3)\n"
+                "if c == 0: time.sleep(120)  # waits for its failed peer, as in a collective\n")
+        for limit, expected_rc in ((1, 0), (0, 3)):
+            cwd = self.run_dir(f"limit{limit}")
+            proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "2", "--max-restarts", str(limit),
+                                   "--work-dir", os.path.join(self.tmp, f"aryl{limit}"), "--cwd", cwd, "--",
+                                   sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            self.assertEqual(proc.returncode, expected_rc, proc.stdout + proc.stderr)
+            started = sorted(os.listdir(cwd))
+            if limit:
+                self.assertEqual(started, ["rank0-start0", "rank0-start1", "rank1-start0", "rank1-start1"])
+                self.assertIn("restart 1 of 1", proc.stderr)
+            else:
+                self.assertEqual(started, ["rank0-start0", "rank1-start0"])
+                self.assertIn("exited with 3 (0 of max 0 restarts used)", proc.stderr)
+
+    def test_missing_cwd_is_an_exec_error(self):
+        """A --cwd that does not exist fails the start with the agent's error, in aryl-run's output."""
+        missing = os.path.join(self.tmp, "no-such-dir")
+        proc = subprocess.run([ARYL_RUN, "--standalone", "--nproc-per-node", "1", "--work-dir",
+                               os.path.join(self.tmp, "aryl"), "--cwd", missing, "--", sys.executable, "-c", "pass"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"chdir {missing}: No such file or directory", proc.stderr)
+
+    def test_help_lists_the_torchrun_mapping(self):
+        out = subprocess.run([ARYL_RUN, "--help"], capture_output=True, text=True, timeout=30,
+                             env=dict(os.environ, ARYL_CONFIG="/dev/null")).stdout
+        for flag in ("--nproc-per-node N", "--nnodes MIN:MAX", "--max-restarts K", "--rdzv-id ID", "--standalone",
+                     "--elastic", "--env-file", "--cwd"):
+            self.assertIn(flag, out)
+
+    def test_bad_env_file_names_file_and_line(self):
+        """A bad --env-file line is a usage error naming file:line, before anything starts."""
+        env_file = os.path.join(self.tmp, "bad.env")
+        with open(env_file, "w") as f:
+            f.write("A=1\n# fine\nnot an assignment\n")
+        proc = subprocess.run([ARYL_RUN, "--standalone", "--env-file", env_file, "--", sys.executable, "-c", "pass"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn(f"{env_file}:3: expected KEY=VALUE, got 'not an assignment'", proc.stderr)
 
 
 class DocsSnippets(unittest.TestCase):

@@ -392,6 +392,9 @@ struct StartWorkers {
   // The job's owner (the submitting key's name): an agent running as root
   // with --run-as starts the workers as the local account mapped to it.
   std::optional<std::string> owner{};
+  // Times the job's worker group was started before this start (torchrun's
+  // TORCHELASTIC_RESTART_COUNT); unset = 0.
+  std::optional<std::int64_t> restart_count{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -405,6 +408,7 @@ struct StartWorkers {
     v("store_endpoint", store_endpoint, {.non_empty = true});
     v("store_prefix", store_prefix);
     v("owner", owner);
+    v("restart_count", restart_count, {.min = 0});
   }
   Status Validate() const;  // argv[0] non-empty, every started worker is a member
   bool operator==(const StartWorkers&) const = default;
@@ -491,6 +495,9 @@ struct JobProgress {
   double loss = 0;  // NaN allowed (a diverged run)
   double steps_per_second = 0;
   double remaining_work = 0;  // steps left, estimated by the job
+  // True when the program links the runtime (its WorkerHello or WorkerProgress
+  // reached the agent); the agent sends one as soon as the first hello arrives.
+  std::optional<bool> runtime{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -499,6 +506,7 @@ struct JobProgress {
     v("loss", loss, {.nan_allowed = true});
     v("steps_per_second", steps_per_second, {.min = 0});
     v("remaining_work", remaining_work, {.min = 0});
+    v("runtime", runtime);
   }
   bool operator==(const JobProgress&) const = default;
 };
@@ -526,6 +534,14 @@ struct SubmitJob {
   // Set by the scheduler from the submitting key's name; what a client sends is
   // replaced. Optional so that submissions stored before owners existed decode.
   std::optional<std::string> owner{};
+  // How the job changes size: "inplace" (it links the runtime) or "restart"
+  // (torchrun style: all workers stopped and started again at the new size).
+  // Unset: inplace once the runtime's first report arrives, restart until then.
+  std::optional<std::string> elastic{};
+  // torchrun --max-restarts: how often a failed worker group is started again
+  // before the job fails. Unset: 0 for restart jobs; in-place jobs replace up
+  // to the scheduler's --max-worker-failures lost workers.
+  std::optional<std::int64_t> max_restarts{};
   template <typename V>
   void Visit(V& v) {
     v("name", name);
@@ -541,10 +557,13 @@ struct SubmitJob {
     v("model", model);
     v("total_work", total_work, {.min = 0});
     v("client_token", client_token);
+    v("elastic", elastic);
+    v("max_restarts", max_restarts, {.min = 0, .max = 1000000});
   }
   // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
   // argv[0] non-empty; env names non-empty without '='; client_token, when
-  // present, 1 to 128 characters; name at most kMaxJobName printable characters.
+  // present, 1 to 128 characters; name at most kMaxJobName printable characters;
+  // elastic, when present, "inplace" or "restart".
   Status Validate() const;
   bool operator==(const SubmitJob&) const = default;
 };

@@ -10,8 +10,9 @@
 namespace aryl::sched {
 
 struct SchedulerConfig {
-  Seconds rescale_pause = 30;          // a rescale stops the job this long (s); no work lost
-  Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s)
+  Seconds rescale_pause = 30;          // an in-place rescale stops the job this long (s); no work lost
+  Seconds restart_pause = 60;          // a restart after preemption stops the job this long (s),
+                                       // and so does a rescale of a Rescale::kRestart job
   // A start after a suspension (a kPreempt with Action::suspend: the job saved a
   // checkpoint as it stopped) stops the job this long while it reloads (s).
   Seconds resume_pause = 10;
@@ -36,6 +37,11 @@ struct SchedulerConfig {
   // Scheduler::NextWakeup (the simulator does). false: every reclaimed server
   // is returned in the plan answering the reclaim.
   bool reclaim_lets_jobs_finish = true;
+  // What one rescale of the job costs it: a kRestart job is stopped and started
+  // again (restart_pause), a kInPlace one pauses (rescale_pause).
+  Seconds RescalePause(const JobSpec& spec) const {
+    return spec.rescale == Rescale::kRestart ? restart_pause : rescale_pause;
+  }
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits

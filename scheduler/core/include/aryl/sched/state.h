@@ -236,6 +236,7 @@ class ClusterState {
   Status FinishJob(JobId id);     // running or queued -> finished, frees its GPUs
   Status CancelJob(JobId id);     // running or queued -> cancelled, frees its GPUs
   Status SetRemainingWork(JobId id, double remaining);
+  Status SetRescale(JobId id, Rescale rescale);  // an active job's Rescale kind
   // Whether `action` fits the current state (the checks Apply makes).
   Status CanApply(const Action& action) const;
   Status Apply(const Action& action);

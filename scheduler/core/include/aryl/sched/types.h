@@ -45,6 +45,15 @@ enum class ServerState : std::uint8_t {
 
 enum class JobKind : std::uint8_t { kInelastic, kElastic };
 
+// How an elastic job changes size, which sets what a rescale costs it
+// (SchedulerConfig::RescalePause):
+//   kInPlace  the program links the runtime: stayers keep running and the state
+//             moves to joiners (rescale_pause);
+//   kRestart  torchrun style: every worker is stopped (SIGTERM, grace period) and
+//             all are started again at the new size, resuming from the program's
+//             own checkpoint (restart_pause).
+enum class Rescale : std::uint8_t { kInPlace, kRestart };
+
 // Which worker counts an elastic job may run at, inside [min, max].
 struct Granularity {
   enum class Kind : std::uint8_t { kAny, kPowerOfTwo, kMultiple } kind = Kind::kAny;
@@ -79,6 +88,7 @@ struct JobSpec {
   // how long a checkpoint on a reclaim's notice takes (SchedulerConfig::
   // CheckpointSeconds). 0 = unknown: only the fixed part counts.
   double state_bytes = 0;
+  Rescale rescale = Rescale::kInPlace;
 };
 
 // GPUs per server a job holds: server -> worker count on it.
@@ -94,6 +104,10 @@ struct JobCancelled { JobId job = 0; };
 // Progress report from the driver: the job's remaining work now (iterations).
 // Overrides the core's own estimate (see state.h, "Progress").
 struct JobProgress { JobId job = 0; double remaining_work = 0; };
+// The driver learned how the job rescales (the daemon: a job submitted without
+// saying links the runtime once its first report arrives); later rescales cost
+// that kind's pause (SchedulerConfig::RescalePause).
+struct JobRescaleKnown { JobId job = 0; Rescale rescale = Rescale::kInPlace; };
 struct ServersLoaned { std::vector<ServerId> servers; };
 // The inference side wants servers back: `count` of any loaned servers, or exactly
 // the named ones (when `servers` is non-empty), returned by `deadline`.
@@ -109,7 +123,8 @@ struct ServerRecovered { ServerId server = 0; };
 struct Tick {};
 
 using EventBody = std::variant<JobSubmitted, JobFinished, JobCancelled, JobProgress,
-                               ServersLoaned, Reclaim, ServerFailed, ServerRecovered, Tick>;
+                               ServersLoaned, Reclaim, ServerFailed, ServerRecovered, Tick,
+                               JobRescaleKnown>;
 
 struct Event {
   Seconds time = 0;
@@ -126,8 +141,9 @@ struct Event {
 
 enum class ActionType : std::uint8_t {
   kStart,         // start `job` on `placement`
-  kResize,        // change `job` to `placement` (a rescale; stayers keep running;
-                  // costs SchedulerConfig::rescale_pause, loses no work)
+  kResize,        // change `job` to `placement` (a rescale; loses no work; costs
+                  // SchedulerConfig::RescalePause: in place, stayers keep running;
+                  // a kRestart job is stopped and started again at the new size)
   kPreempt,       // stop `job`; it loses the work since its last checkpoint and goes
                   // back to the queue keeping its place (submit time); the next start
                   // costs SchedulerConfig::restart_pause. With Action::suspend the job

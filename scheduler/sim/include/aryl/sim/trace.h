@@ -2,9 +2,12 @@
 //
 // Both formats are CSV with a header naming the columns, in any order:
 //   required  job_id, submission_time, duration, num_gpu      (the ITP format)
-//   optional  model, gpu_type, elastic, min_workers, max_workers  (Aryl's format)
+//   optional  model, gpu_type, elastic, min_workers, max_workers, rescale  (Aryl's format)
 // `gpu_type` lists the GPU types a job may use, separated by '|' (empty: any).
 // `elastic` is 0/1/true/false/yes/no; empty min/max default to num_gpu.
+// `rescale` is how an elastic job changes size: inplace (default: it links the
+// runtime) or restart (torchrun style: stopped and started again at the new
+// size, paying the restart pause).
 // Rows need not be sorted; several files merge into one stream ordered by
 // (submission_time, file order, line).
 //
@@ -34,6 +37,7 @@ struct TraceJob {
   std::optional<bool> elastic;         // unset: decided by --elastic-fraction
   std::optional<int> min_workers;
   std::optional<int> max_workers;
+  bool restart = false;      // rescale column: restart (torchrun style) instead of inplace
   std::string source;        // "file:line", for messages
 };
 
