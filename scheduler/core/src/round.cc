@@ -14,187 +14,41 @@ bool Usable(const ServerInfo& s, bool use_loaned) {
   return s.state == ServerState::kAvailable || use_loaned;
 }
 
-// --- FreeIndex -----------------------------------------------------------------------
-
-FreeIndex::FreeIndex(const ClusterState& state, const std::vector<int>& avail,
-                     const std::vector<bool>& enabled)
-    : state_(state), avail_(avail), group_of_(avail.size(), -1) {
-  for (const auto& s : state.servers()) max_gpus_ = std::max(max_gpus_, s.spec.gpus);
-  const int groups = state.num_types() * 2;
-  words_ = static_cast<int>((avail.size() + 63) / 64);
-  bits_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1) * words_, 0);
-  counts_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1), 0);
-  totals_.assign(groups, 0);
-  for (size_t i = 0; i < avail.size(); ++i) {
-    if (!enabled[i]) {
-      avail_[i] = 0;
-      continue;
-    }
-    const ServerInfo& s = state.servers()[i];
-    group_of_[i] = Group(s.type, s.loaned());
-    avail_[i] = std::clamp(avail_[i], 0, s.spec.gpus);
-    Insert(Bucket(group_of_[i], avail_[i]), static_cast<int>(i));
-    totals_[group_of_[i]] += avail_[i];
-  }
-}
-
-int FreeIndex::First(int b) const {
-  if (counts_[b] == 0) return -1;
-  const std::uint64_t* w = &bits_[static_cast<size_t>(b) * words_];
-  for (int k = 0; k < words_; ++k) {
-    if (w[k]) return k * 64 + std::countr_zero(w[k]);
-  }
-  return -1;
-}
-
-void FreeIndex::Insert(int b, int server) {
-  std::uint64_t& w = bits_[static_cast<size_t>(b) * words_ + server / 64];
-  const std::uint64_t bit = std::uint64_t{1} << (server % 64);
-  if (!(w & bit)) {
-    w |= bit;
-    ++counts_[b];
-  }
-}
-
-void FreeIndex::Erase(int b, int server) {
-  std::uint64_t& w = bits_[static_cast<size_t>(b) * words_ + server / 64];
-  const std::uint64_t bit = std::uint64_t{1} << (server % 64);
-  if (w & bit) {
-    w &= ~bit;
-    --counts_[b];
-  }
-}
-
-void FreeIndex::Set(int server, int value) {
-  const int g = group_of_[server];
-  if (g < 0) return;
-  Erase(Bucket(g, avail_[server]), server);
-  totals_[g] += value - avail_[server];
-  avail_[server] = value;
-  Insert(Bucket(g, value), server);
-}
-
-int FreeIndex::Total(int type, bool training, bool loaned) const {
-  return (training ? totals_[Group(type, false)] : 0) + (loaned ? totals_[Group(type, true)] : 0);
-}
-
-int FreeIndex::Pick(int type, bool training, bool loaned, int n, bool prefer_loaned) const {
-  int order[2];
-  int count = 0;
-  if (prefer_loaned) {
-    if (loaned) order[count++] = Group(type, true);
-    if (training) order[count++] = Group(type, false);
-  } else {
-    if (training) order[count++] = Group(type, false);
-    if (loaned) order[count++] = Group(type, true);
-  }
-  for (int k = 0; k < count; ++k) {
-    for (int a = std::max(n, 1); a <= max_gpus_; ++a) {
-      const int s = First(Bucket(order[k], a));
-      if (s >= 0) return s;
-    }
-  }
-  for (int k = 0; k < count; ++k) {
-    for (int a = std::min(n, max_gpus_); a >= 1; --a) {
-      const int s = First(Bucket(order[k], a));
-      if (s >= 0) return s;
-    }
-  }
-  return -1;
-}
-
-Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool prefer_loaned) {
-  if (n <= 0 || Total(type, training, loaned) < n) return {};
-  // Largest servers first until the rest fits one server (best fit): as few
-  // servers as possible. Takes tentatively, then gives everything back.
-  std::vector<std::pair<int, int>> taken;  // server, amount
-  Placement placement;
-  int need = n;
-  while (need > 0) {
-    int s = Pick(type, training, loaned, need, prefer_loaned);
-    if (s < 0) break;
-    const int take = std::min(need, avail_[s]);
-    taken.emplace_back(s, take);
-    placement[state_.servers()[s].spec.id] += take;
-    Take(s, take);
-    need -= take;
-  }
-  for (auto it = taken.rbegin(); it != taken.rend(); ++it) {
-    Set(it->first, avail_[it->first] + it->second);
-  }
-  if (need > 0) return {};
-  return placement;
-}
-
-// --- AdmissionQueue ---------------------------------------------------------------
-
-void AdmissionQueue::Insert(const ClusterState& state, const RoundOptions& opt, const JobInfo& j) {
-  const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
-  double best = 0;
-  for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
-  const Entry e{opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever),
-                j.spec.submit_time, j.spec.id};
-  auto [it, inserted] = where_.try_emplace(j.spec.id, d, e);
-  if (!inserted) {
-    buckets_[it->second.first].erase(it->second.second);
-    it->second = {d, e};
-  }
-  buckets_[d].insert(e);
-}
-
-void AdmissionQueue::Sync(const ClusterState& state, const RoundOptions& opt) {
-  const auto& log = state.queue_log();
-  if (state.queue_log_id() != log_id_ || cursor_ > log.size()) {
-    buckets_.clear();
-    where_.clear();
-    for (JobId id : state.queued()) Insert(state, opt, *state.job(id));
-    log_id_ = state.queue_log_id();
-    cursor_ = log.size();
-    return;
-  }
-  for (; cursor_ < log.size(); ++cursor_) {
-    const JobInfo* j = state.job(log[cursor_]);
-    if (j && j->status == JobStatus::kQueued) Insert(state, opt, *j);
-  }
-}
-
-void AdmissionQueue::Walk(const ClusterState& state, const std::function<int()>& left,
-                          const std::function<void(const Entry&, int)>& admit) {
-  struct Cursor {
-    int demand;
-    std::set<Entry>* set;
-    std::set<Entry>::iterator it;
-  };
-  std::vector<Cursor> cursors;
-  cursors.reserve(buckets_.size());
-  for (auto& [d, set] : buckets_) cursors.push_back({d, &set, set.begin()});
-  while (true) {
-    const int free_left = left();
-    if (free_left <= 0) return;
-    Cursor* best = nullptr;
-    for (Cursor& c : cursors) {
-      if (c.demand > free_left) break;  // buckets ascend by demand
-      // Jobs that left the queue since they entered it go now.
-      while (c.it != c.set->end()) {
-        const JobInfo* j = state.job(c.it->id);
-        if (j && j->status == JobStatus::kQueued) break;
-        where_.erase(c.it->id);
-        c.it = c.set->erase(c.it);
-      }
-      if (c.it != c.set->end() && (best == nullptr || *c.it < *best->it)) best = &c;
-    }
-    if (best == nullptr) return;
-    const Entry e = *best->it;
-    ++best->it;
-    admit(e, best->demand);
-  }
-}
-
 // --- The round -----------------------------------------------------------------------
 
 namespace {
 
 const std::set<JobId> kNoJobs;
+
+// A placement as a vector sorted by server: the round's scratch placements
+// (several per running job, every round) without a tree node per server.
+// Iterates in the order of a Placement.
+class FlatPlacement {
+ public:
+  using Entry = std::pair<ServerId, int>;
+  int& operator[](ServerId sid) {
+    auto it = std::lower_bound(v_.begin(), v_.end(), sid,
+                               [](const Entry& e, ServerId s) { return e.first < s; });
+    if (it == v_.end() || it->first != sid) it = v_.insert(it, {sid, 0});
+    return it->second;
+  }
+  void Assign(const Placement& p) { v_.assign(p.begin(), p.end()); }
+  Placement ToPlacement() const { return Placement(v_.begin(), v_.end()); }
+  void clear() { v_.clear(); }
+  bool empty() const { return v_.empty(); }
+  std::vector<Entry>::const_iterator begin() const { return v_.begin(); }
+  std::vector<Entry>::const_iterator end() const { return v_.end(); }
+
+ private:
+  std::vector<Entry> v_;
+};
+
+template <class P>
+int Sum(const P& p) {
+  int n = 0;
+  for (const auto& [s, c] : p) n += c;
+  return n;
+}
 
 struct Alloc {
   const JobInfo* job = nullptr;
@@ -202,27 +56,70 @@ struct Alloc {
   bool moved = false;     // running job migrated to a faster GPU type this round
   bool flexible = false;  // takes part in the elastic allocation
   int home = -1;          // GPU type of its base workers
-  Placement base;
+  FlatPlacement base;
   // A running job outside the elastic allocation keeps its placement as its
   // base: read in place rather than copied (every round, every running job).
   const Placement* fixed = nullptr;
-  const Placement& Base() const { return fixed ? *fixed : base; }
-  Placement flex;         // current flexible workers (running jobs)
+  // Calls f(server, workers) for each base server, in server order.
+  template <class F>
+  void ForBase(F&& f) const {
+    if (fixed) {
+      for (const auto& [sid, n] : *fixed) f(sid, n);
+    } else {
+      for (const auto& [sid, n] : base) f(sid, n);
+    }
+  }
+  int BaseSum() const { return fixed ? Sum(*fixed) : Sum(base); }
+  FlatPlacement flex;     // current flexible workers (running jobs)
   int extra = 0;          // extra workers decided by the elastic allocation
   int guest_type = -1;    // hetero_dp: the other type it takes `guest` workers of
   int guest = 0;
   int kept_home = 0;      // workers of `kept` on the home type
-  Placement kept;         // flexible workers after placement
+  FlatPlacement kept;     // flexible workers after placement
+
+  // Back to a fresh Alloc, keeping the placements' capacity.
+  void Reset() {
+    job = nullptr;
+    is_new = moved = flexible = false;
+    home = -1;
+    base.clear();
+    fixed = nullptr;
+    flex.clear();
+    extra = 0;
+    guest_type = -1;
+    guest = 0;
+    kept_home = 0;
+    kept.clear();
+  }
 };
 
-int Sum(const Placement& p) {
-  int n = 0;
-  for (const auto& [s, c] : p) n += c;
-  return n;
-}
+// The round's Allocs, kept across rounds: a round reuses them (and their
+// placements' capacity) instead of allocating per running job. Add() may move
+// earlier elements: hold indices, not references, across it.
+class AllocList {
+ public:
+  void clear() { n_ = 0; }
+  Alloc& Add() {
+    if (n_ == v_.size()) v_.emplace_back();
+    Alloc& a = v_[n_++];
+    a.Reset();
+    return a;
+  }
+  size_t size() const { return n_; }
+  Alloc& operator[](size_t i) { return v_[i]; }
+  const Alloc& operator[](size_t i) const { return v_[i]; }
+  Alloc* begin() { return v_.data(); }
+  Alloc* end() { return v_.data() + n_; }
+  const Alloc* begin() const { return v_.data(); }
+  const Alloc* end() const { return v_.data() + n_; }
+
+ private:
+  std::vector<Alloc> v_;
+  size_t n_ = 0;
+};
 
 // Whether a + b (per server) equals `p`, without building the sum.
-bool SumEquals(const Placement& a, const Placement& b, const Placement& p) {
+bool SumEquals(const FlatPlacement& a, const FlatPlacement& b, const Placement& p) {
   auto ia = a.begin(), ib = b.begin();
   for (const auto& [sid, n] : p) {
     int have = 0;
@@ -249,7 +146,7 @@ bool SumEquals(const Placement& a, const Placement& b, const Placement& p) {
 
 // Splits a running elastic job's placement into `base_workers` base workers
 // (training servers first, then where it has most workers) and the rest.
-void Split(const ClusterState& state, const JobInfo& job, Placement* base, Placement* flex) {
+void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, FlatPlacement* flex) {
   static thread_local std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
   order.clear();
   for (const auto& [sid, n] : job.placement) {
@@ -385,7 +282,7 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
 // type's own elastic allocation leaves idle go, by the same knapsack, to
 // elastic jobs of other home types as guest workers. A job of w0 home workers
 // and k guests runs at (w0 thr_home(w) + k thr_guest(w)) / w, w = w0 + k.
-void AllocateGuests(std::vector<Alloc>& allocs, const FreeIndex& index, const ClusterState& state,
+void AllocateGuests(AllocList& allocs, const FreeIndex& index, const ClusterState& state,
                     const RoundOptions& opt) {
   for (int t = 0; t < state.num_types(); ++t) {
     int taken = 0;
@@ -453,9 +350,8 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   }
   // Scratch kept across rounds (its capacity): a large buffer allocated and
   // freed every round costs the allocator more than the round itself.
-  static thread_local std::vector<Alloc> allocs;
+  static thread_local AllocList allocs;
   allocs.clear();
-  allocs.reserve(state.running().size() + state.queued().size());
   // 1. Running jobs keep their base workers; flexible workers count as free.
   // Without elasticity or migrations a running job keeps its placement: the
   // free GPUs are the servers' own count, and running jobs need no Alloc.
@@ -467,7 +363,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   }
   for (JobId id : fixed_running ? kNoJobs : state.running()) {
     const JobInfo& j = *state.job(id);
-    Alloc a;
+    Alloc& a = allocs.Add();
     a.job = &j;
     // A job left to finish on a reclaimed server keeps its placement.
     const bool frozen = state.OnDraining(j);
@@ -479,7 +375,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     }
     // Home type: the slowest type its base uses (the pace of the job).
     double slowest = kNever;
-    for (const auto& [sid, n] : a.Base()) {
+    a.ForBase([&](ServerId sid, int n) {
       const int i = state.server_index(sid);
       avail[i] -= n;
       const double thr = j.Thr(servers[i].type, j.workers);
@@ -487,8 +383,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         slowest = thr;
         a.home = servers[i].type;
       }
-    }
-    allocs.push_back(std::move(a));
+    });
   }
   // `index` counts flexible workers' GPUs as free (base demands displace them);
   // `idle` counts only GPUs nobody holds, so that admission displaces flexible
@@ -528,7 +423,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     for (size_t k = 0; k < allocs.size(); ++k) {
       const Alloc& a = allocs[k];
       const JobInfo& j = *a.job;
-      const int d = Sum(a.Base());
+      const int d = a.BaseSum();
       if (a.home < 0 || d <= 0) continue;
       frees[a.home].emplace_back(state.EstimatedFinishTime(j.spec.id), d);
       if (state.OnDraining(j)) continue;  // left to finish where it is
@@ -654,30 +549,29 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       if (migrating) {
         // Its GPUs on the slow type are free for later jobs of this round.
         Alloc& m = allocs[q.alloc];
-        free_left += Sum(m.Base());
-        for (const auto& [sid, n] : m.Base()) {
+        free_left += m.BaseSum();
+        m.ForBase([&](ServerId sid, int n) {
           const int i = state.server_index(sid);
           index.Set(i, index.avail(i) + n);
           idle.Set(i, idle.avail(i) + n);
-        }
+        });
         for (const auto& [sid, n] : m.flex) {
           const int i = state.server_index(sid);
           idle.Set(i, idle.avail(i) + n);
         }
-        m.base = std::move(p);
+        m.base.Assign(p);
         m.fixed = nullptr;
         m.flex.clear();
         m.home = home;
         m.moved = true;
         return;
       }
-      Alloc a;
+      Alloc& a = allocs.Add();
       a.job = &j;
       a.is_new = true;
       a.flexible = flexible;
       a.home = home;
-      a.base = std::move(p);
-      allocs.push_back(std::move(a));
+      a.base.Assign(p);
   };
   if (incremental) {
     // The same order from the kept queue: per demand, the first entry of
@@ -742,7 +636,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       const bool pools[2] = {!base_on_loaned, base_on_loaned};
       for (const bool loaned_pool : pools) {
         if (loaned_pool && !opt.use_loaned) continue;
-        for (const Placement* p : {&a.kept, &a.base}) {
+        for (const FlatPlacement* p : {&a.kept, &a.base}) {
           for (const auto& [sid, n] : *p) {
             if (want == 0) break;
             const int i = state.server_index(sid);
@@ -791,11 +685,11 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
                            : a.job->Allowed(a.home, a.job->workers))) {
       continue;
     }
-    Placement desired = a.base;
+    Placement desired = a.base.ToPlacement();
     for (const auto& [sid, n] : a.kept) desired[sid] += n;
     if (a.flexible && (a.guest_type >= 0 ? !(state.PlacementThroughput(*a.job, desired) > 0)
                                          : !a.job->Allowed(a.home, Sum(desired)))) {
-      desired = a.base;  // defensive: never emit a size the job may not run at
+      desired = a.base.ToPlacement();  // defensive: never emit a size the job may not run at
     }
     if (a.moved && !a.flexible) {
       // No elastic resize: stop it (from its last checkpoint) and start it again.
