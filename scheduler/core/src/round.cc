@@ -356,28 +356,38 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // Without elasticity or migrations a running job keeps its placement: the
   // free GPUs are the servers' own count, and running jobs need no Alloc.
   const bool fixed_running = incremental && !opt.elastic;
-  if (fixed_running) {
+  // With elasticity but no migrations, only the elastic allocation looks at
+  // running jobs, and only at flexible ones: the others keep their placement
+  // and need no Alloc. The free GPUs are then the servers' own count plus the
+  // flexible workers' (the same count as the servers' GPUs minus every base).
+  const bool flexible_only = opt.elastic && !(opt.type_aware && state.num_types() > 1);
+  if (fixed_running || flexible_only) {
     for (int i = 0; i < n_servers; ++i) {
       if (enabled[i]) avail[i] = servers[i].free();
     }
   }
-  for (JobId id : fixed_running ? kNoJobs : state.running()) {
+  for (JobId id : fixed_running ? kNoJobs : flexible_only ? state.running_elastic() : state.running()) {
     const JobInfo& j = *state.job(id);
-    Alloc& a = allocs.Add();
-    a.job = &j;
     // A job left to finish on a reclaimed server keeps its placement.
     const bool frozen = state.OnDraining(j);
-    a.flexible = opt.elastic && j.elastic() && !frozen;
+    const bool flexible = opt.elastic && j.elastic() && !frozen;
+    if (flexible_only && !flexible) continue;
+    Alloc& a = allocs.Add();
+    a.job = &j;
+    a.flexible = flexible;
     if (a.flexible) {
       Split(state, j, &a.base, &a.flex);
     } else {
       a.fixed = &j.placement;
     }
+    if (flexible_only) {
+      for (const auto& [sid, n] : a.flex) avail[state.server_index(sid)] += n;
+    }
     // Home type: the slowest type its base uses (the pace of the job).
     double slowest = kNever;
     a.ForBase([&](ServerId sid, int n) {
       const int i = state.server_index(sid);
-      avail[i] -= n;
+      if (!flexible_only) avail[i] -= n;
       const double thr = j.Thr(servers[i].type, j.workers);
       if (a.home < 0 || thr < slowest) {
         slowest = thr;

@@ -421,6 +421,7 @@ Status ClusterState::EndJob(JobId id, JobStatus status) {
   }
   SetPlacement(*j, {});
   running_.erase(id);
+  running_elastic_.erase(id);
   queued_.erase(id);
   j->status = status;
   if (status == JobStatus::kFinished) j->remaining_work = 0;
@@ -557,6 +558,7 @@ Status ClusterState::Apply(const Action& a) {
       j.status = JobStatus::kRunning;
       queued_.erase(a.job);
       running_.insert(a.job);
+      if (j.elastic()) running_elastic_.insert(a.job);
       if (j.stats.first_start < 0) j.stats.first_start = now_;
       j.paused_until =
           now_ + (j.stats.preemptions == 0 ? 0
@@ -587,6 +589,7 @@ Status ClusterState::Apply(const Action& a) {
       j.queued_since = now_;
       j.paused_until = now_;
       running_.erase(a.job);
+      running_elastic_.erase(a.job);
       queued_.insert(a.job);
       queue_log_.push_back(a.job);
       break;
@@ -712,6 +715,7 @@ Status ClusterState::CheckInvariants() const {
     const std::string who = JobName(id);
     const bool running = j.status == JobStatus::kRunning;
     if (running != (running_.count(id) > 0) ||
+        (running && j.elastic()) != (running_elastic_.count(id) > 0) ||
         (j.status == JobStatus::kQueued) != (queued_.count(id) > 0)) {
       return Status::Internal(who + ": status disagrees with the running/queued sets");
     }

@@ -191,6 +191,8 @@ class ClusterState {
   const JobInfo* job(JobId id) const;
   const std::map<JobId, JobInfo>& jobs() const { return jobs_; }  // every job ever seen
   const std::set<JobId>& running() const { return running_; }
+  // The running jobs that are elastic (JobKind::kElastic), a subset of running().
+  const std::set<JobId>& running_elastic() const { return running_elastic_; }
   const std::set<JobId>& queued() const { return queued_; }
   // Queue changes for policies that keep their own ordered queue across
   // rounds: every job that entered the queue (submitted or preempted) or whose
@@ -299,6 +301,7 @@ class ClusterState {
   std::vector<std::string> type_names_;
   std::map<JobId, JobInfo> jobs_;
   std::set<JobId> running_;
+  std::set<JobId> running_elastic_;
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
   std::vector<ServerId> draining_;
