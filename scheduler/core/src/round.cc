@@ -147,6 +147,13 @@ bool SumEquals(const FlatPlacement& a, const FlatPlacement& b, const Placement& 
 // Splits a running elastic job's placement into `base_workers` base workers
 // (training servers first, then where it has most workers) and the rest.
 void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, FlatPlacement* flex) {
+  if (job.placement.size() == 1) {  // most jobs: no order to find
+    const auto& [sid, n] = *job.placement.begin();
+    const int b = std::min(job.base_workers, n);
+    if (b > 0) (*base)[sid] = b;
+    if (n - b > 0) (*flex)[sid] = n - b;
+    return;
+  }
   static thread_local std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
   order.clear();
   for (const auto& [sid, n] : job.placement) {
@@ -383,15 +390,23 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     if (flexible_only) {
       for (const auto& [sid, n] : a.flex) avail[state.server_index(sid)] += n;
     }
-    // Home type: the slowest type its base uses (the pace of the job).
-    double slowest = kNever;
+    // Home type: the slowest type its base uses (the pace of the job); the
+    // first server's type, unless a later one of another type is slower.
+    double slowest = -1;  // Thr(home, workers), read only when types differ
     a.ForBase([&](ServerId sid, int n) {
       const int i = state.server_index(sid);
       if (!flexible_only) avail[i] -= n;
-      const double thr = j.Thr(servers[i].type, j.workers);
-      if (a.home < 0 || thr < slowest) {
+      const int type = servers[i].type;
+      if (a.home < 0) {
+        a.home = type;
+        return;
+      }
+      if (type == a.home) return;
+      if (slowest < 0) slowest = j.Thr(a.home, j.workers);
+      const double thr = j.Thr(type, j.workers);
+      if (thr < slowest) {
         slowest = thr;
-        a.home = servers[i].type;
+        a.home = type;
       }
     });
   }

@@ -77,15 +77,7 @@ Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
   return state;
 }
 
-const ServerInfo* ClusterState::server(ServerId id) const {
-  int i = server_index(id);
-  return i < 0 ? nullptr : &servers_[i];
-}
-
-int ClusterState::server_index(ServerId id) const {
-  if (!server_dense_.empty()) {
-    return static_cast<size_t>(id) < server_dense_.size() ? server_dense_[id] : -1;
-  }
+int ClusterState::SparseServerIndex(ServerId id) const {
   auto it = server_index_.find(id);
   return it == server_index_.end() ? -1 : it->second;
 }
@@ -173,8 +165,6 @@ JobInfo* ClusterState::FindJob(JobId id) const {
   auto it = x.sparse.find(id);
   return it == x.sparse.end() ? nullptr : it->second;
 }
-
-const JobInfo* ClusterState::job(JobId id) const { return FindJob(id); }
 
 JobInfo* ClusterState::mutable_job(JobId id) { return FindJob(id); }
 

@@ -172,8 +172,17 @@ class ClusterState {
 
   // --- Servers ---
   const std::vector<ServerInfo>& servers() const { return servers_; }
-  const ServerInfo* server(ServerId id) const;
-  int server_index(ServerId id) const;  // -1 when unknown
+  // Inline: every round looks up every active job's servers.
+  const ServerInfo* server(ServerId id) const {
+    const int i = server_index(id);
+    return i < 0 ? nullptr : &servers_[i];
+  }
+  int server_index(ServerId id) const {  // -1 when unknown
+    if (!server_dense_.empty()) {
+      return static_cast<size_t>(id) < server_dense_.size() ? server_dense_[id] : -1;
+    }
+    return SparseServerIndex(id);
+  }
   int num_types() const { return static_cast<int>(type_names_.size()); }
   int type_index(const std::string& gpu_type) const;  // -1 when no server has it
   const std::string& type_name(int type) const { return type_names_[type]; }
@@ -188,7 +197,13 @@ class ClusterState {
   int used_gpus() const;
 
   // --- Jobs ---
-  const JobInfo* job(JobId id) const;
+  const JobInfo* job(JobId id) const {
+    const JobIndex& x = job_index_;
+    if (x.size == jobs_.size() && static_cast<size_t>(id) < x.dense.size() && x.dense[id]) {
+      return x.dense[id];
+    }
+    return FindJob(id);
+  }
   const std::map<JobId, JobInfo>& jobs() const { return jobs_; }  // every job ever seen
   const std::set<JobId>& running() const { return running_; }
   // The running jobs that are elastic (JobKind::kElastic), a subset of running().
@@ -270,6 +285,7 @@ class ClusterState {
   Status EndJob(JobId id, JobStatus status);
   JobInfo* mutable_job(JobId id);
   JobInfo* FindJob(JobId id) const;
+  int SparseServerIndex(ServerId id) const;
   void IndexJob(JobInfo* job) const;
   void AdvanceJob(JobInfo& job, Seconds t);
   double RemainingAt(const JobInfo& job, Seconds t) const;
