@@ -189,6 +189,79 @@ struct Scratch {
   }
 };
 
+// What returning one server does to each of its jobs when no other server has
+// been returned yet: the same at every notice, so the greedy's first pass at
+// each notice step prices it again without rebuilding placements. Price(sid,
+// notice) equals Scratch::Cost(sid, false, &freed) on an empty scratch, term
+// for term and in the same order.
+class FirstRemovals {
+ public:
+  FirstRemovals(const ClusterState& state, bool elastic) : state_(state), elastic_(elastic) {}
+
+  ReclaimCost Price(const Scratch& empty, ServerId sid, Seconds notice, int* freed) {
+    const std::vector<Part>& parts = PartsOf(sid);
+    ReclaimCost cost;
+    static thread_local std::vector<std::pair<ServerId, int>> dropped;
+    dropped.clear();
+    for (const Part& part : parts) {
+      const JobInfo& job = *part.job;
+      if (LeftToFinish(state_, job, notice)) continue;  // stays; costs nothing
+      if (part.preempted) {
+        cost.preemptions++;
+        cost.lost_gpu_seconds += PreemptLoss(state_, job, notice);
+      } else {
+        cost.lost_gpu_seconds += part.workers_after * state_.config().RescalePause(job.spec);
+      }
+      for (const auto& [other, n] : part.dropped) {
+        auto d = std::find_if(dropped.begin(), dropped.end(),
+                              [other = other](const auto& e) { return e.first == other; });
+        if (d == dropped.end()) {
+          dropped.emplace_back(other, n);
+        } else {
+          d->second += n;
+        }
+      }
+    }
+    *freed = 0;
+    for (const auto& [other, n] : dropped) {
+      if (state_.server(other)->loaned() && empty.Used(other) == n) ++*freed;
+    }
+    return cost;
+  }
+
+ private:
+  struct Part {
+    const JobInfo* job;
+    bool preempted;
+    int workers_after;
+    std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+  };
+  const std::vector<Part>& PartsOf(ServerId sid) {
+    auto [it, fresh] = parts_.try_emplace(sid);
+    if (!fresh) return it->second;
+    const auto removed = [sid](ServerId x) { return x == sid; };
+    for (const auto& [jid, unused] : state_.server(sid)->jobs) {
+      const JobInfo& job = *state_.job(jid);
+      const Placement& cur = job.placement;
+      if (cur.empty() || !cur.count(sid)) continue;
+      const Placement next = AfterRemoval(state_, job, cur, removed, elastic_);
+      Part part{&job, next.empty(), 0, {}};
+      for (const auto& [x, n] : next) part.workers_after += n;
+      for (const auto& [other, n] : cur) {
+        if (other == sid) continue;
+        auto f = next.find(other);
+        const int stays = f == next.end() ? 0 : f->second;
+        if (n > stays) part.dropped.emplace_back(other, n - stays);
+      }
+      it->second.push_back(std::move(part));
+    }
+    return it->second;
+  }
+  const ClusterState& state_;
+  const bool elastic_;
+  std::unordered_map<ServerId, std::vector<Part>> parts_;
+};
+
 std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
   if (k < 0 || k > n) return 0;
   k = std::min(k, n - k);
@@ -201,8 +274,9 @@ std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
 }
 
 // The greedy strategy's choice of `need` busy servers at `notice`.
+// `first` serves the costs of the first pass (nothing returned yet).
 std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<ServerId>& busy,
-                                   int need, bool elastic, Seconds notice) {
+                                   int need, bool elastic, Seconds notice, FirstRemovals& first) {
   std::vector<ServerId> out;
   // Least cost per server returned: (preemptions, lost GPU-time) divided
   // by 1 + the servers the step leaves empty (they are returned next at
@@ -230,7 +304,9 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
       if (!e.valid) {
         e.used = scratch.Used(left[c]);
         e.freed = 0;
-        e.cost = e.used == 0 ? ReclaimCost{} : scratch.Cost(left[c], false, &e.freed);
+        e.cost = e.used == 0              ? ReclaimCost{}
+                 : scratch.placement.empty() ? first.Price(scratch, left[c], notice, &e.freed)
+                                             : scratch.Cost(left[c], false, &e.freed);
         e.valid = true;
       }
       const double share = 1.0 + std::min(e.freed, remaining - 1);
@@ -416,8 +492,9 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
           std::vector<ServerId> best_set;
           ReclaimCost best_cost;
           std::vector<ServerId> prev;
+          FirstRemovals first(state, elastic);
           for (Seconds x : steps) {
-            std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x);
+            std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, first);
             if (!best_set.empty() && cand == prev) continue;
             prev = cand;
             std::vector<ServerId> all = d.servers;
