@@ -279,6 +279,46 @@ TEST_F(SystemTest, AgentKilledElasticShrinks) {
   for (const auto& e : fs::directory_iterator(marks)) EXPECT_EQ(ReadFile(e.path()), "x\n") << e.path();
 }
 
+// A job that has not said how it resizes (no --elastic, no runtime hello yet)
+// shrinks at once when the core gives its slots to another job: the shrink is
+// a restart, the new job starts with all its workers in its first generation,
+// and no generation repeats. Before, the shrink waited for the job's kind (up
+// to 15 s) while the core had already given its slots away: the new job found
+// them held ("the scheduler's view and the agent disagree") and started short
+// or with nobody, one generation per tick.
+TEST_F(SystemTest, ShrinkOfJobOfUnknownKindFreesItsSlotsAtOnce) {
+  StartScheduler();
+  StartAgent("a", 4);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  p::SubmitJob m;
+  m.argv = {"sh", "-c", "sleep 30"};
+  m.min_workers = 1;
+  m.max_workers = 4;  // and no m.elastic: restart until a hello says otherwise
+  auto a = c->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, a->job);
+    return r.ok() && r->row.workers == 4;
+  }, 10)) << Logs();
+  auto b = Submit(*c, {"sh", "-c", "sleep 3"}, 2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  // Well inside the 15 s kind-detection window of job a.
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *b);
+    return r.ok() && r->row.state == p::JobState::kRunning && r->row.workers == 2;
+  }, 6)) << Logs();
+  EXPECT_EQ(Status(*c, *b)->row.generation, 1) << Logs();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, a->job);
+    return r.ok() && r->row.workers == 2;
+  }, 10)) << Logs();
+  ASSERT_TRUE(WaitState(*c, *b, p::JobState::kCompleted, 20)) << Logs();
+  const std::string log = ReadFile(dir_ / "scheduler.log");
+  EXPECT_EQ(log.find("disagree"), std::string::npos) << Logs();
+  EXPECT_EQ(log.find("generation 2 on -"), std::string::npos) << Logs();
+}
+
 // SIGKILL one worker: the job continues (a replacement joins) and finishes.
 TEST_F(SystemTest, WorkerKilled) {
   StartScheduler();

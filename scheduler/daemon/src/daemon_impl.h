@@ -243,6 +243,9 @@ class Daemon::Impl {
   Status SaveNode(const Node& n);
   Status SaveJob(Job& j);
   std::set<int> FreeSlots(const Node& n);
+  // Whether `desired` (node -> workers) fits now: on every node, the free
+  // slots plus the job's own workers that stay there.
+  bool Fits(const Job& j, const std::map<std::string, int>& desired);
   // Marks the job's workers beyond `desired` (node -> count) as leaving,
   // highest ranks first, and returns them; sends nothing.
   std::vector<p::WorkerId> MarkLeavers(Job& j, const std::map<std::string, int>& desired);

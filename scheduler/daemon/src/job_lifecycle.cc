@@ -213,8 +213,16 @@ void Daemon::Impl::ConvergeTick(double now) {
       if (!info || info->status != s::JobStatus::kRunning) return SaveJob(j);
       if (j.resize_pending) return Status::Ok();  // converges once its kind is known
       auto desired = ToNodePlacement(info->placement);
-      if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement())
+      if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement()) {
+        // A restart only when the new placement fits now: restarting into
+        // slots still held would start the group short and restart it again
+        // at every tick. Until then the job runs as it is.
+        if (!Fits(j, desired)) {
+          pending_converge.insert(jid);
+          return Status::Ok();
+        }
         return Restart(j, "resize to " + PlacementString(desired));
+      }
       return Converge(j, desired, j.restarting ? "restart of all workers" : "replace lost workers");
     });
     if (!st.ok()) {

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "core_journal.h"
 #include "daemon_impl.h"
 
@@ -100,7 +102,16 @@ Status Daemon::Impl::Execute(const s::Action& a) {
         metrics.Inc("aryl_rescales_total");
         Job& j = it->second;
         if (j.RestartsToResize() && !j.workers.empty()) {
-          if (!j.spec.elastic && WallNow() - j.rec.start_time < kKindDetectSeconds) {
+          // Only a pure grow waits for the kind: the GPUs it adds are idle
+          // meanwhile. A resize that takes workers away goes now (a restart),
+          // since the core has already given those slots to other jobs.
+          const std::map<std::string, int> desired = ToNodePlacement(a.placement);
+          const std::map<std::string, int> live = j.LivePlacement();
+          const bool grows_only = std::all_of(live.begin(), live.end(), [&](const auto& e) {
+            auto d = desired.find(e.first);
+            return d != desired.end() && d->second >= e.second;
+          });
+          if (!j.spec.elastic && grows_only && WallNow() - j.rec.start_time < kKindDetectSeconds) {
             j.resize_pending = true;  // ConvergeTick, once the kind is known
             return Status::Ok();
           }
@@ -172,6 +183,18 @@ Status Daemon::Impl::SaveJob(Job& j) {
 // Slots not held by a worker that stays. A leaver's slot counts as free: the
 // core gave it away with the plan, and the leaver goes at its next step
 // boundary (or is stopped), so the joiner shares it only briefly.
+bool Daemon::Impl::Fits(const Job& j, const std::map<std::string, int>& desired) {
+  const std::map<std::string, int> live = j.LivePlacement();
+  for (const auto& [node, want] : desired) {
+    auto nit = nodes.find(node);
+    if (nit == nodes.end()) return false;
+    auto own = live.find(node);
+    const int have = own == live.end() ? 0 : own->second;
+    if (static_cast<int>(FreeSlots(nit->second).size()) + have < want) return false;
+  }
+  return true;
+}
+
 std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
   std::set<int> used;
   auto on = workers_on.find(n.id);
@@ -278,6 +301,12 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       joiners[node].push_back({w.id, 0, w.slot});
       AddWorker(j, w);
     }
+  }
+  // A start that can place no worker yet (every slot it was given is still
+  // held) is no generation: the job stays pending until the slots free up.
+  if (fresh && joiners.empty()) {
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
   }
   // Nothing can change (the slots are still held) and no member was lost since
   // the last generation: a generation would change nothing. The job stays
