@@ -35,11 +35,15 @@ struct Latencies {
   std::string Summary() {
     std::lock_guard<std::mutex> l(mu);
     if (ms.empty()) return "n=0";
+    // Which request was slowest (0 = the first): a first request on a new
+    // connection also pays for the connection.
+    const size_t slowest = static_cast<size_t>(std::max_element(ms.begin(), ms.end()) - ms.begin());
     auto v = ms;
     std::sort(v.begin(), v.end());
     auto q = [&](double f) { return v[std::min(v.size() - 1, static_cast<size_t>(f * v.size()))]; };
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "n=%zu p50=%.2f ms p99=%.2f ms max=%.2f ms", v.size(), q(0.5), q(0.99), v.back());
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "n=%zu p50=%.2f ms p99=%.2f ms max=%.2f ms (request #%zu)", v.size(), q(0.5),
+                  q(0.99), v.back(), slowest);
     return buf;
   }
 };
