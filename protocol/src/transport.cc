@@ -163,6 +163,9 @@ class Server::Impl {
       ApplyCommon(router, options.socket);
       router.set(zmq::sockopt::router_mandatory, true);
       router.set(zmq::sockopt::router_handover, true);
+      // Every agent of a cluster connects at once when the scheduler starts:
+      // a full accept queue drops SYNs, which the kernel retries after 1 s.
+      router.set(zmq::sockopt::backlog, options.socket.backlog);
       if (options.curve) {
         router.set(zmq::sockopt::curve_server, true);
         router.set(zmq::sockopt::curve_secretkey, options.curve->secret_key);

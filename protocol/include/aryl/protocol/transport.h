@@ -66,6 +66,7 @@ struct SocketOptions {
   std::chrono::milliseconds reconnect_interval_max{2000};
   std::chrono::milliseconds linger{200};  // how long Close() may flush unsent frames
   int high_water_mark = 10000;            // frames queued per peer before dropping
+  int backlog = 4096;  // a Server's pending TCP connections (capped by net.core.somaxconn)
 };
 
 // CURVE keys in Z85 text (40 characters each); see security.h for key files.
