@@ -7,12 +7,13 @@
 #include <unordered_set>
 
 #include "aryl/sched/state.h"
+#include "reclaim_internal.h"
 
 namespace aryl::sched {
-namespace {
+namespace internal {
 
-// Largest size <= `limit` the job may run at on every GPU type in `placement`
-// (by its curves), or 0 when none >= its base size exists.
+// Declared (and described) in reclaim_internal.h.
+
 int LargestAllowedSize(const ClusterState& state, const JobInfo& job, const Placement& placement,
                        int limit) {
   static thread_local std::vector<int> types;
@@ -30,8 +31,6 @@ int LargestAllowedSize(const ClusterState& state, const JobInfo& job, const Plac
   return 0;
 }
 
-// Removes `extra` workers from `placement`, loaned servers first (a later reclaim
-// is then cheaper), then servers holding the fewest of the job's workers.
 void Trim(const ClusterState& state, Placement& placement, int extra) {
   while (extra > 0 && !placement.empty()) {
     auto victim = placement.begin();
@@ -49,11 +48,7 @@ void Trim(const ClusterState& state, Placement& placement, int extra) {
   }
 }
 
-// GPU-seconds a preemption with `notice` seconds before the deadline costs the
-// job: its work since the last checkpoint and the restart pause, or, when a
-// checkpoint on notice fits and is cheaper, that checkpoint and the resume
-// pause (no work lost). `*save` says which.
-double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice, bool* save = nullptr) {
+double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice, bool* save) {
   const SchedulerConfig& c = state.config();
   const double lose = job.workers * (std::max(0.0, state.now() - job.checkpoint_time) + c.restart_pause);
   const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
@@ -63,9 +58,6 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice
   return saves ? keep : lose;
 }
 
-// Whether `job` is left to finish on a reclaimed server: it finishes, with
-// time to spare for its checkpoint should the estimate slip, within the notice
-// (SchedulerConfig::reclaim_lets_jobs_finish). Costs nothing.
 bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice) {
   const SchedulerConfig& c = state.config();
   if (!c.reclaim_lets_jobs_finish || !(notice > 0)) return false;
@@ -73,8 +65,6 @@ bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice)
   return finish < kNever && finish - state.now() + c.CheckpointSeconds(job.spec.state_bytes) <= notice;
 }
 
-// The notices at which some job's cost on `servers` changes (its checkpoint
-// starts to fit, or it is left to finish), ascending, those <= `notice` only.
 std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<ServerId>& servers,
                                Seconds notice) {
   std::vector<Seconds> steps;
@@ -98,169 +88,11 @@ std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<Serv
   return steps;
 }
 
-// What happens to `job` (with current placement `cur`) when it loses its workers
-// on `removed`: the new placement (empty = preempted).
-template <typename Removed>
-Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
-                       const Removed& removed, bool elastic) {
-  Placement rest;
-  int left = 0;
-  for (const auto& [sid, n] : cur) {
-    if (!removed(sid)) {
-      rest[sid] = n;
-      left += n;
-    }
-  }
-  if (!elastic || !job.elastic() || left == 0) return {};
-  const int size = LargestAllowedSize(state, job, rest, left);
-  if (size == 0) return {};
-  Trim(state, rest, left - size);
-  return rest;
-}
+}  // namespace internal
 
-// Scratch view for the greedy strategy: placements after the servers chosen so
-// far are returned.
-struct Scratch {
-  const ClusterState& state;
-  bool elastic = true;
-  Seconds notice = 0;
-  std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
+namespace {
 
-  const Placement& Of(const JobInfo& job) const {
-    auto it = placement.find(job.spec.id);
-    return it == placement.end() ? job.placement : it->second;
-  }
-  // Cost of returning `sid` next; `apply` commits it. `freed` (when given)
-  // receives how many other servers this leaves empty: a preemption frees the
-  // job's workers everywhere, so one preemption may return several servers.
-  ReclaimCost Cost(ServerId sid, bool apply, int* freed = nullptr) {
-    ReclaimCost cost;
-    const ServerInfo& s = *state.server(sid);
-    const auto removed = [sid](ServerId x) { return x == sid; };
-    static thread_local std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
-    dropped.clear();
-    for (const auto& [jid, unused] : s.jobs) {
-      const JobInfo& job = *state.job(jid);
-      const Placement& cur = Of(job);
-      if (cur.empty() || !cur.count(sid)) continue;
-      if (LeftToFinish(state, job, notice)) continue;  // stays; costs nothing
-      Placement next = AfterRemoval(state, job, cur, removed, elastic);
-      if (next.empty()) {
-        cost.preemptions++;
-        cost.lost_gpu_seconds += PreemptLoss(state, job, notice);
-      } else {
-        int w = 0;
-        for (const auto& [x, n] : next) w += n;
-        cost.lost_gpu_seconds += w * state.config().RescalePause(job.spec);
-      }
-      if (freed) {
-        for (const auto& [other, n] : cur) {
-          if (other == sid) continue;
-          auto it = next.find(other);
-          const int stays = it == next.end() ? 0 : it->second;
-          if (n > stays) {
-            auto d = std::find_if(dropped.begin(), dropped.end(), [other = other](const auto& e) { return e.first == other; });
-            if (d == dropped.end()) {
-              dropped.emplace_back(other, n - stays);
-            } else {
-              d->second += n - stays;
-            }
-          }
-        }
-      }
-      if (apply) placement[jid] = std::move(next);
-    }
-    if (freed) {
-      *freed = 0;
-      for (const auto& [other, n] : dropped) {
-        if (state.server(other)->loaned() && Used(other) == n) ++*freed;
-      }
-    }
-    return cost;
-  }
-  int Used(ServerId sid) const {
-    int used = 0;
-    for (const auto& [jid, unused] : state.server(sid)->jobs) {
-      const Placement& cur = Of(*state.job(jid));
-      auto it = cur.find(sid);
-      if (it != cur.end()) used += it->second;
-    }
-    return used;
-  }
-};
-
-// What returning one server does to each of its jobs when no other server has
-// been returned yet: the same at every notice, so the greedy's first pass at
-// each notice step prices it again without rebuilding placements. Price(sid,
-// notice) equals Scratch::Cost(sid, false, &freed) on an empty scratch, term
-// for term and in the same order.
-class FirstRemovals {
- public:
-  FirstRemovals(const ClusterState& state, bool elastic) : state_(state), elastic_(elastic) {}
-
-  ReclaimCost Price(const Scratch& empty, ServerId sid, Seconds notice, int* freed) {
-    const std::vector<Part>& parts = PartsOf(sid);
-    ReclaimCost cost;
-    static thread_local std::vector<std::pair<ServerId, int>> dropped;
-    dropped.clear();
-    for (const Part& part : parts) {
-      const JobInfo& job = *part.job;
-      if (LeftToFinish(state_, job, notice)) continue;  // stays; costs nothing
-      if (part.preempted) {
-        cost.preemptions++;
-        cost.lost_gpu_seconds += PreemptLoss(state_, job, notice);
-      } else {
-        cost.lost_gpu_seconds += part.workers_after * state_.config().RescalePause(job.spec);
-      }
-      for (const auto& [other, n] : part.dropped) {
-        auto d = std::find_if(dropped.begin(), dropped.end(),
-                              [other = other](const auto& e) { return e.first == other; });
-        if (d == dropped.end()) {
-          dropped.emplace_back(other, n);
-        } else {
-          d->second += n;
-        }
-      }
-    }
-    *freed = 0;
-    for (const auto& [other, n] : dropped) {
-      if (state_.server(other)->loaned() && empty.Used(other) == n) ++*freed;
-    }
-    return cost;
-  }
-
- private:
-  struct Part {
-    const JobInfo* job;
-    bool preempted;
-    int workers_after;
-    std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
-  };
-  const std::vector<Part>& PartsOf(ServerId sid) {
-    auto [it, fresh] = parts_.try_emplace(sid);
-    if (!fresh) return it->second;
-    const auto removed = [sid](ServerId x) { return x == sid; };
-    for (const auto& [jid, unused] : state_.server(sid)->jobs) {
-      const JobInfo& job = *state_.job(jid);
-      const Placement& cur = job.placement;
-      if (cur.empty() || !cur.count(sid)) continue;
-      const Placement next = AfterRemoval(state_, job, cur, removed, elastic_);
-      Part part{&job, next.empty(), 0, {}};
-      for (const auto& [x, n] : next) part.workers_after += n;
-      for (const auto& [other, n] : cur) {
-        if (other == sid) continue;
-        auto f = next.find(other);
-        const int stays = f == next.end() ? 0 : f->second;
-        if (n > stays) part.dropped.emplace_back(other, n - stays);
-      }
-      it->second.push_back(std::move(part));
-    }
-    return it->second;
-  }
-  const ClusterState& state_;
-  const bool elastic_;
-  std::unordered_map<ServerId, std::vector<Part>> parts_;
-};
+using namespace internal;  // NOLINT
 
 std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
   if (k < 0 || k > n) return 0;
@@ -271,75 +103,6 @@ std::uint64_t Binomial(int n, int k, std::uint64_t cap) {
     if (r > cap) return cap + 1;
   }
   return r;
-}
-
-// The greedy strategy's choice of `need` busy servers at `notice`.
-// `first` serves the costs of the first pass (nothing returned yet).
-std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<ServerId>& busy,
-                                   int need, bool elastic, Seconds notice, FirstRemovals& first) {
-  std::vector<ServerId> out;
-  // Least cost per server returned: (preemptions, lost GPU-time) divided
-  // by 1 + the servers the step leaves empty (they are returned next at
-  // no further cost), then fewest used GPUs, then lowest id.
-  // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
-  // on notice replaces lost work where it fits.
-  Scratch scratch{state, elastic, notice, {}};
-  std::vector<ServerId> left = busy;
-  int remaining = need;
-  // Costs are cached and recomputed only for servers a step touched:
-  // those sharing a job with a server whose jobs changed.
-  struct Entry {
-    ReclaimCost cost;
-    int freed = 0;
-    int used = 0;
-    bool valid = false;
-  };
-  std::unordered_map<ServerId, Entry> cache;
-  while (remaining > 0) {
-    size_t best = 0;
-    double best_p = 0, best_l = 0;
-    int best_used = 0;
-    for (size_t c = 0; c < left.size(); ++c) {
-      Entry& e = cache[left[c]];
-      if (!e.valid) {
-        e.used = scratch.Used(left[c]);
-        e.freed = 0;
-        e.cost = e.used == 0              ? ReclaimCost{}
-                 : scratch.placement.empty() ? first.Price(scratch, left[c], notice, &e.freed)
-                                             : scratch.Cost(left[c], false, &e.freed);
-        e.valid = true;
-      }
-      const double share = 1.0 + std::min(e.freed, remaining - 1);
-      const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
-      const bool better =
-          c == 0 || p < best_p - 1e-12 ||
-          (p <= best_p + 1e-12 &&
-           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
-      if (better) {
-        best = c;
-        best_p = p;
-        best_l = l;
-        best_used = e.used;
-      }
-    }
-    const ServerId chosen = left[best];
-    // Servers holding the jobs about to change, before they change.
-    std::set<ServerId> touched;
-    for (const auto& [jid, n] : state.server(chosen)->jobs) {
-      for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
-    }
-    scratch.Cost(chosen, true);
-    for (ServerId t : touched) {
-      cache[t].valid = false;
-      for (const auto& [jid, n] : state.server(t)->jobs) {
-        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
-      }
-    }
-    out.push_back(chosen);
-    left.erase(left.begin() + best);
-    --remaining;
-  }
-  return out;
 }
 
 }  // namespace
@@ -480,32 +243,10 @@ Result<ReclaimDecision> DecideReclaim(const ClusterState& state, const Reclaim& 
       }
       switch (strategy) {
         case ReclaimStrategy::kGreedy: {
-          // The greedy choice depends on the notice only through the steps at
-          // which a job's cost changes. Every choice made at a step at or
-          // below the notice (and at no notice) is a candidate, priced at the
-          // notice; the cheapest wins (ties: the shortest notice's). A longer
-          // notice keeps every candidate of a shorter one, each no dearer, so
-          // it never costs more.
-          std::vector<Seconds> steps = CostSteps(state, busy, notice);
-          if (steps.size() > kMaxNoticeSteps) steps.resize(kMaxNoticeSteps);
-          steps.insert(steps.begin(), 0.0);
-          std::vector<ServerId> best_set;
-          ReclaimCost best_cost;
-          std::vector<ServerId> prev;
-          FirstRemovals first(state, elastic);
-          for (Seconds x : steps) {
-            std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, first);
-            if (!best_set.empty() && cand == prev) continue;
-            prev = cand;
-            std::vector<ServerId> all = d.servers;
-            all.insert(all.end(), cand.begin(), cand.end());
-            const ReclaimCost cost = CostOfReturning(state, all, nullptr, nullptr, elastic, notice);
-            if (best_set.empty() || cost < best_cost) {
-              best_cost = cost;
-              best_set = std::move(cand);
-            }
-          }
-          d.servers.insert(d.servers.end(), best_set.begin(), best_set.end());
+          // The cheapest of its choices over the notice steps (reclaim_greedy.cc).
+          const std::vector<ServerId> picked =
+              internal::GreedyReclaim(state, busy, need, elastic, notice, d.servers);
+          d.servers.insert(d.servers.end(), picked.begin(), picked.end());
           break;
         }
         case ReclaimStrategy::kRandom: {

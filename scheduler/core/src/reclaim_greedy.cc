@@ -1,0 +1,257 @@
+// The greedy reclaim strategy: servers returned one at a time, each the one
+// of least cost per server it returns, at each notice step.
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "reclaim_internal.h"
+
+namespace aryl::sched::internal {
+namespace {
+
+// Scratch view for the greedy strategy: placements after the servers chosen so
+// far are returned.
+struct Scratch {
+  const ClusterState& state;
+  bool elastic = true;
+  Seconds notice = 0;
+  std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
+
+  const Placement& Of(const JobInfo& job) const {
+    auto it = placement.find(job.spec.id);
+    return it == placement.end() ? job.placement : it->second;
+  }
+  // Cost of returning `sid` next; `apply` commits it. `freed` (when given)
+  // receives how many other servers this leaves empty: a preemption frees the
+  // job's workers everywhere, so one preemption may return several servers.
+  ReclaimCost Cost(ServerId sid, bool apply, int* freed = nullptr) {
+    ReclaimCost cost;
+    const ServerInfo& s = *state.server(sid);
+    const auto removed = [sid](ServerId x) { return x == sid; };
+    static thread_local std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+    dropped.clear();
+    for (const auto& [jid, unused] : s.jobs) {
+      const JobInfo& job = *state.job(jid);
+      const Placement& cur = Of(job);
+      if (cur.empty() || !cur.count(sid)) continue;
+      if (LeftToFinish(state, job, notice)) continue;  // stays; costs nothing
+      Placement next = AfterRemoval(state, job, cur, removed, elastic);
+      if (next.empty()) {
+        cost.preemptions++;
+        cost.lost_gpu_seconds += PreemptLoss(state, job, notice);
+      } else {
+        int w = 0;
+        for (const auto& [x, n] : next) w += n;
+        cost.lost_gpu_seconds += w * state.config().RescalePause(job.spec);
+      }
+      if (freed) {
+        for (const auto& [other, n] : cur) {
+          if (other == sid) continue;
+          auto it = next.find(other);
+          const int stays = it == next.end() ? 0 : it->second;
+          if (n > stays) {
+            auto d = std::find_if(dropped.begin(), dropped.end(), [other = other](const auto& e) { return e.first == other; });
+            if (d == dropped.end()) {
+              dropped.emplace_back(other, n - stays);
+            } else {
+              d->second += n - stays;
+            }
+          }
+        }
+      }
+      if (apply) placement[jid] = std::move(next);
+    }
+    if (freed) {
+      *freed = 0;
+      for (const auto& [other, n] : dropped) {
+        if (state.server(other)->loaned() && Used(other) == n) ++*freed;
+      }
+    }
+    return cost;
+  }
+  int Used(ServerId sid) const {
+    int used = 0;
+    for (const auto& [jid, unused] : state.server(sid)->jobs) {
+      const Placement& cur = Of(*state.job(jid));
+      auto it = cur.find(sid);
+      if (it != cur.end()) used += it->second;
+    }
+    return used;
+  }
+};
+
+// What returning one server does to each of its jobs when no other server has
+// been returned yet: the same at every notice, so the greedy's first pass at
+// each notice step prices it again without rebuilding placements. Price(sid,
+// notice) equals Scratch::Cost(sid, false, &freed) on an empty scratch, term
+// for term and in the same order.
+class FirstRemovals {
+ public:
+  FirstRemovals(const ClusterState& state, bool elastic) : state_(state), elastic_(elastic) {}
+
+  ReclaimCost Price(const Scratch& empty, ServerId sid, Seconds notice, int* freed) {
+    const std::vector<Part>& parts = PartsOf(sid);
+    ReclaimCost cost;
+    static thread_local std::vector<std::pair<ServerId, int>> dropped;
+    dropped.clear();
+    for (const Part& part : parts) {
+      const JobInfo& job = *part.job;
+      if (LeftToFinish(state_, job, notice)) continue;  // stays; costs nothing
+      if (part.preempted) {
+        cost.preemptions++;
+        cost.lost_gpu_seconds += PreemptLoss(state_, job, notice);
+      } else {
+        cost.lost_gpu_seconds += part.workers_after * state_.config().RescalePause(job.spec);
+      }
+      for (const auto& [other, n] : part.dropped) {
+        auto d = std::find_if(dropped.begin(), dropped.end(),
+                              [other = other](const auto& e) { return e.first == other; });
+        if (d == dropped.end()) {
+          dropped.emplace_back(other, n);
+        } else {
+          d->second += n;
+        }
+      }
+    }
+    *freed = 0;
+    for (const auto& [other, n] : dropped) {
+      if (state_.server(other)->loaned() && empty.Used(other) == n) ++*freed;
+    }
+    return cost;
+  }
+
+ private:
+  struct Part {
+    const JobInfo* job;
+    bool preempted;
+    int workers_after;
+    std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+  };
+  const std::vector<Part>& PartsOf(ServerId sid) {
+    auto [it, fresh] = parts_.try_emplace(sid);
+    if (!fresh) return it->second;
+    const auto removed = [sid](ServerId x) { return x == sid; };
+    for (const auto& [jid, unused] : state_.server(sid)->jobs) {
+      const JobInfo& job = *state_.job(jid);
+      const Placement& cur = job.placement;
+      if (cur.empty() || !cur.count(sid)) continue;
+      const Placement next = AfterRemoval(state_, job, cur, removed, elastic_);
+      Part part{&job, next.empty(), 0, {}};
+      for (const auto& [x, n] : next) part.workers_after += n;
+      for (const auto& [other, n] : cur) {
+        if (other == sid) continue;
+        auto f = next.find(other);
+        const int stays = f == next.end() ? 0 : f->second;
+        if (n > stays) part.dropped.emplace_back(other, n - stays);
+      }
+      it->second.push_back(std::move(part));
+    }
+    return it->second;
+  }
+  const ClusterState& state_;
+  const bool elastic_;
+  std::unordered_map<ServerId, std::vector<Part>> parts_;
+};
+
+// The greedy strategy's choice of `need` busy servers at `notice`.
+// `first` serves the costs of the first pass (nothing returned yet).
+std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<ServerId>& busy,
+                                   int need, bool elastic, Seconds notice, FirstRemovals& first) {
+  std::vector<ServerId> out;
+  // Least cost per server returned: (preemptions, lost GPU-time) divided
+  // by 1 + the servers the step leaves empty (they are returned next at
+  // no further cost), then fewest used GPUs, then lowest id.
+  // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
+  // on notice replaces lost work where it fits.
+  Scratch scratch{state, elastic, notice, {}};
+  std::vector<ServerId> left = busy;
+  int remaining = need;
+  // Costs are cached and recomputed only for servers a step touched:
+  // those sharing a job with a server whose jobs changed.
+  struct Entry {
+    ReclaimCost cost;
+    int freed = 0;
+    int used = 0;
+    bool valid = false;
+  };
+  std::unordered_map<ServerId, Entry> cache;
+  while (remaining > 0) {
+    size_t best = 0;
+    double best_p = 0, best_l = 0;
+    int best_used = 0;
+    for (size_t c = 0; c < left.size(); ++c) {
+      Entry& e = cache[left[c]];
+      if (!e.valid) {
+        e.used = scratch.Used(left[c]);
+        e.freed = 0;
+        e.cost = e.used == 0              ? ReclaimCost{}
+                 : scratch.placement.empty() ? first.Price(scratch, left[c], notice, &e.freed)
+                                             : scratch.Cost(left[c], false, &e.freed);
+        e.valid = true;
+      }
+      const double share = 1.0 + std::min(e.freed, remaining - 1);
+      const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
+      const bool better =
+          c == 0 || p < best_p - 1e-12 ||
+          (p <= best_p + 1e-12 &&
+           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
+      if (better) {
+        best = c;
+        best_p = p;
+        best_l = l;
+        best_used = e.used;
+      }
+    }
+    const ServerId chosen = left[best];
+    // Servers holding the jobs about to change, before they change.
+    std::set<ServerId> touched;
+    for (const auto& [jid, n] : state.server(chosen)->jobs) {
+      for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
+    }
+    scratch.Cost(chosen, true);
+    for (ServerId t : touched) {
+      cache[t].valid = false;
+      for (const auto& [jid, n] : state.server(t)->jobs) {
+        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
+      }
+    }
+    out.push_back(chosen);
+    left.erase(left.begin() + best);
+    --remaining;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ServerId> GreedyReclaim(const ClusterState& state, const std::vector<ServerId>& busy, int need,
+                                    bool elastic, Seconds notice, const std::vector<ServerId>& chosen) {
+  // The greedy choice depends on the notice only through the steps at
+  // which a job's cost changes. Every choice made at a step at or
+  // below the notice (and at no notice) is a candidate, priced at the
+  // notice; the cheapest wins (ties: the shortest notice's). A longer
+  // notice keeps every candidate of a shorter one, each no dearer, so
+  // it never costs more.
+  std::vector<Seconds> steps = CostSteps(state, busy, notice);
+  if (steps.size() > kMaxNoticeSteps) steps.resize(kMaxNoticeSteps);
+  steps.insert(steps.begin(), 0.0);
+  std::vector<ServerId> best_set;
+  ReclaimCost best_cost;
+  std::vector<ServerId> prev;
+  FirstRemovals first(state, elastic);
+  for (Seconds x : steps) {
+    std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, first);
+    if (!best_set.empty() && cand == prev) continue;
+    prev = cand;
+    std::vector<ServerId> all = chosen;
+    all.insert(all.end(), cand.begin(), cand.end());
+    const ReclaimCost cost = CostOfReturning(state, all, nullptr, nullptr, elastic, notice);
+    if (best_set.empty() || cost < best_cost) {
+      best_cost = cost;
+      best_set = std::move(cand);
+    }
+  }
+  return best_set;
+}
+
+}  // namespace aryl::sched::internal
