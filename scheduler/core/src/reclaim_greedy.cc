@@ -9,6 +9,16 @@
 namespace aryl::sched::internal {
 namespace {
 
+// What returning one server does to one of its jobs: its placement after
+// (empty: preempted) and the workers that leave each of its other servers.
+// The same at every notice; only its price depends on the notice.
+struct Removal {
+  const JobInfo* job = nullptr;
+  Placement next;
+  int workers_after = 0;
+  std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+};
+
 // Scratch view for the greedy strategy: placements after the servers chosen so
 // far are returned.
 struct Scratch {
@@ -21,45 +31,52 @@ struct Scratch {
     auto it = placement.find(job.spec.id);
     return it == placement.end() ? job.placement : it->second;
   }
-  // Cost of returning `sid` next; `apply` commits it. `freed` (when given)
-  // receives how many other servers this leaves empty: a preemption frees the
-  // job's workers everywhere, so one preemption may return several servers.
-  ReclaimCost Cost(ServerId sid, bool apply, int* freed = nullptr) {
-    ReclaimCost cost;
-    const ServerInfo& s = *state.server(sid);
+  // What returning `sid` next does to each of its jobs, in the server's order.
+  std::vector<Removal> Removals(ServerId sid) const {
+    std::vector<Removal> out;
     const auto removed = [sid](ServerId x) { return x == sid; };
-    static thread_local std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
-    dropped.clear();
-    for (const auto& [jid, unused] : s.jobs) {
+    for (const auto& [jid, unused] : state.server(sid)->jobs) {
       const JobInfo& job = *state.job(jid);
       const Placement& cur = Of(job);
       if (cur.empty() || !cur.count(sid)) continue;
+      Removal r{&job, AfterRemoval(state, job, cur, removed, elastic), 0, {}};
+      for (const auto& [x, n] : r.next) r.workers_after += n;
+      for (const auto& [other, n] : cur) {
+        if (other == sid) continue;
+        auto it = r.next.find(other);
+        const int stays = it == r.next.end() ? 0 : it->second;
+        if (n > stays) r.dropped.emplace_back(other, n - stays);
+      }
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  // The cost at `notice` of returning a server with these removals. `freed`
+  // (when given) receives how many other servers this leaves empty: a
+  // preemption frees the job's workers everywhere, so one preemption may
+  // return several servers.
+  ReclaimCost Price(const std::vector<Removal>& removals, int* freed = nullptr) const {
+    ReclaimCost cost;
+    static thread_local std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
+    dropped.clear();
+    for (const Removal& r : removals) {
+      const JobInfo& job = *r.job;
       if (LeftToFinish(state, job, notice)) continue;  // stays; costs nothing
-      Placement next = AfterRemoval(state, job, cur, removed, elastic);
-      if (next.empty()) {
+      if (r.next.empty()) {
         cost.preemptions++;
         cost.lost_gpu_seconds += PreemptLoss(state, job, notice);
       } else {
-        int w = 0;
-        for (const auto& [x, n] : next) w += n;
-        cost.lost_gpu_seconds += w * state.config().RescalePause(job.spec);
+        cost.lost_gpu_seconds += r.workers_after * state.config().RescalePause(job.spec);
       }
-      if (freed) {
-        for (const auto& [other, n] : cur) {
-          if (other == sid) continue;
-          auto it = next.find(other);
-          const int stays = it == next.end() ? 0 : it->second;
-          if (n > stays) {
-            auto d = std::find_if(dropped.begin(), dropped.end(), [other = other](const auto& e) { return e.first == other; });
-            if (d == dropped.end()) {
-              dropped.emplace_back(other, n - stays);
-            } else {
-              d->second += n - stays;
-            }
-          }
+      if (!freed) continue;
+      for (const auto& [other, n] : r.dropped) {
+        auto d = std::find_if(dropped.begin(), dropped.end(), [other = other](const auto& e) { return e.first == other; });
+        if (d == dropped.end()) {
+          dropped.emplace_back(other, n);
+        } else {
+          d->second += n;
         }
       }
-      if (apply) placement[jid] = std::move(next);
     }
     if (freed) {
       *freed = 0;
@@ -68,6 +85,12 @@ struct Scratch {
       }
     }
     return cost;
+  }
+  // Returns `sid`: its jobs not left to finish take their placements after.
+  void Apply(ServerId sid) {
+    for (Removal& r : Removals(sid)) {
+      if (!LeftToFinish(state, *r.job, notice)) placement[r.job->spec.id] = std::move(r.next);
+    }
   }
   int Used(ServerId sid) const {
     int used = 0;
@@ -80,77 +103,18 @@ struct Scratch {
   }
 };
 
-// What returning one server does to each of its jobs when no other server has
-// been returned yet: the same at every notice, so the greedy's first pass at
-// each notice step prices it again without rebuilding placements. Price(sid,
-// notice) equals Scratch::Cost(sid, false, &freed) on an empty scratch, term
-// for term and in the same order.
+// The removals of the greedy's first pass (nothing returned yet): the same at
+// every notice step, so they are built once per reclaim and priced per step.
 class FirstRemovals {
  public:
-  FirstRemovals(const ClusterState& state, bool elastic) : state_(state), elastic_(elastic) {}
-
-  ReclaimCost Price(const Scratch& empty, ServerId sid, Seconds notice, int* freed) {
-    const std::vector<Part>& parts = PartsOf(sid);
-    ReclaimCost cost;
-    static thread_local std::vector<std::pair<ServerId, int>> dropped;
-    dropped.clear();
-    for (const Part& part : parts) {
-      const JobInfo& job = *part.job;
-      if (LeftToFinish(state_, job, notice)) continue;  // stays; costs nothing
-      if (part.preempted) {
-        cost.preemptions++;
-        cost.lost_gpu_seconds += PreemptLoss(state_, job, notice);
-      } else {
-        cost.lost_gpu_seconds += part.workers_after * state_.config().RescalePause(job.spec);
-      }
-      for (const auto& [other, n] : part.dropped) {
-        auto d = std::find_if(dropped.begin(), dropped.end(),
-                              [other = other](const auto& e) { return e.first == other; });
-        if (d == dropped.end()) {
-          dropped.emplace_back(other, n);
-        } else {
-          d->second += n;
-        }
-      }
-    }
-    *freed = 0;
-    for (const auto& [other, n] : dropped) {
-      if (state_.server(other)->loaned() && empty.Used(other) == n) ++*freed;
-    }
-    return cost;
+  const std::vector<Removal>& Of(const Scratch& empty, ServerId sid) {
+    auto [it, fresh] = cache_.try_emplace(sid);
+    if (fresh) it->second = empty.Removals(sid);
+    return it->second;
   }
 
  private:
-  struct Part {
-    const JobInfo* job;
-    bool preempted;
-    int workers_after;
-    std::vector<std::pair<ServerId, int>> dropped;  // other server -> workers leaving it
-  };
-  const std::vector<Part>& PartsOf(ServerId sid) {
-    auto [it, fresh] = parts_.try_emplace(sid);
-    if (!fresh) return it->second;
-    const auto removed = [sid](ServerId x) { return x == sid; };
-    for (const auto& [jid, unused] : state_.server(sid)->jobs) {
-      const JobInfo& job = *state_.job(jid);
-      const Placement& cur = job.placement;
-      if (cur.empty() || !cur.count(sid)) continue;
-      const Placement next = AfterRemoval(state_, job, cur, removed, elastic_);
-      Part part{&job, next.empty(), 0, {}};
-      for (const auto& [x, n] : next) part.workers_after += n;
-      for (const auto& [other, n] : cur) {
-        if (other == sid) continue;
-        auto f = next.find(other);
-        const int stays = f == next.end() ? 0 : f->second;
-        if (n > stays) part.dropped.emplace_back(other, n - stays);
-      }
-      it->second.push_back(std::move(part));
-    }
-    return it->second;
-  }
-  const ClusterState& state_;
-  const bool elastic_;
-  std::unordered_map<ServerId, std::vector<Part>> parts_;
+  std::unordered_map<ServerId, std::vector<Removal>> cache_;
 };
 
 // The greedy strategy's choice of `need` busy servers at `notice`.
@@ -184,9 +148,13 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
       if (!e.valid) {
         e.used = scratch.Used(left[c]);
         e.freed = 0;
-        e.cost = e.used == 0              ? ReclaimCost{}
-                 : scratch.placement.empty() ? first.Price(scratch, left[c], notice, &e.freed)
-                                             : scratch.Cost(left[c], false, &e.freed);
+        if (e.used == 0) {
+          e.cost = ReclaimCost{};
+        } else if (scratch.placement.empty()) {
+          e.cost = scratch.Price(first.Of(scratch, left[c]), &e.freed);
+        } else {
+          e.cost = scratch.Price(scratch.Removals(left[c]), &e.freed);
+        }
         e.valid = true;
       }
       const double share = 1.0 + std::min(e.freed, remaining - 1);
@@ -208,7 +176,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     for (const auto& [jid, n] : state.server(chosen)->jobs) {
       for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
     }
-    scratch.Cost(chosen, true);
+    scratch.Apply(chosen);
     for (ServerId t : touched) {
       cache[t].valid = false;
       for (const auto& [jid, n] : state.server(t)->jobs) {
@@ -238,7 +206,7 @@ std::vector<ServerId> GreedyReclaim(const ClusterState& state, const std::vector
   std::vector<ServerId> best_set;
   ReclaimCost best_cost;
   std::vector<ServerId> prev;
-  FirstRemovals first(state, elastic);
+  FirstRemovals first;
   for (Seconds x : steps) {
     std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, first);
     if (!best_set.empty() && cand == prev) continue;
