@@ -10,32 +10,6 @@
 namespace aryl::sched::internal {
 namespace {
 
-// Whether a + b (per server) equals `p`, without building the sum.
-bool SumEquals(const FlatPlacement& a, const FlatPlacement& b, const Placement& p) {
-  auto ia = a.begin(), ib = b.begin();
-  for (const auto& [sid, n] : p) {
-    int have = 0;
-    while (ia != a.end() && ia->first < sid) {
-      if (ia->second != 0) return false;
-      ++ia;
-    }
-    while (ib != b.end() && ib->first < sid) {
-      if (ib->second != 0) return false;
-      ++ib;
-    }
-    if (ia != a.end() && ia->first == sid) have += (ia++)->second;
-    if (ib != b.end() && ib->first == sid) have += (ib++)->second;
-    if (have != n) return false;
-  }
-  for (; ia != a.end(); ++ia) {
-    if (ia->second != 0) return false;
-  }
-  for (; ib != b.end(); ++ib) {
-    if (ib->second != 0) return false;
-  }
-  return true;
-}
-
 // The elastic allocation of `capacity` GPUs of one type among `group`.
 void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
                     const SchedulerConfig& cfg) {
@@ -185,7 +159,9 @@ void AllocateGuests(AllocList& allocs, const FreeIndex& index, const ClusterStat
 
 void AllocateElastic(AllocList& allocs, FreeIndex& index, const ClusterState& state, const RoundOptions& opt) {
   const auto& servers = state.servers();
-  std::vector<std::vector<Alloc*>> by_type(state.num_types());
+  static thread_local std::vector<std::vector<Alloc*>> by_type;
+  by_type.resize(state.num_types());
+  for (auto& v : by_type) v.clear();
   for (Alloc& a : allocs) {
     if (a.flexible && a.home >= 0) by_type[a.home].push_back(&a);
   }
@@ -195,7 +171,7 @@ void AllocateElastic(AllocList& allocs, FreeIndex& index, const ClusterState& st
   if (opt.hetero_dp && opt.use_loaned && state.num_types() > 1) AllocateGuests(allocs, index, state, opt);
   // 4. Placement of flexible workers: keep current ones (loaned first) ...
   for (Alloc& a : allocs) {
-    if (!a.flexible) continue;
+    if (!a.flexible || a.flex.empty() || (a.extra == 0 && a.guest == 0)) continue;  // nothing to keep
     static thread_local std::vector<std::tuple<int, int, ServerId>> order;
     order.clear();
     for (const auto& [sid, n] : a.flex) {
@@ -225,6 +201,7 @@ void AllocateElastic(AllocList& allocs, FreeIndex& index, const ClusterState& st
   for (Alloc& a : allocs) {
     if (!a.flexible) continue;
     int want = a.extra - a.kept_home;
+    if (want <= 0 && a.guest_type < 0) continue;  // every extra worker kept (most jobs)
     bool base_on_loaned = false;
     for (const auto& [sid, n] : a.base) base_on_loaned = base_on_loaned || state.server(sid)->loaned();
     const bool pools[2] = {!base_on_loaned, base_on_loaned};
@@ -273,8 +250,10 @@ std::vector<Action> RoundActions(AllocList& allocs, const ClusterState& state, c
   std::vector<Action> actions;
   for (Alloc& a : allocs) {
     if (!a.is_new && !a.moved && !a.flexible) continue;  // base == its placement
-    // A running job that keeps its placement (most, every round) needs no copy.
-    if (!a.is_new && !a.moved && SumEquals(a.base, a.kept, a.job->placement) &&
+    // A running job that keeps its placement (most, every round) needs no
+    // copy. Here it is flexible, its placement is base + flex (Split) and
+    // neither holds a zero entry: it keeps it exactly when kept == flex.
+    if (!a.is_new && !a.moved && a.kept == a.flex &&
         (a.guest_type >= 0 ? state.PlacementThroughput(*a.job, a.job->placement) > 0
                            : a.job->Allowed(a.home, a.job->workers))) {
       continue;

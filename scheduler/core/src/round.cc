@@ -23,8 +23,8 @@ void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, F
   if (job.placement.size() == 1) {  // most jobs: no order to find
     const auto& [sid, n] = *job.placement.begin();
     const int b = std::min(job.base_workers, n);
-    if (b > 0) (*base)[sid] = b;
-    if (n - b > 0) (*flex)[sid] = n - b;
+    if (b > 0) base->Append(sid, b);
+    if (n - b > 0) flex->Append(sid, n - b);
     return;
   }
   static thread_local std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)

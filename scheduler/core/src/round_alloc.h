@@ -22,6 +22,9 @@ class FlatPlacement {
     return it->second;
   }
   void Assign(const Placement& p) { v_.assign(p.begin(), p.end()); }
+  // Appends a server after every one already held (callers keep server order).
+  void Append(ServerId sid, int n) { v_.emplace_back(sid, n); }
+  bool operator==(const FlatPlacement& o) const { return v_ == o.v_; }
   Placement ToPlacement() const { return Placement(v_.begin(), v_.end()); }
   void clear() { v_.clear(); }
   bool empty() const { return v_.empty(); }
