@@ -6,9 +6,12 @@
 
 namespace aryl::sched::internal {
 
-FreeIndex::FreeIndex(const ClusterState& state, const std::vector<int>& avail,
-                     const std::vector<bool>& enabled)
-    : state_(state), avail_(avail), group_of_(avail.size(), -1) {
+void FreeIndex::Reset(const ClusterState& state, const std::vector<int>& avail,
+                      const std::vector<bool>& enabled) {
+  state_ = &state;
+  avail_ = avail;
+  group_of_.assign(avail.size(), -1);
+  max_gpus_ = 0;
   for (const auto& s : state.servers()) max_gpus_ = std::max(max_gpus_, s.spec.gpus);
   const int groups = state.num_types() * 2;
   words_ = static_cast<int>((avail.size() + 63) / 64);
@@ -105,7 +108,7 @@ Placement FreeIndex::Find(int type, bool training, bool loaned, int n, bool pref
     if (s < 0) break;
     const int take = std::min(need, avail_[s]);
     taken.emplace_back(s, take);
-    placement[state_.servers()[s].spec.id] += take;
+    placement[state_->servers()[s].spec.id] += take;
     Take(s, take);
     need -= take;
   }

@@ -1,7 +1,7 @@
 // The greedy reclaim strategy: servers returned one at a time, each the one
 // of least cost per server it returns, at each notice step.
 #include <algorithm>
-#include <set>
+#include <cstdint>
 #include <unordered_map>
 
 #include "reclaim_internal.h"
@@ -26,6 +26,10 @@ struct Scratch {
   bool elastic = true;
   Seconds notice = 0;
   std::unordered_map<JobId, Placement> placement;  // overrides; empty = preempted
+  // What made `placement`: per server returned, in order, its id, how many
+  // of its jobs took their placement after, and their ids (the others were
+  // left to finish). Equal histories make equal scratch states.
+  std::vector<std::uint64_t> history;
 
   const Placement& Of(const JobInfo& job) const {
     auto it = placement.find(job.spec.id);
@@ -86,10 +90,17 @@ struct Scratch {
     }
     return cost;
   }
-  // Returns `sid`: its jobs not left to finish take their placements after.
-  void Apply(ServerId sid) {
-    for (Removal& r : Removals(sid)) {
-      if (!LeftToFinish(state, *r.job, notice)) placement[r.job->spec.id] = std::move(r.next);
+  // Returns `sid` with these removals (Removals(sid)): its jobs not left to
+  // finish take their placements after.
+  void Apply(ServerId sid, const std::vector<Removal>& removals) {
+    history.push_back(sid);
+    const size_t count = history.size();
+    history.push_back(0);
+    for (const Removal& r : removals) {
+      if (LeftToFinish(state, *r.job, notice)) continue;
+      placement[r.job->spec.id] = r.next;
+      history.push_back(r.job->spec.id);
+      ++history[count];
     }
   }
   int Used(ServerId sid) const {
@@ -103,31 +114,44 @@ struct Scratch {
   }
 };
 
-// The removals of the greedy's first pass (nothing returned yet): the same at
-// every notice step, so they are built once per reclaim and priced per step.
-class FirstRemovals {
+// Removals built by the greedy's passes, kept across its notice steps. A
+// pass at another notice usually returns the same servers with the same jobs
+// left to finish: its scratch state has the same history, and the same
+// removals (only their price depends on the notice). levels_[d] holds the
+// removals of the state after d returns, with its history.
+class RemovalCache {
  public:
-  const std::vector<Removal>& Of(const Scratch& empty, ServerId sid) {
-    auto [it, fresh] = cache_.try_emplace(sid);
-    if (fresh) it->second = empty.Removals(sid);
+  const std::vector<Removal>& Of(const Scratch& scratch, ServerId sid) {
+    size_t d = 0;
+    for (size_t i = 0; i < scratch.history.size(); i += 2 + scratch.history[i + 1]) ++d;
+    if (d >= levels_.size() || levels_[d].history != scratch.history) {
+      levels_.resize(d);  // deeper levels extend this one's history: stale too
+      levels_.push_back({scratch.history, {}});
+    }
+    auto [it, fresh] = levels_[d].removals.try_emplace(sid);
+    if (fresh) it->second = scratch.Removals(sid);
     return it->second;
   }
 
  private:
-  std::unordered_map<ServerId, std::vector<Removal>> cache_;
+  struct Level {
+    std::vector<std::uint64_t> history;
+    std::unordered_map<ServerId, std::vector<Removal>> removals;
+  };
+  std::vector<Level> levels_;
 };
 
 // The greedy strategy's choice of `need` busy servers at `notice`.
-// `first` serves the costs of the first pass (nothing returned yet).
+// `removals` serves the removals of every pass, shared across notices.
 std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<ServerId>& busy,
-                                   int need, bool elastic, Seconds notice, FirstRemovals& first) {
+                                   int need, bool elastic, Seconds notice, RemovalCache& removals) {
   std::vector<ServerId> out;
   // Least cost per server returned: (preemptions, lost GPU-time) divided
   // by 1 + the servers the step leaves empty (they are returned next at
   // no further cost), then fewest used GPUs, then lowest id.
   // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
   // on notice replaces lost work where it fits.
-  Scratch scratch{state, elastic, notice, {}};
+  Scratch scratch{state, elastic, notice, {}, {}};
   std::vector<ServerId> left = busy;
   int remaining = need;
   // Costs are cached and recomputed only for servers a step touched:
@@ -138,22 +162,23 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     int used = 0;
     bool valid = false;
   };
-  std::unordered_map<ServerId, Entry> cache;
+  // By server index: a step invalidates a few entries, a scan reads them all.
+  static thread_local std::vector<Entry> cache;
+  cache.assign(state.servers().size(), Entry{});
+  auto entry = [&](ServerId sid) -> Entry& { return cache[state.server_index(sid)]; };
   while (remaining > 0) {
     size_t best = 0;
     double best_p = 0, best_l = 0;
     int best_used = 0;
     for (size_t c = 0; c < left.size(); ++c) {
-      Entry& e = cache[left[c]];
+      Entry& e = entry(left[c]);
       if (!e.valid) {
         e.used = scratch.Used(left[c]);
         e.freed = 0;
         if (e.used == 0) {
           e.cost = ReclaimCost{};
-        } else if (scratch.placement.empty()) {
-          e.cost = scratch.Price(first.Of(scratch, left[c]), &e.freed);
         } else {
-          e.cost = scratch.Price(scratch.Removals(left[c]), &e.freed);
+          e.cost = scratch.Price(removals.Of(scratch, left[c]), &e.freed);
         }
         e.valid = true;
       }
@@ -172,15 +197,18 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     }
     const ServerId chosen = left[best];
     // Servers holding the jobs about to change, before they change.
-    std::set<ServerId> touched;
+    static thread_local std::vector<ServerId> touched;
+    touched.clear();
     for (const auto& [jid, n] : state.server(chosen)->jobs) {
-      for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.insert(sid);
+      for (const auto& [sid, m] : scratch.Of(*state.job(jid))) touched.push_back(sid);
     }
-    scratch.Apply(chosen);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    scratch.Apply(chosen, removals.Of(scratch, chosen));
     for (ServerId t : touched) {
-      cache[t].valid = false;
+      entry(t).valid = false;
       for (const auto& [jid, n] : state.server(t)->jobs) {
-        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) cache[sid].valid = false;
+        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) entry(sid).valid = false;
       }
     }
     out.push_back(chosen);
@@ -206,9 +234,9 @@ std::vector<ServerId> GreedyReclaim(const ClusterState& state, const std::vector
   std::vector<ServerId> best_set;
   ReclaimCost best_cost;
   std::vector<ServerId> prev;
-  FirstRemovals first;
+  RemovalCache removals;
   for (Seconds x : steps) {
-    std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, first);
+    std::vector<ServerId> cand = GreedyChoice(state, busy, need, elastic, x, removals);
     if (!best_set.empty() && cand == prev) continue;
     prev = cand;
     std::vector<ServerId> all = chosen;

@@ -72,14 +72,16 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   if (incremental) keep->Sync(state, opt);
   const auto& servers = state.servers();
   const int n_servers = static_cast<int>(servers.size());
-  std::vector<bool> enabled(n_servers);
-  std::vector<int> avail(n_servers);
+  // Scratch kept across rounds (its capacity): a large buffer allocated and
+  // freed every round costs the allocator more than the round itself.
+  static thread_local std::vector<bool> enabled;
+  static thread_local std::vector<int> avail, idle_avail;
+  enabled.assign(n_servers, false);
+  avail.assign(n_servers, 0);
   for (int i = 0; i < n_servers; ++i) {
     enabled[i] = Usable(servers[i], opt.use_loaned);
     avail[i] = enabled[i] ? servers[i].spec.gpus : 0;
   }
-  // Scratch kept across rounds (its capacity): a large buffer allocated and
-  // freed every round costs the allocator more than the round itself.
   static thread_local AllocList allocs;
   allocs.clear();
   // 1. Running jobs keep their base workers; flexible workers count as free.
@@ -136,12 +138,13 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // `index` counts flexible workers' GPUs as free (base demands displace them);
   // `idle` counts only GPUs nobody holds, so that admission displaces flexible
   // workers only where no idle GPUs fit.
-  FreeIndex index(state, avail, enabled);
-  std::vector<int> idle_avail(avail);
+  static thread_local FreeIndex index, idle;
+  index.Reset(state, avail, enabled);
+  idle_avail = avail;
   for (const Alloc& a : allocs) {
     for (const auto& [sid, n] : a.flex) idle_avail[state.server_index(sid)] -= n;
   }
-  FreeIndex idle(state, idle_avail, enabled);
+  idle.Reset(state, idle_avail, enabled);
 
   // 2. Admission: SJF (remaining time at base size) or FIFO, with backfill.
   struct Queued {

@@ -21,8 +21,15 @@ class FreeIndex {
  public:
   // `avail[i]` is the free count of servers()[i]; servers with `enabled[i]` false
   // are left out.
+  FreeIndex() = default;
   FreeIndex(const ClusterState& state, const std::vector<int>& avail,
-            const std::vector<bool>& enabled);
+            const std::vector<bool>& enabled) {
+    Reset(state, avail, enabled);
+  }
+  // The index of new counts, keeping the buffers' capacity (a round's
+  // scratch: no allocation per round).
+  void Reset(const ClusterState& state, const std::vector<int>& avail,
+             const std::vector<bool>& enabled);
   int avail(int server) const { return avail_[server]; }
   void Set(int server, int value);
   void Take(int server, int n) { Set(server, avail_[server] - n); }
@@ -45,7 +52,7 @@ class FreeIndex {
   int First(int b) const;
   void Insert(int b, int server);
   void Erase(int b, int server);
-  const ClusterState& state_;
+  const ClusterState* state_ = nullptr;
   int max_gpus_ = 0;
   int words_ = 0;                 // 64-bit words per bucket bitset
   std::vector<int> avail_;
