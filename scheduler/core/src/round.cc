@@ -1,7 +1,6 @@
 #include "round_alloc.h"
 
 #include <algorithm>
-#include <set>
 #include <tuple>
 
 namespace aryl::sched::internal {
@@ -15,7 +14,7 @@ bool Usable(const ServerInfo& s, bool use_loaned) {
 
 namespace {
 
-const std::set<JobId> kNoJobs;
+const IdSet kNoJobs;
 
 // Splits a running elastic job's placement into `base_workers` base workers
 // (training servers first, then where it has most workers) and the rest.
@@ -137,14 +136,20 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   }
   // `index` counts flexible workers' GPUs as free (base demands displace them);
   // `idle` counts only GPUs nobody holds, so that admission displaces flexible
-  // workers only where no idle GPUs fit.
+  // workers only where no idle GPUs fit. Only admission reads it: it is built
+  // when the first job is tried (most rounds admit nobody).
   static thread_local FreeIndex index, idle;
   index.Reset(state, avail, enabled);
-  idle_avail = avail;
-  for (const Alloc& a : allocs) {
-    for (const auto& [sid, n] : a.flex) idle_avail[state.server_index(sid)] -= n;
-  }
-  idle.Reset(state, idle_avail, enabled);
+  bool have_idle = false;
+  auto build_idle = [&] {
+    if (have_idle) return;
+    have_idle = true;
+    idle_avail = avail;
+    for (const Alloc& a : allocs) {
+      for (const auto& [sid, n] : a.flex) idle_avail[state.server_index(sid)] -= n;
+    }
+    idle.Reset(state, idle_avail, enabled);
+  };
 
   // 2. Admission: SJF (remaining time at base size) or FIFO, with backfill.
   struct Queued {
@@ -229,6 +234,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         if (f >= 0) ahead[f] += d;
         return;
       }
+      build_idle();  // before the first Take: from the round's initial counts
       types.clear();
       double fastest = 0;
       for (int t = 0; t < n_types; ++t) fastest = std::max(fastest, j.Thr(t, d));

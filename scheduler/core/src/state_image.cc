@@ -69,7 +69,11 @@ Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<c
       job.base_workers = built.base_workers;
       job.requested_workers = built.requested_workers;
     }
-    (job.status == JobStatus::kRunning ? state.running_ : state.queued_).insert(id);
+    if (job.status == JobStatus::kRunning) {
+      state.running_.insert(id);
+    } else {
+      state.queued_.insert(id);
+    }
     if (job.status == JobStatus::kRunning && job.elastic()) state.running_elastic_.insert(id);
     state.jobs_.emplace(id, std::move(job));
   }

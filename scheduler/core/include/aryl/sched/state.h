@@ -41,6 +41,7 @@
 
 #include "aryl/result.h"
 #include "aryl/sched/config.h"
+#include "aryl/sched/id_set.h"
 #include "aryl/sched/types.h"
 #include "aryl/status.h"
 
@@ -205,9 +206,9 @@ class ClusterState {
     return FindJob(id);
   }
   const std::map<JobId, JobInfo>& jobs() const { return jobs_; }  // every job ever seen
-  const std::set<JobId>& running() const { return running_; }
+  const IdSet& running() const { return running_; }
   // The running jobs that are elastic (JobKind::kElastic), a subset of running().
-  const std::set<JobId>& running_elastic() const { return running_elastic_; }
+  const IdSet& running_elastic() const { return running_elastic_; }
   const std::set<JobId>& queued() const { return queued_; }
   // Queue changes for policies that keep their own ordered queue across
   // rounds: every job that entered the queue (submitted or preempted) or whose
@@ -316,8 +317,8 @@ class ClusterState {
   mutable JobIndex job_index_;
   std::vector<std::string> type_names_;
   std::map<JobId, JobInfo> jobs_;
-  std::set<JobId> running_;
-  std::set<JobId> running_elastic_;
+  IdSet running_;
+  IdSet running_elastic_;
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
   std::vector<ServerId> draining_;
