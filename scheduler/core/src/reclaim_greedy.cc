@@ -114,30 +114,86 @@ struct Scratch {
   }
 };
 
-// Removals built by the greedy's passes, kept across its notice steps. A
-// pass at another notice usually returns the same servers with the same jobs
-// left to finish: its scratch state has the same history, and the same
-// removals (only their price depends on the notice). levels_[d] holds the
-// removals of the state after d returns, with its history.
+// The first notice above `x` (> 0) at which the cost of one of these
+// removals changes: a job's checkpoint starts to fit (PreemptLoss) or it is
+// left to finish (LeftToFinish), the same expressions as theirs. kNever: none.
+Seconds NextCostStep(const ClusterState& state, const std::vector<Removal>& removals, Seconds x) {
+  const SchedulerConfig& c = state.config();
+  Seconds next = kNever;
+  for (const Removal& r : removals) {
+    const Seconds ckpt = c.CheckpointSeconds(r.job->spec.state_bytes);
+    if (ckpt > x) next = std::min(next, ckpt);
+    if (!c.reclaim_lets_jobs_finish) continue;
+    const Seconds finish = state.EstimatedFinishTime(r.job->spec.id);
+    if (finish < kNever) {
+      const Seconds need = finish - state.now() + ckpt;
+      if (need > x) next = std::min(next, need);
+    }
+  }
+  return next;
+}
+
+// What the greedy's passes learn about returning a server next from one
+// scratch state, kept across its notice steps. A pass at another notice
+// usually returns the same servers with the same jobs left to finish: its
+// scratch state has the same history, hence the same removals and used
+// GPUs; their price changes only at a step of one of their jobs.
+// levels_[d] holds what is known of the state after d returns.
 class RemovalCache {
  public:
   const std::vector<Removal>& Of(const Scratch& scratch, ServerId sid) {
+    Slot& s = At(scratch, sid);
+    if (!s.built) {
+      s.removals = scratch.Removals(sid);
+      s.built = true;
+    }
+    return s.removals;
+  }
+  // Scratch::Price of returning `sid` next, with `*freed`, and its used GPUs
+  // (Scratch::Used) in `*used`; an empty server costs nothing.
+  ReclaimCost Price(const Scratch& scratch, ServerId sid, int* freed, int* used) {
+    Slot& s = At(scratch, sid);
+    if (s.used < 0) s.used = scratch.Used(sid);
+    *used = s.used;
+    *freed = 0;
+    if (s.used == 0) return ReclaimCost{};
+    const Seconds x = scratch.notice;
+    const bool holds = s.priced && (x == s.priced_at || (s.priced_at > 0 && x > s.priced_at && x < s.valid_until));
+    if (!holds) {
+      const std::vector<Removal>& removals = Of(scratch, sid);
+      s.cost = scratch.Price(removals, &s.freed);
+      s.priced = true;
+      s.priced_at = x;
+      s.valid_until = x > 0 ? NextCostStep(scratch.state, removals, x) : x;
+    }
+    *freed = s.freed;
+    return s.cost;
+  }
+
+ private:
+  struct Slot {
+    bool built = false;
+    std::vector<Removal> removals;
+    int used = -1;  // -1: not counted yet
+    bool priced = false;
+    Seconds priced_at = 0;    // the notice `cost` and `freed` are for; they hold
+    Seconds valid_until = 0;  // for notices in [priced_at, valid_until) when priced_at > 0
+    ReclaimCost cost;
+    int freed = 0;
+  };
+  struct Level {
+    std::vector<std::uint64_t> history;
+    std::unordered_map<ServerId, Slot> slots;
+  };
+  Slot& At(const Scratch& scratch, ServerId sid) {
     size_t d = 0;
     for (size_t i = 0; i < scratch.history.size(); i += 2 + scratch.history[i + 1]) ++d;
     if (d >= levels_.size() || levels_[d].history != scratch.history) {
       levels_.resize(d);  // deeper levels extend this one's history: stale too
       levels_.push_back({scratch.history, {}});
     }
-    auto [it, fresh] = levels_[d].removals.try_emplace(sid);
-    if (fresh) it->second = scratch.Removals(sid);
-    return it->second;
+    return levels_[d].slots[sid];
   }
-
- private:
-  struct Level {
-    std::vector<std::uint64_t> history;
-    std::unordered_map<ServerId, std::vector<Removal>> removals;
-  };
   std::vector<Level> levels_;
 };
 
@@ -173,13 +229,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     for (size_t c = 0; c < left.size(); ++c) {
       Entry& e = entry(left[c]);
       if (!e.valid) {
-        e.used = scratch.Used(left[c]);
-        e.freed = 0;
-        if (e.used == 0) {
-          e.cost = ReclaimCost{};
-        } else {
-          e.cost = scratch.Price(removals.Of(scratch, left[c]), &e.freed);
-        }
+        e.cost = removals.Price(scratch, left[c], &e.freed, &e.used);
         e.valid = true;
       }
       const double share = 1.0 + std::min(e.freed, remaining - 1);
