@@ -26,19 +26,32 @@ void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, F
     if (n - b > 0) flex->Append(sid, n - b);
     return;
   }
-  static thread_local std::vector<std::tuple<int, int, ServerId>> order;  // (loaned, -count, id)
+  if (job.base_workers >= job.workers) {  // at its base size: every worker is a base one
+    for (const auto& [sid, n] : job.placement) base->Append(sid, n);
+    return;
+  }
+  // (loaned, -count, id, position in the placement): base workers go in this
+  // order; the halves are then written in server order.
+  static thread_local std::vector<std::tuple<int, int, ServerId, int>> order;
+  static thread_local std::vector<int> base_of;
   order.clear();
+  int k = 0;
   for (const auto& [sid, n] : job.placement) {
-    order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, sid);
+    order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, sid, k++);
   }
   std::sort(order.begin(), order.end());
+  base_of.assign(order.size(), 0);
   int need = job.base_workers;
-  for (const auto& [loaned, neg, sid] : order) {
-    const int n = -neg;
-    const int b = std::min(need, n);
+  for (const auto& [loaned, neg, sid, pos] : order) {
+    const int b = std::min(need, -neg);
     need -= b;
-    if (b > 0) (*base)[sid] = b;
-    if (n - b > 0) (*flex)[sid] = n - b;
+    base_of[pos] = b;
+  }
+  k = 0;
+  for (const auto& [sid, n] : job.placement) {
+    const int b = base_of[k++];
+    if (b > 0) base->Append(sid, b);
+    if (n - b > 0) flex->Append(sid, n - b);
   }
 }
 
