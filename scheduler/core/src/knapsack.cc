@@ -78,9 +78,25 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
     std::uint16_t* row = &pick[offset[g]] - l;
     double* nx = next.data();
     const double* bs = best.data();
-    std::fill(nx + l, nx + h + 1, kNegInf);
-    std::fill(row + l, row + h + 1, std::uint16_t{0});
-    for (size_t o = 0; o < opts.size(); ++o) {
+    size_t first = 0;
+    if (!opts.empty() && opts[0].weight == 0) {
+      // Option 0 of weight 0 (every group of the elastic allocation) reaches
+      // every cell: its pass over cells set to -inf, written directly.
+      const double value = opts[0].value;
+      const int split = std::min(h, prev_hi);
+      for (int c = l; c <= split; ++c) {
+        const double cand = bs[c] + value;
+        nx[c] = cand > kNegInf ? cand : kNegInf;
+      }
+      const double top = bs[prev_hi] + value;
+      for (int c = std::max(l, split + 1); c <= h; ++c) nx[c] = top > kNegInf ? top : kNegInf;
+      std::fill(row + l, row + h + 1, std::uint16_t{0});
+      first = 1;
+    } else {
+      std::fill(nx + l, nx + h + 1, kNegInf);
+      std::fill(row + l, row + h + 1, std::uint16_t{0});
+    }
+    for (size_t o = first; o < opts.size(); ++o) {
       const int w = opts[o].weight;
       if (w < 0 || w > h) continue;
       const double value = opts[o].value;
