@@ -31,9 +31,15 @@ struct Scratch {
   // left to finish). Equal histories make equal scratch states.
   std::vector<std::uint64_t> history;
 
+  // The override of `job`'s placement, or null when it has none.
+  const Placement* Override(JobId job) const {
+    if (placement.empty()) return nullptr;  // the first step of every pass
+    auto it = placement.find(job);
+    return it == placement.end() ? nullptr : &it->second;
+  }
   const Placement& Of(const JobInfo& job) const {
-    auto it = placement.find(job.spec.id);
-    return it == placement.end() ? job.placement : it->second;
+    const Placement* o = Override(job.spec.id);
+    return o ? *o : job.placement;
   }
   // What returning `sid` next does to each of its jobs, in the server's order.
   std::vector<Removal> Removals(ServerId sid) const {
@@ -41,8 +47,10 @@ struct Scratch {
     const auto removed = [sid](ServerId x) { return x == sid; };
     for (const auto& [jid, unused] : state.server(sid)->jobs) {
       const JobInfo& job = *state.job(jid);
-      const Placement& cur = Of(job);
-      if (cur.empty() || !cur.count(sid)) continue;
+      // A job the server lists is on it unless an override moved it away.
+      const Placement* o = Override(jid);
+      if (o && (o->empty() || !o->count(sid))) continue;
+      const Placement& cur = o ? *o : job.placement;
       Removal r{&job, AfterRemoval(state, job, cur, removed, elastic), 0, {}};
       for (const auto& [x, n] : r.next) r.workers_after += n;
       for (const auto& [other, n] : cur) {
@@ -105,10 +113,14 @@ struct Scratch {
   }
   int Used(ServerId sid) const {
     int used = 0;
-    for (const auto& [jid, unused] : state.server(sid)->jobs) {
-      const Placement& cur = Of(*state.job(jid));
-      auto it = cur.find(sid);
-      if (it != cur.end()) used += it->second;
+    for (const auto& [jid, n] : state.server(sid)->jobs) {
+      const Placement* o = Override(jid);
+      if (!o) {
+        used += n;  // the server's own count of the job's workers
+        continue;
+      }
+      auto it = o->find(sid);
+      if (it != o->end()) used += it->second;
     }
     return used;
   }
