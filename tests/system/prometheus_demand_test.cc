@@ -14,6 +14,7 @@
 #include "aryl/daemon/cluster_series.h"
 #include "aryl/daemon/http_server.h"
 #include "live_cluster.h"
+#include "scrape.h"
 #include "prom_check.h"
 
 namespace aryl::livetest {
@@ -103,14 +104,6 @@ class PrometheusDemand : public LiveCluster {
     auto [rc, out] = promcheck::Promtool(text);
     EXPECT_EQ(rc, 0) << out << "\n" << text;
   }
-  double MetricValue(const std::string& series) {
-    auto got = HttpGet("127.0.0.1", http_port_, "/metrics", 3);
-    if (!got.ok()) return -1;
-    std::istringstream in(got->second);
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-    return -1;
-  }
 };
 
 TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
@@ -184,9 +177,9 @@ TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
     return st.is_object() && st["reclaim_latency"]["count"].get<int>() >= 2;
   }, 5)) << st.dump();
   EXPECT_LT(st["reclaim_latency"]["max_seconds"].get<double>(), deadline) << st.dump();
-  EXPECT_EQ(MetricValue("aryl_reclaims_late_total"), 0);
-  EXPECT_EQ(MetricValue("aryl_reclaim_slack_seconds_bucket{le=\"0\"}"), 0);  // every reclaim had slack left
-  EXPECT_EQ(MetricValue("aryl_demand_reclaims_total"), 2);
+  EXPECT_EQ(ScrapeValue(http_port_, "aryl_reclaims_late_total"), 0);
+  EXPECT_EQ(ScrapeValue(http_port_, "aryl_reclaim_slack_seconds_bucket{le=\"0\"}"), 0);  // every reclaim had slack left
+  EXPECT_EQ(ScrapeValue(http_port_, "aryl_demand_reclaims_total"), 2);
   std::printf("rate 0 -> 25/s: both servers back to inference %.1f s after the rise (deadline %.0f s after the "
               "scheduler saw it; longest reclaim %.2f s)\n",
               back_after, deadline, st["reclaim_latency"]["max_seconds"].get<double>());
@@ -204,15 +197,15 @@ TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
     ASSERT_EQ(v.loaned, 1) << Logs();
     std::this_thread::sleep_for(milliseconds(200));
   }
-  EXPECT_EQ(MetricValue("aryl_demand_reclaims_total"), 2);
-  EXPECT_EQ(MetricValue("aryl_demand_offers_total"), 3);
+  EXPECT_EQ(ScrapeValue(http_port_, "aryl_demand_reclaims_total"), 2);
+  EXPECT_EQ(ScrapeValue(http_port_, "aryl_demand_offers_total"), 3);
   std::printf("rate 25 -> 3/s: one server offered %.1f s after the fall\n", offered_after);
 
   // Prometheus dies: queries fail and are counted, the scheduler serves on and
   // the pool stays as it was.
-  double errors_before = MetricValue("aryl_demand_query_errors_total");
+  double errors_before = ScrapeValue(http_port_, "aryl_demand_query_errors_total");
   Kill(*prom_pid);
-  ASSERT_TRUE(WaitFor([&] { return MetricValue("aryl_demand_query_errors_total") >= errors_before + 2; }, 15))
+  ASSERT_TRUE(WaitFor([&] { return ScrapeValue(http_port_, "aryl_demand_query_errors_total") >= errors_before + 2; }, 15))
       << Logs();
   auto v = Look(*c, *job);
   EXPECT_EQ(v.loaned, 1);

@@ -158,10 +158,9 @@ s::SchedulerConfig Daemon::Impl::CoreConfig() const {
   cfg.rescale_pause = opt.rescale_pause;
   cfg.restart_pause = opt.restart_pause;
   cfg.checkpoint_interval = opt.checkpoint_interval;
-  // The daemon does not send Ticks at Scheduler::NextWakeup yet, so a job left
-  // to finish on a reclaimed server would have no round at its leave-by time:
-  // it returns every reclaimed server at once.
-  cfg.reclaim_lets_jobs_finish = false;
+  // RoundTick runs a round at Scheduler::NextWakeup: a job left to finish on a
+  // reclaimed server leaves by its deadline if it is not done.
+  cfg.reclaim_lets_jobs_finish = opt.reclaim_lets_jobs_finish;
   return cfg;
 }
 

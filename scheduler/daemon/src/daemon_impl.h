@@ -177,6 +177,10 @@ class Daemon::Impl {
   std::map<s::ServerId, std::string> node_by_server;
   std::map<s::JobId, Job> jobs;  // live jobs (queued or running)
   std::vector<PendingReclaim> reclaims;
+  // Reclaimed servers the core leaves jobs to finish on, by core server id:
+  // still loaned until the core returns them (then in `reclaims`, with the
+  // reclaim's own start and deadline).
+  std::map<s::ServerId, PendingReclaim> draining;
   double started_at = 0;
   double last_tick = 0;
   double last_demand_check = 0;
@@ -237,6 +241,10 @@ class Daemon::Impl {
   // follows in RoundTick (round = true: this is that round's Tick).
   Status Feed(s::EventBody body, const std::string& why, bool round = false);
   void RoundTick();
+  // Notes the servers the core drains (`draining`), forgets those it no
+  // longer does; after every plan and every tick (a restart rebuilds them).
+  void NoteDraining();
+  bool Draining(const Node& n) const;  // the core drains its server
   bool round_due = false;  // events were applied since the last round
   std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
   Status Execute(const s::Action& a);

@@ -94,13 +94,16 @@ void Daemon::Impl::DemandTick(double now) {
   std::vector<std::string> offerable;
   int held = 0, loaned = 0;
   for (const auto& id : inference) {
-    if (nodes[id].loan_state == "loaned") {
+    // A server being reclaimed counts as inference's already (its jobs left
+    // to finish run out on it): no second reclaim for it, and no offer.
+    const bool draining = Draining(nodes[id]);
+    if (nodes[id].loan_state == "loaned" && !draining) {
       loaned++;
       continue;
     }
     held++;
     // Only servers whose previous reclaim is complete.
-    if (std::none_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == id; }))
+    if (!draining && std::none_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == id; }))
       offerable.push_back(id);
   }
   InferencePool pool{static_cast<int>(inference.size()), held, static_cast<int>(offerable.size())};
@@ -125,7 +128,10 @@ void Daemon::Impl::DemandTick(double now) {
 }
 
 // Reclaims: met when the server holds no worker; enforced at the deadline.
+// (A server the core drains is not returned yet: the core returns it, by the
+// deadline, in the plan of the event that empties it or of a wakeup round.)
 void Daemon::Impl::ReclaimTick(double now) {
+  NoteDraining();
   for (auto it = reclaims.begin(); it != reclaims.end();) {
     bool busy = false;
     for (auto& [jid, j] : jobs)

@@ -229,6 +229,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::DescribeNo
     d.loan_state = "reclaiming";
     d.reclaim_deadline = std::max(0.0, pr.deadline);
   }
+  if (auto dr = draining.find(n.server_id); dr != draining.end()) {  // jobs left to finish on it
+    d.loan_state = "reclaiming";
+    d.reclaim_deadline = std::max(0.0, dr->second.deadline);
+  }
   d.store_endpoint = n.store_endpoint;
   for (const auto& [jid, j] : jobs) {
     if (!visible(jid)) continue;

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("1"))
       ("demand-reclaim-deadline", "Seconds a reclaim decided by the demand source allows",
        cxxopts::value<double>()->default_value("10"))
+      ("reclaim-lets-jobs-finish", "Leave a job that finishes before a reclaim's deadline to finish on the "
+       "reclaimed server (it returns when it empties); false: empty every reclaimed server at once",
+       cxxopts::value<bool>()->default_value("true"))
       ("demand-step", "prometheus source: seconds between queries", cxxopts::value<double>()->default_value("5"))
       ("demand-per-server", "prometheus source: load one inference server carries (servers = ceil(load / this))",
        cxxopts::value<double>()->default_value("1"))
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   d.inference_demand = r["inference-demand"].as<std::string>();
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.demand_reclaim_deadline = r["demand-reclaim-deadline"].as<double>();
+  d.reclaim_lets_jobs_finish = r["reclaim-lets-jobs-finish"].as<bool>();
   d.demand_step = r["demand-step"].as<double>();
   d.demand_per_server = r["demand-per-server"].as<double>();
   d.demand_headroom = r["demand-headroom"].as<int>();

@@ -59,6 +59,7 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round)
   return Transaction(why, [&]() -> Status {
     ARYL_RETURN_IF_ERROR(AppendCoreRow(t, text));
     for (const auto& a : plan->actions) ARYL_RETURN_IF_ERROR(Execute(a));
+    NoteDraining();
     if (round)
       metrics.Observe("aryl_round_seconds",
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -67,7 +68,16 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round)
 }
 
 void Daemon::Impl::RoundTick() {
-  if (!core || !round_due) return;
+  if (!core) return;
+  // A round the core asked for (Scheduler::NextWakeup: a job left to finish on
+  // a reclaimed server leaves by the deadline; a policy's timed step), at the
+  // first core time step after it, unless an event after it already had one.
+  // Strictly after: a live job can outrun its estimate (still running when
+  // the core expects it done); at its leave-by time exactly the core would
+  // still count on it finishing, a step later it leaves.
+  const double wake = core->NextWakeup();
+  const bool woken = wake < s::kNever && wake >= last_core_time && CoreNow() > wake;
+  if (!round_due && !woken) return;
   round_due = false;
   Status st = Transaction("round", [&] { return Feed(s::Tick{}, "round", true); });
   if (!st.ok()) {
@@ -142,12 +152,43 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       ARYL_RETURN_IF_ERROR(SaveNode(n));
       metrics.Inc("aryl_reclaims_total");
       ARYL_RETURN_IF_ERROR(Journal(0, "return", n.id + ": " + a.reason, {{"reason", a.reason}}, {n.id}));
+      // A server the core drained (its jobs were left to finish) keeps its
+      // reclaim's start and deadline; the others are returned as reclaimed.
       PendingReclaim pr{n.id, WallNow(), WallNow() + current_reclaim_deadline};
+      if (auto d = draining.find(a.server); d != draining.end()) {
+        pr = d->second;
+        draining.erase(d);
+      }
       reclaims.push_back(pr);
       return Status::Ok();
     }
   }
   return Status::Ok();
+}
+
+void Daemon::Impl::NoteDraining() {
+  if (!core) return;
+  const s::ClusterState& st = core->state();
+  for (auto it = draining.begin(); it != draining.end();) {
+    const s::ServerInfo* srv = st.server(it->first);
+    it = srv && srv->draining() ? std::next(it) : draining.erase(it);
+  }
+  for (s::ServerId sid : st.draining()) {
+    if (draining.count(sid)) continue;
+    auto nit = node_by_server.find(sid);
+    if (nit == node_by_server.end()) continue;
+    const s::ServerInfo& srv = *st.server(sid);
+    PendingReclaim pr{nit->second, WallNow(), epoch + srv.return_by};
+    if (srv.reclaim_record >= 0 && srv.reclaim_record < static_cast<int>(st.reclaims().size()))
+      pr.start = epoch + st.reclaims()[srv.reclaim_record].time;
+    draining[sid] = pr;
+  }
+}
+
+bool Daemon::Impl::Draining(const Node& n) const {
+  if (!core) return false;
+  const s::ServerInfo* srv = core->state().server(n.server_id);
+  return srv && srv->draining();
 }
 
 Status Daemon::Impl::SaveNode(const Node& n) {

@@ -61,7 +61,7 @@ std::vector<p::NodeRow> Daemon::Impl::NodeRows() {
     r.last_heartbeat_age = n.last_heartbeat > 0 ? std::max(0.0, WallNow() - n.last_heartbeat) : 0;
     if (!n.connected) r.state = p::NodeState::kDisconnected;
     else if (n.drained) r.state = r.used_slots > 0 ? p::NodeState::kDraining : p::NodeState::kDrained;
-    else if (n.loan_state == "loaned") r.state = p::NodeState::kLoaned;
+    else if (n.loan_state == "loaned") r.state = Draining(n) ? p::NodeState::kReclaiming : p::NodeState::kLoaned;
     else if (n.loan_state == "held") {
       bool reclaiming = std::any_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == n.id; });
       r.state = reclaiming ? p::NodeState::kReclaiming : p::NodeState::kHeld;
@@ -116,7 +116,7 @@ json Daemon::Impl::Summary() {
                  {"mean_seconds", round.count ? round.sum / round.count : 0.0}};
   auto lat = metrics.Histogram("aryl_reclaim_latency_seconds");
   j["reclaim_latency"] = {{"count", lat.count}, {"max_seconds", lat.max}};
-  j["pending_reclaims"] = reclaims.size();
+  j["pending_reclaims"] = reclaims.size() + draining.size();
   return j;
 }
 
@@ -159,11 +159,13 @@ void Daemon::Impl::PublishClusterSeries() {
     s.nodes.push_back({row.agent_id, std::string(p::ToString(row.pool)), std::string(p::ToString(row.state)), row.slots,
                        row.used_slots, nodes[row.agent_id].loan_state == "loaned"});
   double now = WallNow();
-  for (const auto& pr : reclaims) {
+  auto pending = [&](const PendingReclaim& pr) {
     auto n = nodes.find(pr.node);
     s.reclaims.push_back({pr.node, n == nodes.end() ? "inference" : std::string(p::ToString(n->second.pool)),
                           pr.deadline - now});
-  }
+  };
+  for (const auto& pr : reclaims) pending(pr);
+  for (const auto& [sid, pr] : draining) pending(pr);
   cluster_series->Publish(s);
 }
 

@@ -60,6 +60,12 @@ struct DaemonOptions {
   std::string inference_demand;
   double demand_time_scale = 1.0;        // demand-curve seconds per wall second
   double demand_reclaim_deadline = 10;   // seconds a demand-driven reclaim allows
+  // A job that finishes before a reclaim's deadline (by the core's estimate,
+  // with time to spare for a checkpoint) is left to finish on the reclaimed
+  // server, which returns when it empties or when the job must leave
+  // (SchedulerConfig::reclaim_lets_jobs_finish). false: every reclaimed server
+  // is emptied at once.
+  bool reclaim_lets_jobs_finish = true;
   // The Prometheus source only (demand_control.h: the mapping).
   double demand_step = 5;                // seconds between queries
   double demand_per_server = 1;          // load one inference server carries
