@@ -127,6 +127,31 @@ void Daemon::Impl::DemandTick(double now) {
   }
 }
 
+void Daemon::Impl::NoteDraining() {
+  if (!core) return;
+  const s::ClusterState& st = core->state();
+  for (auto it = draining.begin(); it != draining.end();) {
+    const s::ServerInfo* srv = st.server(it->first);
+    it = srv && srv->draining() ? std::next(it) : draining.erase(it);
+  }
+  for (s::ServerId sid : st.draining()) {
+    if (draining.count(sid)) continue;
+    auto nit = node_by_server.find(sid);
+    if (nit == node_by_server.end()) continue;
+    const s::ServerInfo& srv = *st.server(sid);
+    PendingReclaim pr{nit->second, WallNow(), epoch + srv.return_by};
+    if (srv.reclaim_record >= 0 && srv.reclaim_record < static_cast<int>(st.reclaims().size()))
+      pr.start = epoch + st.reclaims()[srv.reclaim_record].time;
+    draining[sid] = pr;
+  }
+}
+
+bool Daemon::Impl::Draining(const Node& n) const {
+  if (!core) return false;
+  const s::ServerInfo* srv = core->state().server(n.server_id);
+  return srv && srv->draining();
+}
+
 // Reclaims: met when the server holds no worker; enforced at the deadline.
 // (A server the core drains is not returned yet: the core returns it, by the
 // deadline, in the plan of the event that empties it or of a wakeup round.)
