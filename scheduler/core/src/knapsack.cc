@@ -44,10 +44,13 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
   //   - Capacity beyond W_total is never used: C = min(capacity, W_total).
   // Each stage spans at most min(C, W_total - C) + 1 cells: no work when
   // everything fits, the full width only when the capacity is half the demand.
+  // The forward pass keeps only values (a max per cell, which vectorizes);
+  // backtracking finds pick_g at the one cell it visits per stage as the first
+  // option whose candidate, the same sum, equals best_g there.
   thread_local std::vector<int> lo, hi;
   thread_local std::vector<size_t> offset;
   thread_local std::vector<double> best, next;
-  thread_local std::vector<std::uint16_t> pick;
+  thread_local std::vector<double> table;  // best_g over [lo_g, hi_g], stage after stage
   std::int64_t total = 0;
   for (const auto& g : groups) {
     int w = 0;
@@ -70,12 +73,11 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
   }
   best.assign(static_cast<size_t>(cap) + 1, 0.0);
   next.resize(static_cast<size_t>(cap) + 1);
-  pick.resize(offset[n]);
+  table.resize(offset[n]);
   int prev_hi = 0;  // best_{-1}[c] = 0 for every c
   for (size_t g = 0; g < n; ++g) {
     const auto& opts = groups[g].options;
     const int l = lo[g], h = hi[g];
-    std::uint16_t* row = &pick[offset[g]] - l;
     double* nx = next.data();
     const double* bs = best.data();
     size_t first = 0;
@@ -90,43 +92,51 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
       }
       const double top = bs[prev_hi] + value;
       for (int c = std::max(l, split + 1); c <= h; ++c) nx[c] = top > kNegInf ? top : kNegInf;
-      std::fill(row + l, row + h + 1, std::uint16_t{0});
       first = 1;
     } else {
       std::fill(nx + l, nx + h + 1, kNegInf);
-      std::fill(row + l, row + h + 1, std::uint16_t{0});
     }
     for (size_t o = first; o < opts.size(); ++o) {
       const int w = opts[o].weight;
       if (w < 0 || w > h) continue;
       const double value = opts[o].value;
-      const std::uint16_t idx = static_cast<std::uint16_t>(o);
       const int start = std::max(l, w);
       const int split = std::min(h, prev_hi + w);  // above it, c - w > prev_hi
-      for (int c = start; c <= split; ++c) {
-        const double cand = bs[c - w] + value;
-        if (cand > nx[c]) {
-          nx[c] = cand;
-          row[c] = idx;
-        }
-      }
+      // std::max keeps nx[c] unless the candidate is larger: the strict
+      // comparison's value (a NaN candidate never wins).
+      for (int c = start; c <= split; ++c) nx[c] = std::max(nx[c], bs[c - w] + value);
       const double top = bs[prev_hi] + value;
-      for (int c = std::max(start, split + 1); c <= h; ++c) {
-        if (top > nx[c]) {
-          nx[c] = top;
-          row[c] = idx;
-        }
-      }
+      for (int c = std::max(start, split + 1); c <= h; ++c) nx[c] = std::max(nx[c], top);
     }
+    std::copy(nx + l, nx + h + 1, table.begin() + static_cast<std::ptrdiff_t>(offset[g]));
     best.swap(next);
     prev_hi = h;
   }
   std::int64_t c = cap;
   for (size_t g = n; g-- > 0;) {
-    const std::int64_t at = std::min<std::int64_t>(c, hi[g]);
-    const std::uint16_t o = pick[offset[g] + static_cast<size_t>(at - lo[g])];
-    sol.choice[g] = o;
-    c -= groups[g].options[o].weight;
+    const auto& opts = groups[g].options;
+    const int at = static_cast<int>(std::min<std::int64_t>(c, hi[g]));
+    const double target = table[offset[g] + static_cast<size_t>(at - lo[g])];
+    // best_{g-1} at x, read as the forward pass did (above its hi: its top).
+    const int p_hi = g == 0 ? 0 : hi[g - 1];
+    auto prev = [&](int x) {
+      return g == 0 ? 0.0 : table[offset[g - 1] + static_cast<size_t>(std::min(x, p_hi) - lo[g - 1])];
+    };
+    // The first option that reached the cell's value (every option's pass
+    // only raised it); option 0 when nothing did (every candidate -inf/NaN).
+    std::uint16_t pick = 0;
+    if (target > kNegInf) {
+      for (size_t o = 0; o < opts.size(); ++o) {
+        const int w = opts[o].weight;
+        if (w < 0 || w > hi[g] || w > at) continue;
+        if (prev(at - w) + opts[o].value == target) {
+          pick = static_cast<std::uint16_t>(o);
+          break;
+        }
+      }
+    }
+    sol.choice[g] = pick;
+    c -= opts[pick].weight;
   }
   Finish(groups, &sol);
   return sol;
