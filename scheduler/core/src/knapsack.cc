@@ -124,13 +124,13 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
     };
     // The first option that reached the cell's value (every option's pass
     // only raised it); option 0 when nothing did (every candidate -inf/NaN).
-    std::uint16_t pick = 0;
+    int pick = 0;
     if (target > kNegInf) {
       for (size_t o = 0; o < opts.size(); ++o) {
         const int w = opts[o].weight;
         if (w < 0 || w > hi[g] || w > at) continue;
         if (prev(at - w) + opts[o].value == target) {
-          pick = static_cast<std::uint16_t>(o);
+          pick = static_cast<int>(o);
           break;
         }
       }
@@ -286,9 +286,7 @@ KnapsackSolution SolveKnapsack(const std::vector<KnapsackGroup>& groups, int cap
   std::int64_t options = 0;
   for (const auto& g : groups) options += static_cast<std::int64_t>(g.options.size());
   const std::int64_t steps = options * (static_cast<std::int64_t>(std::max(capacity, 0)) + 1);
-  bool fits_u16 = true;
-  for (const auto& g : groups) fits_u16 = fits_u16 && g.options.size() <= 65535;
-  if (steps <= exact_budget && fits_u16) return SolveKnapsackExact(groups, capacity);
+  if (steps <= exact_budget) return SolveKnapsackExact(groups, capacity);
   return SolveKnapsackGreedy(groups, capacity);
 }
 

@@ -68,19 +68,11 @@ bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice)
 std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<ServerId>& servers,
                                Seconds notice) {
   std::vector<Seconds> steps;
-  const SchedulerConfig& c = state.config();
   for (ServerId sid : servers) {
     for (const auto& [jid, n] : state.server(sid)->jobs) {
-      const JobInfo& job = *state.job(jid);
-      const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
-      if (ckpt > 0 && ckpt <= notice) steps.push_back(ckpt);
-      if (c.reclaim_lets_jobs_finish) {
-        const Seconds finish = state.EstimatedFinishTime(jid);
-        if (finish < kNever) {
-          const Seconds need = finish - state.now() + ckpt;
-          if (need > 0 && need <= notice) steps.push_back(need);
-        }
-      }
+      ForCostPoints(state, *state.job(jid), [&](Seconds x) {
+        if (x > 0 && x <= notice) steps.push_back(x);
+      });
     }
   }
   std::sort(steps.begin(), steps.end());

@@ -30,6 +30,7 @@ struct Scratch {
   // of its jobs took their placement after, and their ids (the others were
   // left to finish). Equal histories make equal scratch states.
   std::vector<std::uint64_t> history;
+  size_t depth = 0;  // servers returned so far (entries of `history`)
 
   // The override of `job`'s placement, or null when it has none.
   const Placement* Override(JobId job) const {
@@ -101,6 +102,7 @@ struct Scratch {
   // Returns `sid` with these removals (Removals(sid)): its jobs not left to
   // finish take their placements after.
   void Apply(ServerId sid, const std::vector<Removal>& removals) {
+    ++depth;
     history.push_back(sid);
     const size_t count = history.size();
     history.push_back(0);
@@ -127,20 +129,13 @@ struct Scratch {
 };
 
 // The first notice above `x` (> 0) at which the cost of one of these
-// removals changes: a job's checkpoint starts to fit (PreemptLoss) or it is
-// left to finish (LeftToFinish), the same expressions as theirs. kNever: none.
+// removals changes (ForCostPoints); kNever: none.
 Seconds NextCostStep(const ClusterState& state, const std::vector<Removal>& removals, Seconds x) {
-  const SchedulerConfig& c = state.config();
   Seconds next = kNever;
   for (const Removal& r : removals) {
-    const Seconds ckpt = c.CheckpointSeconds(r.job->spec.state_bytes);
-    if (ckpt > x) next = std::min(next, ckpt);
-    if (!c.reclaim_lets_jobs_finish) continue;
-    const Seconds finish = state.EstimatedFinishTime(r.job->spec.id);
-    if (finish < kNever) {
-      const Seconds need = finish - state.now() + ckpt;
-      if (need > x) next = std::min(next, need);
-    }
+    ForCostPoints(state, *r.job, [&](Seconds p) {
+      if (p > x) next = std::min(next, p);
+    });
   }
   return next;
 }
@@ -198,8 +193,7 @@ class RemovalCache {
     std::unordered_map<ServerId, Slot> slots;
   };
   Slot& At(const Scratch& scratch, ServerId sid) {
-    size_t d = 0;
-    for (size_t i = 0; i < scratch.history.size(); i += 2 + scratch.history[i + 1]) ++d;
+    const size_t d = scratch.depth;
     if (d >= levels_.size() || levels_[d].history != scratch.history) {
       levels_.resize(d);  // deeper levels extend this one's history: stale too
       levels_.push_back({scratch.history, {}});
@@ -219,7 +213,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
   // no further cost), then fewest used GPUs, then lowest id.
   // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
   // on notice replaces lost work where it fits.
-  Scratch scratch{state, elastic, notice, {}, {}};
+  Scratch scratch{state, elastic, notice, {}, {}, 0};
   std::vector<ServerId> left = busy;
   int remaining = need;
   // Costs are cached and recomputed only for servers a step touched:

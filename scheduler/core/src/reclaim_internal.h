@@ -28,6 +28,21 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice
 // (SchedulerConfig::reclaim_lets_jobs_finish). Costs nothing.
 bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice);
 
+// Calls f(notice) for each notice at which `job`'s cost on a reclaimed server
+// changes: its checkpoint time (a checkpoint on notice starts to fit,
+// PreemptLoss) and, when jobs may finish (reclaim_lets_jobs_finish), the
+// notice from which it is left to finish (LeftToFinish). The same
+// expressions as theirs; not filtered.
+template <typename F>
+void ForCostPoints(const ClusterState& state, const JobInfo& job, F&& f) {
+  const SchedulerConfig& c = state.config();
+  const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
+  f(ckpt);
+  if (!c.reclaim_lets_jobs_finish) return;
+  const Seconds finish = state.EstimatedFinishTime(job.spec.id);
+  if (finish < kNever) f(finish - state.now() + ckpt);
+}
+
 // The notices at which some job's cost on `servers` changes (its checkpoint
 // starts to fit, or it is left to finish), ascending, those <= `notice` only.
 std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<ServerId>& servers, Seconds notice);

@@ -30,19 +30,19 @@ void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, F
     for (const auto& [sid, n] : job.placement) base->Append(sid, n);
     return;
   }
-  // (loaned, -count, id, position in the placement): base workers go in this
-  // order; the halves are then written in server order.
-  static thread_local std::vector<std::tuple<int, int, ServerId, int>> order;
+  // (loaned, -count, position in the placement, i.e. server order): base
+  // workers go in this order; the halves are then written in server order.
+  static thread_local std::vector<std::tuple<int, int, int>> order;
   static thread_local std::vector<int> base_of;
   order.clear();
   int k = 0;
   for (const auto& [sid, n] : job.placement) {
-    order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, sid, k++);
+    order.emplace_back(state.server(sid)->loaned() ? 1 : 0, -n, k++);
   }
   std::sort(order.begin(), order.end());
   base_of.assign(order.size(), 0);
   int need = job.base_workers;
-  for (const auto& [loaned, neg, sid, pos] : order) {
+  for (const auto& [loaned, neg, pos] : order) {
     const int b = std::min(need, -neg);
     need -= b;
     base_of[pos] = b;
