@@ -1,6 +1,11 @@
 #include "aryl/agent/agent.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <set>
@@ -29,6 +35,8 @@
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
 #include "agent_security.h"
+#include "lease.h"
+#include "store_probe.h"
 #include "log_reader.h"
 #include "run_as.h"
 
@@ -45,6 +53,40 @@ std::string HostName() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
+}
+
+// The local address of the interface that routes to the scheduler's
+// tcp://host:port: the address the other servers reach this one at, when
+// --host does not say. A UDP connect() picks the route without sending.
+std::optional<std::string> RouteAddressTo(const std::string& endpoint) {
+  std::string hostport = endpoint;
+  if (auto s = hostport.find("://"); s != std::string::npos) hostport = hostport.substr(s + 3);
+  auto colon = hostport.rfind(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string host = hostport.substr(0, colon), port = hostport.substr(colon + 1);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return std::nullopt;
+  std::optional<std::string> out;
+  for (addrinfo* ai = res; ai && !out; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    char buf[INET6_ADDRSTRLEN] = {0};
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET6
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) out = buf;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
 }
 
 // Parses "step=12 loss=0.53 steps_per_second=4.1" style tokens from a line.
@@ -100,10 +142,18 @@ class Agent::Impl {
   double last_register_try = -10;
   double last_progress = 0;
   std::uint64_t seq = 0;
+  // This process's identity for the scheduler (AgentRegister::instance).
+  std::uint64_t instance = std::random_device{}() * 4294967296ull + std::random_device{}() + 1;
+  SchedulerLease lease;  // lease.h: how long workers may run without the scheduler
+  // Fencing: the newest scheduler generation seen per job. A StartWorkers or
+  // NewGeneration below it was overtaken (a queued message from before a
+  // restart elsewhere) and is refused.
+  std::map<p::JobId, std::int64_t> newest_generation;
   std::uint64_t scheduler_epoch = 0;
   p::Pool pool = p::Pool::kTraining;
   bool gpus = false;
-  std::unique_ptr<StoreRelay> relay;
+  std::shared_ptr<StoreRelay> relay;
+  std::unique_ptr<StoreProbe> probe;  // the relay's queries, off the loop (store_probe.h)
   std::string store_endpoint;  // this agent's store; empty without a relay
   std::optional<UserMap> user_map;  // --run-as: workers run as their owner's account
 
@@ -299,6 +349,8 @@ class Agent::Impl {
     m.store_endpoint = store_endpoint;
     for (const auto& [key, ex] : unacked_exits) m.exited.push_back(ex);
     m.cluster_id = opt.cluster_id;
+    m.instance = instance;
+    double sent = Now();  // monotonic (clock.h): the lease's clock too
     auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
     if (!reply.ok()) {
       if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
@@ -306,6 +358,7 @@ class Agent::Impl {
       return;
     }
     registered = true;
+    lease.Renew(sent, reply->lease_seconds);
     if (!reply->store_key.empty()) p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, reply->store_key});
     heartbeat_interval = reply->heartbeat_interval_seconds;
     if (scheduler_epoch != 0 && scheduler_epoch != reply->scheduler_epoch) {
@@ -321,12 +374,33 @@ class Agent::Impl {
     if (!st.ok()) spdlog::debug("send {}: {}", p::TypeName(m), st.ToString());
   }
 
+  // Fencing (docs/architecture.md, "Leases and fencing"): a command for an
+  // older generation of the job than one already seen here is stale.
+  bool Stale(p::JobId job, std::int64_t generation, std::string_view what) {
+    auto [it, fresh] = newest_generation.try_emplace(job, generation);
+    if (!fresh && generation < it->second) {
+      spdlog::warn("job {}: {} for generation {} refused: generation {} was seen here (stale)", job, what, generation,
+                   it->second);
+      return true;
+    }
+    it->second = generation;
+    if (newest_generation.size() > 100000) newest_generation.erase(newest_generation.begin());
+    return false;
+  }
+
   void OnStart(const p::StartWorkers& m) {
     Status v = m.Validate();
     if (!v.ok()) {
       spdlog::error("start_workers for job {}: {}", m.job, v.ToString());
       return;
     }
+    if (!lease.held() || lease.Expired(Now())) {
+      // Only a message queued from before the lease ran out can get here: the
+      // scheduler sends starts after a registration, which grants a lease.
+      spdlog::warn("job {}: start_workers refused: this agent holds no lease from the scheduler", m.job);
+      return;
+    }
+    if (Stale(m.job, m.generation, "start_workers")) return;
     // A refused environment fails every worker's start, like an exec error.
     Status env_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
     std::optional<Account> account;
@@ -363,6 +437,9 @@ class Agent::Impl {
       spec.env["ARYL_LOCAL_SLOT"] = std::to_string(wp.local_slot);
       spec.env["ARYL_AGENT_ID"] = opt.id;
       spec.env["ARYL_AGENT_ENDPOINT"] = worker_endpoint;
+      // Peers on other servers reach this worker's Gloo pairs at the agent's
+      // address (--host), not at the runtime's loopback default.
+      if (!m.env.count("ARYL_GLOO_HOST")) spec.env["ARYL_GLOO_HOST"] = opt.host;
       SetTorchrunEnv(spec.env, TorchrunPlacementOf(m, wp));
       if (!m.checkpoint_dir.empty()) spec.env["ARYL_CHECKPOINT_DIR"] = m.checkpoint_dir;
       if (use_store) {
@@ -414,6 +491,7 @@ class Agent::Impl {
   }
 
   void OnNewGeneration(const p::NewGeneration& m) {
+    if (Stale(m.job, m.generation, "new_generation")) return;
     std::set<p::WorkerId> leaving(m.leaving.begin(), m.leaving.end());
     for (auto& [pid, w] : workers) {
       if (w.job != m.job) continue;
@@ -468,6 +546,10 @@ class Agent::Impl {
     if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
     if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
     if (auto* m = std::get_if<p::LogRead>(&msg)) return Send(ReadWorkerLog(opt.log_dir, opt.id, *m));
+    if (auto* a = std::get_if<p::HeartbeatAck>(&msg)) {
+      if (a->scheduler_epoch == scheduler_epoch) lease.Acked(a->seq, a->lease_seconds);
+      return;
+    }
     if (auto* a = std::get_if<p::WorkerExitAck>(&msg)) {
       unacked_exits.erase({a->job, a->worker});
       return;
@@ -487,6 +569,43 @@ class Agent::Impl {
       return;
     }
     spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
+  }
+
+  // statvfs of the log directory, at most every 5 s (it is on the loop).
+  std::int64_t LogFreeBytes() {
+    double now = Now();
+    if (now - log_free_checked < 5) return log_free;
+    log_free_checked = now;
+    struct statvfs st {};
+    log_free = ::statvfs(opt.log_dir.c_str(), &st) == 0 ? std::int64_t(st.f_bavail) * std::int64_t(st.f_frsize) : -1;
+    return log_free;
+  }
+  double log_free_checked = -10;
+  std::int64_t log_free = -1;
+
+  // No word from the scheduler for the whole lease: it may already have
+  // started this agent's jobs elsewhere. Every worker here checkpoints and
+  // stops (SIGTERM, which the runtime turns into a checkpoint and a clean
+  // stop), SIGKILL after kLeaseStopGraceSeconds; the agent then waits for the
+  // scheduler and registers again, reporting how its workers ended.
+  void LeaseTick() {
+    double now = Now();
+    if (!lease.Expired(now)) return;
+    lease.Drop();
+    if (workers.empty()) return;
+    spdlog::error("no word from the scheduler for {:.1f} s (the lease): stopping the {} workers here", lease.lease_seconds(),
+                  workers.size());
+    std::set<p::JobId> jobs;
+    for (const auto& [pid, w] : workers) jobs.insert(w.job);
+    for (p::JobId job : jobs) {
+      p::WorkerCheckpointRequest req;
+      req.job = job;
+      req.reason = "the agent lost its lease from the scheduler";
+      req.deadline_seconds = p::kLeaseStopGraceSeconds;
+      req.stop_after = true;
+      PushToWorkers(job, "", req);
+    }
+    for (const auto& [pid, w] : workers) launcher.RequestStop(pid, p::kLeaseStopGraceSeconds);
   }
 
   // What the scheduler learns of a worker's end: exit code or signal, and the
@@ -704,13 +823,18 @@ class Agent::Impl {
         continue;
       }
       busy.insert(it->job);
+      std::string key = it->key + "/ready/" + std::to_string(it->generation);
       if (now > it->deadline) {
         spdlog::error("job {}: generation {} not announced in time (joiners not ready)", it->job, it->generation);
+        probe->Cancel(key);
         it = publishes.erase(it);
         continue;
       }
-      auto ready = relay->Ready(it->endpoint, it->key, Ids(it->members));
-      if (!ready.ok() || !*ready) {
+      auto ready = probe->Take(key);
+      if (!ready || !ready->ok() || !**ready) {
+        probe->Ask(key, [endpoint = it->endpoint, job = it->key, ids = Ids(it->members)](StoreRelay& r) {
+          return r.Ready(endpoint, job, ids);
+        });
         ++it;
         continue;
       }
@@ -723,12 +847,18 @@ class Agent::Impl {
       it = publishes.erase(it);
     }
     for (auto it = reports.begin(); it != reports.end();) {
-      auto rep = relay->Report(it->endpoint, it->key, it->generation);
-      if ((rep.ok() && *rep) || now > it->deadline || !rep.ok()) {
+      std::string key = it->key + "/report/" + std::to_string(it->generation);
+      auto rep = probe->Take(key);
+      if ((rep && (!rep->ok() || **rep)) || now > it->deadline) {
+        probe->Cancel(key);
         it = reports.erase(it);
-      } else {
-        ++it;
+        continue;
       }
+      probe->Ask(key, [endpoint = it->endpoint, job = it->key, g = it->generation](StoreRelay& r) -> Result<bool> {
+        ARYL_ASSIGN_OR_RETURN(auto v, r.Report(endpoint, job, g));
+        return v.has_value();
+      });
+      ++it;
     }
   }
 
@@ -745,11 +875,14 @@ class Agent::Impl {
         for (const auto& [pid, w] : workers) used.insert(w.slot);
         hb.free_slots = std::max<std::int64_t>(0, opt.slots - static_cast<std::int64_t>(used.size()));
         hb.workers = Running();
+        hb.log_free_bytes = LogFreeBytes();
+        lease.Sent(hb.seq, now);
         Send(hb);
       }
       auto msg = client->Receive(milliseconds(20));
       if (msg.ok()) OnPush(*msg);
       DrainWorkerMessages();
+      LeaseTick();
       Reap();
       ResendExits();
       ReportRuntime();
@@ -775,7 +908,12 @@ Agent::~Agent() = default;
 Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   auto impl = std::make_unique<Impl>();
   if (options.id.empty()) options.id = HostName();
-  if (options.host.empty()) options.host = HostName();
+  if (options.host.empty()) {
+    auto routed = RouteAddressTo(options.scheduler);
+    options.host = routed ? *routed : HostName();
+    spdlog::info("--host not given: peers reach this server at {} ({})", options.host,
+                 routed ? "the address of the interface that routes to the scheduler" : "the host name");
+  }
   if (!p::FromString(options.pool, &impl->pool)) {
     return Status::InvalidArgument("--pool '" + options.pool + "': expected training or inference");
   }
@@ -810,6 +948,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, ""});
   if (impl->relay) {
     ARYL_ASSIGN_OR_RETURN(impl->store_endpoint, impl->relay->Serve(options.host, options.store_port));
+    impl->probe = std::make_unique<StoreProbe>(impl->relay);
     spdlog::info("rendezvous store on {}", impl->store_endpoint);
   }
   if (!options.run_as.empty()) {

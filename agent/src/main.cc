@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       ("scheduler", "Scheduler endpoint (default: $ARYL_SCHEDULER or tcp://127.0.0.1:7117)",
        cxxopts::value<std::string>()->default_value(std::getenv("ARYL_SCHEDULER") ? std::getenv("ARYL_SCHEDULER") : a.scheduler))
       ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
-      ("host", "Address other servers reach this one at (default: host name)", cxxopts::value<std::string>()->default_value(""))
+      ("host", "Address other servers reach this one at: its workers' Gloo pairs, its store, MASTER_ADDR (default: the address of the interface that routes to the scheduler)", cxxopts::value<std::string>()->default_value(""))
       ("pool", "training or inference", cxxopts::value<std::string>()->default_value(a.pool))
       ("slots", "Worker slots; 0: one per GPU found via NVML/CUDA", cxxopts::value<int>()->default_value("0"))
       ("gpu-type", "GPU type for --slots (default: cpu)", cxxopts::value<std::string>()->default_value(""))

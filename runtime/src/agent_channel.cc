@@ -90,7 +90,7 @@ void AgentChannel::ReportResize(const ResizeReport& r) {
 }
 
 void AgentChannel::ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes,
-                                    double seconds) {
+                                    double seconds, const std::string& error) {
   protocol::CheckpointReport m;
   m.job = job_;
   m.worker = worker_;
@@ -99,6 +99,7 @@ void AgentChannel::ReportCheckpoint(int64_t generation, int64_t step, const std:
   m.path = path;
   m.bytes = bytes;
   m.seconds = seconds;
+  m.error = error.substr(0, 1000);
   (void)client_->Send(m, kSendTimeout);
 }
 

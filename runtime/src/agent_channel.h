@@ -46,7 +46,9 @@ class AgentChannel {
   void ReportResize(const ResizeReport& report);
   void ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second);
   void Leave(int64_t generation, int64_t step);
-  void ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes, double seconds);
+  // `error` non-empty: the checkpoint failed (the path names what was tried).
+  void ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes, double seconds,
+                        const std::string& error = "");
   Status Done(int64_t generation, int64_t step, const std::string& outcome, const std::string& message,
               std::chrono::milliseconds timeout);
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,7 +122,73 @@ bool ParseName(const std::string& name, int64_t* step) {
   return true;
 }
 
+constexpr char kFenceFile[] = "FENCE";
+constexpr char kFencedPrefix[] = "fenced: ";
+
 }  // namespace
+
+Status CheckpointFs::WithLock(const std::string& path, const std::function<Status()>& body) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("open lock", path);
+  int rc;
+  while ((rc = ::flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    Status s = Errno("flock", path);
+    ::close(fd);
+    return s;
+  }
+  Status s = body();
+  ::close(fd);  // releases the lock
+  return s;
+}
+
+bool CheckpointManager::IsFenced(const Status& s) {
+  return s.code() == Status::Code::kFailedPrecondition && s.message().find(kFencedPrefix) != std::string::npos;
+}
+
+Result<CheckpointManager::FenceValue> CheckpointManager::Fence() {
+  ARYL_ASSIGN_OR_RETURN(auto names, fs_->ListDir(dir_));
+  if (std::find(names.begin(), names.end(), kFenceFile) == names.end()) return FenceValue{};
+  std::string path = dir_ + "/" + kFenceFile;
+  ARYL_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
+  FenceValue f;
+  std::istringstream in(text);
+  std::string rest;
+  if (!(in >> f.job >> f.generation) || f.generation < 1 || (in >> rest))
+    return Status::Corruption(path + ": expected '<job> <generation>', got '" + text.substr(0, 60) + "'");
+  return f;
+}
+
+Status CheckpointManager::CheckFence() {
+  if (generation_ <= 0 || dir_.empty()) return Status::Ok();
+  ARYL_ASSIGN_OR_RETURN(FenceValue fence, Fence());
+  if (fence.job == fence_job_ && fence.generation > generation_) {
+    return Status::FailedPrecondition(std::string(kFencedPrefix) + "job " + fence_job_ + " generation " +
+                                      std::to_string(generation_) + " is stale: generation " +
+                                      std::to_string(fence.generation) + " has run in " + dir_);
+  }
+  return Status::Ok();
+}
+
+Status CheckpointManager::CheckAndRaiseLocked() {
+  ARYL_RETURN_IF_ERROR(CheckFence());
+  ARYL_ASSIGN_OR_RETURN(FenceValue fence, Fence());
+  if (fence.job == fence_job_ && fence.generation == generation_) return Status::Ok();
+  std::string path = dir_ + "/" + kFenceFile;
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  Status s = fs_->WriteFileSynced(tmp, fence_job_ + " " + std::to_string(generation_) + "\n");
+  if (s.ok()) s = fs_->Rename(tmp, path);
+  if (!s.ok()) (void)fs_->Remove(tmp);
+  return s;
+}
+
+Status CheckpointManager::RaiseFence() {
+  if (generation_ <= 0) return Status::Ok();
+  if (dir_.empty()) return Status::Ok();
+  ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
+  return fs_->WithLock(dir_ + "/FENCE.lock", [&] { return CheckAndRaiseLocked(); });
+}
 
 CheckpointFs* CheckpointFs::Posix() {
   static PosixFs fs;
@@ -150,9 +217,16 @@ Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, st
   Put<uint64_t>(data, Fnv1a64(payload));
   data.append(payload);
   CheckpointInfo info{dir_ + "/" + FileName(step), step, world_size};
-  std::string tmp = info.path + ".tmp." + std::to_string(::getpid());
+  // "<name>.tmp.g<generation>.<pid>": a stray file names who wrote it.
+  std::string tmp = info.path + ".tmp.g" + std::to_string(generation_) + "." + std::to_string(::getpid());
   Status s = fs_->WriteFileSynced(tmp, data);
-  if (s.ok()) s = fs_->Rename(tmp, info.path);
+  if (s.ok()) {
+    auto commit = [&]() -> Status {
+      if (generation_ > 0) ARYL_RETURN_IF_ERROR(CheckAndRaiseLocked());
+      return fs_->Rename(tmp, info.path);
+    };
+    s = generation_ > 0 ? fs_->WithLock(dir_ + "/FENCE.lock", commit) : commit();
+  }
   if (!s.ok()) {
     (void)fs_->Remove(tmp);
     return s.WithContext("checkpoint step " + std::to_string(step));

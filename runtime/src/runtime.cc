@@ -158,13 +158,20 @@ class Runtime::Impl {
       if (!s.ok()) return Fail(s);
       if (finished_) return false;
     }
+    // A copy of the job cut off from the scheduler while the job started again
+    // elsewhere learns it within a second, checkpoint or not (checkpoint.h).
+    if (rank_ == 0 && ckpt_ && !opt_.fence_id.empty() && Now() - last_fence_check_ > 1.0) {
+      last_fence_check_ = Now();
+      FenceAs(gen_);
+      if (Status f = ckpt_->CheckFence(); CheckpointManager::IsFenced(f)) return Fail(f);
+    }
     bool due = opt_.checkpoint_every > 0 && state.step() > 0 && state.step() % opt_.checkpoint_every == 0;
     if (due || agreed_ckpt_) {
       agreed_ckpt_ = false;
-      (void)CheckpointNow(state);
+      if (Status c = CheckpointNow(state); CheckpointManager::IsFenced(c)) return Fail(c);
     }
     if (agreed_stop_) {
-      (void)CheckpointNow(state);
+      if (Status c = CheckpointNow(state); CheckpointManager::IsFenced(c)) return Fail(c);
       spdlog::info("aryl: {} stopping at step {} (stop requested)", opt_.worker_id, state.step());
       finished_ = true;
       return false;
@@ -223,14 +230,27 @@ class Runtime::Impl {
     return true;
   }
 
+  // Fencing (checkpoint.h): under the scheduler (ARYL_FENCE_ID) its
+  // generations order every copy of the job, so a copy of a stale generation
+  // is refused.
+  void FenceAs(int64_t generation) {
+    if (!ckpt_ || opt_.fence_id.empty()) return;
+    ckpt_->set_fence(opt_.fence_id, generation);
+  }
+
+  // A refused (fenced) write means this copy of the job is stale: the caller stops.
   Status CheckpointNow(const ElasticState& state) {
     if (rank_ != 0 || !ckpt_) return Status::Ok();
+    FenceAs(gen_);
     double t0 = Now();
     auto bytes = state.Serialize();
     if (!bytes.ok()) return bytes.status();
     auto info = ckpt_->Write(state.step(), world_, *bytes);
     if (!info.ok()) {
       spdlog::error("aryl: checkpoint at step {} failed: {}", state.step(), info.status().ToString());
+      // A full disk is the operator's to see, not only this worker's stderr.
+      if (channel_ && !CheckpointManager::IsFenced(info.status()))
+        channel_->ReportCheckpoint(gen_, state.step(), ckpt_->dir(), 0, Now() - t0, info.status().ToString());
       return info.status();
     }
     spdlog::info("aryl: checkpoint {} step={} world={} bytes={} seconds={:.3f}", info->path, state.step(), world_,
@@ -447,6 +467,10 @@ class Runtime::Impl {
   // Loads the newest valid checkpoint, if any, reporting the corrupt ones skipped.
   Status RestoreCheckpoint(ElasticState& state) {
     if (!ckpt_) return Status::Ok();
+    // First the fence: once it is raised no stale copy commits another
+    // checkpoint, so the one loaded below is the last before this generation.
+    FenceAs(gen_);
+    ARYL_RETURN_IF_ERROR(ckpt_->RaiseFence());
     auto loaded = ckpt_->LoadLatest();
     if (!loaded.ok()) {
       if (!loaded.status().IsNotFound()) return loaded.status();
@@ -618,7 +642,7 @@ class Runtime::Impl {
   // enough members and move into it.
   Status WaitForWorkers(ElasticState& state) {
     spdlog::warn("aryl: world {} < min_workers {}: checkpointing and waiting", world_, opt_.min_workers);
-    (void)CheckpointNow(state);
+    if (Status c = CheckpointNow(state); CheckpointManager::IsFenced(c)) return c;
     return WaitForGeneration(state, opt_.wait_for_workers,
                              "generation of at least " + std::to_string(opt_.min_workers) + " workers",
                              [&](const GenerationRecord& r) { return int(r.members.size()) >= opt_.min_workers; });
@@ -707,6 +731,7 @@ class Runtime::Impl {
   std::unique_ptr<Communicator> comm_;
   GradBuckets grads_{opt_.bucket_bytes};
   std::unique_ptr<CheckpointManager> ckpt_;
+  double last_fence_check_ = 0;
   std::unique_ptr<AgentChannel> channel_;
   std::map<int64_t, GenerationRecord> gens_;  // announced by the agent
   double last_progress_time_ = 0;

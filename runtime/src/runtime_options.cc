@@ -54,6 +54,7 @@ Result<RuntimeOptions> RuntimeOptions::FromEnv() {
   ReadString("ARYL_BACKEND", &o.backend);
   ReadString("ARYL_GLOO_HOST", &o.gloo_host);
   ReadString("ARYL_CHECKPOINT_DIR", &o.checkpoint_dir);
+  ReadString("ARYL_FENCE_ID", &o.fence_id);
   ReadString("ARYL_MASTER_ADDR", &o.master_addr);
   ARYL_RETURN_IF_ERROR(ReadInt("ARYL_GENERATION", &o.generation, 1));
   ARYL_RETURN_IF_ERROR(ReadInt("ARYL_CHECKPOINT_EVERY", &o.checkpoint_every, 0));

@@ -38,10 +38,11 @@ inline std::vector<Message> SampleMessages() {
                             .slots = 4,
                             .workers = {rw},
                             .store_endpoint = "tcp://10.0.0.1:7200",
-                            .cluster_id = "prod"});
+                            .cluster_id = "prod",
+                            .instance = 0x1234abcd5678ef});
   m.push_back(AgentRegistered{
       .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7, .store_key = "00ff"});
-  m.push_back(Heartbeat{.agent_id = "train-01", .seq = 99, .free_slots = 3, .workers = {rw, rw}});
+  m.push_back(Heartbeat{.agent_id = "train-01", .seq = 99, .free_slots = 3, .workers = {rw, rw}, .log_free_bytes = 1 << 30});
   m.push_back(StartWorkers{.job = 12,
                            .generation = 2,
                            .workers = {{.worker = 5, .rank = 1, .local_slot = 0},
@@ -76,6 +77,7 @@ inline std::vector<Message> SampleMessages() {
                            .runtime = true,
                            .error = ""});
   m.push_back(WorkerExitAck{.job = 12, .worker = 6});
+  m.push_back(HeartbeatAck{.seq = 41, .lease_seconds = 12.5, .scheduler_epoch = 7});
   m.push_back(ResizeReport{.job = 12,
                            .generation = 3,
                            .from_workers = 3,

@@ -99,5 +99,65 @@ TEST(Checkpoint, InjectedWriteFailureKeepsThePreviousOne) {
   EXPECT_EQ(latest->payload, "five");
 }
 
+
+// A copy of the job of an older generation (cut off while the job started
+// again elsewhere) cannot commit once the newer one raised the fence: the good
+// checkpoint stays, no temp file is left, and the refusal says "fenced".
+TEST(CheckpointFence, StaleGenerationCannotCommit) {
+  std::string dir = TempDir("fence");
+  CheckpointManager stale(dir, 3), current(dir, 3);
+  stale.set_fence("7", 2001);
+  current.set_fence("7", 3000);
+  ASSERT_TRUE(stale.Write(100, 2, "stale-100").ok());
+  ASSERT_TRUE(current.RaiseFence().ok());
+  auto r = stale.Write(150, 2, "stale-150");
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(CheckpointManager::IsFenced(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("generation 2001 is stale: generation 3000"), std::string::npos) << r.status();
+  EXPECT_TRUE(CheckpointManager::IsFenced(stale.CheckFence()));
+  EXPECT_TRUE(CheckpointManager::IsFenced(stale.RaiseFence()));
+  EXPECT_TRUE(current.CheckFence().ok());
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+  auto latest = current.LoadLatest();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->payload, "stale-100");
+  ASSERT_TRUE(current.Write(120, 2, "current-120").ok());
+  auto fence = current.Fence();
+  ASSERT_TRUE(fence.ok()) << fence.status();
+  EXPECT_EQ(fence->job, "7");
+  EXPECT_EQ(fence->generation, 3000);
+}
+
+// A new job resuming from another job's directory replaces that job's fence;
+// a manager without a generation is not fenced at all (standalone runs).
+TEST(CheckpointFence, OtherJobsAndUnfencedWritersAreNotRefused) {
+  std::string dir = TempDir("fence_other");
+  CheckpointManager old_job(dir), new_job(dir), unfenced(dir);
+  old_job.set_fence("7", 9000);
+  new_job.set_fence("8", 1000);
+  ASSERT_TRUE(old_job.RaiseFence().ok());
+  ASSERT_TRUE(new_job.RaiseFence().ok());
+  EXPECT_TRUE(new_job.Write(1, 1, "a").ok());
+  EXPECT_TRUE(unfenced.Write(2, 1, "b").ok());
+  EXPECT_TRUE(unfenced.CheckFence().ok());
+  auto fence = new_job.Fence();
+  ASSERT_TRUE(fence.ok());
+  EXPECT_EQ(fence->job, "8");
+}
+
+// A damaged fence file is a clear error naming the file, never a silent pass.
+TEST(CheckpointFence, CorruptFenceNamesTheFile) {
+  std::string dir = TempDir("fence_corrupt");
+  CheckpointManager m(dir);
+  m.set_fence("7", 5);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/FENCE") << "seven\n";
+  Status s = m.RaiseFence();
+  EXPECT_TRUE(s.IsCorruption()) << s;
+  EXPECT_NE(s.message().find(dir + "/FENCE"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("seven"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace aryl

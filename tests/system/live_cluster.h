@@ -81,9 +81,10 @@ class LiveCluster : public ::testing::Test {
 
   pid_t StartScheduler(std::vector<std::string> extra = {}) {
     agent::LaunchSpec spec;
-    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(port_),
+    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://" + listen_host_ + ":" + std::to_string(port_),
                  "--state", state_path_.empty() ? (dir_ / "state.db").string() : state_path_, "--http-port", std::to_string(http_port_),
-                 "--heartbeat", "0.2", "--agent-timeout", "3", "--stop-grace", "2", "--log-level", "debug"};
+                 "--heartbeat", "0.2", "--agent-timeout", "3", "--agent-lease", agent_lease_, "--stop-grace", "2",
+                 "--log-level", "debug"};
     spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
     spec.stdout_path = (dir_ / "scheduler.log").string();
     auto pid = launcher_.Launch(spec);
@@ -173,6 +174,10 @@ class LiveCluster : public ::testing::Test {
 
   fs::path dir_;
   std::string state_path_;  // empty: <dir>/state.db
+  std::string listen_host_ = "127.0.0.1";  // the scheduler's address (set endpoint_ with it)
+  // Short, so a job that lost its store's agent starts again within ~15 s;
+  // a test of scheduler pauses sets the default's 60.
+  std::string agent_lease_ = "8";
   int port_ = 0, http_port_ = 0;
   std::string endpoint_;
   pid_t scheduler_pid_ = 0;

@@ -9,11 +9,24 @@
 // every check; each newer file that fails (truncated, wrong checksum, bad
 // header) is reported in `skipped` and left for an operator to inspect.
 //
+// Fencing (docs/architecture.md, "Leases and fencing"): "<dir>/FENCE" holds
+// "<job> <generation>", the newest generation of the job that has written or
+// restored in this directory. A manager given its job and generation
+// (set_fence) raises the fence to it when it restores (RaiseFence) and when it
+// commits a write, and refuses both when the fence is above it for the same
+// job: a worker of a stale generation (a copy cut off from the scheduler while
+// the job started again elsewhere) can never replace a good checkpoint. A
+// fence of another job is replaced (a new job resuming from an old one's
+// directory). Raise and commit run under flock(2) on "<dir>/FENCE.lock", so
+// the check and the rename are one step. IsFenced() tells that refusal from
+// other errors. Generation 0 (the default): no fencing.
+//
 // File I/O goes through CheckpointFs so tests can inject failures.
 // Thread safety: CheckpointManager is not thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,6 +49,9 @@ class CheckpointFs {
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   virtual Status CreateDirs(const std::string& dir) = 0;
   virtual Status Remove(const std::string& path) = 0;
+  // Runs `body` holding an exclusive lock on `path` (created if missing).
+  // The default is flock(2), which also serializes processes.
+  virtual Status WithLock(const std::string& path, const std::function<Status()>& body);
   static CheckpointFs* Posix();
 };
 
@@ -63,6 +79,24 @@ class CheckpointManager {
   Result<LoadedCheckpoint> Load(const std::string& path);
   Result<std::vector<CheckpointInfo>> List();  // newest first, unvalidated
 
+  // The job and generation this manager writes for (generation 0: unfenced).
+  void set_fence(std::string job, int64_t generation) {
+    fence_job_ = std::move(job);
+    generation_ = generation;
+  }
+  // Moves the fence up to this manager's generation; FailedPrecondition
+  // ("fenced: ...") when a newer generation of the job has already run here.
+  Status RaiseFence();
+  // Reads the fence without changing it: the same refusal as RaiseFence when
+  // a newer generation of the job has run here (a cheap periodic check).
+  Status CheckFence();
+  struct FenceValue {
+    std::string job;
+    int64_t generation = 0;  // 0: no fence written
+  };
+  Result<FenceValue> Fence();
+  static bool IsFenced(const Status& s);
+
   const std::string& dir() const { return dir_; }
   static std::string FileName(int64_t step);
 
@@ -70,6 +104,10 @@ class CheckpointManager {
   std::string dir_;
   int keep_;
   CheckpointFs* fs_;
+  std::string fence_job_;
+  int64_t generation_ = 0;
+  // Under the lock: checks the fence against generation_ and raises it.
+  Status CheckAndRaiseLocked();
 };
 
 }  // namespace aryl

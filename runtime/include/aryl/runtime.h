@@ -87,6 +87,9 @@ struct RuntimeOptions {
   std::string backend = "gloo";    // ARYL_BACKEND: gloo | nccl | fake
   std::string gloo_host = "127.0.0.1";  // ARYL_GLOO_HOST: address peers reach this worker at
   std::string checkpoint_dir;      // ARYL_CHECKPOINT_DIR
+  // ARYL_FENCE_ID (set by the scheduler): the job's identity for the checkpoint
+  // fence (checkpoint.h), whose generation is ARYL_GENERATION's; empty: no fencing.
+  std::string fence_id;
   int64_t checkpoint_every = 0;    // ARYL_CHECKPOINT_EVERY (steps; 0: off)
   int checkpoint_keep = 3;         // ARYL_CHECKPOINT_KEEP
   int min_workers = 1;             // ARYL_MIN_WORKERS

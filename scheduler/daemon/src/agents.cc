@@ -16,9 +16,19 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
         it->second.gpu_type + "/" + std::to_string(it->second.slots) + " slots; use a new agent id for a changed server"));
   }
   bool was_connected = !is_new && it->second.connected;
+  // The agent died and came back before it timed out (systemd's Restart=):
+  // its workers died with it and its store is a new one. That is a node
+  // failure first (jobs whose store it was restart from their checkpoint),
+  // then a registration.
+  bool restarted = was_connected && it->second.instance != 0 && m.instance != 0 && it->second.instance != m.instance;
   std::string id = m.agent_id;
   Status st = Transaction("register " + id, [&]() -> Status {
+    if (restarted) {
+      spdlog::warn("agent {} registered from a new process: the workers of its last one are lost", id);
+      ARYL_RETURN_IF_ERROR(NodeFailed(id, WallNow()));
+    }
     Node& n = nodes[id];
+    n.instance = m.instance;
     if (is_new) {
       n.id = id;
       n.pool = m.pool;
@@ -36,7 +46,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       n.removed = false;
       ARYL_RETURN_IF_ERROR(store->SetMeta("removed/" + n.id, "0"));
     }
-    n.last_heartbeat = WallNow();
+    Heard(n);
     ARYL_RETURN_IF_ERROR(SaveNode(n));
     ARYL_RETURN_IF_ERROR(Journal(0, "register",
                                  n.id + " " + std::string(p::ToString(n.pool)) + " " + n.gpu_type + " x" +
@@ -52,8 +62,19 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       Send(n.id, p::WorkerExitAck{ex.job, ex.worker});
     }
     Reconcile(n, m.workers);
+    // A job waiting out this agent's lease need not wait once the agent says
+    // it runs none of the job's workers: no second copy can be running.
+    for (auto& [jid, j] : jobs) {
+      if (j.lease_node != n.id) continue;
+      bool runs = std::any_of(m.workers.begin(), m.workers.end(), [&](const auto& rw) { return rw.job == jid; });
+      if (!runs) {
+        j.restart_not_before = 0;
+        j.lease_node.clear();
+        pending_converge.insert(jid);
+      }
+    }
     if (is_new) return AddServer(n);
-    if (core && !was_connected && !n.drained) {
+    if (core && (restarted || !was_connected) && !n.drained) {
       const auto* info = core->state().server(n.server_id);
       if (info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "agent back");
     }
@@ -71,6 +92,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   reply.heartbeat_interval_seconds = opt.heartbeat_interval;
   reply.scheduler_epoch = scheduler_epoch;
   reply.store_key = store_key;
+  reply.lease_seconds = opt.agent_lease;
   snapshot_dirty = true;
   return p::Message(reply);
 }
@@ -124,18 +146,55 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
     Send(from.peer.identity, e);
     return std::nullopt;
   }
-  it->second.last_heartbeat = WallNow();
+  Heard(it->second);
+  Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch});
+  // A full log disk cuts the workers' output: an event when it fills, one when
+  // space returns (aryl events, aryl_log_disk_full_total).
+  Node& n = it->second;
+  bool full = m.log_free_bytes >= 0 && m.log_free_bytes < kLogDiskFullBytes;
+  if (full != n.log_disk_full) {
+    n.log_disk_full = full;
+    if (full) metrics.Inc("aryl_log_disk_full_total");
+    std::string what = full ? "the log directory's disk is full (" + std::to_string(m.log_free_bytes) +
+                                  " bytes free): workers' output is being cut"
+                            : "the log directory's disk has space again";
+    if (full) spdlog::error("agent {}: {}", n.id, what);
+    else spdlog::info("agent {}: {}", n.id, what);
+    Status st = Transaction("log disk of " + n.id, [&] {
+      return Journal(0, full ? "log_disk_full" : "log_disk_ok", n.id + ": " + what, {{"free_bytes", m.log_free_bytes}},
+                     {n.id});
+    });
+    if (!st.ok()) spdlog::warn("agent {}: disk event not journaled: {}", n.id, st.ToString());
+  }
   return std::nullopt;
 }
 
-// Agents that stopped heartbeating have failed: their workers are gone. Time
-// is measured up to the last moment the server had read every queued message
-// (`drained_at`), so a backlog of heartbeats never reads as dead agents.
+void Daemon::Impl::Heard(Node& n) {
+  n.last_heartbeat = WallNow();
+  n.heard_at = watch_now;
+  n.heard_here = true;
+}
+
+double Daemon::Impl::LeaseExpiry(double heard) const {
+  // The margin covers the agent's reaction (its loop ticks every 20 ms) and
+  // clock-rate drift between the two machines over one lease.
+  return heard + opt.agent_lease + p::kLeaseStopGraceSeconds + 1.0 + 0.01 * opt.agent_lease;
+}
+
+// Agents that stopped heartbeating have failed: their workers are gone.
+// Silence is measured on the watch clock, which counts only the time this
+// scheduler was watching: a gap between two ticks adds at most kMaxWatchStep
+// (the process was stopped, the machine paused: the heartbeats sent meanwhile
+// wait in the socket and are read first), and the clock stands still while a
+// receive batch was full (a backlog). So neither a pause nor a backlog of
+// heartbeats ever reads as dead agents.
 void Daemon::Impl::LivenessTick(double now) {
-  if (server->drained()) drained_at = now;
+  double step = std::clamp(now - watch_wall, 0.0, kMaxWatchStep);
+  watch_wall = now;
+  if (server->drained()) watch_now += step;
   bool after_restart_grace = now - started_at > std::max(opt.restart_grace, opt.agent_timeout);
   for (auto& [id, n] : nodes) {
-    bool timed_out = n.connected && drained_at - n.last_heartbeat > opt.agent_timeout;
+    bool timed_out = n.connected && watch_now - n.heard_at > opt.agent_timeout;
     bool never_came_back = !n.connected && after_restart_grace && core;
     if (!timed_out && !never_came_back) continue;
     if (never_came_back) {
@@ -156,9 +215,17 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   std::map<p::JobId, std::vector<p::WorkerId>> gone_by_job;
   if (auto on = workers_on.find(id); on != workers_on.end())
     for (const auto& [jid, wid] : on->second) gone_by_job[jid].push_back(wid);
+  // The agent may still run these workers until its lease runs out (it was
+  // last heard at n.last_heartbeat; one that never came back after this
+  // scheduler started was acknowledged last before that start).
+  double expiry = LeaseExpiry(n.heard_here ? n.last_heartbeat : std::max(n.last_heartbeat, started_at));
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
     for (auto wid : gone) EraseWorker(j, wid);
+    if (expiry > j.restart_not_before) {
+      j.restart_not_before = expiry;
+      j.lease_node = id;
+    }
     pending_converge.insert(jid);
     if (!n.store_endpoint.empty() && j.home_store == n.store_endpoint && !j.workers.empty()) {
       // The job's rendezvous store died with this agent: its other workers

@@ -5,11 +5,11 @@
 namespace aryl::daemon {
 
 std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Message msg) {
-  // Any message from a connected agent shows it is alive, not only heartbeats.
-  auto nit = nodes.find(from.peer.identity);
-  if (nit != nodes.end() && nit->second.connected) nit->second.last_heartbeat = WallNow();
   try {
     if (auto refused = Authorize(from, msg)) return refused;
+    // Any authorized message from a connected agent shows it is alive, not only heartbeats.
+    auto nit = nodes.find(from.peer.identity);
+    if (nit != nodes.end() && nit->second.connected) Heard(nit->second);
     return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
   } catch (const std::exception& e) {
     spdlog::error("handling {}: {}", p::TypeName(msg), e.what());

@@ -109,6 +109,8 @@ Status Daemon::Impl::LoadState() {
       j.last_resize_pause = old->second.last_resize_pause;
       j.last_progress_event = old->second.last_progress_event;
       j.completing_since = old->second.completing_since;
+      j.restart_not_before = old->second.restart_not_before;
+      j.lease_node = old->second.lease_node;
     }
     j.rec = rec;
     auto spec_msg = p::DecodeAs<p::SubmitJob>(rec.spec_json);
@@ -170,6 +172,9 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareGauge("aryl_loaned_servers", "Inference servers loaned to training");
   metrics.DeclareGauge("aryl_nodes_connected", "Agents connected");
   metrics.DeclareCounter("aryl_rescales_total", "Rescales executed");
+  metrics.DeclareCounter("aryl_log_disk_full_total", "Times an agent's log directory filled (workers' output is cut)");
+  metrics.DeclareCounter("aryl_checkpoint_failures_total",
+                         "Checkpoints that failed (a full disk, an I/O error); the job keeps its last good one");
   metrics.DeclareCounter("aryl_preemptions_total", "Preemptions executed");
   metrics.DeclareCounter("aryl_jobs_submitted_total", "Jobs submitted");
   metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that reached a terminal state, by state");

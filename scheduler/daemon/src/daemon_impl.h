@@ -68,6 +68,12 @@ inline constexpr double kCoreTimeStep = 0.05;  // s; the server's tick (CoreNow)
 // How long after its start a job that did not give --elastic may take to show
 // that it links the runtime (its first WorkerHello) before it is resized by a restart.
 inline constexpr double kKindDetectSeconds = 15;
+// A worker "interrupted" (its collective or rendezvous timed out) this soon
+// after another worker of its job was lost is that loss's knock-on: the
+// runtime's timeouts (30 s by default) with a margin.
+inline constexpr double kKnockOnSeconds = 60;
+// An agent's log disk with less free than this is full (Heartbeat::log_free_bytes).
+inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -95,6 +101,10 @@ class Daemon::Impl {
     s::ServerId server_id = 0;
     bool connected = false;
     double last_heartbeat = 0;  // wall
+    double heard_at = 0;        // watch time (LivenessTick) of its last message
+    bool heard_here = false;    // heard by this scheduler process
+    std::uint64_t instance = 0;  // the agent process's AgentRegister::instance (memory only)
+    bool log_disk_full = false;  // its last heartbeat said its log disk is full (memory only)
     std::string store_endpoint;
     std::string loan_state = "available";  // available | held | loaned
     bool drained = false;  // an operator took it out of service (nodes drain)
@@ -150,6 +160,14 @@ class Daemon::Impl {
       return out;
     }
     double last_progress_event = 0;
+    // Fencing: the job lost workers on `lease_node`, whose agent may still run
+    // them until its lease runs out; no fresh start (a new group from the
+    // checkpoint) before `restart_not_before` (wall). Memory only: a restarted
+    // scheduler counts the lease again from its own start.
+    double restart_not_before = 0;
+    std::string lease_node;
+    bool lease_wait_noted = false;  // the wait is in the journal
+    double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)
     std::vector<std::string> watchers;  // client identities
     std::deque<std::string> output;
   };
@@ -299,10 +317,16 @@ class Daemon::Impl {
   void Reconcile(Node& n, const std::vector<p::RunningWorker>& running);
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
   void LivenessTick(double now);
+  void Heard(Node& n);  // a message from the node's agent arrived
+  // Liveness counts only the time this scheduler was watching (LivenessTick).
+  static constexpr double kMaxWatchStep = 0.25;  // s
+  double watch_now = 0, watch_wall = 0;
+  // Wall time by which the agent of `n`, last heard at `heard` (wall), has
+  // surely stopped its workers: lease, the agent's stop grace, a margin.
+  double LeaseExpiry(double heard) const;
   // The agent is gone: its workers are lost; jobs whose rendezvous store it
   // hosted restart from their latest checkpoint.
   Status NodeFailed(const std::string& id, double now);
-  double drained_at = 0;  // wall time the server last had no message queued
 
   // --- job_lifecycle.cc
   Status EndJob(Job& j, JobState state, int exit_code, const std::string& message);
@@ -359,6 +383,7 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo& from, p::CheckpointReport& m);
   std::map<p::JobId, p::CheckpointRow> last_checkpoint;  // newest report per live job
   std::map<p::JobId, double> checkpoint_journaled;       // wall time of its last journal row
+  std::map<p::JobId, double> checkpoint_failure_journaled;  // ... of its last checkpoint_failed row
 
   // --- logs.cc (protocol/inspect.h, steps 4-7)
   std::optional<p::Message> On(const p::ReplyTo& from, p::JobLogs& m);

@@ -80,10 +80,12 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     if (j.workers.empty()) return FinishJob(j, j.rec.exit_code);
     return SaveJob(j);
   }
+  double now = WallNow();
   if (leaving || kind == ExitKind::kLeft) {
     // Asked to go, or not a member of the newest generation: the plan already
     // counts it out. A job whose workers were all stopped this way is either
     // preempted (queued in the core) or restarting; converge decides.
+    if (m.signal) j.last_loss_time = now;  // a leaver killed mid-step: its peers' timeouts follow
     pending_converge.insert(j.rec.id);
     return SaveJob(j);
   }
@@ -111,8 +113,15 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   // (a peer or the store failed), or stopped cleanly without being asked: the
   // job resumes without it (shrink and regrow, or a restart from its latest
   // checkpoint), within limits for crashes.
+  // One fault is one failure: a worker killed while a generation forms makes
+  // its peers' collectives and rendezvous time out, and those "interrupted"
+  // exits within kKnockOnSeconds of a loss are its knock-on, not more faults.
   bool crash = m.signal.has_value() || m.outcome == "interrupted" || (m.outcome.empty() && m.runtime);
-  if (crash) j.failures++;
+  bool knock_on = !m.signal && m.outcome == "interrupted" && now - j.last_loss_time < kKnockOnSeconds;
+  if (crash && !knock_on) j.failures++;
+  if (crash) j.last_loss_time = now;
+  if (knock_on) spdlog::info("job {}: {} interrupted within {:.0f} s of a loss: counted with it", j.rec.id, who,
+                             kKnockOnSeconds);
   if (j.failures > j.spec.max_restarts.value_or(opt.max_worker_failures)) {
     return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
   }

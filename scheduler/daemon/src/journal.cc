@@ -305,6 +305,24 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListEvents
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointReport& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;  // a late report of a job that is over
+  if (!m.error.empty()) {
+    // The job keeps its last good checkpoint; the operator sees why the next
+    // one is missing (aryl events, describe job, aryl_checkpoint_failures_total).
+    metrics.Inc("aryl_checkpoint_failures_total");
+    double& noted = checkpoint_failure_journaled[m.job];
+    if (WallNow() - noted < p::kCheckpointJournalSeconds) return std::nullopt;
+    noted = WallNow();
+    if (checkpoint_failure_journaled.size() > 2 * jobs.size() + 1000)
+      std::erase_if(checkpoint_failure_journaled, [&](const auto& kv) { return !jobs.count(kv.first); });
+    spdlog::error("job {}: checkpoint at step {} failed on {}: {}", m.job, m.step, m.agent_id, m.error);
+    Status st = Journal(m.job, "checkpoint_failed",
+                        "step " + std::to_string(m.step) + " in " + m.path + " on " + m.agent_id + ": " + m.error,
+                        {{"generation", m.generation}, {"step", m.step}, {"path", m.path}, {"node", m.agent_id},
+                         {"worker", m.worker}, {"error", m.error}},
+                        {m.agent_id});
+    if (!st.ok()) spdlog::warn("job {}: checkpoint failure not journaled: {}", m.job, st.ToString());
+    return std::nullopt;
+  }
   p::CheckpointRow row{WallNow(), PlanOfStore(m.generation), m.step, m.path, m.bytes, m.seconds, m.agent_id};
   last_checkpoint[m.job] = row;
   if (last_checkpoint.size() > 2 * jobs.size() + 1000)

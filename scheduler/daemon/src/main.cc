@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(d.policy))
       ("heartbeat", "Agent heartbeat interval (s)", cxxopts::value<double>()->default_value("0.5"))
       ("agent-timeout", "An agent silent this long has failed (s)", cxxopts::value<double>()->default_value("3"))
+      ("agent-lease", "Agents stop their workers after this long without word from the scheduler; a lost agent's "
+                      "jobs start elsewhere only once its lease has run out (s)",
+       cxxopts::value<double>()->default_value("60"))
       ("rescale-pause", "Cost model: pause of one in-place rescale (s)", cxxopts::value<double>()->default_value("2"))
       ("restart-pause", "Cost model: pause of a restart after preemption, and of a restart job's rescale (s)", cxxopts::value<double>()->default_value("5"))
       ("checkpoint-interval", "Cost model: jobs checkpoint this often (s)", cxxopts::value<double>()->default_value("60"))
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   d.policy = r["policy"].as<std::string>();
   d.heartbeat_interval = r["heartbeat"].as<double>();
   d.agent_timeout = r["agent-timeout"].as<double>();
+  d.agent_lease = r["agent-lease"].as<double>();
   d.rescale_pause = r["rescale-pause"].as<double>();
   d.restart_pause = r["restart-pause"].as<double>();
   d.checkpoint_interval = r["checkpoint-interval"].as<double>();
@@ -113,6 +117,9 @@ int main(int argc, char** argv) {
   if (d.agent_timeout <= d.heartbeat_interval)
     aryl::FlagError(prog, "--agent-timeout", fmt::format("{}", d.agent_timeout),
                     fmt::format("must exceed --heartbeat ({})", d.heartbeat_interval));
+  if (d.agent_lease <= d.heartbeat_interval || d.agent_lease > 86400)
+    aryl::FlagError(prog, "--agent-lease", fmt::format("{}", d.agent_lease),
+                    fmt::format("must exceed --heartbeat ({}) and be at most 86400", d.heartbeat_interval));
   if (d.http_port < -1 || d.http_port > 65535)
     aryl::FlagError(prog, "--http-port", std::to_string(d.http_port), "must be in [-1, 65535]");
   aryl::RequireAbove(prog, "--demand-time-scale", d.demand_time_scale, 0);

@@ -278,6 +278,27 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   // A restart starts the group again once every old worker is gone (they may
   // still write their checkpoint); the last exit converges.
   if (j.restarting && !j.workers.empty()) return Status::Ok();
+  // Fencing: a fresh group of a job that lost workers on a failed node waits
+  // until that node's agent has surely stopped them (its lease ran out), so
+  // two copies of the job never train at once. The stayers of a job that
+  // regroups need no wait: the job's store admits only the new members.
+  if (j.workers.empty() && WallNow() < j.restart_not_before) {
+    if (!j.lease_wait_noted) {
+      j.lease_wait_noted = true;
+      double left = j.restart_not_before - WallNow();
+      spdlog::warn("job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may still run there)",
+                   j.rec.id, left, j.lease_node);
+      ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "lease_wait",
+                                   "starts again once the lease of " + j.lease_node + " has run out (" +
+                                       std::to_string(static_cast<int>(std::ceil(left))) + " s)",
+                                   {{"node", j.lease_node}, {"seconds", left}}, {j.lease_node}));
+      Notify(j, p::JobState::kResizing, "waiting " + std::to_string(static_cast<int>(std::ceil(left))) +
+                                             " s for the lease of " + j.lease_node + " to run out");
+    }
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  j.lease_wait_noted = false;
   std::map<std::string, int> have;
   for (const auto& [id, w] : j.workers)
     if (!w.leaving) have[w.agent]++;
@@ -411,6 +432,11 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
     sw.env["ARYL_MASTER_ADDR"] = master_host;
     sw.env["ARYL_MASTER_PORT"] = std::to_string(master_port);
+    // The checkpoint fence's owner (runtime/include/aryl/checkpoint.h): the
+    // same for every start of this job, different from any other job's, even
+    // one of another state file that reuses the number.
+    sw.env["ARYL_FENCE_ID"] = std::to_string(j.rec.id) + "." +
+                              std::to_string(static_cast<std::int64_t>(j.rec.submit_time * 1000));
     sw.cwd = j.spec.cwd;
     sw.checkpoint_dir = j.spec.checkpoint_dir;
     sw.store_endpoint = store_ep;

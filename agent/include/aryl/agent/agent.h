@@ -7,7 +7,12 @@
 //     until AgentRegistered arrives (retried every second; requests time out).
 //  2. Heartbeat every AgentRegistered.heartbeat_interval_seconds. An Error push
 //     (the scheduler restarted and does not know us) means: register again,
-//     reporting the workers that run. Workers are never touched by a reconnect.
+//     reporting the workers that run. Workers are never touched by a reconnect,
+//     but the agent holds a lease (lease.h): with no HeartbeatAck for the
+//     lease, it stops every worker (checkpoint first, SIGKILL after
+//     kLeaseStopGraceSeconds), since the scheduler may have started them
+//     elsewhere. StartWorkers and NewGeneration of an older generation of a
+//     job than one seen here are refused (fencing).
 //  3. StartWorkers: fork/exec each worker (process.h) with the ARYL_* contract
 //     of docs/runtime.md: ARYL_JOB_ID, ARYL_WORKER_ID, ARYL_GENERATION,
 //     ARYL_RANK, ARYL_WORLD_SIZE, ARYL_MIN_WORKERS, ARYL_MAX_WORKERS,
@@ -48,7 +53,7 @@ namespace aryl::agent {
 struct AgentOptions {
   std::string scheduler = "tcp://127.0.0.1:7117";
   std::string id;                 // default: the host name
-  std::string host;               // address peers use to reach this server; default: host name
+  std::string host;               // address peers use to reach this server; default: the route to the scheduler
   std::string pool = "training";  // training | inference
   int slots = 0;                  // 0: discover GPUs
   std::string gpu_type;           // with slots: e.g. "cpu"

@@ -19,7 +19,8 @@
 //     next change of the job waits for it. The scheduler's ResizeReport comes
 //     from rank 0's WorkerResizeReport.
 //
-// Thread safety: used from the agent's loop thread only.
+// Thread safety: Serve from the agent's setup; the queries from one thread at a
+// time (the agent's StoreProbe thread, store_probe.h).
 #pragma once
 
 #include <cstdint>

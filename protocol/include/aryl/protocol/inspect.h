@@ -436,6 +436,9 @@ struct CheckpointReport {
   std::string path{};
   std::int64_t bytes = 0;
   double seconds = 0;
+  // Non-empty: the checkpoint at `step` failed (a full disk, an I/O error) and
+  // the job keeps its last good one; the scheduler records an event.
+  std::string error{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id);
@@ -446,6 +449,7 @@ struct CheckpointReport {
     v("path", path);
     v("bytes", bytes, {.min = 0});
     v("seconds", seconds, {.min = 0});
+    v("error", error);
   }
   bool operator==(const CheckpointReport&) const = default;
 };

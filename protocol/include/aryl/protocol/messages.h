@@ -10,7 +10,13 @@
 //   2. Agent → Heartbeat {seq, free slots, running workers} every
 //      AgentRegistered.heartbeat_interval_seconds, one-way. A scheduler that does
 //      not know the agent (it restarted) pushes Error{FailedPrecondition}; the
-//      agent then registers again (step 1) without touching its workers.
+//      agent then registers again (step 1) without touching its workers. A
+//      scheduler that knows it pushes HeartbeatAck {seq, lease}: the agent's
+//      lease runs until the send time of the newest acknowledged heartbeat plus
+//      `lease_seconds`. An agent whose lease ran out stops its workers
+//      (checkpoint first) and registers again; the scheduler starts a job whose
+//      rendezvous store was on a lost agent elsewhere only once that agent's
+//      lease has surely expired (docs/architecture.md, "Leases and fencing").
 //   3. Scheduler → StartWorkers {job, generation, workers to start here, members,
 //      argv, env, checkpoint dir, store endpoint}, pushed by routing id. The agent
 //      forks the workers and answers with nothing; failures come as WorkerExited.
@@ -328,6 +334,9 @@ struct AgentRegister {
   std::string store_endpoint{};          // the agent's embedded store; empty = none
   std::vector<WorkerExited> exited{};    // exits the scheduler has not acknowledged yet
   std::string cluster_id{};              // must equal the scheduler's (docs/security.md)
+  // Random per agent process: a registration with a new one from an agent the
+  // scheduler holds connected means the agent restarted and its workers died.
+  std::uint64_t instance = 0;
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -339,6 +348,7 @@ struct AgentRegister {
     v("store_endpoint", store_endpoint);
     v("exited", exited);
     v("cluster_id", cluster_id);
+    v("instance", instance);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -351,12 +361,15 @@ struct AgentRegistered {
   // The cluster's rendezvous-store key (hex): agents sign and check per-job store
   // tokens with it (store.h). Empty: stores are not authenticated.
   std::string store_key{};
+  // How long the agent's workers may run without a HeartbeatAck (step 2).
+  double lease_seconds = 30;
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("heartbeat_interval_seconds", heartbeat_interval_seconds, {.min = 0.001, .max = 3600});
     v("scheduler_epoch", scheduler_epoch);
     v("store_key", store_key);
+    v("lease_seconds", lease_seconds, {.min = 0.1, .max = 86400});
   }
   bool operator==(const AgentRegistered&) const = default;
 };
@@ -367,14 +380,39 @@ struct Heartbeat {
   std::uint64_t seq = 0;
   std::int64_t free_slots = 0;
   std::vector<RunningWorker> workers{};
+  // Bytes free on the file system of the agent's log directory (-1: unknown):
+  // workers' output is cut when it fills, so the scheduler says so.
+  std::int64_t log_free_bytes = -1;
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
     v("seq", seq);
     v("free_slots", free_slots, {.min = 0});
     v("workers", workers);
+    v("log_free_bytes", log_free_bytes, {.min = -1});
   }
   bool operator==(const Heartbeat&) const = default;
+};
+
+// An agent whose lease ran out asks its workers to checkpoint and stop, and
+// SIGKILLs those still running this long after: the scheduler adds it to the
+// lease before it starts a lost agent's job elsewhere (step 2).
+inline constexpr double kLeaseStopGraceSeconds = 5;
+
+// Scheduler → agent: heartbeat `seq` arrived; the agent's lease is renewed
+// from that heartbeat's send time (protocol step 2).
+struct HeartbeatAck {
+  static constexpr std::string_view kType = "heartbeat_ack";
+  std::uint64_t seq = 0;
+  double lease_seconds = 30;
+  std::uint64_t scheduler_epoch = 0;
+  template <typename V>
+  void Visit(V& v) {
+    v("seq", seq);
+    v("lease_seconds", lease_seconds, {.min = 0.1, .max = 86400});
+    v("scheduler_epoch", scheduler_epoch);
+  }
+  bool operator==(const HeartbeatAck&) const = default;
 };
 
 struct StartWorkers {
@@ -1072,6 +1110,7 @@ namespace aryl::protocol {
 #define ARYL_PROTOCOL_MESSAGES(X)                                                          \
   X(AgentRegister) X(AgentRegistered) X(Heartbeat) X(StartWorkers) X(NewGeneration)        \
   X(StopWorkers) X(WorkerExited) X(WorkerExitAck) X(ResizeReport) X(JobProgress)           \
+  X(HeartbeatAck)                                                                          \
   X(SubmitJob) X(SubmitReply) X(ListJobs) X(JobsReply) X(JobStatus) X(JobStatusReply)      \
   X(CancelJob) X(ListNodes) X(NodesReply) X(NodeCommand) X(PoolOffer) X(PoolReclaim)       \
   X(WatchJob)                                                                              \

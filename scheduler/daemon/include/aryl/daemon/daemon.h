@@ -47,6 +47,11 @@ struct DaemonOptions {
   std::string policy = "aryl";
   double heartbeat_interval = 0.5;       // seconds, told to agents
   double agent_timeout = 3.0;            // no heartbeat for this long: the node failed
+  // How long an agent's workers may run without a HeartbeatAck. A job that lost
+  // workers on a failed node starts afresh elsewhere only once that node's lease
+  // has surely run out (docs/architecture.md, "Leases and fencing"); a pause of
+  // the scheduler longer than this stops the workers (checkpoint first).
+  double agent_lease = 60.0;
   double restart_grace = 3.0;            // after a restart, wait this long for agents
   double rescale_pause = 2.0;            // core cost model (seconds)
   double restart_pause = 5.0;
