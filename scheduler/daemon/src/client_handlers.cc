@@ -7,9 +7,14 @@ namespace aryl::daemon {
 std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Message msg) {
   try {
     if (auto refused = Authorize(from, msg)) return refused;
-    // Any authorized message from a connected agent shows it is alive, not only heartbeats.
+    // Any authorized message from a connected agent's own key shows it is
+    // alive, not only heartbeats; a user key that took the agent's routing id
+    // keeps nothing alive.
     auto nit = nodes.find(from.peer.identity);
-    if (nit != nodes.end() && nit->second.connected) Heard(nit->second);
+    if (nit != nodes.end() && nit->second.connected) {
+      Identity who = Caller(from);
+      if ((who.roles & kAgentRole) && (!who.agent_bound || who.name == nit->first)) Heard(nit->second);
+    }
     return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
   } catch (const std::exception& e) {
     spdlog::error("handling {}: {}", p::TypeName(msg), e.what());

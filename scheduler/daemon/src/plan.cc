@@ -278,11 +278,15 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   // A restart starts the group again once every old worker is gone (they may
   // still write their checkpoint); the last exit converges.
   if (j.restarting && !j.workers.empty()) return Status::Ok();
-  // Fencing: a fresh group of a job that lost workers on a failed node waits
-  // until that node's agent has surely stopped them (its lease ran out), so
-  // two copies of the job never train at once. The stayers of a job that
-  // regroups need no wait: the job's store admits only the new members.
-  if (j.workers.empty() && WallNow() < j.restart_not_before) {
+  std::map<std::string, int> have;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) have[w.agent]++;
+  // Fencing: a fresh group (no worker stays) of a job that lost workers on a
+  // failed node waits until that node's agent has surely stopped them (its
+  // lease ran out), so two copies of the job never train at once. The stayers
+  // of a job that regroups need no wait: the job's store admits only the new
+  // generation's members.
+  if (have.empty() && !desired.empty() && WallNow() < j.restart_not_before) {
     if (!j.lease_wait_noted) {
       j.lease_wait_noted = true;
       double left = j.restart_not_before - WallNow();
@@ -299,9 +303,6 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     return Status::Ok();
   }
   j.lease_wait_noted = false;
-  std::map<std::string, int> have;
-  for (const auto& [id, w] : j.workers)
-    if (!w.leaving) have[w.agent]++;
   if (have == desired && !desired.empty()) return Status::Ok();
   bool fresh = have.empty();
   std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
