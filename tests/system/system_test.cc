@@ -229,11 +229,12 @@ TEST_F(SystemTest, AgentKilled) {
   }
   EXPECT_GE(dead, 2);
   // The inelastic job is requeued when the scheduler notices (agent timeout):
-  // queued (or already restarted on the other agent once the elastic job finished).
+  // queued, or restarted on the other agent once the elastic job finished and
+  // the lost agent's lease has run out (8 s + 6 s here: it might only be cut off).
   ASSERT_TRUE(WaitFor([&] {
     auto r = Status(*c, *rigid);
     return r.ok() && r->row.generation >= 2;
-  }, 10)) << Logs();
+  }, 25)) << Logs();
   StartAgent(victim, 2);
   ASSERT_TRUE(WaitState(*c, *rigid, p::JobState::kCompleted, 25)) << Logs();
   ASSERT_TRUE(WaitState(*c, *elastic, p::JobState::kCompleted, 25)) << Logs();
