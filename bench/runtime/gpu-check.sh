@@ -7,14 +7,17 @@
 #   bench/runtime/gpu-check.sh carry DIR
 #       On the Debian development machine: copies what the GPU machine's
 #       image lacks (ZeroMQ, cppzmq, spdlog, fmt, cxxopts, nlohmann-json,
-#       SQLite, GoogleTest, prometheus-cpp, OpenSSL headers, pkgconf) from the
-#       installed Debian packages into DIR (under 64 MiB) for the device run.
+#       SQLite, GoogleTest, prometheus-cpp, cpp-httplib, OpenSSL headers, pkgconf)
+#       from the installed Debian packages into DIR (34 MiB) for the device run.
 #   bench/runtime/gpu-check.sh [--carry DIR]
 #       On the GPU machine (one GPU, PyTorch with its NCCL wheel, CMake,
 #       ninja, nvcc, pybind11): builds the runtime, the elastic example, the
 #       Python module and gpu_check against that torch and that NCCL, then
 #       runs the scenarios below with ARYL_BACKEND=nccl, several ranks on the
 #       one GPU (a distinct NCCL_HOSTID each, sockets on loopback).
+#   bench/runtime/gpu-check.sh --backend gloo --carry DIR --configure-only
+#       Here: configures against the carried packages (they come first on
+#       CMake's search path) and Debian's libtorch, to prove the carry.
 #   bench/runtime/gpu-check.sh --backend gloo --build DIR --skip-build
 #       The same scenarios on CPU with Gloo against an existing build (ctest
 #       runtime_gpu_check_logic): proves the script's logic without a GPU.
@@ -41,18 +44,39 @@ carry() {
   # libraries need (glibc and the compiler's runtime are on every machine).
   for f in /usr/include/zmq.h /usr/include/zmq.hpp /usr/include/cxxopts.hpp /usr/include/nlohmann/json.hpp \
     /usr/include/spdlog/spdlog.h /usr/include/fmt/core.h /usr/include/sqlite3.h /usr/include/gtest/gtest.h \
-    /usr/include/gmock/gmock.h /usr/include/prometheus/registry.h /usr/include/openssl/hmac.h /usr/bin/pkgconf; do
+    /usr/include/gmock/gmock.h /usr/include/prometheus/registry.h /usr/include/openssl/hmac.h /usr/include/httplib.h \
+    /usr/bin/pkgconf; do
     p=$(dpkg -S "$f" 2>/dev/null | head -1 | cut -d: -f1) || true
     [[ -n "$p" ]] && pkgs+=("$p")
   done
-  mapfile -t libs < <(dpkg -L "${pkgs[@]}" 2>/dev/null | grep -E '\.so$' | xargs -r ldd 2>/dev/null |
-    awk '/=> \//{print $3}' | sort -u | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u |
+  local sos
+  sos=$({ dpkg -L "${pkgs[@]}" 2>/dev/null | grep -E '\.so$'; echo /usr/bin/pkgconf; } | xargs -r readlink -f | sort -u)
+  mapfile -t libs < <({ echo "$sos"; echo "$sos" | xargs -r ldd 2>/dev/null | awk '/=> \//{print $3}'; } |
+    xargs -r readlink -f | sort -u | xargs -r dpkg -S 2>/dev/null | cut -d: -f1 | sort -u |
     grep -vE '^(libc6|libstdc\+\+6|libgcc-s1)$')
   pkgs+=("${libs[@]}" pkgconf)
-  mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
-  dpkg -L "${pkgs[@]}" | grep -vE '/share/(doc|man|locale|lintian)/|\.a$' | while read -r f; do
-    [[ -f "$f" || -L "$f" ]] && cp -P --parents "$f" "$dir"
+  # pkg-config --cflags also reads the .pc files of Requires.private (libzmq
+  # names krb5-gssapi, libsodium, ...): their -dev packages come too, without
+  # the libraries they link (not needed to link or run Aryl).
+  local dev
+  for ((i = 0; i < ${#pkgs[@]}; i++)); do
+    for dev in $(dpkg-query -W -f '${Depends}' "${pkgs[$i]}" 2>/dev/null | tr ',|' '\n\n' | awk '{print $1}' |
+      grep -E '(-dev|multidev)$' | grep -vE '^(libc6-dev|linux-libc-dev|libicu-dev)$'); do
+      [[ " ${pkgs[*]} " == *" $dev "* ]] || ! dpkg-query -W "$dev" >/dev/null 2>&1 || pkgs+=("$dev")
+    done
   done
+  mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | sort -u)
+  # Static archives stay behind, but GoogleTest's (Debian ships no other).
+  dpkg -L "${pkgs[@]}" | grep -vE '/share/(doc|man|locale|lintian)/' | grep -vP '/lib(?!g(test|mock))[^/]*\.a$' |
+    while read -r f; do
+      [[ -f "$f" || -L "$f" ]] && cp -P --parents "$f" "$dir"
+    done
+  # Every file the carried CMake packages name must be there (CMake checks):
+  # a static archive or a program of a package not carried whole.
+  grep -ohE '\$\{_IMPORT_PREFIX\}/[^" ]+' "$dir"/usr/lib/x86_64-linux-gnu/cmake/*/*.cmake 2>/dev/null |
+    sed 's#^${_IMPORT_PREFIX}#/usr#' | sort -u | while read -r f; do
+      [[ -e "$dir$f" || ! -e "$f" ]] || cp -P --parents "$f" "$dir"
+    done
   ln -sf pkgconf "$dir/usr/bin/pkg-config"
   dpkg-query -W -f '${Package} ${Version}\n' "${pkgs[@]}" >"$dir/PACKAGES"
   echo "carry: $(du -sh "$dir" | cut -f1) in $dir from ${#pkgs[@]} Debian packages (see $dir/PACKAGES)"
@@ -63,12 +87,13 @@ if [[ "${1:-}" == carry ]]; then
   exit $?
 fi
 
-BACKEND=nccl BUILD="" SKIP_BUILD=0 CARRY=""
+BACKEND=nccl BUILD="" SKIP_BUILD=0 CONFIGURE_ONLY=0 CARRY=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --backend) BACKEND=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --skip-build) SKIP_BUILD=1; shift ;;
+    --configure-only) CONFIGURE_ONLY=1; shift ;;
     --carry) CARRY=$2; shift 2 ;;
     *) echo "gpu-check.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -126,33 +151,52 @@ fi
   torch.cuda.nccl.version() if torch.cuda.is_available() else "-")' 2>&1 | tee -a "$SUMMARY"
 
 # --- build ------------------------------------------------------------------
+# The carried packages serve the build (pkgconf, headers, CMake packages);
+# the programs find the carried libraries through an RPATH (DT_RPATH, which
+# also serves libzmq's own dependencies), so the machine's own libraries stay
+# first for torch and Python. CARRY_LD=1 also puts them on LD_LIBRARY_PATH.
+BUILD_ENV=()
+LINK_FLAGS=()
 if [[ -n "$CARRY" ]]; then
   CARRY=$(cd "$CARRY" && pwd)
-  export PATH=$CARRY/usr/bin:$PATH
-  export LD_LIBRARY_PATH=$CARRY/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PKG_CONFIG_PATH=$CARRY/usr/lib/x86_64-linux-gnu/pkgconfig:$CARRY/usr/share/pkgconfig
-  export PKG_CONFIG_SYSROOT_DIR=$CARRY
-  export CPATH=$CARRY/usr/include/x86_64-linux-gnu
+  lib=$CARRY/usr/lib/x86_64-linux-gnu
+  BUILD_ENV=("PATH=$CARRY/usr/bin:$PATH" "LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    "PKG_CONFIG_PATH=$lib/pkgconfig:$CARRY/usr/share/pkgconfig" "PKG_CONFIG_SYSROOT_DIR=$CARRY"
+    "CPATH=$CARRY/usr/include/x86_64-linux-gnu")
+  for kind in EXE SHARED MODULE; do LINK_FLAGS+=("-DCMAKE_${kind}_LINKER_FLAGS=-Wl,--disable-new-dtags"); done
+  [[ "${CARRY_LD:-0}" == 1 ]] && export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 if ((SKIP_BUILD == 0)); then
-  TORCH_PREFIX=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  NCCL_DIR=$("$PY" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null ||
-    "$PY" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')
+  # The machine's torch, and the NCCL of its nvidia-nccl wheel (the one torch
+  # loads; a second NCCL in the process would not do). With --backend gloo
+  # (a CPU machine): Debian's libtorch, and NCCL only if CMake finds it.
+  TORCH_PREFIX=$("$PY" -c 'import torch, os; p = torch.utils.cmake_prefix_path; print(p if os.path.isdir(p) else "")')
+  NCCL_DIR=$("$PY" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
   NCCL_LIB=$(ls "$NCCL_DIR"/lib/libnccl.so* 2>/dev/null | head -1)
-  args=(-S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DARYL_WITH_TORCH=ON -DARYL_WITH_CUDA=ON
-    -DARYL_WITH_NCCL=ON -DARYL_WITH_PYTHON=ON "-DARYL_PYTHON=$(command -v "$PY")"
-    "-DCMAKE_PREFIX_PATH=${CARRY:+$CARRY/usr;}$TORCH_PREFIX" "-DNCCL_INCLUDE_DIR=$NCCL_DIR/include"
-    "-DNCCL_LIBRARY=$NCCL_LIB" ${CARRY:+"-DOPENSSL_ROOT_DIR=$CARRY/usr"})
-  if step configure 150 cmake "${args[@]}"; then
+  args=(-S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DARYL_WITH_TORCH=ON -DARYL_WITH_PYTHON=ON
+    "-DARYL_PYTHON=$(command -v "$PY")" "-DCMAKE_PREFIX_PATH=${CARRY:+$CARRY/usr;}$TORCH_PREFIX"
+    ${CARRY:+"-DOPENSSL_ROOT_DIR=$CARRY/usr"} "${LINK_FLAGS[@]}")
+  if [[ "$BACKEND" == nccl ]]; then
+    args+=(-DARYL_WITH_CUDA=ON -DARYL_WITH_NCCL=ON "-DNCCL_INCLUDE_DIR=$NCCL_DIR/include" "-DNCCL_LIBRARY=$NCCL_LIB")
+  fi
+  if step configure 150 env "${BUILD_ENV[@]}" cmake "${args[@]}"; then
     result configure PASS "torch $TORCH_PREFIX, nccl $NCCL_LIB"
   else
     result configure FAIL "see logs/configure.log"
   fi
-  if step build 330 cmake --build "$BUILD" --target gpu_check elastic_mlp aryl-rt-launch aryl_python -j "$(nproc)"; then
+  targets=(elastic_mlp aryl-rt-launch aryl_python)
+  [[ "$BACKEND" == nccl ]] && targets+=(gpu_check)
+  if ((CONFIGURE_ONLY)); then
+    :
+  elif step build 330 env "${BUILD_ENV[@]}" cmake --build "$BUILD" --target "${targets[@]}" -j "$(nproc)"; then
     result build PASS "$(grep -c 'Building' "$LOGS/build.log") objects"
   else
     result build FAIL "$(grep -m1 -E 'error|Error' "$LOGS/build.log")"
   fi
+fi
+if ((CONFIGURE_ONLY)); then
+  note "== $FAILED failed (configure only), $(( $(date +%s) - START ))s"
+  exit $((FAILED > 0))
 fi
 LAUNCH=$BUILD/runtime/aryl-rt-launch
 MLP=$BUILD/examples/elastic_mlp

@@ -48,6 +48,11 @@ struct World {
     return comms;
   }
 
+  // Ranks tear down together, as processes do (Finalize waits for the peers).
+  static void Close(std::vector<std::unique_ptr<Communicator>>& comms) {
+    RunEach(int(comms.size()), [&](int r) { comms[std::size_t(r)].reset(); });
+  }
+
   static void RunEach(int size, const std::function<void(int)>& body) {
     std::vector<std::thread> threads;
     for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
@@ -76,6 +81,8 @@ TEST(NcclCommunicator, AllReduceWaitsOutGroupEndInProgress) {
     ASSERT_TRUE(comms[std::size_t(r)]->Broadcast({bytes.data(), bytes.size(), DataType::kUInt8}, 2).ok());
     EXPECT_EQ(bytes[8], 2);
   });
+  World::Close(comms);
+  EXPECT_EQ(w.api.LiveComms(), 0);
   auto b = w.api.breaches();
   EXPECT_EQ(b.stream_use_in_progress, 0);
   EXPECT_EQ(b.free_while_queued, 0);
@@ -131,7 +138,9 @@ TEST(NcclCommunicator, ShrinkTimeoutAbortsParentAndChild) {
 TEST(NcclCommunicator, DestructorFinalizesThenDestroys) {
   World w;
   auto comms = w.Group("g1", 2, milliseconds(10000));
-  World::RunEach(2, [&](int r) { comms[std::size_t(r)].reset(); });
+  auto t0 = std::chrono::steady_clock::now();
+  World::Close(comms);
+  EXPECT_LT(Since(t0), 5.0);  // not the 10 s deadline
   EXPECT_EQ(w.api.LiveComms(), 0);
   EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
 }
@@ -161,6 +170,7 @@ TEST(NcclCommunicator, CollectiveWaitsForTheProducerStream) {
     ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum({&view, 1}).ok());
     EXPECT_EQ(dev[7], 2.0f);
   });
+  World::Close(comms);
   EXPECT_EQ(w.api.breaches().unordered_collective, 0);
 }
 
@@ -186,6 +196,7 @@ TEST(NcclCommunicator, SelectsTheDeviceOfItsLocalRank) {
   Status s = comms[1]->AllReduceSum({&wrong, 1});
   EXPECT_TRUE(s.IsInvalidArgument()) << s;
   EXPECT_NE(s.ToString().find("cuda:0"), std::string::npos) << s;
+  World::Close(comms);
 }
 
 // Defect 6: Abort() from another thread while a collective waits only raises

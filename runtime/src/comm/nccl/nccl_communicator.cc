@@ -77,6 +77,7 @@ class NcclCommunicator final : public Communicator {
         FinalizeLocked();
       }
     }
+    if (lost_context_) return;
     if (event_) api_.EventDestroy(event_);
     if (stream_) api_.StreamDestroy(stream_);
   }
@@ -154,16 +155,23 @@ class NcclCommunicator final : public Communicator {
  private:
   enum class State { kCreating, kReady, kAborted };
 
+  // A CUDA error as a Status; after a sticky one no NCCL or CUDA call is made
+  // again (the context is lost; NCCL's teardown could hang on it).
+  Status Cuda(const CudaResult& r, std::string_view op) {
+    if (r.kind == CudaResult::kSticky) lost_context_ = true;
+    return FromCuda(r, op);
+  }
+
   NcclComm Handle() const { return std::atomic_ref<NcclComm>(*cell_).load(std::memory_order_acquire); }
 
   Status PrepareDevice() {
     // Before the stream and the communicator: both belong to the device
     // current at their creation.
     if (CudaResult r = api_.SetDevice(ctx_.device); !r.ok()) {
-      return FromCuda(r, "set device " + std::to_string(ctx_.device));
+      return Cuda(r, "set device " + std::to_string(ctx_.device));
     }
-    if (CudaResult r = api_.StreamCreate(&stream_); !r.ok()) return FromCuda(r, "stream create");
-    if (CudaResult r = api_.EventCreate(&event_); !r.ok()) return FromCuda(r, "event create");
+    if (CudaResult r = api_.StreamCreate(&stream_); !r.ok()) return Cuda(r, "stream create");
+    if (CudaResult r = api_.EventCreate(&event_); !r.ok()) return Cuda(r, "event create");
     return Status::Ok();
   }
 
@@ -235,9 +243,14 @@ class NcclCommunicator final : public Communicator {
     for (size_t i = 0; s.ok() && i < staged.size(); ++i) {
       auto& [host, device] = staged[i];
       CudaResult r = api_.MemcpyAsync(host.data, device, host.bytes(), MemcpyKind::kDeviceToHost, stream_);
-      if (!r.ok()) s = FromCuda(r, "copy to the host");
+      if (!r.ok()) s = Cuda(r, "copy to the host");
     }
     if (s.ok()) s = Drain(deadline, op);
+    if (lost_context_) {
+      *cell_ = nullptr;  // abandoned: the process exits
+      state_ = State::kAborted;
+      return s;
+    }
     if (!s.ok() && !s.IsInvalidArgument()) AbortLocked();
     for (auto& [host, device] : staged) api_.Free(device);
     return s;
@@ -245,11 +258,11 @@ class NcclCommunicator final : public Communicator {
 
   Status Stage(std::span<const BufferView> in, std::vector<BufferView>* buffers,
                std::vector<std::pair<BufferView, void*>>* staged) {
-    if (CudaResult r = api_.RecordOnProducerStream(event_); !r.ok()) return FromCuda(r, "event record");
-    if (CudaResult r = api_.StreamWaitEvent(stream_, event_); !r.ok()) return FromCuda(r, "stream wait event");
+    if (CudaResult r = api_.RecordOnProducerStream(event_); !r.ok()) return Cuda(r, "event record");
+    if (CudaResult r = api_.StreamWaitEvent(stream_, event_); !r.ok()) return Cuda(r, "stream wait event");
     for (const auto& b : in) {
       int device = -1;
-      if (CudaResult r = api_.PointerDevice(b.data, &device); !r.ok()) return FromCuda(r, "pointer attributes");
+      if (CudaResult r = api_.PointerDevice(b.data, &device); !r.ok()) return Cuda(r, "pointer attributes");
       if (device >= 0) {
         if (device != ctx_.device) {
           return Status::InvalidArgument("nccl: a buffer is on cuda:" + std::to_string(device) +
@@ -260,10 +273,10 @@ class NcclCommunicator final : public Communicator {
       }
       // The runtime's small control buffers live in host memory.
       void* d = nullptr;
-      if (CudaResult r = api_.Malloc(&d, b.bytes()); !r.ok()) return FromCuda(r, "staging allocation");
+      if (CudaResult r = api_.Malloc(&d, b.bytes()); !r.ok()) return Cuda(r, "staging allocation");
       staged->push_back({b, d});
       CudaResult r = api_.MemcpyAsync(d, b.data, b.bytes(), MemcpyKind::kHostToDevice, stream_);
-      if (!r.ok()) return FromCuda(r, "copy to the device");
+      if (!r.ok()) return Cuda(r, "copy to the device");
       buffers->push_back({d, b.count, b.dtype});
     }
     return Status::Ok();
@@ -273,7 +286,7 @@ class NcclCommunicator final : public Communicator {
     for (Backoff backoff;; backoff.Wait()) {
       CudaResult q = api_.StreamQuery(stream_);
       if (q.ok()) return Status::Ok();
-      if (q.kind != CudaResult::kNotReady) return FromCuda(q, "stream of " + std::string(op));
+      if (q.kind != CudaResult::kNotReady) return Cuda(q, "stream of " + std::string(op));
       NcclResult async = NcclResult::kSuccess;
       NcclResult r = api_.CommGetAsyncError(Handle(), &async);
       if (r != NcclResult::kSuccess) return FromNccl(api_, r, op);
@@ -326,6 +339,7 @@ class NcclCommunicator final : public Communicator {
   std::mutex mu_;  // held by the thread inside NCCL on this communicator
   State state_ = State::kCreating;
   std::atomic<bool> abort_requested_{false};
+  bool lost_context_ = false;  // under mu_
 };
 
 }  // namespace
@@ -348,7 +362,10 @@ Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& contex
     }
     NcclResult r = context.api->GetUniqueId(&id);
     if (r != NcclResult::kSuccess) return FromNccl(*context.api, r, "get unique id");
-    ARYL_RETURN_IF_ERROR(store.Set(prefix + "/id", HexNcclId(id)));
+    if (Status s = store.Set(prefix + "/id", HexNcclId(id)); !s.ok()) {
+      ++context.leaked_roots;  // nobody will connect to this root
+      return s;
+    }
   } else {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     ARYL_ASSIGN_OR_RETURN(std::string text, store.Wait(prefix + "/id", std::max(left, std::chrono::milliseconds(1))));

@@ -14,6 +14,7 @@
 //   kCreating --error, timeout, Abort()--> kAborted (CommAbort; parent too for a shrink)
 //   kReady --collective polled to kSuccess and its stream drained--> kReady
 //   kReady --NCCL error, timeout, Abort() seen--> kAborted (CommAbort)
+//   kReady --sticky CUDA error--> kAborted with no NCCL or CUDA call (context lost)
 //   kReady --destructor--> Finalize polled to kSuccess, Destroy; or CommAbort at the deadline
 // Every wait polls CommGetAsyncError (and the stream) to one deadline, the
 // communicator's timeout, and returns Timeout past it.
