@@ -48,11 +48,13 @@ int Fail(int rank, const char* what, const Status& s) {
 int Collectives(Communicator& comm, int rank, int world, const char* label) {
   const size_t n = 4u << 20;  // 16 MB of float32
   float* d = nullptr;
-  if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess) return Fail(rank, "cudaMalloc", Status::Unavailable(label));
+  if (cudaMalloc(&d, n * sizeof(float)) != cudaSuccess)
+    return Fail(rank, "cudaMalloc", Status::Unavailable(label));
   std::vector<float> h(n, float(rank + 1));
   cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
   std::vector<double> control(3, double(rank));
-  BufferView views[] = {{d, n, DataType::kFloat32}, {control.data(), control.size(), DataType::kFloat64}};
+  BufferView views[] = {{d, n, DataType::kFloat32},
+                        {control.data(), control.size(), DataType::kFloat64}};
   auto t0 = std::chrono::steady_clock::now();
   Status s = comm.AllReduceSum(views);
   double secs = Since(t0);
@@ -62,9 +64,10 @@ int Collectives(Communicator& comm, int rank, int world, const char* label) {
   for (int r = 0; r < world; ++r) want += r + 1;
   double want_control = world * (world - 1) / 2.0;
   if (h[0] != float(want) || h[n - 1] != float(want) || control[2] != want_control) {
-    return Fail(rank, label,
-                Status::Internal("sums " + std::to_string(h[0]) + " / " + std::to_string(control[2]) + ", want " +
-                                 std::to_string(want) + " / " + std::to_string(want_control)));
+    return Fail(
+        rank, label,
+        Status::Internal("sums " + std::to_string(h[0]) + " / " + std::to_string(control[2]) +
+                         ", want " + std::to_string(want) + " / " + std::to_string(want_control)));
   }
   if (Status b = comm.Broadcast(views[1], world - 1); !b.ok()) return Fail(rank, label, b);
   cudaFree(d);
@@ -102,8 +105,9 @@ int Worker(const std::string& endpoint, int rank, int world) {
     auto lonely = CreateNcclCommunicator(context, *js, "g2/nccl", 0, 2, milliseconds(2000));
     double took = Since(t0);
     if (lonely.ok() || !lonely.status().IsRetryable() || took > 4.0) {
-      return Fail(rank, "timeout", Status::Internal("expected a retryable error within 2 + 2 s, took " +
-                                                    std::to_string(took) + ": " + lonely.status().ToString()));
+      return Fail(rank, "timeout",
+                  Status::Internal("expected a retryable error within 2 + 2 s, took " +
+                                   std::to_string(took) + ": " + lonely.status().ToString()));
     }
     std::printf("PASS timeout in %.2f s: %s\n", took, lonely.status().ToString().c_str());
   }
@@ -128,8 +132,9 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
     std::string rs = std::to_string(r), ns = std::to_string(ranks);
-    std::vector<char*> args = {argv[0], const_cast<char*>("--ranks"), ns.data(), const_cast<char*>("--worker"),
-                               rs.data(), const_cast<char*>("--endpoint"), endpoint.data(), nullptr};
+    std::vector<char*> args = {
+        argv[0],   const_cast<char*>("--ranks"),    ns.data(),       const_cast<char*>("--worker"),
+        rs.data(), const_cast<char*>("--endpoint"), endpoint.data(), nullptr};
     pid_t pid = 0;
     if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, args.data(), environ) != 0) {
       return Fail(-1, "spawn", Status::Unavailable("posix_spawn"));

@@ -26,7 +26,8 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 // One process per rank: its own NcclContext over the shared double.
 struct World {
-  explicit World(int devices = 1) : api(devices), store(c10::make_intrusive<c10d::HashStore>(), "t") {}
+  explicit World(int devices = 1)
+      : api(devices), store(c10::make_intrusive<c10d::HashStore>(), "t") {}
 
   NcclContext& Context(int rank) {
     while (int(contexts.size()) <= rank) {
@@ -37,7 +38,8 @@ struct World {
   }
 
   // Creates `size` ranks as threads; every creation must succeed.
-  std::vector<std::unique_ptr<Communicator>> Group(const std::string& prefix, int size, milliseconds timeout) {
+  std::vector<std::unique_ptr<Communicator>> Group(const std::string& prefix, int size,
+                                                   milliseconds timeout) {
     std::vector<std::unique_ptr<Communicator>> comms(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) Context(r);
     RunEach(size, [&](int r) {
@@ -73,12 +75,14 @@ TEST(NcclCommunicator, AllReduceWaitsOutGroupEndInProgress) {
     auto* dev = static_cast<float*>(w.api.DeviceAlloc(0, 64 * sizeof(float)));
     std::fill(dev, dev + 64, float(r + 1));
     std::vector<double> host(5, 0.5);
-    BufferView views[] = {{dev, 64, DataType::kFloat32}, {host.data(), host.size(), DataType::kFloat64}};
+    BufferView views[] = {{dev, 64, DataType::kFloat32},
+                          {host.data(), host.size(), DataType::kFloat64}};
     ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum(views).ok());
     EXPECT_EQ(dev[63], 6.0f);
     EXPECT_EQ(host[4], 1.5);
     std::vector<uint8_t> bytes(9, uint8_t(r));
-    ASSERT_TRUE(comms[std::size_t(r)]->Broadcast({bytes.data(), bytes.size(), DataType::kUInt8}, 2).ok());
+    ASSERT_TRUE(
+        comms[std::size_t(r)]->Broadcast({bytes.data(), bytes.size(), DataType::kUInt8}, 2).ok());
     EXPECT_EQ(bytes[8], 2);
   });
   World::Close(comms);
@@ -179,7 +183,8 @@ TEST(NcclCommunicator, CollectiveWaitsForTheProducerStream) {
 TEST(NcclCommunicator, SelectsTheDeviceOfItsLocalRank) {
   EXPECT_EQ(SelectCudaDevice(0, 2), 0);
   EXPECT_EQ(SelectCudaDevice(3, 2), 1);
-  EXPECT_EQ(SelectCudaDevice(5, 1), 0);  // pinned by CUDA_VISIBLE_DEVICES, or several ranks on one GPU
+  EXPECT_EQ(SelectCudaDevice(5, 1),
+            0);  // pinned by CUDA_VISIBLE_DEVICES, or several ranks on one GPU
   EXPECT_EQ(SelectCudaDevice(2, 0), 0);
   World w(2);
   for (int r = 0; r < 2; ++r) w.Context(r).device = SelectCudaDevice(r, 2);
@@ -254,7 +259,8 @@ TEST(NcclCommunicator, StickyCudaErrorIsFatal) {
 TEST(NcclCommunicator, RankZeroBoundsBootstrapRootsOfFailedGenerations) {
   World w;
   for (int g = 0; g < kMaxLeakedRoots; ++g) {
-    auto c = CreateNcclCommunicator(w.Context(0), w.store, "g" + std::to_string(g), 0, 2, milliseconds(50));
+    auto c = CreateNcclCommunicator(w.Context(0), w.store, "g" + std::to_string(g), 0, 2,
+                                    milliseconds(50));
     ASSERT_FALSE(c.ok());
     EXPECT_TRUE(c.status().IsRetryable()) << c.status();
   }

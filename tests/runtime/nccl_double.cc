@@ -56,7 +56,8 @@ int NcclDouble::LiveComms() const {
 
 int NcclDouble::LiveRoots() const {
   std::lock_guard lock(mu_);
-  return int(std::count_if(groups_.begin(), groups_.end(), [](const auto& g) { return g->root_live; }));
+  return int(
+      std::count_if(groups_.begin(), groups_.end(), [](const auto& g) { return g->root_live; }));
 }
 
 int NcclDouble::LiveDeviceBuffers() const {
@@ -71,7 +72,8 @@ int NcclDouble::DeviceOf(NcclComm comm) const {
 
 NcclDouble::Comm* NcclDouble::Live(NcclComm handle) {
   auto* c = reinterpret_cast<Comm*>(handle);
-  bool known = std::any_of(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });
+  bool known =
+      std::any_of(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });
   if (!known || c->dead) {
     ++breaches_.call_on_dead_handle;
     return nullptr;
@@ -292,21 +294,29 @@ NcclResult NcclDouble::AllReduceSum(void* data, std::size_t count, DataType dtyp
   return Enqueue(Op{Op::kAllReduce, data, nullptr, 0, count, dtype, 0}, comm, stream);
 }
 
-NcclResult NcclDouble::Broadcast(void* data, std::size_t count, DataType dtype, int root, NcclComm comm,
-                                 CudaStream stream) {
+NcclResult NcclDouble::Broadcast(void* data, std::size_t count, DataType dtype, int root,
+                                 NcclComm comm, CudaStream stream) {
   return Enqueue(Op{Op::kBroadcast, data, nullptr, 0, count, dtype, root}, comm, stream);
 }
 
 std::string NcclDouble::ErrorString(NcclResult r) {
   switch (r) {
-    case NcclResult::kSuccess: return "no error";
-    case NcclResult::kUnhandledCudaError: return "unhandled cuda error";
-    case NcclResult::kSystemError: return "unhandled system error";
-    case NcclResult::kInternalError: return "internal error";
-    case NcclResult::kInvalidArgument: return "invalid argument";
-    case NcclResult::kInvalidUsage: return "invalid usage";
-    case NcclResult::kRemoteError: return "remote process exited or there was a network error";
-    case NcclResult::kInProgress: return "NCCL operation in progress";
+    case NcclResult::kSuccess:
+      return "no error";
+    case NcclResult::kUnhandledCudaError:
+      return "unhandled cuda error";
+    case NcclResult::kSystemError:
+      return "unhandled system error";
+    case NcclResult::kInternalError:
+      return "internal error";
+    case NcclResult::kInvalidArgument:
+      return "invalid argument";
+    case NcclResult::kInvalidUsage:
+      return "invalid usage";
+    case NcclResult::kRemoteError:
+      return "remote process exited or there was a network error";
+    case NcclResult::kInProgress:
+      return "NCCL operation in progress";
   }
   return "unknown";
 }

@@ -40,7 +40,7 @@ class NcclDouble final : public NcclApi {
 
   // What the world does.
   void ProducerLaunched(int device);  // the training code queued a kernel on its stream
-  void InjectStickyError();  // the next stream query finds the CUDA context lost
+  void InjectStickyError();           // the next stream query finds the CUDA context lost
 
   // Device memory of this double (PointerDevice reports `device` for it).
   void* DeviceAlloc(int device, std::size_t bytes);
@@ -72,7 +72,8 @@ class NcclDouble final : public NcclApi {
   NcclResult CommCuDevice(NcclComm comm, int* device) override;
   NcclResult GroupStart() override;
   NcclResult GroupEnd() override;
-  NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm, CudaStream stream) override;
+  NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm,
+                          CudaStream stream) override;
   NcclResult Broadcast(void* data, std::size_t count, DataType dtype, int root, NcclComm comm,
                        CudaStream stream) override;
   std::string ErrorString(NcclResult r) override;
@@ -89,7 +90,8 @@ class NcclDouble final : public NcclApi {
   CudaResult StreamWaitEvent(CudaStream stream, CudaEvent event) override;
   CudaResult Malloc(void** p, std::size_t bytes) override;
   CudaResult Free(void* p) override;
-  CudaResult MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind, CudaStream stream) override;
+  CudaResult MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind,
+                         CudaStream stream) override;
 
  private:
   struct Group;
@@ -101,9 +103,10 @@ class NcclDouble final : public NcclApi {
   };
 
   Comm* Live(NcclComm handle);
-  NcclResult Query(NcclComm comm, const std::function<void(const Comm&)>& read);  // null (and a breach) for a dead handle; under mu_
+  NcclResult Query(NcclComm comm, const std::function<void(const Comm&)>&
+                                      read);  // null (and a breach) for a dead handle; under mu_
   NcclResult Enqueue(Op op, NcclComm comm, CudaStream stream);
-  void Progress(Comm& c);  // under mu_: launches, shrinks, finalizes, failures
+  void Progress(Comm& c);     // under mu_: launches, shrinks, finalizes, failures
   void RunStream(Stream& s);  // under mu_
   bool Uses(const Stream& s, const void* p) const;
 

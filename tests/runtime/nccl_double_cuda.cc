@@ -62,7 +62,8 @@ bool NcclDouble::Uses(const Stream& s, const void* p) const {
   auto within = [&](const void* q) {
     return q >= p && static_cast<const char*>(q) < static_cast<const char*>(p) + bytes;
   };
-  return std::any_of(s.queue.begin(), s.queue.end(), [&](const Op& op) { return within(op.dst) || within(op.src); });
+  return std::any_of(s.queue.begin(), s.queue.end(),
+                     [&](const Op& op) { return within(op.dst) || within(op.src); });
 }
 
 void NcclDouble::RunStream(Stream& s) {
@@ -82,17 +83,26 @@ void NcclDouble::RunStream(Stream& s) {
     if (std::find(heads.begin(), heads.end(), &op) == heads.end()) heads.push_back(&op);
     if (int(heads.size()) < g.nranks) return;  // the kernel waits for its peers
     if (op.kind == Op::kBroadcast) {
-      auto root = std::find_if(heads.begin(), heads.end(), [&](Op* h) { return h->rank == op.root; });
+      auto root =
+          std::find_if(heads.begin(), heads.end(), [&](Op* h) { return h->rank == op.root; });
       std::size_t bytes = op.count * DataTypeSize(op.dtype);
       for (Op* h : heads) {
         if (h != *root) std::memcpy(h->dst, (*root)->dst, bytes);
       }
     } else {
       switch (op.dtype) {
-        case DataType::kFloat32: SumInto<float>(heads, op.count); break;
-        case DataType::kFloat64: SumInto<double>(heads, op.count); break;
-        case DataType::kInt64: SumInto<int64_t>(heads, op.count); break;
-        case DataType::kUInt8: SumInto<uint8_t>(heads, op.count); break;
+        case DataType::kFloat32:
+          SumInto<float>(heads, op.count);
+          break;
+        case DataType::kFloat64:
+          SumInto<double>(heads, op.count);
+          break;
+        case DataType::kInt64:
+          SumInto<int64_t>(heads, op.count);
+          break;
+        case DataType::kUInt8:
+          SumInto<uint8_t>(heads, op.count);
+          break;
       }
     }
     g.done[op.seq] = true;
@@ -148,7 +158,8 @@ CudaResult NcclDouble::Free(void* p) {
   return {};
 }
 
-CudaResult NcclDouble::MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind, CudaStream stream) {
+CudaResult NcclDouble::MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind,
+                                   CudaStream stream) {
   std::lock_guard lock(mu_);
   auto* s = reinterpret_cast<Stream*>(stream);
   if (s->owner && !s->owner->unlaunched.empty()) ++breaches_.stream_use_in_progress;

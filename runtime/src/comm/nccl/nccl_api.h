@@ -75,7 +75,8 @@ class NcclApi {
   // NCCL. Every communicator these create is non-blocking (rule 1).
   virtual NcclResult GetUniqueId(NcclUniqueId* id) = 0;
   virtual NcclResult CommInitRank(NcclComm* comm, int nranks, const NcclUniqueId& id, int rank) = 0;
-  virtual NcclResult CommShrink(NcclComm parent, std::span<const int> excluded, NcclComm* child) = 0;
+  virtual NcclResult CommShrink(NcclComm parent, std::span<const int> excluded,
+                                NcclComm* child) = 0;
   virtual NcclResult CommGetAsyncError(NcclComm comm, NcclResult* async) = 0;
   virtual NcclResult CommFinalize(NcclComm comm) = 0;
   virtual NcclResult CommDestroy(NcclComm comm) = 0;
@@ -86,9 +87,10 @@ class NcclApi {
   virtual NcclResult GroupStart() = 0;
   virtual NcclResult GroupEnd() = 0;
   // In place: sum / root's copy into `data` on every rank.
-  virtual NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm, CudaStream stream) = 0;
-  virtual NcclResult Broadcast(void* data, std::size_t count, DataType dtype, int root, NcclComm comm,
-                               CudaStream stream) = 0;
+  virtual NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm,
+                                  CudaStream stream) = 0;
+  virtual NcclResult Broadcast(void* data, std::size_t count, DataType dtype, int root,
+                               NcclComm comm, CudaStream stream) = 0;
   virtual std::string ErrorString(NcclResult r) = 0;
 
   // CUDA.
@@ -98,7 +100,8 @@ class NcclApi {
   virtual CudaResult PointerDevice(const void* p, int* device) = 0;
   virtual CudaResult StreamCreate(CudaStream* stream) = 0;  // on the current device
   virtual CudaResult StreamDestroy(CudaStream stream) = 0;
-  virtual CudaResult StreamQuery(CudaStream stream) = 0;  // kOk when idle, kNotReady while work is queued
+  virtual CudaResult StreamQuery(
+      CudaStream stream) = 0;  // kOk when idle, kNotReady while work is queued
   virtual CudaResult EventCreate(CudaEvent* event) = 0;
   virtual CudaResult EventDestroy(CudaEvent event) = 0;
   // Records `event` on the stream the training code's kernels run on: the

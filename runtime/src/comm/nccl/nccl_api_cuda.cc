@@ -50,10 +50,14 @@ CudaResult Cuda(cudaError_t e) {
 
 ncclDataType_t ToNccl(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kInt64: return ncclInt64;
-    case DataType::kUInt8: return ncclUint8;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUInt8:
+      return ncclUint8;
   }
   return ncclUint8;
 }
@@ -76,7 +80,8 @@ class CudaNccl final : public NcclApi {
     ncclUniqueId raw;
     std::memcpy(raw.internal, id.bytes, sizeof(id.bytes));
     ncclConfig_t config = NonBlocking();
-    return R(ncclCommInitRankConfig(reinterpret_cast<ncclComm_t*>(comm), nranks, raw, rank, &config));
+    return R(
+        ncclCommInitRankConfig(reinterpret_cast<ncclComm_t*>(comm), nranks, raw, rank, &config));
   }
   NcclResult CommShrink(NcclComm parent, std::span<const int> excluded, NcclComm* child) override {
     ncclConfig_t config = NonBlocking();
@@ -92,19 +97,28 @@ class CudaNccl final : public NcclApi {
   NcclResult CommFinalize(NcclComm comm) override { return R(ncclCommFinalize(C(comm))); }
   NcclResult CommDestroy(NcclComm comm) override { return R(ncclCommDestroy(C(comm))); }
   NcclResult CommAbort(NcclComm comm) override { return R(ncclCommAbort(C(comm))); }
-  NcclResult CommUserRank(NcclComm comm, int* rank) override { return R(ncclCommUserRank(C(comm), rank)); }
-  NcclResult CommCount(NcclComm comm, int* count) override { return R(ncclCommCount(C(comm), count)); }
-  NcclResult CommCuDevice(NcclComm comm, int* device) override { return R(ncclCommCuDevice(C(comm), device)); }
+  NcclResult CommUserRank(NcclComm comm, int* rank) override {
+    return R(ncclCommUserRank(C(comm), rank));
+  }
+  NcclResult CommCount(NcclComm comm, int* count) override {
+    return R(ncclCommCount(C(comm), count));
+  }
+  NcclResult CommCuDevice(NcclComm comm, int* device) override {
+    return R(ncclCommCuDevice(C(comm), device));
+  }
   NcclResult GroupStart() override { return R(ncclGroupStart()); }
   NcclResult GroupEnd() override { return R(ncclGroupEnd()); }
-  NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm, CudaStream stream) override {
+  NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm,
+                          CudaStream stream) override {
     return R(ncclAllReduce(data, data, count, ToNccl(dtype), ncclSum, C(comm), S(stream)));
   }
   NcclResult Broadcast(void* data, std::size_t count, DataType dtype, int root, NcclComm comm,
                        CudaStream stream) override {
     return R(ncclBroadcast(data, data, count, ToNccl(dtype), root, C(comm), S(stream)));
   }
-  std::string ErrorString(NcclResult r) override { return ncclGetErrorString(static_cast<ncclResult_t>(r)); }
+  std::string ErrorString(NcclResult r) override {
+    return ncclGetErrorString(static_cast<ncclResult_t>(r));
+  }
 
   CudaResult DeviceCount(int* count) override { return Cuda(cudaGetDeviceCount(count)); }
   CudaResult SetDevice(int device) override { return Cuda(cudaSetDevice(device)); }
@@ -118,12 +132,16 @@ class CudaNccl final : public NcclApi {
   CudaResult StreamCreate(CudaStream* stream) override {
     // Non-blocking: NCCL's kernels must not wait on unrelated work of the
     // legacy stream; order with the producer comes from an event instead.
-    return Cuda(cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(stream), cudaStreamNonBlocking));
+    return Cuda(
+        cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(stream), cudaStreamNonBlocking));
   }
-  CudaResult StreamDestroy(CudaStream stream) override { return Cuda(cudaStreamDestroy(S(stream))); }
+  CudaResult StreamDestroy(CudaStream stream) override {
+    return Cuda(cudaStreamDestroy(S(stream)));
+  }
   CudaResult StreamQuery(CudaStream stream) override { return Cuda(cudaStreamQuery(S(stream))); }
   CudaResult EventCreate(CudaEvent* event) override {
-    return Cuda(cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(event), cudaEventDisableTiming));
+    return Cuda(
+        cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(event), cudaEventDisableTiming));
   }
   CudaResult EventDestroy(CudaEvent event) override { return Cuda(cudaEventDestroy(E(event))); }
   CudaResult RecordOnProducerStream(CudaEvent event) override {
@@ -132,9 +150,12 @@ class CudaNccl final : public NcclApi {
   CudaResult StreamWaitEvent(CudaStream stream, CudaEvent event) override {
     return Cuda(cudaStreamWaitEvent(S(stream), E(event), 0));
   }
-  CudaResult Malloc(void** p, std::size_t bytes) override { return Cuda(cudaMalloc(p, bytes ? bytes : 1)); }
+  CudaResult Malloc(void** p, std::size_t bytes) override {
+    return Cuda(cudaMalloc(p, bytes ? bytes : 1));
+  }
   CudaResult Free(void* p) override { return Cuda(cudaFree(p)); }
-  CudaResult MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind, CudaStream stream) override {
+  CudaResult MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind,
+                         CudaStream stream) override {
     auto k = kind == MemcpyKind::kHostToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
     return Cuda(cudaMemcpyAsync(dst, src, bytes, k, S(stream)));
   }

@@ -35,14 +35,16 @@ bool Accepted(NcclResult r) { return r == NcclResult::kSuccess || r == NcclResul
 
 Status FromNccl(NcclApi& api, NcclResult r, std::string_view op) {
   std::string msg = "nccl " + std::string(op) + ": " + api.ErrorString(r);
-  if (r == NcclResult::kInvalidArgument || r == NcclResult::kInvalidUsage) return Status::InvalidArgument(msg);
+  if (r == NcclResult::kInvalidArgument || r == NcclResult::kInvalidUsage)
+    return Status::InvalidArgument(msg);
   return Status::IoError(msg);  // remote, system, internal, unhandled CUDA: rebuild the group
 }
 
 Status FromCuda(const CudaResult& r, std::string_view op) {
   std::string msg = "cuda " + std::string(op) + ": " + r.what;
   if (r.kind == CudaResult::kSticky) {
-    return Status::Internal(msg + " (a sticky error: the CUDA context is lost and this process must exit)");
+    return Status::Internal(
+        msg + " (a sticky error: the CUDA context is lost and this process must exit)");
   }
   return Status::Unavailable(msg);
 }
@@ -103,11 +105,12 @@ class NcclCommunicator final : public Communicator {
 
   Status Broadcast(BufferView buffer, int root) override {
     if (root < 0 || root >= size_) {
-      return Status::InvalidArgument("nccl broadcast: root " + std::to_string(root) + " is not in [0, " +
-                                     std::to_string(size_) + ")");
+      return Status::InvalidArgument("nccl broadcast: root " + std::to_string(root) +
+                                     " is not in [0, " + std::to_string(size_) + ")");
     }
     return Collective({&buffer, 1}, "broadcast", [&](const std::vector<BufferView>& buffers) {
-      return api_.Broadcast(buffers[0].data, buffers[0].count, buffers[0].dtype, root, Handle(), stream_);
+      return api_.Broadcast(buffers[0].data, buffers[0].count, buffers[0].dtype, root, Handle(),
+                            stream_);
     });
   }
 
@@ -131,7 +134,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   // kCreating -> kReady, or both this and `parent` kAborted with the error.
-  Status ShrinkFrom(NcclCommunicator& parent, std::span<const int> excluded, Clock::time_point deadline) {
+  Status ShrinkFrom(NcclCommunicator& parent, std::span<const int> excluded,
+                    Clock::time_point deadline) {
     std::scoped_lock lock(parent.mu_, mu_);
     if (parent.state_ != State::kReady || parent.abort_requested_) {
       return Status::InvalidArgument("nccl shrink: the parent communicator is not live");
@@ -162,7 +166,9 @@ class NcclCommunicator final : public Communicator {
     return FromCuda(r, op);
   }
 
-  NcclComm Handle() const { return std::atomic_ref<NcclComm>(*cell_).load(std::memory_order_acquire); }
+  NcclComm Handle() const {
+    return std::atomic_ref<NcclComm>(*cell_).load(std::memory_order_acquire);
+  }
 
   Status PrepareDevice() {
     // Before the stream and the communicator: both belong to the device
@@ -182,9 +188,9 @@ class NcclCommunicator final : public Communicator {
     if (r == NcclResult::kSuccess) r = api_.CommCuDevice(Handle(), &device);
     if (r != NcclResult::kSuccess) return FailLocked(FromNccl(api_, r, op));
     if (device != ctx_.device) {
-      return FailLocked(Status::Internal("nccl " + std::string(op) + ": the communicator is on cuda:" +
-                                         std::to_string(device) + ", this process selected cuda:" +
-                                         std::to_string(ctx_.device)));
+      return FailLocked(Status::Internal(
+          "nccl " + std::string(op) + ": the communicator is on cuda:" + std::to_string(device) +
+          ", this process selected cuda:" + std::to_string(ctx_.device)));
     }
     state_ = State::kReady;
     return Status::Ok();
@@ -205,11 +211,13 @@ class NcclCommunicator final : public Communicator {
   // Polls this parent until NCCL has written the child's handle.
   Status WaitForChild(const NcclComm& child, Clock::time_point deadline) {
     for (Backoff backoff;; backoff.Wait()) {
-      if (std::atomic_ref<const NcclComm>(child).load(std::memory_order_acquire)) return Status::Ok();
+      if (std::atomic_ref<const NcclComm>(child).load(std::memory_order_acquire))
+        return Status::Ok();
       NcclResult async = NcclResult::kSuccess;
       NcclResult r = api_.CommGetAsyncError(Handle(), &async);
       if (r != NcclResult::kSuccess) return FromNccl(api_, r, "shrink");
-      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress) return FromNccl(api_, async, "shrink");
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress)
+        return FromNccl(api_, async, "shrink");
       if (Status s = Interrupted(deadline, "shrink"); !s.ok()) return s;
     }
   }
@@ -217,8 +225,8 @@ class NcclCommunicator final : public Communicator {
   Status Interrupted(Clock::time_point deadline, std::string_view op) const {
     if (abort_requested_) return Status::Unavailable("nccl " + std::string(op) + ": aborted");
     if (Clock::now() > deadline) {
-      return Status::Timeout("nccl " + std::string(op) + ": timed out after " + std::to_string(timeout_.count()) +
-                             " ms");
+      return Status::Timeout("nccl " + std::string(op) + ": timed out after " +
+                             std::to_string(timeout_.count()) + " ms");
     }
     return Status::Ok();
   }
@@ -230,8 +238,10 @@ class NcclCommunicator final : public Communicator {
   template <typename Launch>
   Status Collective(std::span<const BufferView> in, std::string_view op, Launch launch) {
     std::lock_guard lock(mu_);
-    if (state_ != State::kReady) return Status::Unavailable("nccl " + std::string(op) + ": communicator aborted");
-    if (abort_requested_) return FailLocked(Status::Unavailable("nccl " + std::string(op) + ": aborted"));
+    if (state_ != State::kReady)
+      return Status::Unavailable("nccl " + std::string(op) + ": communicator aborted");
+    if (abort_requested_)
+      return FailLocked(Status::Unavailable("nccl " + std::string(op) + ": aborted"));
     auto deadline = Clock::now() + timeout_;
     std::vector<BufferView> buffers;
     std::vector<std::pair<BufferView, void*>> staged;  // host buffer, its device copy
@@ -242,7 +252,8 @@ class NcclCommunicator final : public Communicator {
     }
     for (size_t i = 0; s.ok() && i < staged.size(); ++i) {
       auto& [host, device] = staged[i];
-      CudaResult r = api_.MemcpyAsync(host.data, device, host.bytes(), MemcpyKind::kDeviceToHost, stream_);
+      CudaResult r =
+          api_.MemcpyAsync(host.data, device, host.bytes(), MemcpyKind::kDeviceToHost, stream_);
       if (!r.ok()) s = Cuda(r, "copy to the host");
     }
     if (s.ok()) s = Drain(deadline, op);
@@ -259,14 +270,17 @@ class NcclCommunicator final : public Communicator {
   Status Stage(std::span<const BufferView> in, std::vector<BufferView>* buffers,
                std::vector<std::pair<BufferView, void*>>* staged) {
     if (CudaResult r = api_.RecordOnProducerStream(event_); !r.ok()) return Cuda(r, "event record");
-    if (CudaResult r = api_.StreamWaitEvent(stream_, event_); !r.ok()) return Cuda(r, "stream wait event");
+    if (CudaResult r = api_.StreamWaitEvent(stream_, event_); !r.ok())
+      return Cuda(r, "stream wait event");
     for (const auto& b : in) {
       int device = -1;
-      if (CudaResult r = api_.PointerDevice(b.data, &device); !r.ok()) return Cuda(r, "pointer attributes");
+      if (CudaResult r = api_.PointerDevice(b.data, &device); !r.ok())
+        return Cuda(r, "pointer attributes");
       if (device >= 0) {
         if (device != ctx_.device) {
-          return Status::InvalidArgument("nccl: a buffer is on cuda:" + std::to_string(device) +
-                                         " but the communicator is on cuda:" + std::to_string(ctx_.device));
+          return Status::InvalidArgument(
+              "nccl: a buffer is on cuda:" + std::to_string(device) +
+              " but the communicator is on cuda:" + std::to_string(ctx_.device));
         }
         buffers->push_back(b);
         continue;
@@ -290,7 +304,8 @@ class NcclCommunicator final : public Communicator {
       NcclResult async = NcclResult::kSuccess;
       NcclResult r = api_.CommGetAsyncError(Handle(), &async);
       if (r != NcclResult::kSuccess) return FromNccl(api_, r, op);
-      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress) return FromNccl(api_, async, op);
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress)
+        return FromNccl(api_, async, op);
       if (Status s = Interrupted(deadline, op); !s.ok()) return s;
     }
   }
@@ -332,7 +347,8 @@ class NcclCommunicator final : public Communicator {
   NcclContext& ctx_;
   NcclApi& api_;
   const std::chrono::milliseconds timeout_;
-  std::shared_ptr<NcclComm> cell_ = std::make_shared<NcclComm>(nullptr);  // the handle, where NCCL writes it
+  std::shared_ptr<NcclComm> cell_ =
+      std::make_shared<NcclComm>(nullptr);  // the handle, where NCCL writes it
   CudaStream stream_ = nullptr;
   CudaEvent event_ = nullptr;
   int rank_ = 0, size_ = 0;
@@ -350,15 +366,17 @@ int SelectCudaDevice(int local_rank, int device_count) {
 }
 
 Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
-                                                             const std::string& prefix, int rank, int size,
+                                                             const std::string& prefix, int rank,
+                                                             int size,
                                                              std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;  // one deadline for the id and the init
   NcclUniqueId id;
   if (rank == 0) {
     if (context.leaked_roots >= kMaxLeakedRoots) {
-      return Status::Internal("nccl: " + std::to_string(context.leaked_roots.load()) +
-                              " bootstrap root threads of failed generations may still wait for their ranks (NCCL "
-                              "cannot stop them); this process must exit and be replaced");
+      return Status::Internal(
+          "nccl: " + std::to_string(context.leaked_roots.load()) +
+          " bootstrap root threads of failed generations may still wait for their ranks (NCCL "
+          "cannot stop them); this process must exit and be replaced");
     }
     NcclResult r = context.api->GetUniqueId(&id);
     if (r != NcclResult::kSuccess) return FromNccl(*context.api, r, "get unique id");
@@ -368,8 +386,10 @@ Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& contex
     }
   } else {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    ARYL_ASSIGN_OR_RETURN(std::string text, store.Wait(prefix + "/id", std::max(left, std::chrono::milliseconds(1))));
-    if (!UnhexNcclId(text, &id)) return Status::Corruption("nccl unique id at " + prefix + "/id is malformed");
+    ARYL_ASSIGN_OR_RETURN(std::string text,
+                          store.Wait(prefix + "/id", std::max(left, std::chrono::milliseconds(1))));
+    if (!UnhexNcclId(text, &id))
+      return Status::Corruption("nccl unique id at " + prefix + "/id is malformed");
   }
   auto comm = std::make_unique<NcclCommunicator>(context, timeout);
   if (Status s = comm->Init(id, rank, size, deadline); !s.ok()) {
@@ -379,10 +399,13 @@ Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& contex
   return std::unique_ptr<Communicator>(std::move(comm));
 }
 
-Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent, const std::vector<int>& excluded,
+Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent,
+                                                             const std::vector<int>& excluded,
                                                              std::chrono::milliseconds timeout) {
   auto* p = dynamic_cast<NcclCommunicator*>(parent);
-  if (!p) return Status::InvalidArgument("ShrinkNcclCommunicator: the parent is not an NCCL communicator");
+  if (!p)
+    return Status::InvalidArgument(
+        "ShrinkNcclCommunicator: the parent is not an NCCL communicator");
   // The child shares the parent's context (one per process).
   auto child = std::make_unique<NcclCommunicator>(p->context(), timeout);
   ARYL_RETURN_IF_ERROR(child->ShrinkFrom(*p, excluded, Clock::now() + timeout));

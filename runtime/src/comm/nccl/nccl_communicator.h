@@ -64,12 +64,14 @@ inline constexpr int kMaxLeakedRoots = 4;
 int SelectCudaDevice(int local_rank, int device_count);
 
 Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
-                                                             const std::string& prefix, int rank, int size,
+                                                             const std::string& prefix, int rank,
+                                                             int size,
                                                              std::chrono::milliseconds timeout);
 
 // Fails with InvalidArgument when `parent` is not a live NCCL communicator.
 // `excluded` are parent ranks. On failure the parent is aborted too.
-Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent, const std::vector<int>& excluded,
+Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent,
+                                                             const std::vector<int>& excluded,
                                                              std::chrono::milliseconds timeout);
 
 }  // namespace aryl

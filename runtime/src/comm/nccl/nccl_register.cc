@@ -27,8 +27,8 @@ NcclContext& Context() {
   return *context;
 }
 
-Result<std::unique_ptr<Communicator>> Create(JobStore& store, const std::string& prefix, int rank, int size,
-                                             std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<Communicator>> Create(JobStore& store, const std::string& prefix, int rank,
+                                             int size, std::chrono::milliseconds timeout) {
   return CreateNcclCommunicator(Context(), store, prefix, rank, size, timeout);
 }
 
