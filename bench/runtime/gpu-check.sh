@@ -277,7 +277,8 @@ for api in $APIS; do
     run "$api" "$scenario"
     rc=$?
     if ((rc != 0)); then
-      result "$name" FAIL "exit $rc (logs/$name.log, logs/$name/)"
+      why=$(grep -h -m1 -iE 'error|fail|terminate|abort' "$LOGS/$name"/*.log 2>/dev/null | head -1 | cut -c1-160)
+      result "$name" FAIL "exit $rc (logs/$name.log, logs/$name/): $why"
       continue
     fi
     d=$(digest "$name") ref=$(digest "$api-fixed") w=$(world_at_end "$name")
