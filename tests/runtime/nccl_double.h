@@ -17,7 +17,8 @@
 //    a free of memory a queued copy or kernel still uses, and a stream query
 //    that finds a sticky error are what the double can be told to check.
 // Streams run only when queried: a collective executes when it heads the
-// stream of every rank of its group. A test fixture, not a backend.
+// stream of every rank of its group. A test fixture, not a backend
+// (nccl_double.cc: the NCCL half; nccl_double_cuda.cc: the CUDA half).
 #pragma once
 
 #include <atomic>
