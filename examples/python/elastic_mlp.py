@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--dropout", type=float, default=0.0, help="aryl.SampleDropout after each hidden layer")
     ap.add_argument("--sleep-ms", type=int, default=0, help="per-step sleep (tests: keeps a run long enough)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda: ARYL_BACKEND=nccl)")
     ap.add_argument("--out", default="", help="rank 0 saves the final parameters here (torch.save)")
     ap.add_argument("--samples-dir", default="", help="each worker appends its committed samples here")
     args = ap.parse_args()
@@ -65,6 +66,7 @@ def main():
     teacher = torch.randn(args.features, args.classes)
     y = torch.argmax(x @ teacher, 1)
     model = build_model(args.features, args.hidden, args.layers, args.classes, args.dropout)
+    x, y, model = x.to(args.device), y.to(args.device), model.to(args.device)
     opt = make_optimizer(args.optimizer, model.parameters(), args.lr)
     sampler = aryl.ElasticSampler(args.dataset, args.global_batch, seed=args.seed)
     state = aryl.ElasticState(model=model, optimizer=opt, sampler=sampler)
@@ -98,7 +100,10 @@ def main():
         if rt.rank == 0:
             progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, batch.global_size)
     if rt.ok and state.step >= args.steps and rt.rank == 0:
-        print(f"done steps={state.step} world={rt.world_size} resizes={len(rt.resizes)}", flush=True)
+        # params: the sum of |w|, to compare a run with a fixed-size one (as the C++ example does)
+        params = sum(p.detach().abs().sum().item() for p in model.parameters())
+        print(f"done steps={state.step} world={rt.world_size} resizes={len(rt.resizes)} params={params:.9e}",
+              flush=True)
         if args.out:
             torch.save([p.detach().clone() for p in model.parameters()], args.out)
     raise SystemExit(rt.exit_code)

@@ -1,9 +1,8 @@
 #include "comm/nccl/nccl_communicator.h"
 
-#include <cuda_runtime.h>
-#include <nccl.h>
-
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "rendezvous.h"
@@ -13,244 +12,404 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Hex(const void* data, size_t n) {
+std::string HexNcclId(const NcclUniqueId& id) {
   static const char* kDigits = "0123456789abcdef";
   std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    uint8_t b = static_cast<const uint8_t*>(data)[i];
+  for (unsigned char b : id.bytes) {
     out.push_back(kDigits[b >> 4]);
     out.push_back(kDigits[b & 15]);
   }
   return out;
 }
 
-bool Unhex(const std::string& text, void* data, size_t n) {
-  if (text.size() != 2 * n) return false;
+bool UnhexNcclId(const std::string& text, NcclUniqueId* id) {
+  if (text.size() != 2 * sizeof(id->bytes)) return false;
   auto nib = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(data)[i] = uint8_t(nib(text[2 * i]) << 4 | nib(text[2 * i + 1]));
+  for (size_t i = 0; i < sizeof(id->bytes); ++i) {
+    id->bytes[i] = static_cast<unsigned char>(nib(text[2 * i]) << 4 | nib(text[2 * i + 1]));
+  }
   return true;
 }
 
-ncclDataType_t ToNccl(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kInt64: return ncclInt64;
-    case DataType::kUInt8: return ncclUint8;
-  }
-  return ncclUint8;
+bool Accepted(NcclResult r) { return r == NcclResult::kSuccess || r == NcclResult::kInProgress; }
+
+Status FromNccl(NcclApi& api, NcclResult r, std::string_view op) {
+  std::string msg = "nccl " + std::string(op) + ": " + api.ErrorString(r);
+  if (r == NcclResult::kInvalidArgument || r == NcclResult::kInvalidUsage)
+    return Status::InvalidArgument(msg);
+  return Status::IoError(msg);  // remote, system, internal, unhandled CUDA: rebuild the group
 }
 
-Status NcclError(ncclResult_t r, std::string_view op) {
-  std::string msg = "nccl " + std::string(op) + ": " + ncclGetErrorString(r);
-  if (r == ncclInvalidArgument || r == ncclInvalidUsage) return Status::InvalidArgument(msg);
-  return Status::IoError(msg);  // remote error, system error: rebuild the group
+Status FromCuda(const CudaResult& r, std::string_view op) {
+  std::string msg = "cuda " + std::string(op) + ": " + r.what;
+  if (r.kind == CudaResult::kSticky) {
+    return Status::Internal(
+        msg + " (a sticky error: the CUDA context is lost and this process must exit)");
+  }
+  return Status::Unavailable(msg);
 }
 
-// Polls until the communicator is no longer in progress (ncclInProgress).
-Status WaitComm(ncclComm_t comm, Clock::time_point deadline, std::string_view op) {
-  while (true) {
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(comm, &async);
-    if (r != ncclSuccess) return NcclError(r, op);
-    if (async == ncclSuccess) return Status::Ok();
-    if (async != ncclInProgress) return NcclError(async, op);
-    if (Clock::now() > deadline) return Status::Timeout("nccl " + std::string(op) + ": timed out");
-    std::this_thread::yield();
+// Spins briefly (a small all-reduce is done in microseconds), then sleeps so
+// that a long wait does not take a core from the ranks it waits for.
+class Backoff {
+ public:
+  void Wait() {
+    if (++polls_ < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
-}
 
-// The runtime's small control buffers (agreement slots, state metadata) live
-// in host memory; NCCL needs device memory. Host buffers are staged through a
-// temporary device copy; device buffers pass through untouched.
-struct Staging {
-  struct Copy {
-    BufferView host;
-    void* device;
-  };
-  std::vector<Copy> copies;
-  Status status;
-
-  BufferView ToDevice(const BufferView& b) {
-    cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, b.data) == cudaSuccess &&
-        (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged)) {
-      return b;
-    }
-    cudaGetLastError();  // clear the error from probing a plain host pointer
-    void* d = nullptr;
-    if (cudaMalloc(&d, b.bytes() ? b.bytes() : 1) != cudaSuccess ||
-        cudaMemcpy(d, b.data, b.bytes(), cudaMemcpyHostToDevice) != cudaSuccess) {
-      status = Status::Unavailable("nccl: staging " + std::to_string(b.bytes()) + " bytes to the device failed");
-      if (d) cudaFree(d);
-      return b;
-    }
-    copies.push_back({b, d});
-    return {d, b.count, b.dtype};
-  }
-  Status Back() {
-    for (auto& c : copies) {
-      if (cudaMemcpy(c.host.data, c.device, c.host.bytes(), cudaMemcpyDeviceToHost) != cudaSuccess) {
-        return Status::IoError("nccl: copying a staged buffer back to the host failed");
-      }
-    }
-    return Status::Ok();
-  }
-  ~Staging() {
-    for (auto& c : copies) cudaFree(c.device);
-  }
+ private:
+  int polls_ = 0;
 };
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size, std::chrono::milliseconds timeout)
-      : comm_(comm), stream_(stream), rank_(rank), size_(size), timeout_(timeout) {}
+  NcclCommunicator(NcclContext& context, std::chrono::milliseconds timeout)
+      : ctx_(context), api_(*context.api), timeout_(timeout) {}
+
   ~NcclCommunicator() override {
-    if (comm_) {
-      if (aborted_) {
-        ncclCommAbort(comm_);
+    std::lock_guard lock(mu_);
+    if (Handle()) {
+      if (abort_requested_ || state_ != State::kReady) {
+        AbortLocked();
       } else {
-        ncclCommFinalize(comm_);
-        ncclCommDestroy(comm_);
+        FinalizeLocked();
       }
     }
-    if (stream_) cudaStreamDestroy(stream_);
+    if (lost_context_) return;
+    if (event_) api_.EventDestroy(event_);
+    if (stream_) api_.StreamDestroy(stream_);
   }
 
+  NcclContext& context() const { return ctx_; }
   int Rank() const override { return rank_; }
   int Size() const override { return size_; }
   std::string_view Backend() const override { return "nccl"; }
 
   Status AllReduceSum(std::span<const BufferView> in) override {
-    if (aborted_) return Status::Unavailable("nccl: communicator aborted");
-    Staging staging;
-    std::vector<BufferView> buffers;
-    for (const auto& b : in) buffers.push_back(staging.ToDevice(b));
-    if (!staging.status.ok()) return staging.status;
-    ncclGroupStart();
-    for (const auto& b : buffers) {
-      ncclResult_t r = ncclAllReduce(b.data, b.data, b.count, ToNccl(b.dtype), ncclSum, comm_, stream_);
-      if (r != ncclSuccess && r != ncclInProgress) {
-        ncclGroupEnd();
-        return Fail(NcclError(r, "allreduce"));
+    return Collective(in, "allreduce", [&](const std::vector<BufferView>& buffers) {
+      if (NcclResult r = api_.GroupStart(); r != NcclResult::kSuccess) return r;
+      for (const auto& b : buffers) {
+        NcclResult r = api_.AllReduceSum(b.data, b.count, b.dtype, Handle(), stream_);
+        if (!Accepted(r)) {
+          api_.GroupEnd();
+          return r;
+        }
       }
-    }
-    ncclResult_t r = ncclGroupEnd();
-    if (r != ncclSuccess && r != ncclInProgress) return Fail(NcclError(r, "group end"));
-    ARYL_RETURN_IF_ERROR(WaitStream("allreduce"));
-    return staging.Back();
+      return api_.GroupEnd();
+    });
   }
 
-  Status Broadcast(BufferView host_or_device, int root) override {
-    if (aborted_) return Status::Unavailable("nccl: communicator aborted");
-    Staging staging;
-    BufferView buffer = staging.ToDevice(host_or_device);
-    if (!staging.status.ok()) return staging.status;
-    ncclResult_t r = ncclBroadcast(buffer.data, buffer.data, buffer.count, ToNccl(buffer.dtype), root, comm_, stream_);
-    if (r != ncclSuccess && r != ncclInProgress) return Fail(NcclError(r, "broadcast"));
-    ARYL_RETURN_IF_ERROR(WaitStream("broadcast"));
-    return staging.Back();
+  Status Broadcast(BufferView buffer, int root) override {
+    if (root < 0 || root >= size_) {
+      return Status::InvalidArgument("nccl broadcast: root " + std::to_string(root) +
+                                     " is not in [0, " + std::to_string(size_) + ")");
+    }
+    return Collective({&buffer, 1}, "broadcast", [&](const std::vector<BufferView>& buffers) {
+      return api_.Broadcast(buffers[0].data, buffers[0].count, buffers[0].dtype, root, Handle(),
+                            stream_);
+    });
   }
 
   void Abort() override {
-    if (!aborted_.exchange(true) && comm_) {
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
+    abort_requested_ = true;
+    // A thread inside a collective holds mu_: it sees the flag within one
+    // poll and aborts itself, so that no thread is inside NCCL while
+    // CommAbort runs (nccl_api.h rule 5).
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) AbortLocked();
+  }
+
+  // kCreating -> kReady, or kAborted with the error.
+  Status Init(const NcclUniqueId& id, int rank, int size, Clock::time_point deadline) {
+    std::lock_guard lock(mu_);
+    if (Status s = PrepareDevice(); !s.ok()) return FailLocked(s);
+    NcclResult r = api_.CommInitRank(cell_.get(), size, id, rank);
+    if (!Accepted(r)) return FailLocked(FromNccl(api_, r, "init rank"));
+    if (Status s = Poll(Handle(), deadline, "init rank"); !s.ok()) return FailLocked(s);
+    return ReadyLocked("init rank");
+  }
+
+  // kCreating -> kReady, or both this and `parent` kAborted with the error.
+  Status ShrinkFrom(NcclCommunicator& parent, std::span<const int> excluded,
+                    Clock::time_point deadline) {
+    std::scoped_lock lock(parent.mu_, mu_);
+    if (parent.state_ != State::kReady || parent.abort_requested_) {
+      return Status::InvalidArgument("nccl shrink: the parent communicator is not live");
+    }
+    Status s = PrepareDevice();
+    if (s.ok()) {
+      // NCCL writes the child's handle into *cell_ from its own thread once
+      // the child is ready (rule 3); the cell outlives this call even then.
+      NcclResult r = api_.CommShrink(parent.Handle(), excluded, cell_.get());
+      s = Accepted(r) ? parent.WaitForChild(*cell_, deadline) : FromNccl(api_, r, "shrink");
+    }
+    if (s.ok()) s = Poll(Handle(), deadline, "shrink (child)");
+    if (!s.ok()) {
+      parent.AbortLocked();  // ends NCCL's job for the child before the child goes
+      if (!Handle()) Orphan();
+      return FailLocked(s);
+    }
+    return ReadyLocked("shrink");
+  }
+
+ private:
+  enum class State { kCreating, kReady, kAborted };
+
+  // A CUDA error as a Status; after a sticky one no NCCL or CUDA call is made
+  // again (the context is lost; NCCL's teardown could hang on it).
+  Status Cuda(const CudaResult& r, std::string_view op) {
+    if (r.kind == CudaResult::kSticky) lost_context_ = true;
+    return FromCuda(r, op);
+  }
+
+  NcclComm Handle() const {
+    return std::atomic_ref<NcclComm>(*cell_).load(std::memory_order_acquire);
+  }
+
+  Status PrepareDevice() {
+    // Before the stream and the communicator: both belong to the device
+    // current at their creation.
+    if (CudaResult r = api_.SetDevice(ctx_.device); !r.ok()) {
+      return Cuda(r, "set device " + std::to_string(ctx_.device));
+    }
+    if (CudaResult r = api_.StreamCreate(&stream_); !r.ok()) return Cuda(r, "stream create");
+    if (CudaResult r = api_.EventCreate(&event_); !r.ok()) return Cuda(r, "event create");
+    return Status::Ok();
+  }
+
+  Status ReadyLocked(std::string_view op) {
+    int device = -1;
+    NcclResult r = api_.CommUserRank(Handle(), &rank_);
+    if (r == NcclResult::kSuccess) r = api_.CommCount(Handle(), &size_);
+    if (r == NcclResult::kSuccess) r = api_.CommCuDevice(Handle(), &device);
+    if (r != NcclResult::kSuccess) return FailLocked(FromNccl(api_, r, op));
+    if (device != ctx_.device) {
+      return FailLocked(Status::Internal(
+          "nccl " + std::string(op) + ": the communicator is on cuda:" + std::to_string(device) +
+          ", this process selected cuda:" + std::to_string(ctx_.device)));
+    }
+    state_ = State::kReady;
+    return Status::Ok();
+  }
+
+  // Polls `comm` out of kInProgress (rule 1) to the deadline.
+  Status Poll(NcclComm comm, Clock::time_point deadline, std::string_view op) {
+    for (Backoff backoff;; backoff.Wait()) {
+      NcclResult async = NcclResult::kSuccess;
+      NcclResult r = api_.CommGetAsyncError(comm, &async);
+      if (r != NcclResult::kSuccess) return FromNccl(api_, r, op);
+      if (async == NcclResult::kSuccess) return Status::Ok();
+      if (async != NcclResult::kInProgress) return FromNccl(api_, async, op);
+      if (Status s = Interrupted(deadline, op); !s.ok()) return s;
     }
   }
 
-  ncclComm_t comm() const { return comm_; }
-  cudaStream_t stream() const { return stream_; }
+  // Polls this parent until NCCL has written the child's handle.
+  Status WaitForChild(const NcclComm& child, Clock::time_point deadline) {
+    for (Backoff backoff;; backoff.Wait()) {
+      if (std::atomic_ref<const NcclComm>(child).load(std::memory_order_acquire))
+        return Status::Ok();
+      NcclResult async = NcclResult::kSuccess;
+      NcclResult r = api_.CommGetAsyncError(Handle(), &async);
+      if (r != NcclResult::kSuccess) return FromNccl(api_, r, "shrink");
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress)
+        return FromNccl(api_, async, "shrink");
+      if (Status s = Interrupted(deadline, "shrink"); !s.ok()) return s;
+    }
+  }
 
- private:
-  Status Fail(Status s) {
-    Abort();
+  Status Interrupted(Clock::time_point deadline, std::string_view op) const {
+    if (abort_requested_) return Status::Unavailable("nccl " + std::string(op) + ": aborted");
+    if (Clock::now() > deadline) {
+      return Status::Timeout("nccl " + std::string(op) + ": timed out after " +
+                             std::to_string(timeout_.count()) + " ms");
+    }
+    return Status::Ok();
+  }
+
+  // Runs one collective: after the producer's kernels (an event from its
+  // stream), on device copies of host buffers (async copies on this stream),
+  // with GroupEnd's kInProgress waited out before any stream call (rule 2),
+  // and returns once the stream has drained (host copies landed).
+  template <typename Launch>
+  Status Collective(std::span<const BufferView> in, std::string_view op, Launch launch) {
+    std::lock_guard lock(mu_);
+    if (state_ != State::kReady)
+      return Status::Unavailable("nccl " + std::string(op) + ": communicator aborted");
+    if (abort_requested_)
+      return FailLocked(Status::Unavailable("nccl " + std::string(op) + ": aborted"));
+    auto deadline = Clock::now() + timeout_;
+    std::vector<BufferView> buffers;
+    std::vector<std::pair<BufferView, void*>> staged;  // host buffer, its device copy
+    Status s = Stage(in, &buffers, &staged);
+    if (s.ok()) {
+      NcclResult r = launch(buffers);
+      s = Accepted(r) ? Poll(Handle(), deadline, op) : FromNccl(api_, r, op);
+    }
+    for (size_t i = 0; s.ok() && i < staged.size(); ++i) {
+      auto& [host, device] = staged[i];
+      CudaResult r =
+          api_.MemcpyAsync(host.data, device, host.bytes(), MemcpyKind::kDeviceToHost, stream_);
+      if (!r.ok()) s = Cuda(r, "copy to the host");
+    }
+    if (s.ok()) s = Drain(deadline, op);
+    if (lost_context_) {
+      *cell_ = nullptr;  // abandoned: the process exits
+      state_ = State::kAborted;
+      return s;
+    }
+    if (!s.ok() && !s.IsInvalidArgument()) AbortLocked();
+    for (auto& [host, device] : staged) api_.Free(device);
     return s;
   }
 
-  Status WaitStream(std::string_view op) {
-    auto deadline = Clock::now() + timeout_;
-    while (true) {
-      cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) return Status::Ok();
-      if (q != cudaErrorNotReady) return Fail(Status::IoError("cuda stream: " + std::string(cudaGetErrorString(q))));
-      ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) return Fail(NcclError(async, op));
-      if (Clock::now() > deadline) {
-        return Fail(Status::Timeout("nccl " + std::string(op) + ": timed out after " +
-                                    std::to_string(timeout_.count()) + " ms"));
+  Status Stage(std::span<const BufferView> in, std::vector<BufferView>* buffers,
+               std::vector<std::pair<BufferView, void*>>* staged) {
+    if (CudaResult r = api_.RecordOnProducerStream(event_); !r.ok()) return Cuda(r, "event record");
+    if (CudaResult r = api_.StreamWaitEvent(stream_, event_); !r.ok())
+      return Cuda(r, "stream wait event");
+    for (const auto& b : in) {
+      int device = -1;
+      if (CudaResult r = api_.PointerDevice(b.data, &device); !r.ok())
+        return Cuda(r, "pointer attributes");
+      if (device >= 0) {
+        if (device != ctx_.device) {
+          return Status::InvalidArgument(
+              "nccl: a buffer is on cuda:" + std::to_string(device) +
+              " but the communicator is on cuda:" + std::to_string(ctx_.device));
+        }
+        buffers->push_back(b);
+        continue;
       }
-      std::this_thread::yield();
+      // The runtime's small control buffers live in host memory.
+      void* d = nullptr;
+      if (CudaResult r = api_.Malloc(&d, b.bytes()); !r.ok()) return Cuda(r, "staging allocation");
+      staged->push_back({b, d});
+      CudaResult r = api_.MemcpyAsync(d, b.data, b.bytes(), MemcpyKind::kHostToDevice, stream_);
+      if (!r.ok()) return Cuda(r, "copy to the device");
+      buffers->push_back({d, b.count, b.dtype});
+    }
+    return Status::Ok();
+  }
+
+  Status Drain(Clock::time_point deadline, std::string_view op) {
+    for (Backoff backoff;; backoff.Wait()) {
+      CudaResult q = api_.StreamQuery(stream_);
+      if (q.ok()) return Status::Ok();
+      if (q.kind != CudaResult::kNotReady) return Cuda(q, "stream of " + std::string(op));
+      NcclResult async = NcclResult::kSuccess;
+      NcclResult r = api_.CommGetAsyncError(Handle(), &async);
+      if (r != NcclResult::kSuccess) return FromNccl(api_, r, op);
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress)
+        return FromNccl(api_, async, op);
+      if (Status s = Interrupted(deadline, op); !s.ok()) return s;
     }
   }
 
-  ncclComm_t comm_;
-  cudaStream_t stream_;
-  int rank_, size_;
-  std::chrono::milliseconds timeout_;
-  std::atomic<bool> aborted_{false};
-};
+  // Finalize polled to the deadline, then Destroy (rule 4); Abort otherwise.
+  void FinalizeLocked() {
+    NcclResult r = api_.CommFinalize(Handle());
+    if (Accepted(r) && Poll(Handle(), Clock::now() + timeout_, "finalize").ok() &&
+        api_.CommDestroy(Handle()) == NcclResult::kSuccess) {
+      *cell_ = nullptr;
+      state_ = State::kAborted;
+      return;
+    }
+    AbortLocked();
+  }
 
-ncclConfig_t NonBlocking() {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  return config;
-}
+  void AbortLocked() {
+    if (NcclComm comm = Handle()) api_.CommAbort(comm);
+    *cell_ = nullptr;
+    state_ = State::kAborted;
+  }
+
+  // A shrink that failed before NCCL wrote the child: NCCL may still write
+  // it, so the cell stays alive for the life of the process.
+  void Orphan() {
+    std::lock_guard lock(orphans_mu_);
+    orphans_.push_back(std::move(cell_));
+    cell_ = std::make_shared<NcclComm>(nullptr);
+  }
+
+  Status FailLocked(Status s) {
+    AbortLocked();
+    return s;
+  }
+
+  static inline std::mutex orphans_mu_;
+  static inline std::vector<std::shared_ptr<NcclComm>> orphans_;
+
+  NcclContext& ctx_;
+  NcclApi& api_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<NcclComm> cell_ =
+      std::make_shared<NcclComm>(nullptr);  // the handle, where NCCL writes it
+  CudaStream stream_ = nullptr;
+  CudaEvent event_ = nullptr;
+  int rank_ = 0, size_ = 0;
+  std::mutex mu_;  // held by the thread inside NCCL on this communicator
+  State state_ = State::kCreating;
+  std::atomic<bool> abort_requested_{false};
+  bool lost_context_ = false;  // under mu_
+};
 
 }  // namespace
 
-Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(JobStore& store, const std::string& prefix, int rank,
-                                                             int size, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  ncclUniqueId id;
-  if (rank == 0) {
-    ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) return NcclError(r, "get unique id");
-    ARYL_RETURN_IF_ERROR(store.Set(prefix + "/id", Hex(&id, sizeof(id))));
-  } else {
-    ARYL_ASSIGN_OR_RETURN(std::string text, store.Wait(prefix + "/id", timeout));
-    if (!Unhex(text, &id, sizeof(id))) return Status::Corruption("nccl unique id at " + prefix + "/id is malformed");
-  }
-  cudaStream_t stream = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
-    return Status::Unavailable("cudaStreamCreate: " + std::string(cudaGetErrorString(e)));
-  }
-  ncclComm_t comm = nullptr;
-  ncclConfig_t config = NonBlocking();
-  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  if (r != ncclSuccess && r != ncclInProgress) {
-    cudaStreamDestroy(stream);
-    return NcclError(r, "init rank");
-  }
-  if (Status s = WaitComm(comm, deadline, "init rank"); !s.ok()) {
-    ncclCommAbort(comm);
-    cudaStreamDestroy(stream);
-    return s;
-  }
-  return std::unique_ptr<Communicator>(new NcclCommunicator(comm, stream, rank, size, timeout));
+int SelectCudaDevice(int local_rank, int device_count) {
+  if (device_count <= 0) return 0;
+  return std::max(local_rank, 0) % device_count;
 }
 
-Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent, const std::vector<int>& excluded,
+Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
+                                                             const std::string& prefix, int rank,
+                                                             int size,
+                                                             std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;  // one deadline for the id and the init
+  NcclUniqueId id;
+  if (rank == 0) {
+    if (context.leaked_roots >= kMaxLeakedRoots) {
+      return Status::Internal(
+          "nccl: " + std::to_string(context.leaked_roots.load()) +
+          " bootstrap root threads of failed generations may still wait for their ranks (NCCL "
+          "cannot stop them); this process must exit and be replaced");
+    }
+    NcclResult r = context.api->GetUniqueId(&id);
+    if (r != NcclResult::kSuccess) return FromNccl(*context.api, r, "get unique id");
+    if (Status s = store.Set(prefix + "/id", HexNcclId(id)); !s.ok()) {
+      ++context.leaked_roots;  // nobody will connect to this root
+      return s;
+    }
+  } else {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    ARYL_ASSIGN_OR_RETURN(std::string text,
+                          store.Wait(prefix + "/id", std::max(left, std::chrono::milliseconds(1))));
+    if (!UnhexNcclId(text, &id))
+      return Status::Corruption("nccl unique id at " + prefix + "/id is malformed");
+  }
+  auto comm = std::make_unique<NcclCommunicator>(context, timeout);
+  if (Status s = comm->Init(id, rank, size, deadline); !s.ok()) {
+    if (rank == 0) ++context.leaked_roots;  // not every rank connected to the root, perhaps
+    return s;
+  }
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent,
+                                                             const std::vector<int>& excluded,
                                                              std::chrono::milliseconds timeout) {
   auto* p = dynamic_cast<NcclCommunicator*>(parent);
-  if (!p || !p->comm()) return Status::InvalidArgument("ShrinkNcclCommunicator: parent is not a live NCCL communicator");
-  auto deadline = Clock::now() + timeout;
-  std::vector<int> ex(excluded);
-  ncclComm_t comm = nullptr;
-  ncclConfig_t config = NonBlocking();
-  ncclResult_t r = ncclCommShrink(p->comm(), ex.data(), int(ex.size()), &comm, &config, NCCL_SHRINK_DEFAULT);
-  if (r != ncclSuccess && r != ncclInProgress) return NcclError(r, "shrink");
-  ARYL_RETURN_IF_ERROR(WaitComm(comm, deadline, "shrink"));
-  int rank = 0, size = 0;
-  ncclCommUserRank(comm, &rank);
-  ncclCommCount(comm, &size);
-  cudaStream_t stream = nullptr;
-  if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
-    ncclCommAbort(comm);
-    return Status::Unavailable("cudaStreamCreate: " + std::string(cudaGetErrorString(e)));
-  }
-  return std::unique_ptr<Communicator>(new NcclCommunicator(comm, stream, rank, size, timeout));
+  if (!p)
+    return Status::InvalidArgument(
+        "ShrinkNcclCommunicator: the parent is not an NCCL communicator");
+  // The child shares the parent's context (one per process).
+  auto child = std::make_unique<NcclCommunicator>(p->context(), timeout);
+  ARYL_RETURN_IF_ERROR(child->ShrinkFrom(*p, excluded, Clock::now() + timeout));
+  return std::unique_ptr<Communicator>(std::move(child));
 }
 
 }  // namespace aryl

@@ -1,19 +1,37 @@
 // NcclCommunicator: Communicator over NCCL on raw device pointers and a CUDA
-// stream of its own (no torch CUDA headers, so it builds against Debian's
-// CPU-only libtorch wherever CUDA and NCCL are present).
+// stream of its own, written against NcclApi (nccl_api.h, whose numbered rules
+// it follows) so that its state machine is tested in CI against a double.
+// No torch CUDA headers: it builds against Debian's CPU-only libtorch.
 //
 // Generation changes (step 4 of the protocol in aryl/runtime.h):
 //  - growth or a fresh group: rank 0 creates an ncclUniqueId and publishes it
-//    (hex) at "<job>/<prefix>/id"; everyone calls ncclCommInitRankConfig;
-//  - a pure planned shrink: ncclCommShrink(parent, excluded ranks) with no
-//    new unique id;
-//  - a fault: ncclCommAbort on the failed communicator, then a fresh group.
-// Communicators are non-blocking (config.blocking = 0): every call polls
-// ncclCommGetAsyncError and the stream until done or the timeout, then aborts.
+//    (hex) at "<job>/<prefix>/id"; everyone calls CommInitRank;
+//  - a pure planned shrink: CommShrink(parent, excluded ranks), no new id;
+//  - a fault: the failed communicator is aborted, then a fresh group.
+//
+// States of one communicator, and what moves it:
+//   kCreating --ready (init/shrink polled to kSuccess)--> kReady
+//   kCreating --error, timeout, Abort()--> kAborted (CommAbort; parent too for a shrink)
+//   kReady --collective polled to kSuccess and its stream drained--> kReady
+//   kReady --NCCL error, timeout, Abort() seen--> kAborted (CommAbort)
+//   kReady --sticky CUDA error--> kAborted with no NCCL or CUDA call (context lost)
+//   kReady --destructor--> Finalize polled to kSuccess, Destroy; or CommAbort at the deadline
+// Every wait polls CommGetAsyncError (and the stream) to one deadline, the
+// communicator's timeout, and returns Timeout past it.
+//
+// Errors: NCCL's invalid argument / usage are InvalidArgument (fatal); other
+// NCCL errors and timeouts are retryable (rebuild the group); a sticky CUDA
+// error is Internal (fatal: the CUDA context is lost, the process must exit).
+//
+// Threads: one thread issues collectives. Abort() may come from any thread:
+// it only raises a flag when a collective is in progress, and the collective
+// thread, the one inside NCCL, aborts (rule 5); otherwise it aborts at once.
+//
 // Internal to the runtime; built only when ARYL_HAVE_NCCL, into its own
 // library aryl_runtime_nccl (nccl_register.cc adds it to comm/registry.h).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -21,16 +39,39 @@
 
 #include "aryl/communicator.h"
 #include "aryl/result.h"
+#include "comm/nccl/nccl_api.h"
 
 namespace aryl {
 
 class JobStore;
 
-Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(JobStore& store, const std::string& prefix, int rank,
-                                                             int size, std::chrono::milliseconds timeout);
+// What the NCCL communicators of one process share.
+struct NcclContext {
+  NcclApi* api = nullptr;
+  int device = 0;  // this process's CUDA device (SelectCudaDevice)
+  // Bootstrap root threads that may still wait for ranks of a failed
+  // generation (rule 6); past kMaxLeakedRoots rank 0 refuses to start more.
+  std::atomic<int> leaked_roots{0};
+};
 
-// Null when `parent` is not an NCCL communicator. `excluded` are parent ranks.
-Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent, const std::vector<int>& excluded,
+inline constexpr int kMaxLeakedRoots = 4;
+
+// The device of a worker with `local_rank` (LOCAL_RANK, the slot on this
+// host) among `device_count` visible devices: one each, wrapping around when
+// there are more ranks than devices (several ranks on one GPU need distinct
+// NCCL_HOSTID values). A worker the agent pins with CUDA_VISIBLE_DEVICES sees
+// one device and gets it.
+int SelectCudaDevice(int local_rank, int device_count);
+
+Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
+                                                             const std::string& prefix, int rank,
+                                                             int size,
+                                                             std::chrono::milliseconds timeout);
+
+// Fails with InvalidArgument when `parent` is not a live NCCL communicator.
+// `excluded` are parent ranks. On failure the parent is aborted too.
+Result<std::unique_ptr<Communicator>> ShrinkNcclCommunicator(Communicator* parent,
+                                                             const std::vector<int>& excluded,
                                                              std::chrono::milliseconds timeout);
 
 }  // namespace aryl

@@ -1,0 +1,294 @@
+// The NCCL communicator's state machine against NcclDouble (nccl_double.h),
+// which follows NCCL 2.28's non-blocking rules: ranks are threads, device
+// memory is host memory. Each test opens with the defect of issue 23 that it
+// pins down; a GPU run is bench/runtime/gpu-check.sh.
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <thread>
+
+#include "comm/nccl/nccl_communicator.h"
+#include "nccl_double.h"
+#include "rendezvous.h"
+
+namespace aryl {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::NcclDouble;
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One process per rank: its own NcclContext over the shared double.
+struct World {
+  explicit World(int devices = 1)
+      : api(devices), store(c10::make_intrusive<c10d::HashStore>(), "t") {}
+
+  NcclContext& Context(int rank) {
+    while (int(contexts.size()) <= rank) {
+      auto& c = contexts.emplace_back();
+      c.api = &api;
+    }
+    return contexts[std::size_t(rank)];
+  }
+
+  // Creates `size` ranks as threads; every creation must succeed.
+  std::vector<std::unique_ptr<Communicator>> Group(const std::string& prefix, int size,
+                                                   milliseconds timeout) {
+    std::vector<std::unique_ptr<Communicator>> comms(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) Context(r);
+    RunEach(size, [&](int r) {
+      auto c = CreateNcclCommunicator(Context(r), store, prefix, r, size, timeout);
+      ASSERT_TRUE(c.ok()) << c.status();
+      comms[std::size_t(r)] = std::move(*c);
+    });
+    return comms;
+  }
+
+  // Ranks tear down together, as processes do (Finalize waits for the peers).
+  static void Close(std::vector<std::unique_ptr<Communicator>>& comms) {
+    RunEach(int(comms.size()), [&](int r) { comms[std::size_t(r)].reset(); });
+  }
+
+  static void RunEach(int size, const std::function<void(int)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) threads.emplace_back(body, r);
+    for (auto& t : threads) t.join();
+  }
+
+  NcclDouble api;
+  JobStore store;
+  std::deque<NcclContext> contexts;
+};
+
+// Defect 1: GroupEnd returns kInProgress and the kernels reach the stream
+// later; the result (device and staged host buffers) is there on return.
+TEST(NcclCommunicator, AllReduceWaitsOutGroupEndInProgress) {
+  World w;
+  auto comms = w.Group("g1", 3, milliseconds(10000));
+  World::RunEach(3, [&](int r) {
+    auto* dev = static_cast<float*>(w.api.DeviceAlloc(0, 64 * sizeof(float)));
+    std::fill(dev, dev + 64, float(r + 1));
+    std::vector<double> host(5, 0.5);
+    BufferView views[] = {{dev, 64, DataType::kFloat32},
+                          {host.data(), host.size(), DataType::kFloat64}};
+    ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum(views).ok());
+    EXPECT_EQ(dev[63], 6.0f);
+    EXPECT_EQ(host[4], 1.5);
+    std::vector<uint8_t> bytes(9, uint8_t(r));
+    ASSERT_TRUE(
+        comms[std::size_t(r)]->Broadcast({bytes.data(), bytes.size(), DataType::kUInt8}, 2).ok());
+    EXPECT_EQ(bytes[8], 2);
+  });
+  World::Close(comms);
+  EXPECT_EQ(w.api.LiveComms(), 0);
+  auto b = w.api.breaches();
+  EXPECT_EQ(b.stream_use_in_progress, 0);
+  EXPECT_EQ(b.free_while_queued, 0);
+  EXPECT_EQ(b.call_on_dead_handle, 0);
+}
+
+// Defect 2: the child handle is null until the shrink is done and is written
+// later; survivors get a working child, the leaver finalizes its parent.
+TEST(NcclCommunicator, PlannedShrinkGetsTheChildOnceReady) {
+  World w;
+  auto comms = w.Group("g1", 3, milliseconds(10000));
+  World::RunEach(3, [&](int r) {
+    if (r == 2) {
+      comms[2].reset();  // leaves: Finalize completes once the survivors drop the parent
+      return;
+    }
+    auto child = ShrinkNcclCommunicator(comms[std::size_t(r)].get(), {2}, milliseconds(10000));
+    ASSERT_TRUE(child.ok()) << child.status();
+    EXPECT_EQ((*child)->Size(), 2);
+    EXPECT_EQ((*child)->Rank(), r);
+    std::vector<float> v(4, float(r + 1));
+    BufferView view{v.data(), v.size(), DataType::kFloat32};
+    ASSERT_TRUE((*child)->AllReduceSum({&view, 1}).ok());
+    EXPECT_EQ(v[3], 3.0f);
+    comms[std::size_t(r)].reset();  // the parent, as the runtime replaces it
+    child->reset();
+  });
+  EXPECT_EQ(w.api.LiveComms(), 0);
+  EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
+  EXPECT_EQ(w.api.breaches().call_on_dead_handle, 0);
+}
+
+// Defect 2: a shrink that a survivor never joins times out, and both the
+// parent and the child are aborted (the runtime then builds a fresh group).
+TEST(NcclCommunicator, ShrinkTimeoutAbortsParentAndChild) {
+  World w;
+  auto comms = w.Group("g1", 3, milliseconds(10000));
+  auto t0 = std::chrono::steady_clock::now();
+  auto child = ShrinkNcclCommunicator(comms[0].get(), {2}, milliseconds(300));
+  ASSERT_FALSE(child.ok());
+  EXPECT_TRUE(child.status().IsTimeout()) << child.status();
+  EXPECT_LT(Since(t0), 2.3);
+  EXPECT_EQ(w.api.LiveComms(), 2);  // ranks 1 and 2 only
+  std::vector<float> v(1, 1.0f);
+  BufferView view{v.data(), 1, DataType::kFloat32};
+  EXPECT_TRUE(comms[0]->AllReduceSum({&view, 1}).IsRetryable());
+  for (auto& c : comms) c->Abort();
+  comms.clear();
+  EXPECT_EQ(w.api.LiveComms(), 0);
+}
+
+// Defect 3: Finalize returns kInProgress; Destroy only once it is done.
+TEST(NcclCommunicator, DestructorFinalizesThenDestroys) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  auto t0 = std::chrono::steady_clock::now();
+  World::Close(comms);
+  EXPECT_LT(Since(t0), 5.0);  // not the 10 s deadline
+  EXPECT_EQ(w.api.LiveComms(), 0);
+  EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
+}
+
+// Defect 3: with a dead peer Finalize never completes: abort at the deadline.
+TEST(NcclCommunicator, DestructorAbortsWhenAPeerIsDead) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(300));
+  comms[1]->Abort();  // rank 1's process died: it never finalizes
+  auto t0 = std::chrono::steady_clock::now();
+  comms[0].reset();
+  EXPECT_LT(Since(t0), 2.3);
+  EXPECT_EQ(w.api.LiveComms(), 0);
+  EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
+}
+
+// Defect 4: the collective's stream waits for the producer's (torch's) last
+// kernel through an event before the collective is launched.
+TEST(NcclCommunicator, CollectiveWaitsForTheProducerStream) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  w.api.ProducerLaunched(0);  // the backward pass wrote the gradients
+  World::RunEach(2, [&](int r) {
+    auto* dev = static_cast<float*>(w.api.DeviceAlloc(0, 8 * sizeof(float)));
+    std::fill(dev, dev + 8, 1.0f);
+    BufferView view{dev, 8, DataType::kFloat32};
+    ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum({&view, 1}).ok());
+    EXPECT_EQ(dev[7], 2.0f);
+  });
+  World::Close(comms);
+  EXPECT_EQ(w.api.breaches().unordered_collective, 0);
+}
+
+// Defect 5: each rank selects the device of its local rank before its stream
+// and communicator, and refuses a buffer on another device.
+TEST(NcclCommunicator, SelectsTheDeviceOfItsLocalRank) {
+  EXPECT_EQ(SelectCudaDevice(0, 2), 0);
+  EXPECT_EQ(SelectCudaDevice(3, 2), 1);
+  EXPECT_EQ(SelectCudaDevice(5, 1),
+            0);  // pinned by CUDA_VISIBLE_DEVICES, or several ranks on one GPU
+  EXPECT_EQ(SelectCudaDevice(2, 0), 0);
+  World w(2);
+  for (int r = 0; r < 2; ++r) w.Context(r).device = SelectCudaDevice(r, 2);
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  World::RunEach(2, [&](int r) {
+    auto* mine = static_cast<float*>(w.api.DeviceAlloc(r, 4 * sizeof(float)));
+    std::fill(mine, mine + 4, 1.0f);
+    BufferView view{mine, 4, DataType::kFloat32};
+    ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum({&view, 1}).ok());
+    EXPECT_EQ(mine[3], 2.0f);
+  });
+  auto* other = w.api.DeviceAlloc(0, 4 * sizeof(float));
+  BufferView wrong{other, 1, DataType::kFloat32};
+  Status s = comms[1]->AllReduceSum({&wrong, 1});
+  EXPECT_TRUE(s.IsInvalidArgument()) << s;
+  EXPECT_NE(s.ToString().find("cuda:0"), std::string::npos) << s;
+  World::Close(comms);
+}
+
+// Defect 6: Abort() from another thread while a collective waits only raises
+// a flag; the collective thread aborts, so no thread is inside NCCL then.
+TEST(NcclCommunicator, AbortFromAnotherThreadWhileInsideACollective) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  std::vector<float> v(16, 1.0f);
+  BufferView view{v.data(), v.size(), DataType::kFloat32};
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    comms[0]->Abort();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = comms[0]->AllReduceSum({&view, 1});  // rank 1 never joins
+  aborter.join();
+  EXPECT_TRUE(s.IsRetryable()) << s;
+  EXPECT_LT(Since(t0), 3.0);
+  EXPECT_EQ(w.api.breaches().abort_while_inside, 0);
+  EXPECT_EQ(w.api.breaches().call_on_dead_handle, 0);
+  EXPECT_TRUE(comms[0]->AllReduceSum({&view, 1}).IsRetryable());  // later calls fail fast
+  comms[1]->Abort();
+}
+
+// A peer dies mid-collective: the survivor gets a retryable error in time.
+TEST(NcclCommunicator, PeerDeathIsRetryable) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(500));
+  std::vector<float> v(16, 1.0f);
+  BufferView view{v.data(), v.size(), DataType::kFloat32};
+  comms[1]->Abort();
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = comms[0]->AllReduceSum({&view, 1});
+  EXPECT_TRUE(s.IsRetryable()) << s;
+  EXPECT_LT(Since(t0), 2.5);
+}
+
+// A sticky CUDA error leaves the context unusable: fatal, not "rebuild".
+TEST(NcclCommunicator, StickyCudaErrorIsFatal) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  w.api.InjectStickyError();
+  World::RunEach(2, [&](int r) {
+    std::vector<float> v(4, 1.0f);
+    BufferView view{v.data(), v.size(), DataType::kFloat32};
+    Status s = comms[std::size_t(r)]->AllReduceSum({&view, 1});
+    EXPECT_FALSE(s.ok());
+    EXPECT_FALSE(s.IsRetryable()) << s;
+    EXPECT_NE(s.ToString().find("must exit"), std::string::npos) << s;
+  });
+}
+
+// Rank 0's bootstrap root thread outlives a generation whose ranks never all
+// came; past kMaxLeakedRoots rank 0 stops starting them and says to exit.
+TEST(NcclCommunicator, RankZeroBoundsBootstrapRootsOfFailedGenerations) {
+  World w;
+  for (int g = 0; g < kMaxLeakedRoots; ++g) {
+    auto c = CreateNcclCommunicator(w.Context(0), w.store, "g" + std::to_string(g), 0, 2,
+                                    milliseconds(50));
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(c.status().IsRetryable()) << c.status();
+  }
+  EXPECT_EQ(w.api.LiveRoots(), kMaxLeakedRoots);
+  auto c = CreateNcclCommunicator(w.Context(0), w.store, "gx", 0, 2, milliseconds(50));
+  ASSERT_FALSE(c.ok());
+  EXPECT_FALSE(c.status().IsRetryable()) << c.status();
+  EXPECT_EQ(w.api.LiveRoots(), kMaxLeakedRoots);
+}
+
+// Creation has one deadline for the id and the init together: an id that
+// comes late leaves the init only what is left.
+TEST(NcclCommunicator, CreationTakesOneTimeoutWhenTheIdComesLate) {
+  World w;
+  w.Context(1);
+  std::thread late_root([&] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    (void)CreateNcclCommunicator(w.Context(0), w.store, "g1", 0, 3, milliseconds(100));
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = CreateNcclCommunicator(w.Context(1), w.store, "g1", 1, 3, milliseconds(2000));
+  double took = Since(t0);
+  late_root.join();
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(c.status().IsRetryable()) << c.status();
+  EXPECT_GE(took, 1.9);
+  EXPECT_LT(took, 2.9);  // not 1.5 s for the id plus 2 s for the init
+}
+
+}  // namespace
+}  // namespace aryl

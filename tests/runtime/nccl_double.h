@@ -1,0 +1,129 @@
+// NcclDouble: a test double of NcclApi (runtime/src/comm/nccl/nccl_api.h)
+// for ranks as threads of one process, with host memory standing in for
+// device memory. It follows the documented non-blocking semantics that the
+// NCCL communicator must obey, and counts every breach instead of crashing:
+//  - CommInitRank, CommShrink, CommFinalize and GroupEnd return kInProgress;
+//    CommGetAsyncError says kInProgress until the work is done: an init until
+//    every rank has joined, a shrink until every survivor has called it, a
+//    finalize until every rank has (never, with a dead peer), a group's
+//    kernels until `launch_polls` polls later, when they reach the stream;
+//  - a call on a communicator that is not ready fails (ncclCommEnsureReady);
+//  - a shrink's child handle stays null until the child is ready, then is
+//    written into the caller's storage;
+//  - CommDestroy after a CommFinalize still in progress fails (and leaks);
+//  - CommAbort while another thread is inside a call on the same
+//    communicator is a breach (the polls linger inside to widen the window);
+//  - a collective whose stream did not wait for the producer's last kernel,
+//    a free of memory a queued copy or kernel still uses, and a stream query
+//    that finds a sticky error are what the double can be told to check.
+// Streams run only when queried: a collective executes when it heads the
+// stream of every rank of its group. A test fixture, not a backend
+// (nccl_double.cc: the NCCL half; nccl_double_cuda.cc: the CUDA half).
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "comm/nccl/nccl_api.h"
+
+namespace aryl::testing {
+
+class NcclDouble final : public NcclApi {
+ public:
+  explicit NcclDouble(int devices = 1, int launch_polls = 3);
+  ~NcclDouble() override;
+
+  // What the world does.
+  void ProducerLaunched(int device);  // the training code queued a kernel on its stream
+  void InjectStickyError();           // the next stream query finds the CUDA context lost
+
+  // Device memory of this double (PointerDevice reports `device` for it).
+  void* DeviceAlloc(int device, std::size_t bytes);
+
+  // What the communicator did.
+  struct Breaches {
+    int abort_while_inside = 0;
+    int call_on_dead_handle = 0;
+    int destroy_while_finalizing = 0;
+    int unordered_collective = 0;  // a collective on a stream that did not wait for the producer
+    int stream_use_in_progress = 0;
+    int free_while_queued = 0;
+  };
+  Breaches breaches() const;
+  int LiveComms() const;  // handles neither destroyed nor aborted (a dead rank's excluded)
+  int LiveRoots() const;  // bootstrap roots still waiting for ranks
+  int LiveDeviceBuffers() const;
+  int DeviceOf(NcclComm comm) const;
+
+  NcclResult GetUniqueId(NcclUniqueId* id) override;
+  NcclResult CommInitRank(NcclComm* comm, int nranks, const NcclUniqueId& id, int rank) override;
+  NcclResult CommShrink(NcclComm parent, std::span<const int> excluded, NcclComm* child) override;
+  NcclResult CommGetAsyncError(NcclComm comm, NcclResult* async) override;
+  NcclResult CommFinalize(NcclComm comm) override;
+  NcclResult CommDestroy(NcclComm comm) override;
+  NcclResult CommAbort(NcclComm comm) override;
+  NcclResult CommUserRank(NcclComm comm, int* rank) override;
+  NcclResult CommCount(NcclComm comm, int* count) override;
+  NcclResult CommCuDevice(NcclComm comm, int* device) override;
+  NcclResult GroupStart() override;
+  NcclResult GroupEnd() override;
+  NcclResult AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm,
+                          CudaStream stream) override;
+  NcclResult Broadcast(void* data, std::size_t count, DataType dtype, int root, NcclComm comm,
+                       CudaStream stream) override;
+  std::string ErrorString(NcclResult r) override;
+
+  CudaResult DeviceCount(int* count) override;
+  CudaResult SetDevice(int device) override;
+  CudaResult PointerDevice(const void* p, int* device) override;
+  CudaResult StreamCreate(CudaStream* stream) override;
+  CudaResult StreamDestroy(CudaStream stream) override;
+  CudaResult StreamQuery(CudaStream stream) override;
+  CudaResult EventCreate(CudaEvent* event) override;
+  CudaResult EventDestroy(CudaEvent event) override;
+  CudaResult RecordOnProducerStream(CudaEvent event) override;
+  CudaResult StreamWaitEvent(CudaStream stream, CudaEvent event) override;
+  CudaResult Malloc(void** p, std::size_t bytes) override;
+  CudaResult Free(void* p) override;
+  CudaResult MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind,
+                         CudaStream stream) override;
+
+ private:
+  struct Group;
+  struct Comm;
+  struct Stream;
+  struct Op;
+  struct Event {
+    long epoch = 0;
+  };
+
+  Comm* Live(NcclComm handle);
+  NcclResult Query(NcclComm comm, const std::function<void(const Comm&)>&
+                                      read);  // null (and a breach) for a dead handle; under mu_
+  NcclResult Enqueue(Op op, NcclComm comm, CudaStream stream);
+  void Progress(Comm& c);     // under mu_: launches, shrinks, finalizes, failures
+  void RunStream(Stream& s);  // under mu_
+  bool Uses(const Stream& s, const void* p) const;
+
+  const int devices_;
+  const int launch_polls_;
+  mutable std::mutex mu_;
+  std::deque<std::unique_ptr<Group>> groups_;
+  std::deque<std::unique_ptr<Comm>> comms_;
+  std::deque<std::unique_ptr<Stream>> streams_;
+  std::deque<std::unique_ptr<Event>> events_;
+  std::map<std::string, Group*> by_id_;
+  std::map<const char*, std::pair<std::size_t, int>> device_memory_;  // start -> bytes, device
+  std::vector<long> producer_epoch_;
+  long next_id_ = 1;
+  bool sticky_ = false;
+  Breaches breaches_;
+};
+
+}  // namespace aryl::testing
