@@ -1,5 +1,6 @@
 #include "aryl/sim/simulator.h"
 
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -321,7 +322,7 @@ TEST(SimulatorTest, FidelityCatchesAJobRunAtTheWrongSize) {
 }
 
 // The shipped trace of cluster10 on a small cluster with a daily inference cycle.
-Simulator RealTraceSim() {
+Simulator RealTraceSim(SpeedKnowledge speed = SpeedKnowledge::kOracle) {
   auto trace = ReadTraces({std::string(ARYL_SOURCE_DIR) + "/data/traces/itp/cluster10.csv"});
   EXPECT_TRUE(trace.ok()) << trace.status();
   auto catalog = LoadCatalog(std::string(ARYL_SOURCE_DIR) + "/data/throughput",
@@ -334,6 +335,7 @@ Simulator RealTraceSim() {
   c.inference = *ParsePoolSpec("2x8xT4", "--inference");
   c.progress = false;
   c.scheduler.seed = 3;
+  c.speed_knowledge = speed;
   auto demand = ParseDemand("daily:noise=0.1", 2, 3);
   EXPECT_TRUE(demand.ok());
   return Simulator(c, std::move(*jobs), std::move(*demand), std::move(*catalog));
@@ -360,6 +362,31 @@ TEST(SimulatorTest, SameInputsAndSeedGiveIdenticalResults) {
     EXPECT_LE(a->metrics.training_usage, 1.0) << policy;
     EXPECT_LE(a->metrics.overall_usage, 1.0) << policy;
   }
+}
+
+TEST(SimulatorTest, LearnedAndLinearSpeedPassEveryCheckAndRepeat) {
+  // Without the oracle (speeds fitted from noisy samples, or the linear model)
+  // every policy still completes every job, meets every reclaim, and repeats
+  // byte for byte; learning lands nearer the oracle than the linear model.
+  Simulator oracle = RealTraceSim();
+  Simulator learned = RealTraceSim(SpeedKnowledge::kLearned);
+  Simulator linear = RealTraceSim(SpeedKnowledge::kLinear);
+  for (const std::string policy : {"aryl", "baseline", "elastic-only", "optimus", "afs", "tiresias"}) {
+    for (Simulator* sim : {&learned, &linear}) {
+      auto a = sim->Run(policy);
+      auto b = sim->Run(policy);
+      ASSERT_TRUE(a.ok()) << policy << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << policy << ": " << b.status();
+      EXPECT_EQ(JsonWithoutWallTime(a->metrics), JsonWithoutWallTime(b->metrics)) << policy;
+      EXPECT_EQ(a->metrics.jobs_completed, 260) << policy;
+      EXPECT_EQ(a->metrics.reclaims_late, 0) << policy;
+    }
+  }
+  auto o = oracle.Run("aryl");
+  auto l = learned.Run("aryl");
+  auto n = linear.Run("aryl");
+  ASSERT_TRUE(o.ok() && l.ok() && n.ok());
+  EXPECT_LT(std::fabs(l->metrics.avg_jct_s - o->metrics.avg_jct_s), std::fabs(n->metrics.avg_jct_s - o->metrics.avg_jct_s));
 }
 
 }  // namespace

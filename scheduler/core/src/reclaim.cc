@@ -61,6 +61,9 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice
 bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice) {
   const SchedulerConfig& c = state.config();
   if (!c.reclaim_lets_jobs_finish || !(notice > 0)) return false;
+  // A running job with no work left by the core's account whose finish has
+  // not been reported has slipped (its speed was overestimated): not left.
+  if (!(job.remaining_work > 0)) return false;
   const Seconds finish = state.EstimatedFinishTime(job.spec.id);
   return finish < kNever && finish - state.now() + c.CheckpointSeconds(job.spec.state_bytes) <= notice;
 }

@@ -1,5 +1,5 @@
 // FitSpeed: Pollux's step-time model fitted on log step time with Eigen's
-// Levenberg-Marquardt (MINPACK lmdif, forward-difference Jacobian). See
+// Levenberg-Marquardt (MINPACK lmder, analytic Jacobian). See
 // speed_model.h for the model, the residuals and the bounds.
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,6 @@
 
 #include <Eigen/Core>
 #include <unsupported/Eigen/NonLinearOptimization>
-#include <unsupported/Eigen/NumericalDiff>
 
 #include "aryl/sched/speed_model.h"
 
@@ -35,12 +34,15 @@ double Logit(double s) {
 // One bounded parameter: p = exp(L + (H - L) sigmoid(z)) for log-bounded ones
 // (times, type speeds), p = L + (H - L) sigmoid(z) for gamma.
 struct Bound {
+  Bound(double lo_, double hi_, bool log_scale_)
+      : lo(lo_), hi(hi_), log_scale(log_scale_), log_lo(std::log(lo_)), log_span(std::log(hi_) - std::log(lo_)) {}
   double lo = 0, hi = 1;
   bool log_scale = true;
-  double FromZ(double z) const {
-    return log_scale ? std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * Sigmoid(z))
-                     : lo + (hi - lo) * Sigmoid(z);
+  double log_lo = 0, log_span = 0;
+  double LogFromZ(double z) const {
+    return log_scale ? log_lo + log_span * Sigmoid(z) : std::log(lo + (hi - lo) * Sigmoid(z));
   }
+  double FromZ(double z) const { return log_scale ? std::exp(LogFromZ(z)) : lo + (hi - lo) * Sigmoid(z); }
   // Starts strictly inside, where the sigmoid still has a slope.
   double ToZ(double p) const {
     p = std::clamp(p, lo, hi);
@@ -52,6 +54,8 @@ struct Bound {
 struct Problem {
   const std::vector<StepSample>* samples = nullptr;
   std::vector<double> sample_weight;  // 1 / sigma per sample
+  std::vector<double> sample_log;     // log of each sample's step time
+  std::vector<double> fixed_speed;    // type speed of samples whose type is not fitted
   std::vector<std::string> types;     // fitted type speeds, sorted
   std::vector<int> sample_type;       // index into types, -1 = reference/other
   std::vector<Bound> bounds;          // per parameter
@@ -81,21 +85,93 @@ struct Problem {
   }
 
   void Residuals(const Eigen::VectorXd& z, Eigen::VectorXd& r) const {
-    const SpeedParams p = Params(z);
+    const int n = inputs();
+    double logp[64];
+    double p[64];
+    for (int k = 0; k < n; ++k) {
+      logp[k] = bounds[k].LogFromZ(z[k]);
+      p[k] = std::exp(logp[k]);
+    }
+    const double gamma = p[6];
     const auto& s = *samples;
     for (std::size_t i = 0; i < s.size(); ++i) {
-      const double model = p.StepTime(s[i].gpu_type, s[i].workers, s[i].nodes, s[i].local_batch);
-      r[static_cast<int>(i)] = (std::log(model) - std::log(s[i].step_time)) * sample_weight[i];
+      const int t = sample_type[i];
+      const double speed = t >= 0 ? p[kFirstType + t] : fixed_speed[i];
+      const double tg = (p[0] + p[1] * s[i].local_batch) / speed;
+      double step = tg;
+      if (s[i].workers > 1) {
+        const double ts = s[i].nodes <= 1 ? p[2] + p[3] * (s[i].workers - 2) : p[4] + p[5] * (s[i].workers - 2);
+        step = gamma <= 1 ? tg + ts : std::pow(std::pow(tg, gamma) + std::pow(ts, gamma), 1.0 / gamma);
+      }
+      r[static_cast<int>(i)] = (std::log(step) - sample_log[i]) * sample_weight[i];
     }
     const int base = static_cast<int>(s.size());
     double mean = 0;
-    for (int k = 0; k < kTimes; ++k) mean += std::log(bounds[k].FromZ(z[k])) - prior_log[k];
+    for (int k = 0; k < kTimes; ++k) mean += logp[k] - prior_log[k];
     mean /= kTimes;
-    for (int k = 0; k < inputs(); ++k) {
-      const double d = std::log(bounds[k].FromZ(z[k])) - prior_log[k];
+    for (int k = 0; k < n; ++k) {
+      const double d = logp[k] - prior_log[k];
       r[base + k] = (k < kTimes ? d - mean : d) * prior_weight[k];
     }
-    r[base + inputs()] = mean / kScaleSigma;
+    r[base + n] = mean / kScaleSigma;
+  }
+
+  // d residual / d z, analytically (the same expressions as Residuals).
+  void Jacobian(const Eigen::VectorXd& z, Eigen::MatrixXd& J) const {
+    const int n = inputs();
+    double p[64];
+    double dlog[64];  // d log p_k / d z_k
+    for (int k = 0; k < n; ++k) {
+      const double sg = Sigmoid(z[k]);
+      const double ds = sg * (1 - sg);
+      p[k] = bounds[k].FromZ(z[k]);
+      dlog[k] = bounds[k].log_scale ? bounds[k].log_span * ds : (bounds[k].hi - bounds[k].lo) * ds / p[k];
+    }
+    J.setZero();
+    const double g = p[6];
+    const auto& s = *samples;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const int row = static_cast<int>(i);
+      const int t = sample_type[i];
+      const double v = t >= 0 ? p[kFirstType + t] : fixed_speed[i];
+      const double m = s[i].local_batch;
+      const double tg = (p[0] + p[1] * m) / v;
+      // d log step / d tg, d ts, d gamma.
+      double dtg = 1 / tg, dts = 0, dg = 0;
+      int a = 2, b = 3;
+      double extra = 0;
+      if (s[i].workers > 1) {
+        if (s[i].nodes > 1) a = 4, b = 5;
+        extra = s[i].workers - 2;
+        const double ts = p[a] + p[b] * extra;
+        if (g <= 1) {
+          dtg = dts = 1 / (tg + ts);
+        } else {
+          const double tgg = std::pow(tg, g), tsg = std::pow(ts, g), sum = tgg + tsg;
+          dtg = tgg / (tg * sum);
+          dts = tsg / (ts * sum);
+          dg = -std::log(sum) / (g * g) + (tgg * std::log(tg) + tsg * std::log(ts)) / (g * sum);
+        }
+      }
+      const double w = sample_weight[i];
+      // Through log p: d/dz_k = (d log step / d p_k) p_k dlog_k.
+      J(row, 0) = w * dtg / v * p[0] * dlog[0];
+      J(row, 1) = w * dtg * m / v * p[1] * dlog[1];
+      if (s[i].workers > 1) {
+        J(row, a) = w * dts * p[a] * dlog[a];
+        J(row, b) = w * dts * extra * p[b] * dlog[b];
+        J(row, 6) = w * dg * p[6] * dlog[6];
+      }
+      if (t >= 0) J(row, kFirstType + t) = w * dtg * (-tg / v) * v * dlog[kFirstType + t];
+    }
+    const int base = static_cast<int>(s.size());
+    for (int k = 0; k < n; ++k) {
+      for (int j = 0; j < n; ++j) {
+        const double shape = (k == j ? 1.0 : 0.0) - (k < kTimes && j < kTimes ? 1.0 / kTimes : 0.0);
+        if (shape != 0) J(base + k, j) = prior_weight[k] * shape * dlog[j];
+      }
+    }
+    for (int j = 0; j < kTimes; ++j) J(base + n, j) = dlog[j] / kTimes / kScaleSigma;
   }
 };
 
@@ -112,6 +188,10 @@ struct Functor {
   int values() const { return problem->values(); }
   int operator()(const Eigen::VectorXd& z, Eigen::VectorXd& r) const {
     problem->Residuals(z, r);
+    return 0;
+  }
+  int df(const Eigen::VectorXd& z, Eigen::MatrixXd& J) const {
+    problem->Jacobian(z, J);
     return 0;
   }
 };
@@ -163,7 +243,7 @@ SpeedParams OptimisticParams() {
 }
 
 Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPrior& prior,
-                          const std::string& reference_type, const SpeedBounds& bounds) {
+                          const std::string& reference_type, const SpeedBounds& bounds, const SpeedParams* warm) {
   if (!(prior.sigma > 0) || !(prior.type_sigma > 0)) {
     return Status::InvalidArgument("speed prior: sigma and type_sigma must be > 0");
   }
@@ -182,6 +262,13 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
     pb.sample_weight.push_back(1.0 / std::max(kMinSampleSigma, rel));
   }
   pb.types.assign(types.begin(), types.end());
+  if (pb.types.size() > 64 - kFirstType) return Status::InvalidArgument("speed samples: too many GPU types");
+  for (const auto& s : samples) {
+    auto it = std::find(pb.types.begin(), pb.types.end(), s.gpu_type);
+    pb.sample_type.push_back(it == pb.types.end() ? -1 : static_cast<int>(it - pb.types.begin()));
+    pb.sample_log.push_back(std::log(s.step_time));
+    pb.fixed_speed.push_back(prior.params.TypeSpeed(s.gpu_type));
+  }
   const Bound time{bounds.time_lo, bounds.time_hi, true};
   const Bound gamma{bounds.gamma_lo, bounds.gamma_hi, false};
   const Bound type{bounds.type_lo, bounds.type_hi, true};
@@ -215,22 +302,40 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
 
   Functor f;
   f.problem = &pb;
-  Eigen::NumericalDiff<Functor> diff(f);
   double best = std::numeric_limits<double>::infinity();
   Eigen::VectorXd best_z = z;
   Eigen::VectorXd r(pb.values());
   // One configuration only: the prior's shape is all there is to go on.
   bool sizes = false;
   for (const auto& s : samples) sizes = sizes || s.workers != samples.front().workers;
-  std::vector<Eigen::VectorXd> starts = {z};
+  std::vector<Eigen::VectorXd> starts;
+  if (warm != nullptr) {
+    // The last fit, with the prior's start for fitted types it lacks.
+    Eigen::VectorXd w = z;
+    const double ws[kCoreParams] = {warm->alpha_c, warm->beta_c, warm->alpha_r, warm->beta_r,
+                                    warm->alpha_n, warm->beta_n, warm->gamma};
+    for (int k = 0; k < kCoreParams; ++k) w[k] = pb.bounds[k].ToZ(ws[k]);
+    for (std::size_t i = 0; i < pb.types.size(); ++i) {
+      auto it = warm->type_speed.find(pb.types[i]);
+      if (it != warm->type_speed.end()) w[kFirstType + static_cast<int>(i)] = pb.bounds[kFirstType + i].ToZ(it->second);
+    }
+    starts.push_back(w);
+  }
+  starts.push_back(z);
   if (sizes) starts.push_back(neutral);
   for (Eigen::VectorXd x : starts) {
-    Eigen::LevenbergMarquardt<Eigen::NumericalDiff<Functor>, double> lm(diff);
+    // A start that fits the samples to within their noise: done.
+    if (best < std::numeric_limits<double>::infinity()) {
+      double sum = 0;
+      for (std::size_t i = 0; i < samples.size(); ++i) sum += r[static_cast<int>(i)] * r[static_cast<int>(i)];
+      if (sum <= 4.0 * static_cast<double>(samples.size())) break;
+    }
+    Eigen::LevenbergMarquardt<Functor, double> lm(f);
     lm.parameters.maxfev = 200 * (pb.inputs() + 1);
     lm.parameters.xtol = 1e-6;
     lm.parameters.ftol = 1e-6;
     lm.minimize(x);
-    fit.evaluations += static_cast<int>(lm.nfev);
+    fit.evaluations += static_cast<int>(lm.nfev + lm.njev);
     pb.Residuals(x, r);
     if (r.squaredNorm() < best) {
       best = r.squaredNorm();

@@ -65,7 +65,7 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
     due = it->count >= 2 * fitted_count_[i];
   }
   if (!due) return false;
-  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds));
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds, fits_ > 0 ? &params_ : nullptr));
   params_ = std::move(fit.params);
   for (std::size_t i = 0; i < samples_.size(); ++i) fitted_count_[i] = samples_[i].count;
   ++fits_;

@@ -22,7 +22,7 @@
 // as samples at new sizes and types arrive the
 // data outweighs the prior. Bounds by construction: every parameter is a
 // sigmoid of an unconstrained variable between its bounds (SpeedBounds), so the
-// solver (Eigen's Levenberg-Marquardt, MINPACK's lmdif) never leaves them.
+// solver (Eigen's Levenberg-Marquardt, MINPACK's lmder) never leaves them.
 //
 // Pure and deterministic: no clock, no threads, no randomness; the same
 // samples and prior give the same fit bit for bit.
@@ -89,9 +89,14 @@ Status ValidateStepSample(const StepSample& sample, const std::string& what = "s
 // Fits `samples` (validated: InvalidArgument names the bad field) starting
 // from and shrinking towards `prior`. Type speeds are fitted for every type
 // in the samples other than `reference_type`; other types keep the prior's.
-// No samples: the prior itself.
+// No samples: the prior itself. The solver starts from `warm` (the job's last
+// fit, when given), then the prior, then a neutral point scaled to the
+// samples, and stops at the first start that fits the samples to within
+// their noise (sum of squared weighted residuals <= 4 per sample); otherwise
+// it keeps the best. The same inputs give the same fit.
 Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPrior& prior,
-                          const std::string& reference_type, const SpeedBounds& bounds = {});
+                          const std::string& reference_type, const SpeedBounds& bounds = {},
+                          const SpeedParams* warm = nullptr);
 
 // The documented optimistic prior (Pollux's: a job scales perfectly until it
 // is measured otherwise): 1 s per step of compute at a local batch of 1, no

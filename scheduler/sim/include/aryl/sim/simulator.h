@@ -53,8 +53,20 @@ class ThroughputCatalog;
 
 namespace aryl::sim {
 
+// What the policy knows of each job's speed (docs/simulator.md, "Speed knowledge").
+enum class SpeedKnowledge : std::uint8_t {
+  kOracle,   // the true tables (the default)
+  kLearned,  // noisy step-time samples at the sizes and types a job ran, fitted
+             // by the core's SpeedModels; the true tables only say which sizes are allowed
+  kLinear,   // the live daemon's model without tables: throughput = workers, on every type
+};
+const char* SpeedKnowledgeName(SpeedKnowledge k);
+
 struct SimConfig {
   sched::SchedulerConfig scheduler;
+  SpeedKnowledge speed_knowledge = SpeedKnowledge::kOracle;
+  double speed_noise = 0.05;   // learned: log-space std of a measured median step time
+  double speed_window = 60;    // learned: seconds a configuration runs before it is measured
   PoolSpec training;
   PoolSpec inference;
   double reclaim_deadline = 300;    // seconds from the reclaim to its deadline
