@@ -188,8 +188,9 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
   }
 }
 
-TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheirCountDoubles) {
-  // The same configuration again refits at 2, 4, 8... times the steps, not every time.
+TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheyDisagree) {
+  // The same configuration again: merged, and refitted only once its steps
+  // have doubled and the fit no longer matches it (a slowdown to 1.5 s).
   SpeedModels models(SpeedModelOptions{"A100"});
   ASSERT_TRUE(models.AddJob(1, "").ok());
   StepSample s;
@@ -198,9 +199,13 @@ TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheirCountDoubles) {
   s.count = 10;
   int refits = 0;
   for (int i = 0; i < 8; ++i) refits += *models.AddSample(1, s) ? 1 : 0;
-  EXPECT_EQ(refits, 4);  // at 10, 20, 40, 80 steps
+  EXPECT_EQ(refits, 1);  // the first: the others agree with it
   EXPECT_EQ(models.Find(1)->samples().size(), 1u);
   EXPECT_EQ(models.Find(1)->samples()[0].count, 80);
+  s.step_time = 1.5;
+  s.count = 80;
+  EXPECT_TRUE(*models.AddSample(1, s));
+  EXPECT_NEAR(1 / models.Throughput(1, "A100", 1, 8), std::sqrt(0.5 * 1.5), 1e-3);
 }
 
 TEST(SpeedModelTest, JsonRoundTripAnswersTheSame) {

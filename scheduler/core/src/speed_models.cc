@@ -62,7 +62,11 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
     it->spread = rel * it->step_time;
     it->count += sample.count;
     const auto i = static_cast<std::size_t>(it - samples_.begin());
-    due = it->count >= 2 * fitted_count_[i];
+    // Doubled since the last fit, and the fit no longer matches it to within
+    // its noise (a repeat that agrees with the fit changes nothing worth a refit).
+    const double predicted = params_.StepTime(it->gpu_type, it->workers, it->nodes, it->local_batch);
+    const double sigma = std::max(kMinSampleSigma, it->spread / it->step_time / std::sqrt(static_cast<double>(it->count)));
+    due = it->count >= 2 * fitted_count_[i] && std::fabs(std::log(predicted / it->step_time)) > sigma;
   }
   if (!due) return false;
   ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds, fits_ > 0 ? &params_ : nullptr));

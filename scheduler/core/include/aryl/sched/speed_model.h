@@ -89,7 +89,9 @@ Status ValidateStepSample(const StepSample& sample, const std::string& what = "s
 // Fits `samples` (validated: InvalidArgument names the bad field) starting
 // from and shrinking towards `prior`. Type speeds are fitted for every type
 // in the samples other than `reference_type`; other types keep the prior's.
-// No samples: the prior itself. The solver starts from `warm` (the job's last
+// No samples: the prior itself. Samples at one configuration only: the prior
+// with every time scaled so that it matches them (closed form: the MAP
+// optimum but for the weak scale residual). Otherwise the solver starts from `warm` (the job's last
 // fit, when given), then the prior, then a neutral point scaled to the
 // samples, and stops at the first start that fits the samples to within
 // their noise (sum of squared weighted residuals <= 4 per sample); otherwise
