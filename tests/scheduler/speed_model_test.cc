@@ -48,6 +48,12 @@ SpeedParams Truth() {
 
 constexpr double kBatch = 256;
 
+SpeedModelOptions Options() {
+  SpeedModelOptions o;
+  o.reference_type = "A100";
+  return o;
+}
+
 int NodesOf(int w) { return (w + 7) / 8; }
 
 StepSample Measure(const SpeedParams& p, const std::string& type, int w, double noise, Normal& z) {
@@ -108,7 +114,7 @@ TEST(SpeedModelTest, OneSampleScalesThePriorsShape) {
 
 TEST(SpeedModelTest, OptimisticPriorIsTheLinearModel) {
   // No samples, no knowledge: throughput = workers at a unit global batch.
-  SpeedModels models(SpeedModelOptions{"A100"});
+  SpeedModels models(Options());
   ASSERT_TRUE(models.AddJob(1, "").ok());
   for (int w : {1, 2, 8, 64}) EXPECT_NEAR(models.Throughput(1, "A100", w, 8) / w, 1.0, 0.01) << w;
   EXPECT_EQ(models.Find(1)->prior_source(), PriorSource::kOptimistic);
@@ -144,7 +150,7 @@ TEST(SpeedModelTest, ParametersStayInsideTheirBounds) {
 
 TEST(SpeedModelTest, BadSamplesAreErrorsNamingTheField) {
   // A sample with 0 workers or a negative step time is refused, naming it.
-  SpeedModels models(SpeedModelOptions{"A100"});
+  SpeedModels models(Options());
   ASSERT_TRUE(models.AddJob(1, "m").ok());
   StepSample s;
   s.gpu_type = "A100";
@@ -164,7 +170,7 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
   // starts from its shape (same-model), job 3 of another model from the
   // cluster's, and with a catalog a named model starts from its table.
   const SpeedParams truth = Truth();
-  SpeedModels models(SpeedModelOptions{"A100"});
+  SpeedModels models(Options());
   ASSERT_TRUE(models.AddJob(1, "m", kBatch).ok());
   Normal z(3);
   for (int w : {1, 2, 4, 8, 16}) ASSERT_TRUE(models.AddSample(1, Measure(truth, "A100", w, 0.02, z)).ok());
@@ -176,7 +182,7 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
   EXPECT_EQ(models.Find(3)->prior_source(), PriorSource::kCluster);
   EXPECT_NEAR(models.Throughput(2, "A100", 16, 8) / thr16, 1.0, 1e-9);
 
-  SpeedModelOptions with_catalog{"A100"};
+  SpeedModelOptions with_catalog = Options();
   with_catalog.catalog = testing::Catalog();
   SpeedModels named(with_catalog);
   ASSERT_TRUE(named.AddJob(1, "sublinear").ok());
@@ -191,7 +197,7 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
 TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheyDisagree) {
   // The same configuration again: merged, and refitted only once its steps
   // have doubled and the fit no longer matches it (a slowdown to 1.5 s).
-  SpeedModels models(SpeedModelOptions{"A100"});
+  SpeedModels models(Options());
   ASSERT_TRUE(models.AddJob(1, "").ok());
   StepSample s;
   s.gpu_type = "A100";
@@ -211,27 +217,27 @@ TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheyDisagree) {
 TEST(SpeedModelTest, JsonRoundTripAnswersTheSame) {
   // The journal form restores samples, fits and the cluster's knowledge exactly.
   const SpeedParams truth = Truth();
-  SpeedModels models(SpeedModelOptions{"A100"});
+  SpeedModels models(Options());
   Normal z(5);
   for (JobId id : {1, 2}) {
     ASSERT_TRUE(models.AddJob(id, "m", kBatch).ok());
     for (int w : {1, 4, 32}) ASSERT_TRUE(models.AddSample(id, Measure(truth, w == 4 ? "T4" : "A100", w, 0.03, z)).ok());
   }
   ASSERT_TRUE(models.RemoveJob(1).ok());
-  Result<SpeedModels> back = SpeedModels::FromJson(models.ToJson(), SpeedModelOptions{"A100"});
+  Result<SpeedModels> back = SpeedModels::FromJson(models.ToJson(), Options());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->ToJson(), models.ToJson());
   for (int w : {1, 3, 8, 64}) EXPECT_EQ(back->Throughput(2, "T4", w, 8), models.Throughput(2, "T4", w, 8));
   ASSERT_TRUE(back->AddJob(3, "m", kBatch).ok());
   EXPECT_EQ(back->Find(3)->prior_source(), PriorSource::kSameModel);
-  EXPECT_TRUE(SpeedModels::FromJson("{\"version\": 1}", SpeedModelOptions{"A100"}).status().IsCorruption());
+  EXPECT_TRUE(SpeedModels::FromJson("{\"version\": 1}", Options()).status().IsCorruption());
 }
 
 TEST(SpeedModelTest, TheCoreDecidesWithTheFittedCurve) {
   // The catalog says "linear"; the job's measurements say it is twice as slow
   // at 8 workers: after RefreshSpeed the core's throughput and finish estimate
   // follow the measurement, and allowed sizes stay the catalog's.
-  auto models = std::make_shared<SpeedModels>(SpeedModelOptions{"A100"});
+  auto models = std::make_shared<SpeedModels>(Options());
   SchedulerConfig config;
   config.speed = models;
   auto sched = Scheduler::Create("aryl", testing::Servers(1, 0), testing::Catalog(), config);

@@ -1,6 +1,7 @@
 #include "aryl/sim/simulator.h"
 
 #include <cmath>
+#include <map>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -387,6 +388,44 @@ TEST(SimulatorTest, LearnedAndLinearSpeedPassEveryCheckAndRepeat) {
   auto n = linear.Run("aryl");
   ASSERT_TRUE(o.ok() && l.ok() && n.ok());
   EXPECT_LT(std::fabs(l->metrics.avg_jct_s - o->metrics.avg_jct_s), std::fabs(n->metrics.avg_jct_s - o->metrics.avg_jct_s));
+}
+
+TEST(SimulatorTest, TwoJobsOneThatScalesOneFlatUnderEachSpeedKnowledge) {
+  // Two elastic jobs [2, 16] on one 16-GPU server: "scales" runs w it/s at w
+  // GPUs, "flat" 1 it/s at any size (a fixed per-step cost). The oracle gives
+  // the 12 spare GPUs to "scales"; the linear model splits them. Learning does
+  // not find "flat" out here (a known gap, docs/scheduler.md, failure mode 1):
+  // measured only at 7-10 GPUs, "flat" is predicted slower below them by the
+  // prior's shape, so it is never shrunk and never measured there. This pins
+  // the gap: all three complete, the oracle is best, learning stays within 2x.
+  auto c = std::make_shared<sched::ThroughputCatalog>();
+  ASSERT_TRUE(c->AddTable("scales", "A100", {{1, 2, 4, 8, 16}, {1, 2, 4, 8, 16}}).ok());
+  ASSERT_TRUE(c->AddTable("flat", "A100", {{1, 2, 4, 8, 16}, {1, 1, 1, 1, 1}}).ok());
+  std::vector<sched::JobSpec> jobs;
+  for (sched::JobId id : {1, 2}) {
+    sched::JobSpec j = Job(id, 0, 20000, 2);
+    j.kind = sched::JobKind::kElastic;
+    j.max_workers = 16;
+    j.model = id == 1 ? "scales" : "flat";
+    j.total_work = id == 1 ? 40000 : 20000;
+    jobs.push_back(j);
+  }
+  SimConfig config = OneServer();
+  config.training = *ParsePoolSpec("1x16xA100", "--training");
+  config.tick = 600;
+  std::map<SpeedKnowledge, double> scales_jct;
+  for (SpeedKnowledge k : {SpeedKnowledge::kOracle, SpeedKnowledge::kLearned, SpeedKnowledge::kLinear}) {
+    config.speed_knowledge = k;
+    Simulator sim(config, jobs, DemandCurve::Constant(0), c);
+    auto r = sim.Run("aryl");
+    ASSERT_TRUE(r.ok()) << SpeedKnowledgeName(k) << ": " << r.status();
+    ASSERT_EQ(r->metrics.jobs_completed, 2);
+    scales_jct[k] = r->jobs[0].finish - r->jobs[0].submit;
+  }
+  EXPECT_NEAR(scales_jct[SpeedKnowledge::kOracle], 40000.0 / 14 + 30, 1);  // 14 GPUs after one rescale
+  EXPECT_GT(scales_jct[SpeedKnowledge::kLinear], 1.5 * scales_jct[SpeedKnowledge::kOracle]);
+  EXPECT_GT(scales_jct[SpeedKnowledge::kLearned], scales_jct[SpeedKnowledge::kOracle]);
+  EXPECT_LT(scales_jct[SpeedKnowledge::kLearned], 2 * scales_jct[SpeedKnowledge::kOracle]);
 }
 
 }  // namespace
