@@ -105,9 +105,10 @@ TEST(SpeedModelTest, OneSampleScalesThePriorsShape) {
   ASSERT_TRUE(fit.ok()) << fit.status().ToString();
   EXPECT_NEAR(fit->params.StepTime("A100", 4, 1, kBatch / 4) / s.step_time, 1.0, 0.03);
   for (int w : {1, 8, 32}) {
-    const double prior_ratio = shape.StepTime("A100", w, NodesOf(w), kBatch / w) / shape.StepTime("A100", 4, 1, kBatch / 4);
-    const double fit_ratio =
-        fit->params.StepTime("A100", w, NodesOf(w), kBatch / w) / fit->params.StepTime("A100", 4, 1, kBatch / 4);
+    const double prior_ratio = shape.StepTime("A100", w, NodesOf(w), kBatch / w) /
+                               shape.StepTime("A100", 4, 1, kBatch / 4);
+    const double fit_ratio = fit->params.StepTime("A100", w, NodesOf(w), kBatch / w) /
+                             fit->params.StepTime("A100", 4, 1, kBatch / 4);
     EXPECT_NEAR(fit_ratio / prior_ratio, 1.0, 0.25) << w << " workers";
   }
 }
@@ -173,7 +174,8 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
   SpeedModels models(Options());
   ASSERT_TRUE(models.AddJob(1, "m", kBatch).ok());
   Normal z(3);
-  for (int w : {1, 2, 4, 8, 16}) ASSERT_TRUE(models.AddSample(1, Measure(truth, "A100", w, 0.02, z)).ok());
+  for (int w : {1, 2, 4, 8, 16})
+    ASSERT_TRUE(models.AddSample(1, Measure(truth, "A100", w, 0.02, z)).ok());
   const double thr16 = models.Throughput(1, "A100", 16, 8);
   ASSERT_TRUE(models.RemoveJob(1).ok());
   ASSERT_TRUE(models.AddJob(2, "m", kBatch).ok());
@@ -188,8 +190,9 @@ TEST(SpeedModelTest, FinishedJobsBecomeThePriorOfLaterOnes) {
   ASSERT_TRUE(named.AddJob(1, "sublinear").ok());
   EXPECT_EQ(named.Find(1)->prior_source(), PriorSource::kCatalog);
   for (int w : {1, 4, 16, 64}) {
-    EXPECT_NEAR(named.Throughput(1, "A100", w, 8) / with_catalog.catalog->Throughput("sublinear", "A100", w), 1.0,
-                0.12)
+    EXPECT_NEAR(named.Throughput(1, "A100", w, 8) /
+                    with_catalog.catalog->Throughput("sublinear", "A100", w),
+                1.0, 0.12)
         << w;
   }
 }
@@ -221,13 +224,15 @@ TEST(SpeedModelTest, JsonRoundTripAnswersTheSame) {
   Normal z(5);
   for (JobId id : {1, 2}) {
     ASSERT_TRUE(models.AddJob(id, "m", kBatch).ok());
-    for (int w : {1, 4, 32}) ASSERT_TRUE(models.AddSample(id, Measure(truth, w == 4 ? "T4" : "A100", w, 0.03, z)).ok());
+    for (int w : {1, 4, 32})
+      ASSERT_TRUE(models.AddSample(id, Measure(truth, w == 4 ? "T4" : "A100", w, 0.03, z)).ok());
   }
   ASSERT_TRUE(models.RemoveJob(1).ok());
   Result<SpeedModels> back = SpeedModels::FromJson(models.ToJson(), Options());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->ToJson(), models.ToJson());
-  for (int w : {1, 3, 8, 64}) EXPECT_EQ(back->Throughput(2, "T4", w, 8), models.Throughput(2, "T4", w, 8));
+  for (int w : {1, 3, 8, 64})
+    EXPECT_EQ(back->Throughput(2, "T4", w, 8), models.Throughput(2, "T4", w, 8));
   ASSERT_TRUE(back->AddJob(3, "m", kBatch).ok());
   EXPECT_EQ(back->Find(3)->prior_source(), PriorSource::kSameModel);
   EXPECT_TRUE(SpeedModels::FromJson("{\"version\": 1}", Options()).status().IsCorruption());
@@ -247,7 +252,7 @@ TEST(SpeedModelTest, TheCoreDecidesWithTheFittedCurve) {
   const JobInfo* job = (*sched)->state().job(1);
   ASSERT_NE(job, nullptr);
   EXPECT_NEAR(job->throughput, 8.0, 0.1);  // the optimistic prior: linear
-  EXPECT_EQ(job->Thr(0, 16), 0);            // a 0 cell stays not allowed
+  EXPECT_EQ(job->Thr(0, 16), 0);           // a 0 cell stays not allowed
   StepSample s;
   s.gpu_type = "A100";
   s.workers = 8;

@@ -35,18 +35,25 @@ double Logit(double s) {
 // (times, type speeds), p = L + (H - L) sigmoid(z) for gamma.
 struct Bound {
   Bound(double lo_, double hi_, bool log_scale_)
-      : lo(lo_), hi(hi_), log_scale(log_scale_), log_lo(std::log(lo_)), log_span(std::log(hi_) - std::log(lo_)) {}
+      : lo(lo_),
+        hi(hi_),
+        log_scale(log_scale_),
+        log_lo(std::log(lo_)),
+        log_span(std::log(hi_) - std::log(lo_)) {}
   double lo = 0, hi = 1;
   bool log_scale = true;
   double log_lo = 0, log_span = 0;
   double LogFromZ(double z) const {
     return log_scale ? log_lo + log_span * Sigmoid(z) : std::log(lo + (hi - lo) * Sigmoid(z));
   }
-  double FromZ(double z) const { return log_scale ? std::exp(LogFromZ(z)) : lo + (hi - lo) * Sigmoid(z); }
+  double FromZ(double z) const {
+    return log_scale ? std::exp(LogFromZ(z)) : lo + (hi - lo) * Sigmoid(z);
+  }
   // Starts strictly inside, where the sigmoid still has a slope.
   double ToZ(double p) const {
     p = std::clamp(p, lo, hi);
-    const double s = log_scale ? (std::log(p) - std::log(lo)) / (std::log(hi) - std::log(lo)) : (p - lo) / (hi - lo);
+    const double s = log_scale ? (std::log(p) - std::log(lo)) / (std::log(hi) - std::log(lo))
+                               : (p - lo) / (hi - lo);
     return Logit(std::clamp(s, 0.01, 0.99));
   }
 };
@@ -100,8 +107,10 @@ struct Problem {
       const double tg = (p[0] + p[1] * s[i].local_batch) / speed;
       double step = tg;
       if (s[i].workers > 1) {
-        const double ts = s[i].nodes <= 1 ? p[2] + p[3] * (s[i].workers - 2) : p[4] + p[5] * (s[i].workers - 2);
-        step = gamma <= 1 ? tg + ts : std::pow(std::pow(tg, gamma) + std::pow(ts, gamma), 1.0 / gamma);
+        const double ts =
+            s[i].nodes <= 1 ? p[2] + p[3] * (s[i].workers - 2) : p[4] + p[5] * (s[i].workers - 2);
+        step =
+            gamma <= 1 ? tg + ts : std::pow(std::pow(tg, gamma) + std::pow(ts, gamma), 1.0 / gamma);
       }
       r[static_cast<int>(i)] = (std::log(step) - sample_log[i]) * sample_weight[i];
     }
@@ -125,7 +134,8 @@ struct Problem {
       const double sg = Sigmoid(z[k]);
       const double ds = sg * (1 - sg);
       p[k] = bounds[k].FromZ(z[k]);
-      dlog[k] = bounds[k].log_scale ? bounds[k].log_span * ds : (bounds[k].hi - bounds[k].lo) * ds / p[k];
+      dlog[k] =
+          bounds[k].log_scale ? bounds[k].log_span * ds : (bounds[k].hi - bounds[k].lo) * ds / p[k];
     }
     J.setZero();
     const double g = p[6];
@@ -199,7 +209,8 @@ struct Functor {
 bool OneConfiguration(const std::vector<StepSample>& samples) {
   const StepSample& a = samples.front();
   for (const auto& b : samples) {
-    if (b.gpu_type != a.gpu_type || b.workers != a.workers || b.nodes != a.nodes || b.local_batch != a.local_batch) {
+    if (b.gpu_type != a.gpu_type || b.workers != a.workers || b.nodes != a.nodes ||
+        b.local_batch != a.local_batch) {
       return false;
     }
   }
@@ -212,10 +223,12 @@ bool OneConfiguration(const std::vector<StepSample>& samples) {
 // times, so the shape residuals stay 0 and the data residuals vanish; the
 // scale's own residual, log(scale) / 10, is all the solver could still trade
 // off against the data, and it weighs 1/100 of a sample's at 10% noise).
-SpeedFit ScaledPrior(const std::vector<StepSample>& samples, const SpeedPrior& prior, const SpeedBounds& bounds) {
+SpeedFit ScaledPrior(const std::vector<StepSample>& samples, const SpeedPrior& prior,
+                     const SpeedBounds& bounds) {
   double num = 0, den = 0;
   for (const auto& s : samples) {
-    const double sigma = std::max(kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
+    const double sigma =
+        std::max(kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
     const double w = 1 / (sigma * sigma);
     num += w * (std::log(s.step_time) -
                 std::log(prior.params.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch)));
@@ -231,7 +244,8 @@ SpeedFit ScaledPrior(const std::vector<StepSample>& samples, const SpeedPrior& p
   p.gamma = std::clamp(p.gamma, bounds.gamma_lo, bounds.gamma_hi);
   double sum = 0;
   for (const auto& s : samples) {
-    const double e = std::log(p.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch)) - std::log(s.step_time);
+    const double e =
+        std::log(p.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch)) - std::log(s.step_time);
     sum += e * e;
   }
   fit.rms_log_error = std::sqrt(sum / static_cast<double>(samples.size()));
@@ -243,21 +257,25 @@ SpeedFit ScaledPrior(const std::vector<StepSample>& samples, const SpeedPrior& p
 Status ValidateStepSample(const StepSample& s, const std::string& what) {
   const std::string who = what + ": ";
   if (s.gpu_type.empty()) return Status::InvalidArgument(who + "empty gpu_type");
-  if (s.workers < 1) return Status::InvalidArgument(who + "workers must be >= 1, got " + std::to_string(s.workers));
+  if (s.workers < 1)
+    return Status::InvalidArgument(who + "workers must be >= 1, got " + std::to_string(s.workers));
   if (s.nodes < 1 || s.nodes > s.workers) {
-    return Status::InvalidArgument(who + "nodes must be in [1, workers=" + std::to_string(s.workers) + "], got " +
-                                   std::to_string(s.nodes));
+    return Status::InvalidArgument(who + "nodes must be in [1, workers=" +
+                                   std::to_string(s.workers) + "], got " + std::to_string(s.nodes));
   }
   if (!(s.local_batch > 0) || !std::isfinite(s.local_batch)) {
-    return Status::InvalidArgument(who + "local_batch must be > 0, got " + std::to_string(s.local_batch));
+    return Status::InvalidArgument(who + "local_batch must be > 0, got " +
+                                   std::to_string(s.local_batch));
   }
   if (!(s.step_time > 0) || !std::isfinite(s.step_time)) {
-    return Status::InvalidArgument(who + "step_time must be > 0, got " + std::to_string(s.step_time));
+    return Status::InvalidArgument(who + "step_time must be > 0, got " +
+                                   std::to_string(s.step_time));
   }
   if (!(s.spread >= 0) || !std::isfinite(s.spread)) {
     return Status::InvalidArgument(who + "spread must be >= 0, got " + std::to_string(s.spread));
   }
-  if (s.count < 1) return Status::InvalidArgument(who + "count must be >= 1, got " + std::to_string(s.count));
+  if (s.count < 1)
+    return Status::InvalidArgument(who + "count must be >= 1, got " + std::to_string(s.count));
   return Status::Ok();
 }
 
@@ -266,10 +284,12 @@ double SpeedParams::TypeSpeed(const std::string& gpu_type) const {
   return it == type_speed.end() ? 1.0 : it->second;
 }
 
-double SpeedParams::StepTime(const std::string& gpu_type, int workers, int nodes, double local_batch) const {
+double SpeedParams::StepTime(const std::string& gpu_type, int workers, int nodes,
+                             double local_batch) const {
   const double tg = (alpha_c + beta_c * local_batch) / TypeSpeed(gpu_type);
   if (workers <= 1) return tg;
-  const double ts = nodes <= 1 ? alpha_r + beta_r * (workers - 2) : alpha_n + beta_n * (workers - 2);
+  const double ts =
+      nodes <= 1 ? alpha_r + beta_r * (workers - 2) : alpha_n + beta_n * (workers - 2);
   if (gamma <= 1) return tg + ts;
   return std::pow(std::pow(tg, gamma) + std::pow(ts, gamma), 1.0 / gamma);
 }
@@ -285,11 +305,13 @@ SpeedParams OptimisticParams() {
 }
 
 Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPrior& prior,
-                          const std::string& reference_type, const SpeedBounds& bounds, const SpeedParams* warm) {
+                          const std::string& reference_type, const SpeedBounds& bounds,
+                          const SpeedParams* warm) {
   if (!(prior.sigma > 0) || !(prior.type_sigma > 0)) {
     return Status::InvalidArgument("speed prior: sigma and type_sigma must be > 0");
   }
-  for (std::size_t i = 0; i < samples.size(); ++i) ARYL_RETURN_IF_ERROR(ValidateStepSample(samples[i], "speed sample " + std::to_string(i)));
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    ARYL_RETURN_IF_ERROR(ValidateStepSample(samples[i], "speed sample " + std::to_string(i)));
   SpeedFit fit;
   fit.params = prior.params;
   if (samples.empty()) return fit;
@@ -305,7 +327,8 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
     pb.sample_weight.push_back(1.0 / std::max(kMinSampleSigma, rel));
   }
   pb.types.assign(types.begin(), types.end());
-  if (pb.types.size() > 64 - kFirstType) return Status::InvalidArgument("speed samples: too many GPU types");
+  if (pb.types.size() > 64 - kFirstType)
+    return Status::InvalidArgument("speed samples: too many GPU types");
   for (const auto& s : samples) {
     auto it = std::find(pb.types.begin(), pb.types.end(), s.gpu_type);
     pb.sample_type.push_back(it == pb.types.end() ? -1 : static_cast<int>(it - pb.types.begin()));
@@ -319,7 +342,8 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
   pb.bounds.push_back(gamma);
   pb.bounds.insert(pb.bounds.end(), pb.types.size(), type);
   const SpeedParams& q = prior.params;
-  std::vector<double> start = {q.alpha_c, q.beta_c, q.alpha_r, q.beta_r, q.alpha_n, q.beta_n, q.gamma};
+  std::vector<double> start = {q.alpha_c, q.beta_c, q.alpha_r, q.beta_r,
+                               q.alpha_n, q.beta_n, q.gamma};
   for (const auto& t : pb.types) start.push_back(q.TypeSpeed(t));
   Eigen::VectorXd z(pb.inputs());
   for (int k = 0; k < pb.inputs(); ++k) {
@@ -340,7 +364,8 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
   const double t = std::exp(log_step / static_cast<double>(samples.size()));
   const double m = std::exp(log_batch / static_cast<double>(samples.size()));
   Eigen::VectorXd neutral = z;
-  const double neutral_start[kCoreParams] = {0.2 * t, 0.8 * t / m, 0.1 * t, 0.01 * t, 0.2 * t, 0.02 * t, 2.0};
+  const double neutral_start[kCoreParams] = {0.2 * t, 0.8 * t / m, 0.1 * t, 0.01 * t,
+                                             0.2 * t, 0.02 * t,    2.0};
   for (int k = 0; k < kCoreParams; ++k) neutral[k] = pb.bounds[k].ToZ(neutral_start[k]);
 
   Functor f;
@@ -360,7 +385,8 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
     for (int k = 0; k < kCoreParams; ++k) w[k] = pb.bounds[k].ToZ(ws[k]);
     for (std::size_t i = 0; i < pb.types.size(); ++i) {
       auto it = warm->type_speed.find(pb.types[i]);
-      if (it != warm->type_speed.end()) w[kFirstType + static_cast<int>(i)] = pb.bounds[kFirstType + i].ToZ(it->second);
+      if (it != warm->type_speed.end())
+        w[kFirstType + static_cast<int>(i)] = pb.bounds[kFirstType + i].ToZ(it->second);
     }
     starts.push_back(w);
   }
@@ -370,7 +396,8 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
     // A start that fits the samples to within their noise: done.
     if (best < std::numeric_limits<double>::infinity()) {
       double sum = 0;
-      for (std::size_t i = 0; i < samples.size(); ++i) sum += r[static_cast<int>(i)] * r[static_cast<int>(i)];
+      for (std::size_t i = 0; i < samples.size(); ++i)
+        sum += r[static_cast<int>(i)] * r[static_cast<int>(i)];
       if (sum <= 4.0 * static_cast<double>(samples.size())) break;
     }
     Eigen::LevenbergMarquardt<Functor, double> lm(f);

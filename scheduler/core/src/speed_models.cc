@@ -31,24 +31,33 @@ int Nodes(int workers, int gpus_per_node) {
 
 const char* PriorSourceName(PriorSource s) {
   switch (s) {
-    case PriorSource::kCatalog: return "catalog";
-    case PriorSource::kSameModel: return "same-model";
-    case PriorSource::kCluster: return "cluster";
-    case PriorSource::kOptimistic: return "optimistic";
+    case PriorSource::kCatalog:
+      return "catalog";
+    case PriorSource::kSameModel:
+      return "same-model";
+    case PriorSource::kCluster:
+      return "cluster";
+    case PriorSource::kOptimistic:
+      return "optimistic";
   }
   return "?";
 }
 
 // --- JobSpeedModel -----------------------------------------------------------------
 
-JobSpeedModel::JobSpeedModel(std::string model, double global_batch, SpeedPrior prior, PriorSource source)
-    : model_(std::move(model)), global_batch_(global_batch > 0 ? global_batch : 1), prior_(std::move(prior)),
-      source_(source), params_(prior_.params) {}
+JobSpeedModel::JobSpeedModel(std::string model, double global_batch, SpeedPrior prior,
+                             PriorSource source)
+    : model_(std::move(model)),
+      global_batch_(global_batch > 0 ? global_batch : 1),
+      prior_(std::move(prior)),
+      source_(source),
+      params_(prior_.params) {}
 
 Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::string& reference_type,
                                       const SpeedBounds& bounds) {
   ARYL_RETURN_IF_ERROR(ValidateStepSample(sample));
-  auto it = std::find_if(samples_.begin(), samples_.end(), [&](const StepSample& s) { return SameConfig(s, sample); });
+  auto it = std::find_if(samples_.begin(), samples_.end(),
+                         [&](const StepSample& s) { return SameConfig(s, sample); });
   bool due = false;
   if (it == samples_.end()) {
     samples_.push_back(sample);
@@ -57,28 +66,35 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
   } else {
     // Count-weighted means of log step time and of relative spread.
     const double n0 = it->count, n1 = sample.count, n = n0 + n1;
-    const double rel = (n0 * it->spread / it->step_time + n1 * sample.spread / sample.step_time) / n;
+    const double rel =
+        (n0 * it->spread / it->step_time + n1 * sample.spread / sample.step_time) / n;
     it->step_time = std::exp((n0 * std::log(it->step_time) + n1 * std::log(sample.step_time)) / n);
     it->spread = rel * it->step_time;
     it->count += sample.count;
     const auto i = static_cast<std::size_t>(it - samples_.begin());
     // Doubled since the last fit, and the fit no longer matches it to within
     // its noise (a repeat that agrees with the fit changes nothing worth a refit).
-    const double predicted = params_.StepTime(it->gpu_type, it->workers, it->nodes, it->local_batch);
-    const double sigma = std::max(kMinSampleSigma, it->spread / it->step_time / std::sqrt(static_cast<double>(it->count)));
-    due = it->count >= 2 * fitted_count_[i] && std::fabs(std::log(predicted / it->step_time)) > sigma;
+    const double predicted =
+        params_.StepTime(it->gpu_type, it->workers, it->nodes, it->local_batch);
+    const double sigma = std::max(
+        kMinSampleSigma, it->spread / it->step_time / std::sqrt(static_cast<double>(it->count)));
+    due =
+        it->count >= 2 * fitted_count_[i] && std::fabs(std::log(predicted / it->step_time)) > sigma;
   }
   if (!due) return false;
-  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds, fits_ > 0 ? &params_ : nullptr));
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds,
+                                               fits_ > 0 ? &params_ : nullptr));
   params_ = std::move(fit.params);
   for (std::size_t i = 0; i < samples_.size(); ++i) fitted_count_[i] = samples_[i].count;
   ++fits_;
   return true;
 }
 
-double JobSpeedModel::Throughput(const std::string& gpu_type, int workers, int gpus_per_node) const {
+double JobSpeedModel::Throughput(const std::string& gpu_type, int workers,
+                                 int gpus_per_node) const {
   if (workers < 1) return 0;
-  const double step = params_.StepTime(gpu_type, workers, Nodes(workers, gpus_per_node), global_batch_ / workers);
+  const double step =
+      params_.StepTime(gpu_type, workers, Nodes(workers, gpus_per_node), global_batch_ / workers);
   return step > 0 && std::isfinite(step) ? 1.0 / step : 0;
 }
 
@@ -133,19 +149,24 @@ Result<SpeedPrior> SpeedModels::CatalogPrior(const std::string& model) {
     }
   }
   SpeedPrior loose{OptimisticParams(), 10.0, 10.0};
-  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples, loose, options_.reference_type, options_.bounds));
-  SpeedPrior prior{std::move(fit.params), options_.catalog_prior_sigma, options_.catalog_prior_sigma};
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit,
+                        FitSpeed(samples, loose, options_.reference_type, options_.bounds));
+  SpeedPrior prior{std::move(fit.params), options_.catalog_prior_sigma,
+                   options_.catalog_prior_sigma};
   catalog_priors_.emplace(model, prior);
   return prior;
 }
 
 Status SpeedModels::AddJob(JobId job, const std::string& model, double global_batch) {
-  if (jobs_.count(job)) return Status::AlreadyExists("speed model of job " + std::to_string(job) + " exists");
+  if (jobs_.count(job))
+    return Status::AlreadyExists("speed model of job " + std::to_string(job) + " exists");
   if (!(global_batch >= 0) || !std::isfinite(global_batch)) {
-    return Status::InvalidArgument("job " + std::to_string(job) + ": global_batch must be >= 0, got " +
+    return Status::InvalidArgument("job " + std::to_string(job) +
+                                   ": global_batch must be >= 0, got " +
                                    std::to_string(global_batch));
   }
-  SpeedPrior prior{OptimisticParams(), options_.optimistic_prior_sigma, options_.optimistic_prior_sigma};
+  SpeedPrior prior{OptimisticParams(), options_.optimistic_prior_sigma,
+                   options_.optimistic_prior_sigma};
   PriorSource source = PriorSource::kOptimistic;
   auto same = by_model_.find(model);
   if (options_.catalog && !model.empty() && options_.catalog->HasModel(model)) {
@@ -164,13 +185,15 @@ Status SpeedModels::AddJob(JobId job, const std::string& model, double global_ba
 
 Result<bool> SpeedModels::AddSample(JobId job, const StepSample& sample) {
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return Status::NotFound("speed sample for unknown job " + std::to_string(job));
+  if (it == jobs_.end())
+    return Status::NotFound("speed sample for unknown job " + std::to_string(job));
   return it->second.AddSample(sample, options_.reference_type, options_.bounds);
 }
 
 Status SpeedModels::RemoveJob(JobId job) {
   auto it = jobs_.find(job);
-  if (it == jobs_.end()) return Status::NotFound("speed model of unknown job " + std::to_string(job));
+  if (it == jobs_.end())
+    return Status::NotFound("speed model of unknown job " + std::to_string(job));
   const JobSpeedModel& m = it->second;
   if (m.measured()) {
     if (!m.model().empty()) AddToPool(by_model_[m.model()], m.params());
@@ -185,7 +208,8 @@ const JobSpeedModel* SpeedModels::Find(JobId job) const {
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-double SpeedModels::Throughput(JobId job, const std::string& gpu_type, int workers, int gpus_per_node) const {
+double SpeedModels::Throughput(JobId job, const std::string& gpu_type, int workers,
+                               int gpus_per_node) const {
   const JobSpeedModel* m = Find(job);
   return m ? m->Throughput(gpu_type, workers, gpus_per_node) : 0;
 }

@@ -10,8 +10,9 @@ namespace {
 using json = nlohmann::json;
 
 json ParamsJson(const SpeedParams& p) {
-  return {{"alpha_c", p.alpha_c}, {"beta_c", p.beta_c}, {"alpha_r", p.alpha_r}, {"beta_r", p.beta_r},
-          {"alpha_n", p.alpha_n}, {"beta_n", p.beta_n}, {"gamma", p.gamma},     {"type_speed", p.type_speed}};
+  return {{"alpha_c", p.alpha_c}, {"beta_c", p.beta_c},        {"alpha_r", p.alpha_r},
+          {"beta_r", p.beta_r},   {"alpha_n", p.alpha_n},      {"beta_n", p.beta_n},
+          {"gamma", p.gamma},     {"type_speed", p.type_speed}};
 }
 
 SpeedParams ParamsFrom(const json& j) {
@@ -28,8 +29,10 @@ SpeedParams ParamsFrom(const json& j) {
 }
 
 json SampleJson(const StepSample& s) {
-  return {{"gpu_type", s.gpu_type}, {"workers", s.workers},     {"nodes", s.nodes}, {"local_batch", s.local_batch},
-          {"step_time", s.step_time}, {"spread", s.spread}, {"count", s.count}};
+  return {{"gpu_type", s.gpu_type},   {"workers", s.workers},
+          {"nodes", s.nodes},         {"local_batch", s.local_batch},
+          {"step_time", s.step_time}, {"spread", s.spread},
+          {"count", s.count}};
 }
 
 StepSample SampleFrom(const json& j) {
@@ -80,7 +83,10 @@ std::string SpeedModels::ToJson() const {
   };
   json pools = json::object();
   for (const auto& [model, p] : by_model_) pools[model] = pool_json(p);
-  return json{{"version", 1}, {"jobs", std::move(jobs)}, {"by_model", std::move(pools)}, {"all", pool_json(all_)}}
+  return json{{"version", 1},
+              {"jobs", std::move(jobs)},
+              {"by_model", std::move(pools)},
+              {"all", pool_json(all_)}}
       .dump();
 }
 
@@ -88,12 +94,13 @@ Result<SpeedModels> SpeedModels::FromJson(const std::string& text, SpeedModelOpt
   SpeedModels out(std::move(options));
   try {
     const json doc = json::parse(text);
-    if (doc.at("version").get<int>() != 1) return Status::Corruption("speed models: unknown version");
+    if (doc.at("version").get<int>() != 1)
+      return Status::Corruption("speed models: unknown version");
     for (const json& j : doc.at("jobs")) {
       SpeedPrior prior{ParamsFrom(j.at("prior")), j.at("prior_sigma").get<double>(),
                        j.at("prior_type_sigma").get<double>()};
-      JobSpeedModel m(j.at("model").get<std::string>(), j.at("global_batch").get<double>(), std::move(prior),
-                      SourceFrom(j.at("prior_source").get<std::string>()));
+      JobSpeedModel m(j.at("model").get<std::string>(), j.at("global_batch").get<double>(),
+                      std::move(prior), SourceFrom(j.at("prior_source").get<std::string>()));
       m.params_ = ParamsFrom(j.at("fit"));
       m.fits_ = j.at("fits").get<int>();
       for (const json& s : j.at("samples")) {
@@ -109,12 +116,14 @@ Result<SpeedModels> SpeedModels::FromJson(const std::string& text, SpeedModelOpt
       Pool p;
       p.n = j.at("n").get<int>();
       p.log_sum = j.at("log_sum").get<std::vector<double>>();
-      for (const auto& [t, v] : j.at("type_log").items()) p.type_log[t] = {v.at(0).get<int>(), v.at(1).get<double>()};
+      for (const auto& [t, v] : j.at("type_log").items())
+        p.type_log[t] = {v.at(0).get<int>(), v.at(1).get<double>()};
       return p;
     };
     for (const auto& [model, p] : doc.at("by_model").items()) out.by_model_[model] = pool_from(p);
     out.all_ = pool_from(doc.at("all"));
-    if (out.all_.n > 0 && out.all_.log_sum.size() != 7) return Status::Corruption("speed models: bad pool");
+    if (out.all_.n > 0 && out.all_.log_sum.size() != 7)
+      return Status::Corruption("speed models: bad pool");
   } catch (const std::exception& e) {
     return Status::Corruption(std::string("speed models: ") + e.what());
   }

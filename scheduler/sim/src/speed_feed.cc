@@ -10,17 +10,20 @@ namespace aryl::sim {
 
 const char* SpeedKnowledgeName(SpeedKnowledge k) {
   switch (k) {
-    case SpeedKnowledge::kOracle: return "oracle";
-    case SpeedKnowledge::kLearned: return "learned";
-    case SpeedKnowledge::kLinear: return "linear";
+    case SpeedKnowledge::kOracle:
+      return "oracle";
+    case SpeedKnowledge::kLearned:
+      return "learned";
+    case SpeedKnowledge::kLinear:
+      return "linear";
   }
   return "?";
 }
 
 namespace internal {
 
-std::shared_ptr<const sched::ThroughputCatalog> LinearCatalog(const sched::ThroughputCatalog& truth,
-                                                              const std::vector<sched::ServerSpec>& servers) {
+std::shared_ptr<const sched::ThroughputCatalog> LinearCatalog(
+    const sched::ThroughputCatalog& truth, const std::vector<sched::ServerSpec>& servers) {
   std::set<std::string> types;
   int gpus = 0;
   for (const auto& s : servers) {
@@ -75,10 +78,10 @@ std::vector<sched::JobId> SpeedFeed::Due(double t) {
   return out;
 }
 
-Result<bool> SpeedFeed::Measure(sched::JobId job, const std::string& gpu_type, int workers, int nodes,
-                                double true_step) {
-  Rng rng(Mix64(config_.scheduler.seed ^ Mix64(static_cast<std::uint64_t>(job) * 0x100000001b3ULL +
-                                               segment_[job])));
+Result<bool> SpeedFeed::Measure(sched::JobId job, const std::string& gpu_type, int workers,
+                                int nodes, double true_step) {
+  Rng rng(Mix64(config_.scheduler.seed ^
+                Mix64(static_cast<std::uint64_t>(job) * 0x100000001b3ULL + segment_[job])));
   sched::StepSample s;
   s.gpu_type = gpu_type;
   s.workers = workers;

@@ -36,8 +36,8 @@ namespace aryl::sim::internal {
 // The catalog a policy sees when it may not read the true table: for every
 // model and GPU type of `servers`, throughput = workers at every size the true
 // table allows (1.0 per GPU on every type: the live daemon's linear model).
-std::shared_ptr<const sched::ThroughputCatalog> LinearCatalog(const sched::ThroughputCatalog& truth,
-                                                              const std::vector<sched::ServerSpec>& servers);
+std::shared_ptr<const sched::ThroughputCatalog> LinearCatalog(
+    const sched::ThroughputCatalog& truth, const std::vector<sched::ServerSpec>& servers);
 
 class SpeedFeed {
  public:
@@ -54,7 +54,8 @@ class SpeedFeed {
   std::vector<sched::JobId> Due(double t);
   // The noisy summary of `true_step` seconds per step at this configuration
   // (step 2 above); returns whether the job's fit changed.
-  Result<bool> Measure(sched::JobId job, const std::string& gpu_type, int workers, int nodes, double true_step);
+  Result<bool> Measure(sched::JobId job, const std::string& gpu_type, int workers, int nodes,
+                       double true_step);
 
  private:
   struct Pending {

@@ -63,9 +63,9 @@ struct SpeedParams {
 };
 
 struct SpeedBounds {
-  double time_lo = 1e-7, time_hi = 1e4;   // every alpha and beta (s)
+  double time_lo = 1e-7, time_hi = 1e4;  // every alpha and beta (s)
   double gamma_lo = 1, gamma_hi = 10;
-  double type_lo = 1e-3, type_hi = 1e3;   // type speed ratios
+  double type_lo = 1e-3, type_hi = 1e3;  // type speed ratios
 };
 
 inline constexpr double kMinSampleSigma = 0.02;  // relative; no sample is trusted more
@@ -73,7 +73,7 @@ inline constexpr double kMinSampleSigma = 0.02;  // relative; no sample is trust
 // What the fit shrinks towards.
 struct SpeedPrior {
   SpeedParams params;
-  double sigma = 1.0;  // log-space std of every parameter (small = strong prior)
+  double sigma = 1.0;       // log-space std of every parameter (small = strong prior)
   double type_sigma = 1.0;  // log-space std of each type speed ratio
 };
 

@@ -49,7 +49,8 @@ class JobSpeedSource {
   virtual ~JobSpeedSource() = default;
   // Iterations/s of `job` on `workers` GPUs of `gpu_type` whose servers hold
   // `gpus_per_node` GPUs each; <= 0: no opinion (the catalog's value is used).
-  virtual double Throughput(JobId job, const std::string& gpu_type, int workers, int gpus_per_node) const = 0;
+  virtual double Throughput(JobId job, const std::string& gpu_type, int workers,
+                            int gpus_per_node) const = 0;
 };
 
 enum class PriorSource : std::uint8_t { kCatalog, kSameModel, kCluster, kOptimistic };
@@ -90,12 +91,12 @@ class JobSpeedModel {
 struct SpeedModelOptions {
   std::string reference_type;  // the type type speeds are relative to (the training type)
   SpeedBounds bounds;
-  double prior_sigma = 1.0;             // cluster priors (log-space std of each parameter's shape)
+  double prior_sigma = 1.0;              // cluster priors (log-space std of each parameter's shape)
   double optimistic_prior_sigma = 10.0;  // the optimistic prior is weak: the first samples win
-  double catalog_prior_sigma = 0.3;  // a catalog table is a firmer prior
+  double catalog_prior_sigma = 0.3;      // a catalog table is a firmer prior
   // Tables to use as priors for jobs naming their model; null = none.
   std::shared_ptr<const ThroughputCatalog> catalog;
-  int catalog_max_workers = 64;      // sizes of a catalog table the prior is fitted on
+  int catalog_max_workers = 64;  // sizes of a catalog table the prior is fitted on
   int catalog_gpus_per_node = 8;
 };
 
@@ -112,7 +113,8 @@ class SpeedModels : public JobSpeedSource {
   const JobSpeedModel* Find(JobId job) const;
   std::size_t size() const { return jobs_.size(); }
 
-  double Throughput(JobId job, const std::string& gpu_type, int workers, int gpus_per_node) const override;
+  double Throughput(JobId job, const std::string& gpu_type, int workers,
+                    int gpus_per_node) const override;
 
   std::string ToJson() const;
   // Corruption naming the field on a bad document.
@@ -122,7 +124,7 @@ class SpeedModels : public JobSpeedSource {
   // Geometric means of finished jobs' fits.
   struct Pool {
     int n = 0;
-    std::vector<double> log_sum;                 // the 7 core parameters
+    std::vector<double> log_sum;                             // the 7 core parameters
     std::map<std::string, std::pair<int, double>> type_log;  // type -> (n, sum log speed)
   };
   static void AddToPool(Pool& pool, const SpeedParams& p);
