@@ -10,6 +10,12 @@ find_package(SQLite3 REQUIRED)
 find_package(GTest REQUIRED)
 find_package(benchmark QUIET)
 find_package(prometheus-cpp CONFIG REQUIRED COMPONENTS core)  # Debian: prometheus-cpp-dev
+# Eigen (header-only; Debian: libeigen3-dev): the scheduling core fits per-job
+# speed models with its Levenberg-Marquardt solver (scheduler/core/src/speed_fit.cc).
+find_package(Eigen3 3.3 NO_MODULE)
+if(NOT TARGET Eigen3::Eigen)
+  message(FATAL_ERROR "Aryl: Eigen 3.3+ not found (Debian package libeigen3-dev; ./dev installs it)")
+endif()
 
 # Optional: libtorch (CPU build from Debian's libtorch-dev, with Gloo for c10d).
 set(_torch_found OFF)

@@ -9,18 +9,24 @@
 //   BM_Reclaim/loaned/k: the greedy reclaim decision for k of <loaned>
 //     loaned servers, the cluster busy as above.
 //   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
+//   BM_FitSpeed/configs: one speed-model fit (FitSpeed, speed_model.h) of a job
+//     measured at <configs> configurations (1, 2, 4, ... A100s over 8-GPU
+//     servers, plus 2 T4s from 3 configurations on), 5% noise, from the
+//     optimistic prior; configs=1 is a job seen at its start size only.
 //
 // Run (from the repository root):
 //   build-sched/bench/scheduler/bench_scheduler --benchmark_repetitions=10
 //       --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 
 #include "aryl/sched/knapsack.h"
 #include "aryl/sched/policy.h"
 #include "aryl/sched/reclaim.h"
+#include "aryl/sched/speed_model.h"
 #include "aryl/sched/state.h"
 #include "aryl/sched/throughput.h"
 
@@ -227,6 +233,42 @@ void BM_Knapsack(benchmark::State& bm) {
 }
 BENCHMARK(BM_Knapsack)->ArgNames({"jobs", "capacity"})->Args({100, 400})->Args({1000, 1000})->Args({1000, 5000})
     ->Unit(benchmark::kMillisecond);
+
+void BM_FitSpeed(benchmark::State& bm) {
+  const int configs = static_cast<int>(bm.range(0));
+  SpeedParams truth;
+  truth.alpha_c = 0.02;
+  truth.beta_c = 0.004;
+  truth.alpha_r = 0.05;
+  truth.beta_r = 0.004;
+  truth.alpha_n = 0.15;
+  truth.beta_n = 0.01;
+  truth.gamma = 2;
+  truth.type_speed["T4"] = 0.3;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0, 0.05);
+  std::vector<StepSample> samples;
+  for (int i = 0; i < configs; ++i) {
+    StepSample s;
+    const bool t4 = i >= 2 && i == configs - 1;
+    s.gpu_type = t4 ? "T4" : "A100";
+    s.workers = t4 ? 2 : 1 << i;
+    s.nodes = (s.workers + 7) / 8;
+    s.local_batch = 256.0 / s.workers;
+    s.step_time = truth.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch) * std::exp(noise(rng));
+    s.spread = 0.05 * s.step_time;
+    samples.push_back(s);
+  }
+  const SpeedPrior prior{OptimisticParams(), 10.0, 10.0};
+  int evaluations = 0;
+  for (auto _ : bm) {
+    Result<SpeedFit> fit = FitSpeed(samples, prior, "A100");
+    evaluations = fit.ok() ? fit->evaluations : -1;
+    benchmark::DoNotOptimize(fit);
+  }
+  bm.counters["evaluations"] = evaluations;
+}
+BENCHMARK(BM_FitSpeed)->ArgName("configs")->Arg(1)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace aryl::sched

@@ -5,7 +5,7 @@
 //
 //   bench_sim [--policies aryl,baseline] [--training 125x8xA100]
 //             [--inference 64x8xT4] [--elastic-fraction 0.5] [--load 1]
-//             [--data DIR]
+//             [--speed-knowledge oracle|learned|linear] [--data DIR]
 //
 // Sizes: the first trace file, the first four, then all of them merged. Each row
 // reports CPU microseconds per job and the average number of queued jobs (from
@@ -44,7 +44,7 @@ struct Outcome {
 // Runs `policy` on `traces` in a child process; returns its timing and peak RSS.
 Outcome RunInChild(const std::string& data, const std::vector<std::string>& traces, const std::string& policy,
                    const std::string& training, const std::string& inference, double elastic_fraction,
-                   double load) {
+                   double load, aryl::sim::SpeedKnowledge speed) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   pid_t pid = fork();
@@ -66,6 +66,7 @@ Outcome RunInChild(const std::string& data, const std::vector<std::string>& trac
     config.training = *aryl::sim::ParsePoolSpec(training, "--training");
     config.inference = *aryl::sim::ParsePoolSpec(inference, "--inference");
     config.progress = false;
+    config.speed_knowledge = speed;
     auto catalog = aryl::sim::LoadCatalog(data + "/throughput", {.reference_type = config.training.groups[0].gpu_type,
                                                                   .relative_speed = 0.25,
                                                                   .other_types = {config.inference.groups[0].gpu_type}});
@@ -109,6 +110,8 @@ int main(int argc, char** argv) {
       ("inference", "Inference cluster", cxxopts::value<std::string>()->default_value("64x8xT4"))
       ("elastic-fraction", "Fraction of elastic jobs", cxxopts::value<double>()->default_value("0.5"))
       ("load", "Compress inter-arrival times by this factor", cxxopts::value<double>()->default_value("1"))
+      ("speed-knowledge", "oracle, learned or linear (docs/simulator.md)",
+       cxxopts::value<std::string>()->default_value("oracle"))
       ("data", "Data directory", cxxopts::value<std::string>()->default_value(ARYL_SOURCE_DIR "/data"))
       ("all-only", "Only the full merged workload");
   aryl::AddCommonFlags(options);
@@ -130,6 +133,15 @@ int main(int argc, char** argv) {
       start = comma + 1;
     }
   }
+  const std::string knowledge = flags["speed-knowledge"].as<std::string>();
+  aryl::sim::SpeedKnowledge speed = aryl::sim::SpeedKnowledge::kOracle;
+  if (knowledge == "learned") {
+    speed = aryl::sim::SpeedKnowledge::kLearned;
+  } else if (knowledge == "linear") {
+    speed = aryl::sim::SpeedKnowledge::kLinear;
+  } else if (knowledge != "oracle") {
+    aryl::UsageError("bench_sim", "--speed-knowledge: '" + knowledge + "' (oracle, learned or linear)");
+  }
   std::vector<std::vector<std::string>> sizes;
   if (!flags["all-only"].as<bool>()) {
     sizes.push_back({files.begin(), files.begin() + 1});
@@ -137,9 +149,10 @@ int main(int argc, char** argv) {
   }
   sizes.push_back(files);
 
-  std::printf("# training %s, inference %s, elastic fraction %.2f, load %.2f, daily demand, one core per run\n",
+  std::printf("# training %s, inference %s, elastic fraction %.2f, load %.2f, daily demand, speed %s, "
+              "one core per run\n",
               flags["training"].as<std::string>().c_str(), flags["inference"].as<std::string>().c_str(),
-              flags["elastic-fraction"].as<double>(), flags["load"].as<double>());
+              flags["elastic-fraction"].as<double>(), flags["load"].as<double>(), knowledge.c_str());
   // CPU seconds is the figure to compare on a shared machine: wall time also counts
   // the time other processes held the core.
   std::printf("%-14s %6s %8s %10s %10s %10s %12s %10s  %s\n", "policy", "files", "jobs", "avg queued", "wall s",
@@ -149,7 +162,7 @@ int main(int argc, char** argv) {
     for (const auto& policy : policies) {
       Outcome o = RunInChild(data, traces, policy, flags["training"].as<std::string>(),
                              flags["inference"].as<std::string>(), flags["elastic-fraction"].as<double>(),
-                             flags["load"].as<double>());
+                             flags["load"].as<double>(), speed);
       std::printf("%-14s %6zu %8lld %10.0f %10.2f %10.2f %12.1f %10.1f  %s\n", policy.c_str(), traces.size(), o.jobs,
                   o.avg_queued, o.wall_s, o.cpu_s, o.max_rss_mib, o.jobs > 0 ? o.cpu_s / o.jobs * 1e6 : 0.0,
                   o.ok ? "ok" : o.message);

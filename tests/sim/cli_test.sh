@@ -66,4 +66,18 @@ grep -q "unexpected argument 'stray'" "$TMP/err" || fail "stray argument message
 head -1 "$TMP/jobs.csv" | grep -qx 'policy,job_id,submit_s,first_start_s,finish_s,waiting_s,preemptions,rescales,gpu_types' \
   || fail "jobs CSV header: $(head -1 "$TMP/jobs.csv")"
 [ "$(wc -l <"$TMP/jobs.csv")" -eq 261 ] || fail "jobs CSV rows: $(wc -l <"$TMP/jobs.csv")"
+
+# 6. --speed-knowledge: oracle (the default) writes exactly what no flag does;
+#    learned records itself in the config; a bad value is a usage error.
+"$SIM" "${SMALL[@]}" --json "$TMP/s0.json" >/dev/null
+"$SIM" "${SMALL[@]}" --speed-knowledge oracle --json "$TMP/s1.json" >/dev/null
+sed 's/"sim_wall_s": [0-9.e+-]*/W/' "$TMP/s0.json" >"$TMP/s0.cmp"
+sed 's/"sim_wall_s": [0-9.e+-]*/W/' "$TMP/s1.json" >"$TMP/s1.cmp"
+cmp -s "$TMP/s0.cmp" "$TMP/s1.cmp" || fail "--speed-knowledge oracle differs from the default"
+"$SIM" "${SMALL[@]}" --policy aryl --speed-knowledge learned --json "$TMP/s2.json" >/dev/null
+grep -q '"speed_knowledge": "learned"' "$TMP/s2.json" || fail "--speed-knowledge learned not in the config"
+set +e
+"$SIM" "${SMALL[@]}" --speed-knowledge psychic >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "--speed-knowledge psychic gave exit $rc, want 2"
 echo "cli_test: ok"

@@ -1,5 +1,7 @@
 #include "aryl/sim/simulator.h"
 
+#include <cmath>
+#include <map>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -321,7 +323,7 @@ TEST(SimulatorTest, FidelityCatchesAJobRunAtTheWrongSize) {
 }
 
 // The shipped trace of cluster10 on a small cluster with a daily inference cycle.
-Simulator RealTraceSim() {
+Simulator RealTraceSim(SpeedKnowledge speed = SpeedKnowledge::kOracle) {
   auto trace = ReadTraces({std::string(ARYL_SOURCE_DIR) + "/data/traces/itp/cluster10.csv"});
   EXPECT_TRUE(trace.ok()) << trace.status();
   auto catalog = LoadCatalog(std::string(ARYL_SOURCE_DIR) + "/data/throughput",
@@ -334,6 +336,7 @@ Simulator RealTraceSim() {
   c.inference = *ParsePoolSpec("2x8xT4", "--inference");
   c.progress = false;
   c.scheduler.seed = 3;
+  c.speed_knowledge = speed;
   auto demand = ParseDemand("daily:noise=0.1", 2, 3);
   EXPECT_TRUE(demand.ok());
   return Simulator(c, std::move(*jobs), std::move(*demand), std::move(*catalog));
@@ -360,6 +363,69 @@ TEST(SimulatorTest, SameInputsAndSeedGiveIdenticalResults) {
     EXPECT_LE(a->metrics.training_usage, 1.0) << policy;
     EXPECT_LE(a->metrics.overall_usage, 1.0) << policy;
   }
+}
+
+TEST(SimulatorTest, LearnedAndLinearSpeedPassEveryCheckAndRepeat) {
+  // Without the oracle (speeds fitted from noisy samples, or the linear model)
+  // every policy still completes every job, meets every reclaim, and repeats
+  // byte for byte; learning lands nearer the oracle than the linear model.
+  Simulator oracle = RealTraceSim();
+  Simulator learned = RealTraceSim(SpeedKnowledge::kLearned);
+  Simulator linear = RealTraceSim(SpeedKnowledge::kLinear);
+  for (const std::string policy : {"aryl", "baseline", "elastic-only", "optimus", "afs", "tiresias"}) {
+    for (Simulator* sim : {&learned, &linear}) {
+      auto a = sim->Run(policy);
+      auto b = sim->Run(policy);
+      ASSERT_TRUE(a.ok()) << policy << ": " << a.status();
+      ASSERT_TRUE(b.ok()) << policy << ": " << b.status();
+      EXPECT_EQ(JsonWithoutWallTime(a->metrics), JsonWithoutWallTime(b->metrics)) << policy;
+      EXPECT_EQ(a->metrics.jobs_completed, 260) << policy;
+      EXPECT_EQ(a->metrics.reclaims_late, 0) << policy;
+    }
+  }
+  auto o = oracle.Run("aryl");
+  auto l = learned.Run("aryl");
+  auto n = linear.Run("aryl");
+  ASSERT_TRUE(o.ok() && l.ok() && n.ok());
+  EXPECT_LT(std::fabs(l->metrics.avg_jct_s - o->metrics.avg_jct_s), std::fabs(n->metrics.avg_jct_s - o->metrics.avg_jct_s));
+}
+
+TEST(SimulatorTest, TwoJobsOneThatScalesOneFlatUnderEachSpeedKnowledge) {
+  // Two elastic jobs [2, 16] on one 16-GPU server: "scales" runs w it/s at w
+  // GPUs, "flat" 1 it/s at any size (a fixed per-step cost). The oracle gives
+  // the 12 spare GPUs to "scales"; the linear model splits them. Learning does
+  // not find "flat" out here (a known gap, docs/scheduler.md, failure mode 1):
+  // measured only at 7-10 GPUs, "flat" is predicted slower below them by the
+  // prior's shape, so it is never shrunk and never measured there. This pins
+  // the gap: all three complete, the oracle is best, learning stays within 2x.
+  auto c = std::make_shared<sched::ThroughputCatalog>();
+  ASSERT_TRUE(c->AddTable("scales", "A100", {{1, 2, 4, 8, 16}, {1, 2, 4, 8, 16}}).ok());
+  ASSERT_TRUE(c->AddTable("flat", "A100", {{1, 2, 4, 8, 16}, {1, 1, 1, 1, 1}}).ok());
+  std::vector<sched::JobSpec> jobs;
+  for (sched::JobId id : {1, 2}) {
+    sched::JobSpec j = Job(id, 0, 20000, 2);
+    j.kind = sched::JobKind::kElastic;
+    j.max_workers = 16;
+    j.model = id == 1 ? "scales" : "flat";
+    j.total_work = id == 1 ? 40000 : 20000;
+    jobs.push_back(j);
+  }
+  SimConfig config = OneServer();
+  config.training = *ParsePoolSpec("1x16xA100", "--training");
+  config.tick = 600;
+  std::map<SpeedKnowledge, double> scales_jct;
+  for (SpeedKnowledge k : {SpeedKnowledge::kOracle, SpeedKnowledge::kLearned, SpeedKnowledge::kLinear}) {
+    config.speed_knowledge = k;
+    Simulator sim(config, jobs, DemandCurve::Constant(0), c);
+    auto r = sim.Run("aryl");
+    ASSERT_TRUE(r.ok()) << SpeedKnowledgeName(k) << ": " << r.status();
+    ASSERT_EQ(r->metrics.jobs_completed, 2);
+    scales_jct[k] = r->jobs[0].finish - r->jobs[0].submit;
+  }
+  EXPECT_NEAR(scales_jct[SpeedKnowledge::kOracle], 40000.0 / 14 + 30, 1);  // 14 GPUs after one rescale
+  EXPECT_GT(scales_jct[SpeedKnowledge::kLinear], 1.5 * scales_jct[SpeedKnowledge::kOracle]);
+  EXPECT_GT(scales_jct[SpeedKnowledge::kLearned], scales_jct[SpeedKnowledge::kOracle]);
+  EXPECT_LT(scales_jct[SpeedKnowledge::kLearned], 2 * scales_jct[SpeedKnowledge::kOracle]);
 }
 
 }  // namespace

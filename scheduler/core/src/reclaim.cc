@@ -61,8 +61,13 @@ double PreemptLoss(const ClusterState& state, const JobInfo& job, Seconds notice
 bool LeftToFinish(const ClusterState& state, const JobInfo& job, Seconds notice) {
   const SchedulerConfig& c = state.config();
   if (!c.reclaim_lets_jobs_finish || !(notice > 0)) return false;
+  const Seconds ckpt = c.CheckpointSeconds(job.spec.state_bytes);
+  // At the deadline minus its checkpoint time, a job with no work left by the
+  // core's account whose finish has not been reported has slipped (its speed
+  // was overestimated): it leaves now, whatever its estimate says.
+  if (!(job.remaining_work > 0) && notice <= ckpt + 1e-3) return false;
   const Seconds finish = state.EstimatedFinishTime(job.spec.id);
-  return finish < kNever && finish - state.now() + c.CheckpointSeconds(job.spec.state_bytes) <= notice;
+  return finish < kNever && finish - state.now() + ckpt <= notice;
 }
 
 std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<ServerId>& servers,

@@ -63,6 +63,15 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy,
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }
 Status Scheduler::AddServer(const ServerSpec& spec) { return impl_->state->AddServer(spec); }
+Status Scheduler::RefreshSpeed(Seconds time, JobId job) {
+  ClusterState& st = *impl_->state;
+  if (!std::isfinite(time) || time < st.now()) {
+    return Status::InvalidArgument("speed refresh at " + std::to_string(time) + ", before now (" +
+                                   std::to_string(st.now()) + ")");
+  }
+  ARYL_RETURN_IF_ERROR(st.AdvanceTo(time));
+  return st.RefreshCurves(job);
+}
 const std::string& Scheduler::policy_name() const { return impl_->name; }
 const SchedulerConfig& Scheduler::config() const { return impl_->config; }
 bool Scheduler::elastic() const { return impl_->policy->elastic(); }

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "aryl/sched/speed_models.h"
 #include "aryl/sched/throughput.h"
 #include "state_names.h"
 
@@ -265,9 +266,9 @@ Status ClusterState::AddJob(const JobSpec& spec) {
   return Status::Ok();
 }
 
-Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec) const {
+Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec, bool refresh) const {
   const std::string who = JobName(spec.id);
-  if (jobs_.count(spec.id)) return Status::AlreadyExists(who + ": already submitted");
+  if (!refresh && jobs_.count(spec.id)) return Status::AlreadyExists(who + ": already submitted");
   if (spec.min_workers < 1) {
     return Status::InvalidArgument(who + ": min_workers must be >= 1, got " +
                                    std::to_string(spec.min_workers));
@@ -311,7 +312,12 @@ Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec) const {
     allowed_type[i] = true;
   }
   std::vector<int> type_gpus(type_names_.size(), 0);
-  for (const auto& s : servers_) type_gpus[s.type] += s.spec.gpus;
+  std::vector<int> type_node(type_names_.size(), 0);  // GPUs of the type's largest server
+  for (const auto& s : servers_) {
+    type_gpus[s.type] += s.spec.gpus;
+    type_node[s.type] = std::max(type_node[s.type], s.spec.gpus);
+  }
+  const JobSpeedSource* speed = config_.speed.get();
   if (config_.hetero_dp) {
     // A job may mix types: every type's curve reaches the cluster's size.
     int all = 0;
@@ -331,6 +337,10 @@ Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec) const {
     for (int w = spec.min_workers; w <= cap; ++w) {
       if (spec.kind == JobKind::kElastic && !spec.granularity.Allows(w)) continue;
       double v = thr_->Throughput(spec.model, type_names_[t], w);
+      if (v > 0 && std::isfinite(v) && speed != nullptr) {
+        const double measured = speed->Throughput(spec.id, type_names_[t], w, type_node[t]);
+        if (measured > 0 && std::isfinite(measured)) v = measured;
+      }
       if (v > 0 && std::isfinite(v)) {
         curve[w] = v;
         if (base == 0 || w < base) base = w;
@@ -417,6 +427,19 @@ Status ClusterState::SetRemainingWork(JobId id, double remaining) {
   }
   j->remaining_work = remaining;
   j->checkpoint_remaining = std::max(j->checkpoint_remaining, remaining);
+  if (j->status == JobStatus::kQueued) queue_log_.push_back(id);
+  return Status::Ok();
+}
+
+Status ClusterState::RefreshCurves(JobId id) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status != JobStatus::kRunning && j->status != JobStatus::kQueued) {
+    return Status::FailedPrecondition(JobName(id) + ": speed refresh for a job that is not active");
+  }
+  ARYL_ASSIGN_OR_RETURN(JobInfo built, BuildJob(j->spec, /*refresh=*/true));
+  j->curves = std::move(built.curves);
+  if (j->status == JobStatus::kRunning) j->throughput = PlacementThroughput(*j, j->placement);
   if (j->status == JobStatus::kQueued) queue_log_.push_back(id);
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include "aryl/sched/state.h"
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/progress.h"
+#include "speed_feed.h"
 
 namespace aryl::sim {
 namespace {
@@ -76,9 +77,9 @@ class Run {
  public:
   Run(const SimConfig& config, const std::vector<sched::JobSpec>& jobs, const DemandCurve& demand,
       const sched::ThroughputCatalog& catalog, std::unique_ptr<sched::Scheduler> scheduler,
-      std::vector<sched::ServerSpec> servers)
+      std::vector<sched::ServerSpec> servers, std::unique_ptr<internal::SpeedFeed> feed)
       : config_(config), demand_(demand), catalog_(catalog), scheduler_(std::move(scheduler)),
-        elastic_(scheduler_->elastic()) {
+        elastic_(scheduler_->elastic()), feed_(std::move(feed)) {
     jobs_.resize(jobs.size());
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       jobs_[i].spec = &jobs[i];
@@ -111,6 +112,8 @@ class Run {
  private:
   Status Send(sched::Event event);
   Status ExecuteAction(const sched::Action& action, double t);
+  // The plan hook (tests), then every action in order.
+  Status ExecutePlan(sched::Plan& plan, double t);
   Status Place(ExecJob& job, const sched::Placement& placement, const char* what);
   void Release(ExecJob& job);
   void AdvanceJob(ExecJob& job, double t);
@@ -118,6 +121,9 @@ class Run {
   Status HandleDemand(double t);
   Status FinishJob(sched::JobId id, double t);
   Status CheckDeadlines(double t);
+  // Without the oracle: the measurements due by t (speed_feed.h), each with
+  // the job's progress, then the refitted curves to the core.
+  Status MeasureSpeeds(double t);
   void Sample(double t);
   // Re-estimates a running job's finish time after its placement changed.
   void Reestimate(ExecJob& job);
@@ -136,6 +142,7 @@ class Run {
   const sched::ThroughputCatalog& catalog_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   const bool elastic_;  // the policy resizes jobs (Scheduler::elastic)
+  std::unique_ptr<internal::SpeedFeed> feed_;  // null with the oracle
 
   std::vector<ExecJob> jobs_;
   std::unordered_map<sched::JobId, std::size_t> index_;
@@ -376,6 +383,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->ckpt_remaining = job->remaining;
       if (job->first_start < 0) job->first_start = t;
       Reestimate(*job);
+      if (feed_) feed_->Placed(a.job, job->paused_until + config_.speed_window);
       --queued_;
       ++running_;
       return Status::Ok();
@@ -393,6 +401,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       Reestimate(*job);
+      if (feed_) feed_->Placed(a.job, job->paused_until + config_.speed_window);
       ++rescales_;
       return Status::Ok();
     }
@@ -415,6 +424,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->paused_until = t;
       ++job->preemptions;
       ++job->version;
+      if (feed_) feed_->Stopped(a.job);
       ++preemptions_;
       --running_;
       ++queued_;
@@ -431,8 +441,12 @@ Status Run::Send(sched::Event event) {
   last_event_time_ = t;
   Result<sched::Plan> plan = scheduler_->Handle(event);
   if (!plan.ok()) return plan.status().WithContext("scheduler at t=" + Num(t));
-  if (config_.plan_hook) config_.plan_hook(*plan);
-  for (const sched::Action& a : plan->actions) {
+  return ExecutePlan(*plan, t);
+}
+
+Status Run::ExecutePlan(sched::Plan& plan, double t) {
+  if (config_.plan_hook) config_.plan_hook(plan);
+  for (const sched::Action& a : plan.actions) {
     Status s = ExecuteAction(a, t);
     if (!s.ok()) return s.WithContext("plan action '" + a.reason + "'");
   }
@@ -451,9 +465,10 @@ Status Run::FinishJob(sched::JobId id, double t) {
     return Status::Internal("fidelity: the core finishes " + JobName(*job) + " at t=" + Num(t) + " but " +
                             Num(job->remaining) + " of " + Num(job->spec->total_work) +
                             " iterations remain by the simulator's account");
-  // The core's own estimate must agree with the executor's.
+  // The core's own estimate must agree with the executor's (with the oracle:
+  // otherwise the core's speeds are estimates).
   const double core_estimate = scheduler_->state().EstimatedFinishTime(id);
-  if (!(std::fabs(core_estimate - t) <= 1e-3 + 1e-9 * std::fabs(t)))
+  if (!feed_ && !(std::fabs(core_estimate - t) <= 1e-3 + 1e-9 * std::fabs(t)))
     return Status::Internal("fidelity: the simulator finishes " + JobName(*job) + " at t=" + Num(t) +
                             " but the core estimates t=" + Num(core_estimate));
   Release(*job);
@@ -462,7 +477,43 @@ Status Run::FinishJob(sched::JobId id, double t) {
   job->finish = t;
   --running_;
   ++finished_;
-  return Send({t, sched::JobFinished{id}});
+  ARYL_RETURN_IF_ERROR(Send({t, sched::JobFinished{id}}));
+  if (feed_) feed_->Finished(id);
+  return Status::Ok();
+}
+
+Status Run::MeasureSpeeds(double t) {
+  for (sched::JobId id : feed_->Due(t)) {
+    ExecJob* job = Find(id);
+    if (job == nullptr || job->status != ExecJob::Status::kRunning) continue;
+    AdvanceJob(*job, t);
+    if (feed_->learning()) {
+      // The slowest type sets the pace (hetero_dp: single-type placements only).
+      std::string type;
+      double slowest = kInf;
+      bool mixed = false;
+      for (const auto& [sid, n] : job->placement) {
+        const std::string& name = servers_[server_index_[sid]].spec.gpu_type;
+        mixed = mixed || (!type.empty() && name != type);
+        const double r = catalog_.Throughput(job->spec->model, name, job->workers);
+        if (r < slowest) {
+          slowest = r;
+          type = name;
+        }
+      }
+      if (!(config_.scheduler.hetero_dp && mixed)) {
+        ARYL_ASSIGN_OR_RETURN(bool refit, feed_->Measure(id, type, job->workers,
+                                                         static_cast<int>(job->placement.size()), 1.0 / job->rate));
+        if (refit) ARYL_RETURN_IF_ERROR(scheduler_->RefreshSpeed(t, id).WithContext("speed refresh at t=" + Num(t)));
+      }
+    }
+    // Apply, not Handle: no round per report (the next event has one), but
+    // the report's own actions (a job left to finish that now will not) run.
+    Result<sched::Plan> p = scheduler_->Apply({t, sched::JobProgress{id, job->remaining}});
+    if (!p.ok()) return p.status().WithContext("progress at t=" + Num(t));
+    ARYL_RETURN_IF_ERROR(ExecutePlan(*p, t));
+  }
+  return Status::Ok();
 }
 
 Status Run::HandleDemand(double t) {
@@ -545,6 +596,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
     if (!std::isfinite(t)) break;
 
     AdvanceClock(t);
+    if (feed_) ARYL_RETURN_IF_ERROR(MeasureSpeeds(t));
     // 1. Completions due now (each may start others; re-ask the core every time).
     while (true) {
       const Completion* c = NextCompletion();
@@ -561,6 +613,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
       job.status = ExecJob::Status::kQueued;
       job.last_update = t;
       ++queued_;
+      if (feed_) ARYL_RETURN_IF_ERROR(feed_->Submitted(*job.spec));
       ARYL_RETURN_IF_ERROR(Send({t, sched::JobSubmitted{*job.spec}}));
     }
     // 4. Periodic rebalancing.
@@ -654,9 +707,25 @@ Simulator::Simulator(SimConfig config, std::vector<sched::JobSpec> jobs, DemandC
 
 Result<RunResult> Simulator::Run(const std::string& policy) const {
   std::vector<sched::ServerSpec> servers = BuildServers(config_.training, config_.inference);
+  // Without the oracle the policy sees the linear catalog (which sizes are
+  // allowed), and, when learning, the fitted curves over it.
+  std::shared_ptr<const sched::ThroughputCatalog> seen = catalog_;
+  sched::SchedulerConfig core = config_.scheduler;
+  std::unique_ptr<internal::SpeedFeed> feed;
+  if (config_.speed_knowledge != SpeedKnowledge::kOracle) {
+    seen = internal::LinearCatalog(*catalog_, servers);
+    std::shared_ptr<sched::SpeedModels> models;
+    if (config_.speed_knowledge == SpeedKnowledge::kLearned) {
+      sched::SpeedModelOptions options;
+      options.reference_type = config_.training.groups.front().gpu_type;
+      models = std::make_shared<sched::SpeedModels>(std::move(options));
+      core.speed = models;
+    }
+    feed = std::make_unique<internal::SpeedFeed>(config_, std::move(models));
+  }
   ARYL_ASSIGN_OR_RETURN(std::unique_ptr<sched::Scheduler> scheduler,
-                        sched::Scheduler::Create(policy, servers, catalog_, config_.scheduler));
-  class Run run(config_, jobs_, demand_, *catalog_, std::move(scheduler), std::move(servers));
+                        sched::Scheduler::Create(policy, servers, seen, core));
+  class Run run(config_, jobs_, demand_, *catalog_, std::move(scheduler), std::move(servers), std::move(feed));
   return run.Execute(policy);
 }
 

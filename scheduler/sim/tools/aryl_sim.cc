@@ -102,7 +102,14 @@ int main(int argc, char** argv) {
        "core's approximate solver is used (default: the core's)",
        cxxopts::value<std::int64_t>()->default_value(std::to_string(aryl::sched::SchedulerConfig{}.knapsack_exact_budget)))
       ("tick", "Longest gap in seconds between policy rounds while jobs are queued or running (0: none)",
-       cxxopts::value<double>()->default_value("600"));
+       cxxopts::value<double>()->default_value("600"))
+      ("speed-knowledge", "What policies know of job speed: oracle (the true tables), learned (fitted from "
+       "noisy step-time samples where jobs ran) or linear (throughput = workers on every type)",
+       cxxopts::value<std::string>()->default_value("oracle"))
+      ("speed-noise", "learned: log-space std of a measured median step time",
+       cxxopts::value<double>()->default_value("0.05"))
+      ("speed-window", "learned: seconds a configuration runs before it is measured",
+       cxxopts::value<double>()->default_value("60"));
   options.add_options("output")
       ("json", "Write the results as JSON to FILE", cxxopts::value<std::string>())
       ("timeline", "Write the per-interval timeline CSV to FILE", cxxopts::value<std::string>())
@@ -140,6 +147,22 @@ int main(int argc, char** argv) {
   config.scheduler.resume_pause = flags["resume-pause"].as<double>();
   config.scheduler.seed = seed;
   config.scheduler.knapsack_exact_budget = flags["knapsack-exact-budget"].as<std::int64_t>();
+  {
+    const std::string k = flags["speed-knowledge"].as<std::string>();
+    if (k == "oracle") {
+      config.speed_knowledge = aryl::sim::SpeedKnowledge::kOracle;
+    } else if (k == "learned") {
+      config.speed_knowledge = aryl::sim::SpeedKnowledge::kLearned;
+    } else if (k == "linear") {
+      config.speed_knowledge = aryl::sim::SpeedKnowledge::kLinear;
+    } else {
+      aryl::UsageError(kProgram, "--speed-knowledge: '" + k + "' (oracle, learned or linear)");
+    }
+  }
+  config.speed_noise = flags["speed-noise"].as<double>();
+  config.speed_window = flags["speed-window"].as<double>();
+  if (!(config.speed_noise >= 0)) aryl::UsageError(kProgram, "--speed-noise: must be >= 0");
+  if (!(config.speed_window >= 0)) aryl::UsageError(kProgram, "--speed-window: must be >= 0");
   if (!(config.reclaim_deadline >= 0)) aryl::UsageError(kProgram, "--reclaim-deadline: must be >= 0");
   if (!(config.tick >= 0)) aryl::UsageError(kProgram, "--tick: must be >= 0");
   if (!(config.timeline_interval > 0)) aryl::UsageError(kProgram, "--timeline-interval: must be > 0");
@@ -255,6 +278,12 @@ int main(int argc, char** argv) {
     cfg["resume_pause_s"] = config.scheduler.resume_pause;
     cfg["tick_s"] = config.tick;
   cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
+    // Only without the oracle, so that oracle runs write what they always did.
+    if (config.speed_knowledge != aryl::sim::SpeedKnowledge::kOracle) {
+      cfg["speed_knowledge"] = aryl::sim::SpeedKnowledgeName(config.speed_knowledge);
+      cfg["speed_noise"] = config.speed_noise;
+      cfg["speed_window_s"] = config.speed_window;
+    }
     cfg["policies"] = policies;
     if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);
   }

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "aryl/sched/types.h"
 
 namespace aryl::sched {
+
+class JobSpeedSource;  // speed_models.h
 
 struct SchedulerConfig {
   Seconds rescale_pause = 30;          // an in-place rescale stops the job this long (s); no work lost
@@ -77,6 +80,11 @@ struct SchedulerConfig {
   // simulator's (SymbioticLab/Tiresias, dlas-gpu-2); see docs/scheduler.md.
   std::vector<double> tiresias_thresholds = {3250.0, 7200.0};
   double tiresias_starve_factor = 2.0;
+  // Per-job measured speed (speed_models.h): when set, an allowed size's
+  // throughput is the source's where it has an opinion, the catalog's
+  // otherwise; which sizes are allowed stays the catalog's. The driver owns
+  // and updates it, then calls Scheduler::RefreshSpeed. Null: the catalog only.
+  std::shared_ptr<const JobSpeedSource> speed;
 };
 
 }  // namespace aryl::sched

@@ -76,6 +76,12 @@ class Scheduler {
   // ClusterState::AddServer); runs no round. Deterministic like Handle, so a
   // driver that journals it can replay it.
   Status AddServer(const ServerSpec& spec);
+  // The job's speed model (SchedulerConfig::speed) changed: advances the state
+  // to `time` (as Handle does) and re-reads the job's curves, so that the next
+  // round decides with them (knapsack values, reclaim costs, finish estimates,
+  // migrations). Runs no round. Errors: a time before now, an unknown or ended
+  // job. Deterministic like Handle.
+  Status RefreshSpeed(Seconds time, JobId job);
   const ClusterState& state() const;
   const std::string& policy_name() const;
   const SchedulerConfig& config() const;

@@ -255,6 +255,9 @@ class ClusterState {
   Status CancelJob(JobId id);     // running or queued -> cancelled, frees its GPUs
   Status SetRemainingWork(JobId id, double remaining);
   Status SetRescale(JobId id, Rescale rescale);  // an active job's Rescale kind
+  // Re-reads an active job's curves (SchedulerConfig::speed, then the catalog)
+  // after its speed model changed; allowed sizes and base are unchanged.
+  Status RefreshCurves(JobId id);
   // Whether `action` fits the current state (the checks Apply makes).
   Status CanApply(const Action& action) const;
   Status Apply(const Action& action);
@@ -279,7 +282,8 @@ class ClusterState {
 
  private:
   ClusterState() = default;
-  Result<JobInfo> BuildJob(const JobSpec& spec) const;
+  // refresh: the job exists already (RefreshCurves); no duplicate-id check.
+  Result<JobInfo> BuildJob(const JobSpec& spec, bool refresh = false) const;
   Status ValidatePlacement(const JobInfo& job, const Placement& placement, bool resize) const;
   void SetPlacement(JobInfo& job, const Placement& placement);
   // Ends a running or queued job (finished or cancelled) and frees its GPUs.

@@ -23,10 +23,13 @@
 //      a GPU is never double-booked and workers sit only on training servers or
 //      servers loaned at that instant (checked after every action); every job
 //      finishes exactly once, and at the moment the core declares it finished the
-//      executor agrees its work is done (and the core's estimate of the finish
-//      time agrees with the executor's); at the end, work executed - work lost ==
+//      executor agrees its work is done (and, with SpeedKnowledge::kOracle,
+//      the core's estimate of the finish time agrees with the executor's:
+//      otherwise the core's speeds are estimates); at the end, work executed - work lost ==
 //      work submitted; every reclaim is met (its servers returned empty) by its
 //      deadline.
+//   5. Without the oracle (speed_knowledge), the policy sees measured step
+//      times instead of the true tables: src/speed_feed.h.
 // Metrics are computed from the executor, not from the core (metrics.h).
 //
 // Thread safety: Run() is const and uses only its own state; runs of different
@@ -53,8 +56,20 @@ class ThroughputCatalog;
 
 namespace aryl::sim {
 
+// What the policy knows of each job's speed (docs/simulator.md, "Speed knowledge").
+enum class SpeedKnowledge : std::uint8_t {
+  kOracle,   // the true tables (the default)
+  kLearned,  // noisy step-time samples at the sizes and types a job ran, fitted
+             // by the core's SpeedModels; the true tables only say which sizes are allowed
+  kLinear,   // the live daemon's model without tables: throughput = workers, on every type
+};
+const char* SpeedKnowledgeName(SpeedKnowledge k);
+
 struct SimConfig {
   sched::SchedulerConfig scheduler;
+  SpeedKnowledge speed_knowledge = SpeedKnowledge::kOracle;
+  double speed_noise = 0.05;   // learned: log-space std of a measured median step time
+  double speed_window = 60;    // learned: seconds a configuration runs before it is measured
   PoolSpec training;
   PoolSpec inference;
   double reclaim_deadline = 300;    // seconds from the reclaim to its deadline

@@ -1,0 +1,217 @@
+// JobSpeedModel (one job's samples and fit) and SpeedModels (all jobs by id,
+// the priors and the cluster's knowledge); the JSON form is in
+// speed_models_json.cc.
+#include "aryl/sched/speed_models.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "aryl/sched/throughput.h"
+
+namespace aryl::sched {
+namespace {
+
+constexpr int kCore = 7;
+
+std::vector<double> CoreLog(const SpeedParams& p) {
+  return {std::log(p.alpha_c), std::log(p.beta_c), std::log(p.alpha_r), std::log(p.beta_r),
+          std::log(p.alpha_n), std::log(p.beta_n), std::log(p.gamma)};
+}
+
+bool SameConfig(const StepSample& a, const StepSample& b) {
+  return a.gpu_type == b.gpu_type && a.workers == b.workers && a.nodes == b.nodes &&
+         std::fabs(a.local_batch - b.local_batch) <= 1e-9 * std::max(a.local_batch, b.local_batch);
+}
+
+int Nodes(int workers, int gpus_per_node) {
+  return gpus_per_node > 0 ? std::max(1, (workers + gpus_per_node - 1) / gpus_per_node) : 1;
+}
+
+}  // namespace
+
+const char* PriorSourceName(PriorSource s) {
+  switch (s) {
+    case PriorSource::kCatalog:
+      return "catalog";
+    case PriorSource::kSameModel:
+      return "same-model";
+    case PriorSource::kCluster:
+      return "cluster";
+    case PriorSource::kOptimistic:
+      return "optimistic";
+  }
+  return "?";
+}
+
+// --- JobSpeedModel -----------------------------------------------------------------
+
+JobSpeedModel::JobSpeedModel(std::string model, double global_batch, SpeedPrior prior,
+                             PriorSource source)
+    : model_(std::move(model)),
+      global_batch_(global_batch > 0 ? global_batch : 1),
+      prior_(std::move(prior)),
+      source_(source),
+      params_(prior_.params) {}
+
+Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::string& reference_type,
+                                      const SpeedBounds& bounds) {
+  ARYL_RETURN_IF_ERROR(ValidateStepSample(sample));
+  auto it = std::find_if(samples_.begin(), samples_.end(),
+                         [&](const StepSample& s) { return SameConfig(s, sample); });
+  bool due = false;
+  if (it == samples_.end()) {
+    samples_.push_back(sample);
+    fitted_count_.push_back(0);
+    due = true;
+  } else {
+    // Count-weighted means of log step time and of relative spread.
+    const double n0 = it->count, n1 = sample.count, n = n0 + n1;
+    const double rel =
+        (n0 * it->spread / it->step_time + n1 * sample.spread / sample.step_time) / n;
+    it->step_time = std::exp((n0 * std::log(it->step_time) + n1 * std::log(sample.step_time)) / n);
+    it->spread = rel * it->step_time;
+    it->count += sample.count;
+    const auto i = static_cast<std::size_t>(it - samples_.begin());
+    // Doubled since the last fit, and the fit no longer matches it to within
+    // its noise (a repeat that agrees with the fit changes nothing worth a refit).
+    const double predicted =
+        params_.StepTime(it->gpu_type, it->workers, it->nodes, it->local_batch);
+    const double sigma = std::max(
+        kMinSampleSigma, it->spread / it->step_time / std::sqrt(static_cast<double>(it->count)));
+    due =
+        it->count >= 2 * fitted_count_[i] && std::fabs(std::log(predicted / it->step_time)) > sigma;
+  }
+  if (!due) return false;
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds,
+                                               fits_ > 0 ? &params_ : nullptr));
+  params_ = std::move(fit.params);
+  for (std::size_t i = 0; i < samples_.size(); ++i) fitted_count_[i] = samples_[i].count;
+  ++fits_;
+  return true;
+}
+
+double JobSpeedModel::Throughput(const std::string& gpu_type, int workers,
+                                 int gpus_per_node) const {
+  if (workers < 1) return 0;
+  const double step =
+      params_.StepTime(gpu_type, workers, Nodes(workers, gpus_per_node), global_batch_ / workers);
+  return step > 0 && std::isfinite(step) ? 1.0 / step : 0;
+}
+
+// --- SpeedModels -------------------------------------------------------------------
+
+SpeedModels::SpeedModels(SpeedModelOptions options) : options_(std::move(options)) {}
+
+void SpeedModels::AddToPool(Pool& pool, const SpeedParams& p) {
+  const std::vector<double> l = CoreLog(p);
+  if (pool.log_sum.empty()) pool.log_sum.assign(kCore, 0.0);
+  for (int k = 0; k < kCore; ++k) pool.log_sum[k] += l[k];
+  ++pool.n;
+  for (const auto& [type, speed] : p.type_speed) {
+    auto& [n, sum] = pool.type_log[type];
+    ++n;
+    sum += std::log(speed);
+  }
+}
+
+SpeedParams SpeedModels::PoolMean(const Pool& pool) {
+  std::vector<double> m(kCore);
+  for (int k = 0; k < kCore; ++k) m[k] = std::exp(pool.log_sum[k] / pool.n);
+  SpeedParams p;
+  p.alpha_c = m[0];
+  p.beta_c = m[1];
+  p.alpha_r = m[2];
+  p.beta_r = m[3];
+  p.alpha_n = m[4];
+  p.beta_n = m[5];
+  p.gamma = m[6];
+  for (const auto& [type, ns] : pool.type_log) p.type_speed[type] = std::exp(ns.second / ns.first);
+  return p;
+}
+
+Result<SpeedPrior> SpeedModels::CatalogPrior(const std::string& model) {
+  if (auto it = catalog_priors_.find(model); it != catalog_priors_.end()) return it->second;
+  // The table's curve as samples at the powers of two it allows, fitted from
+  // the optimistic prior with the weakest pull towards it.
+  std::vector<StepSample> samples;
+  for (const std::string& type : options_.catalog->TypesWithTable(model)) {
+    for (int w = 1; w <= options_.catalog_max_workers; w *= 2) {
+      const double thr = options_.catalog->Throughput(model, type, w);
+      if (!(thr > 0) || !std::isfinite(thr)) continue;
+      StepSample s;
+      s.gpu_type = type;
+      s.workers = w;
+      s.nodes = Nodes(w, options_.catalog_gpus_per_node);
+      s.local_batch = 1.0 / w;
+      s.step_time = 1.0 / thr;
+      s.count = 1000;
+      samples.push_back(s);
+    }
+  }
+  SpeedPrior loose{OptimisticParams(), 10.0, 10.0};
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit,
+                        FitSpeed(samples, loose, options_.reference_type, options_.bounds));
+  SpeedPrior prior{std::move(fit.params), options_.catalog_prior_sigma,
+                   options_.catalog_prior_sigma};
+  catalog_priors_.emplace(model, prior);
+  return prior;
+}
+
+Status SpeedModels::AddJob(JobId job, const std::string& model, double global_batch) {
+  if (jobs_.count(job))
+    return Status::AlreadyExists("speed model of job " + std::to_string(job) + " exists");
+  if (!(global_batch >= 0) || !std::isfinite(global_batch)) {
+    return Status::InvalidArgument("job " + std::to_string(job) +
+                                   ": global_batch must be >= 0, got " +
+                                   std::to_string(global_batch));
+  }
+  SpeedPrior prior{OptimisticParams(), options_.optimistic_prior_sigma,
+                   options_.optimistic_prior_sigma};
+  PriorSource source = PriorSource::kOptimistic;
+  auto same = by_model_.find(model);
+  if (options_.catalog && !model.empty() && options_.catalog->HasModel(model)) {
+    ARYL_ASSIGN_OR_RETURN(prior, CatalogPrior(model));
+    source = PriorSource::kCatalog;
+  } else if (!model.empty() && same != by_model_.end() && same->second.n > 0) {
+    prior = SpeedPrior{PoolMean(same->second), options_.prior_sigma, options_.prior_sigma};
+    source = PriorSource::kSameModel;
+  } else if (all_.n > 0) {
+    prior = SpeedPrior{PoolMean(all_), options_.prior_sigma, options_.prior_sigma};
+    source = PriorSource::kCluster;
+  }
+  jobs_.emplace(job, JobSpeedModel(model, global_batch, std::move(prior), source));
+  return Status::Ok();
+}
+
+Result<bool> SpeedModels::AddSample(JobId job, const StepSample& sample) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end())
+    return Status::NotFound("speed sample for unknown job " + std::to_string(job));
+  return it->second.AddSample(sample, options_.reference_type, options_.bounds);
+}
+
+Status SpeedModels::RemoveJob(JobId job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end())
+    return Status::NotFound("speed model of unknown job " + std::to_string(job));
+  const JobSpeedModel& m = it->second;
+  if (m.measured()) {
+    if (!m.model().empty()) AddToPool(by_model_[m.model()], m.params());
+    AddToPool(all_, m.params());
+  }
+  jobs_.erase(it);
+  return Status::Ok();
+}
+
+const JobSpeedModel* SpeedModels::Find(JobId job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+double SpeedModels::Throughput(JobId job, const std::string& gpu_type, int workers,
+                               int gpus_per_node) const {
+  const JobSpeedModel* m = Find(job);
+  return m ? m->Throughput(gpu_type, workers, gpus_per_node) : 0;
+}
+
+}  // namespace aryl::sched
