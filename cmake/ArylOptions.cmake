@@ -23,6 +23,20 @@ function(aryl_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
 
+# aryl_torch_pch(TARGET [SOURCES_WITHOUT_TORCH...]): the target's files share a
+# precompiled <torch/torch.h>; the files listed do not include libtorch and
+# are compiled without it. ARYL_TORCH_PCH=OFF turns it off.
+option(ARYL_TORCH_PCH "Precompile <torch/torch.h> for the libtorch-heavy targets" ON)
+function(aryl_torch_pch target)
+  if(NOT ARYL_TORCH_PCH)
+    return()
+  endif()
+  target_precompile_headers(${target} PRIVATE <torch/torch.h>)
+  if(ARGN)
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
+endfunction()
+
 # aryl_optional(NAME FOUND_VAR WHAT_IS_MISSING): resolves ARYL_WITH_<NAME> to ARYL_HAVE_<NAME>.
 macro(aryl_resolve_option name found missing)
   if(ARYL_WITH_${name} STREQUAL "OFF")
