@@ -13,25 +13,26 @@ deb="$(ls "$scratch"/*.deb | head -1)"
 [ -f "$deb" ] || fail "no .deb in $scratch"
 echo "package $(basename "$deb"), $(stat -c %s "$deb") bytes"
 info="$(dpkg-deb -I "$deb")"
-printf '%s\n' "$info" | grep -q '^ Package: aryl$' || fail "Package field: $info"
-printf '%s\n' "$info" | grep -Eq '^ Version: [0-9]+\.[0-9]+\.[0-9]+' || fail "Version field"
-printf '%s\n' "$info" | grep -q 'conffiles' || fail "no conffiles"
-printf '%s\n' "$info" | grep -q 'postinst' || fail "no postinst"
+grep -q '^ Package: aryl$' <<<"$info" || fail "Package field: $info"
+grep -Eq '^ Version: [0-9]+\.[0-9]+\.[0-9]+' <<<"$info" || fail "Version field"
+grep -q 'conffiles' <<<"$info" || fail "no conffiles"
+grep -q 'postinst' <<<"$info" || fail "no postinst"
 if grep -q '^CPACK_DEBIAN_PACKAGE_SHLIBDEPS "ON"' "$build/CPackConfig.cmake"; then
-  printf '%s\n' "$info" | grep -q '^ Depends:.*libzmq5' || fail "Depends lacks libzmq5: $info"
+  grep -q '^ Depends:.*libzmq5' <<<"$info" || fail "Depends lacks libzmq5: $info"
 fi
 list="$(dpkg-deb -c "$deb")"
+files="$(awk '{print $6}' <<<"$list")"
 for f in ./usr/bin/aryl ./usr/bin/aryl-scheduler ./usr/bin/aryl-agent ./usr/bin/aryl-run ./usr/bin/aryl-sim \
          ./usr/lib/systemd/system/aryl-scheduler.service ./usr/lib/systemd/system/aryl-agent.service \
          ./etc/aryl/aryl.toml ./etc/aryl/scheduler.env ./etc/aryl/agent.env ./usr/share/doc/aryl/operations.md \
          ./usr/share/bash-completion/completions/aryl ./usr/lib/sysusers.d/aryl.conf; do
-  printf '%s\n' "$list" | awk '{print $6}' | grep -qx "$f" || fail "package lacks $f"
+  grep -qx "$f" <<<"$files" || fail "package lacks $f"
 done
-printf '%s\n' "$list" | awk '{print $6}' | grep -q '^\./usr/local' && fail "package has files under /usr/local"
+grep -q '^\./usr/local' <<<"$files" && fail "package has files under /usr/local"
 dpkg-deb -x "$deb" "$scratch/root"
 v="$(ARYL_CONFIG=/dev/null "$scratch/root/usr/bin/aryl" --version)" || fail "installed aryl --version failed"
 printf '%s\n' "$v"
-printf '%s\n' "$v" | head -1 | grep -Eq '^aryl [0-9]+\.[0-9]+\.[0-9]+ \(commit ' || fail "aryl --version: $v"
+grep -Eq '^aryl [0-9]+\.[0-9]+\.[0-9]+ \(commit ' <<<"${v%%$'\n'*}" || fail "aryl --version: $v"
 for b in aryl-scheduler aryl-agent aryl-run aryl-sim; do
   "$scratch/root/usr/bin/$b" --version >/dev/null || fail "installed $b --version failed"
 done

@@ -57,9 +57,11 @@ fi
 for b in aryl aryl-run aryl-scheduler aryl-agent aryl-sim aryl-rt-launch; do
   [ -x "$root/usr/bin/$b" ] || continue
   v="$(ARYL_CONFIG=/dev/null "$root/usr/bin/$b" --version)" || fail "$b --version exited $?"
-  printf '%s\n' "$v" | head -1 | grep -Eq "^$b [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+(\+dirty)?|unknown)\)$" ||
+  # No pipes into grep -q under pipefail: an early exit of grep would fail the pipeline.
+  first="${v%%$'\n'*}"
+  grep -Eq "^$b [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]+(\+dirty)?|unknown)\)$" <<<"$first" ||
     fail "$b --version printed: $v"
-  printf '%s\n' "$v" | grep -Eq '^build: torch (on|off), cuda (on|off), nccl (on|off)$' || fail "$b --version build line: $v"
+  grep -Eq '^build: torch (on|off), cuda (on|off), nccl (on|off)$' <<<"$v" || fail "$b --version build line: $v"
 done
 bash -n "$root/usr/share/bash-completion/completions/aryl" || fail "bash completion has a syntax error"
 echo "install tree OK: ${#expect[@]} paths checked"

@@ -26,9 +26,25 @@ class RunAsTest : public SecurityTest {
       if (e.path().extension() == ".out") out += ReadFile(e.path());
     return out;
   }
+  // The probe runs as other accounts, which cannot reach a build tree under a
+  // private (0700) home: a copy in a world-readable scratch directory.
+  static std::string ProbeBinary() {
+    static const std::string path = [] {
+      fs::path dir = fs::temp_directory_path() / ("aryl-probe-" + std::to_string(::getpid()));
+      fs::create_directories(dir);
+      fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+      fs::path bin = dir / "channel_probe";
+      fs::copy_file(ARYL_CHANNEL_PROBE_BIN, bin, fs::copy_options::overwrite_existing);
+      fs::permissions(bin, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                               fs::perms::others_read | fs::perms::others_exec);
+      return bin.string();
+    }();
+    return path;
+  }
   int Probe(const std::string& endpoint, p::JobId job, uid_t uid, std::string* answer) {
     agent::LaunchSpec spec;
-    spec.argv = {ARYL_CHANNEL_PROBE_BIN, endpoint, std::to_string(job), "0"};
+    spec.argv = {ProbeBinary(), endpoint, std::to_string(job), "0"};
     spec.stdout_path = (dir_ / ("probe-" + std::to_string(uid) + ".txt")).string();
     spec.cwd = "/";
     spec.run_as = agent::Credentials{uid, uid, {uid}};
