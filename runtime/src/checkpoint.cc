@@ -123,6 +123,7 @@ bool ParseName(const std::string& name, int64_t* step) {
 }
 
 constexpr char kFenceFile[] = "FENCE";
+constexpr char kFenceLock[] = "FENCE.lock";
 constexpr char kFencedPrefix[] = "fenced: ";
 
 }  // namespace
@@ -160,20 +161,24 @@ Result<CheckpointManager::FenceValue> CheckpointManager::Fence() {
   return f;
 }
 
+// FailedPrecondition ("fenced: ...") when `fence` is above this manager's
+// generation for the same job.
+Status CheckpointManager::StaleAgainst(const FenceValue& fence) const {
+  if (fence.job != fence_job_ || fence.generation <= generation_) return Status::Ok();
+  return Status::FailedPrecondition(std::string(kFencedPrefix) + "job " + fence_job_ + " generation " +
+                                    std::to_string(generation_) + " is stale: generation " +
+                                    std::to_string(fence.generation) + " has run in " + dir_);
+}
+
 Status CheckpointManager::CheckFence() {
   if (generation_ <= 0 || dir_.empty()) return Status::Ok();
   ARYL_ASSIGN_OR_RETURN(FenceValue fence, Fence());
-  if (fence.job == fence_job_ && fence.generation > generation_) {
-    return Status::FailedPrecondition(std::string(kFencedPrefix) + "job " + fence_job_ + " generation " +
-                                      std::to_string(generation_) + " is stale: generation " +
-                                      std::to_string(fence.generation) + " has run in " + dir_);
-  }
-  return Status::Ok();
+  return StaleAgainst(fence);
 }
 
 Status CheckpointManager::CheckAndRaiseLocked() {
-  ARYL_RETURN_IF_ERROR(CheckFence());
   ARYL_ASSIGN_OR_RETURN(FenceValue fence, Fence());
+  ARYL_RETURN_IF_ERROR(StaleAgainst(fence));
   if (fence.job == fence_job_ && fence.generation == generation_) return Status::Ok();
   std::string path = dir_ + "/" + kFenceFile;
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -187,7 +192,7 @@ Status CheckpointManager::RaiseFence() {
   if (generation_ <= 0) return Status::Ok();
   if (dir_.empty()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
-  return fs_->WithLock(dir_ + "/FENCE.lock", [&] { return CheckAndRaiseLocked(); });
+  return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
 }
 
 CheckpointFs* CheckpointFs::Posix() {
@@ -221,11 +226,14 @@ Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, st
   std::string tmp = info.path + ".tmp.g" + std::to_string(generation_) + "." + std::to_string(::getpid());
   Status s = fs_->WriteFileSynced(tmp, data);
   if (s.ok()) {
-    auto commit = [&]() -> Status {
-      if (generation_ > 0) ARYL_RETURN_IF_ERROR(CheckAndRaiseLocked());
-      return fs_->Rename(tmp, info.path);
-    };
-    s = generation_ > 0 ? fs_->WithLock(dir_ + "/FENCE.lock", commit) : commit();
+    if (generation_ > 0) {
+      s = fs_->WithLock(dir_ + "/" + kFenceLock, [&]() -> Status {
+        ARYL_RETURN_IF_ERROR(CheckAndRaiseLocked());
+        return fs_->Rename(tmp, info.path);
+      });
+    } else {
+      s = fs_->Rename(tmp, info.path);
+    }
   }
   if (!s.ok()) {
     (void)fs_->Remove(tmp);

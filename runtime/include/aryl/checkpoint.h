@@ -108,6 +108,7 @@ class CheckpointManager {
   int64_t generation_ = 0;
   // Under the lock: checks the fence against generation_ and raises it.
   Status CheckAndRaiseLocked();
+  Status StaleAgainst(const FenceValue& fence) const;
 };
 
 }  // namespace aryl
