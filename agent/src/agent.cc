@@ -687,7 +687,12 @@ class Agent::Impl {
         OnWorkerResizeReport(*r);
       } else if (auto* pr = std::get_if<p::WorkerProgress>(&msg)) {
         auto& cur = worker_progress[pr->job];
-        if (!cur.fresh || pr->step >= cur.msg.step) cur = {*pr, true};
+        if (!cur.fresh || pr->step >= cur.msg.step) {
+          // A step summary not yet relayed survives a newer report without one.
+          std::optional<p::StepStats> unsent = cur.fresh && !pr->stats ? cur.msg.stats : std::nullopt;
+          cur = {*pr, true};
+          if (unsent) cur.msg.stats = unsent;
+        }
       } else if (auto* c = std::get_if<p::CheckpointReport>(&msg)) {
         c->agent_id = opt.id;  // rank 0's checkpoint, relayed (protocol/inspect.h, step 8)
         if (registered) Send(*c);
@@ -800,6 +805,9 @@ class Agent::Impl {
         m.step = wp.step;
         m.loss = std::isfinite(wp.loss) ? wp.loss : (stdout_loss.count(wp.job) ? stdout_loss[wp.job] : NAN);
         m.steps_per_second = std::isfinite(wp.steps_per_second) ? std::max(0.0, wp.steps_per_second) : 0;
+        m.remaining_work = wp.remaining_work;
+        m.stats = std::move(it->second.msg.stats);  // relayed once
+        it->second.msg.stats.reset();
         Send(m);
       }
       ++it;

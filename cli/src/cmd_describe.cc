@@ -33,6 +33,26 @@ void Field(std::ostream& os, const std::string& name, const std::string& value) 
   os << name << ":" << std::string(name.size() < 16 ? 16 - name.size() : 1, ' ') << Printable(value) << "\n";
 }
 
+// The scheduler's model of the job's speed (docs/scheduler.md, "Measured speed").
+void DescribeSpeed(std::ostringstream& os, const p::JobSpeed& sp, const OutputOptions& out) {
+  os << "\n";
+  std::string what = sp.samples.empty() ? "not measured yet: the prior decides" : std::to_string(sp.fits) + " fits";
+  Field(os, "Speed model", what + " (prior: " + sp.prior + ")");
+  Field(os, "Speed fit", "compute " + Fixed(sp.alpha_c, 4) + " s + " + Fixed(sp.beta_c, 4) +
+                             " s x local batch; sync intra " + Fixed(sp.alpha_r, 4) + " s + " + Fixed(sp.beta_r, 4) +
+                             " s/worker, inter " + Fixed(sp.alpha_n, 4) + " s + " + Fixed(sp.beta_n, 4) +
+                             " s/worker; overlap " + Fixed(sp.gamma, 2));
+  for (const auto& [type, ratio] : sp.type_speed) Field(os, "Speed of " + Printable(type), ratio + " x reference");
+  Table samples({{"GPU-TYPE"}, {"WORKERS"}, {"NODES"}, {"STEPS"}, {"STEP-S"}, {"SPREAD-S"}, {"FIT-S"}});
+  for (const auto& x : sp.samples)
+    samples.Add({Printable(x.gpu_type), std::to_string(x.workers), std::to_string(x.nodes), std::to_string(x.count),
+                 Fixed(x.step_time, 4), Fixed(x.spread, 4), Fixed(x.predicted_step_time, 4)});
+  Section(os, "Measured speed", samples, sp.samples.empty(), out);
+  Table predicted({{"WORKERS"}, {"STEPS/S"}});
+  for (const auto& x : sp.predicted) predicted.Add({std::to_string(x.workers), Fixed(x.steps_per_second, 3)});
+  Section(os, "Predicted speed (" + Printable(sp.gpu_type) + ")", predicted, sp.predicted.empty(), out);
+}
+
 int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   if (!r.count("args") || r["args"].as<std::vector<std::string>>().size() != 1) UsageError(c.program, "expected one JOB");
   p::DescribeJob m;
@@ -106,6 +126,7 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
     errors.Add({FormatTime(x.time, utc), x.node.empty() ? "-" : x.node, x.worker < 0 ? "-" : std::to_string(x.worker),
                 Printable(x.message)});
   Section(os, "Exec errors", errors, d->exec_errors.empty(), c.out);
+  if (d->speed) DescribeSpeed(os, *d->speed, c.out);
   std::cout << os.str();
   return 0;
 }

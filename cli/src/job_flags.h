@@ -24,7 +24,7 @@ inline void AddJobFlags(cxxopts::Options& o) {
       ("gpu-type", "GPU type (default: any)", cxxopts::value<std::string>()->default_value(""))
       ("checkpoint-dir", "Checkpoint directory", cxxopts::value<std::string>()->default_value(""))
       ("model", "Throughput-table model name", cxxopts::value<std::string>()->default_value(""))
-      ("steps", "Total steps, for shortest-job-first (0: unknown)", cxxopts::value<double>()->default_value("0"))
+      ("steps", "Total steps: the scheduler estimates the finish from the steps left at the measured speed (0: unknown)", cxxopts::value<double>()->default_value("0"))
       ("env", "KEY=VALUE for the workers (repeatable; wins over --env-file)",
        cxxopts::value<std::vector<std::string>>())
       ("env-file", "KEY=VALUE lines for the workers ('#' comments; repeatable)",

@@ -157,5 +157,7 @@ PYBIND11_MODULE(_aryl, m) {
         return rt.CheckpointNow(s).ToString();
       })
       .def("request_stop", &Runtime::RequestStop)
-      .def("report_loss", &Runtime::ReportLoss);
+      .def("report_loss", &Runtime::ReportLoss)
+      .def("report_local_batch", &Runtime::ReportLocalBatch, py::arg("samples"))
+      .def("set_total_steps", &Runtime::SetTotalSteps, py::arg("steps"));
 }

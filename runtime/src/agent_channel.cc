@@ -103,7 +103,8 @@ void AgentChannel::ReportCheckpoint(int64_t generation, int64_t step, const std:
   (void)client_->Send(m, kSendTimeout);
 }
 
-void AgentChannel::ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second) {
+void AgentChannel::ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second,
+                                  double remaining, std::optional<protocol::StepStats> stats) {
   protocol::WorkerProgress m;
   m.job = job_;
   m.worker = worker_;
@@ -111,6 +112,8 @@ void AgentChannel::ReportProgress(int64_t generation, int64_t step, double loss,
   m.step = step;
   m.loss = loss;
   m.steps_per_second = steps_per_second;
+  m.remaining_work = remaining;
+  m.stats = std::move(stats);
   (void)client_->Send(m, kSendTimeout);
 }
 

@@ -15,9 +15,11 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "aryl/protocol/messages.h"
 #include "aryl/result.h"
 #include "aryl/runtime.h"
 #include "rendezvous.h"
@@ -44,7 +46,9 @@ class AgentChannel {
   Pushes Poll();
 
   void ReportResize(const ResizeReport& report);
-  void ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second);
+  // `remaining`: steps left (0 = unknown); `stats`: a new step-time summary.
+  void ReportProgress(int64_t generation, int64_t step, double loss, double steps_per_second, double remaining = 0,
+                      std::optional<protocol::StepStats> stats = std::nullopt);
   void Leave(int64_t generation, int64_t step);
   // `error` non-empty: the checkpoint failed (the path names what was tried).
   void ReportCheckpoint(int64_t generation, int64_t step, const std::string& path, int64_t bytes, double seconds,

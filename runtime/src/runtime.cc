@@ -24,6 +24,7 @@
 #include "comm/registry.h"
 #include "grad_buckets.h"
 #include "rendezvous.h"
+#include "step_timer.h"
 #include "store_poller.h"
 
 namespace aryl {
@@ -69,6 +70,7 @@ class Runtime::Impl {
   }
 
   Status Init() {
+    total_steps_ = opt_.total_steps;
     if (opt_.elastic()) {
       ARYL_ASSIGN_OR_RETURN(auto js, JobStore::Connect(opt_.store_endpoint, opt_.job_id, opt_.rendezvous_timeout));
       store_ = std::make_unique<JobStore>(std::move(js));
@@ -142,9 +144,11 @@ class Runtime::Impl {
       if (poller_) poller_->SetProgress(rank_ == 0, state.step());  // stored by the poller's thread
       if (channel_ && rank_ == 0) {
         double now = Now();
+        timer_.Step(now, gen_, world_, last_sync_s_);
         if (now - last_progress_time_ > 0.25) {
           double rate = last_progress_time_ > 0 ? (state.step() - last_progress_step_) / (now - last_progress_time_) : 0;
-          channel_->ReportProgress(gen_, state.step(), last_loss_, rate);
+          double remaining = total_steps_ > 0 ? std::max<double>(1, double(total_steps_ - state.step())) : 0;
+          channel_->ReportProgress(gen_, state.step(), last_loss_, rate, remaining, timer_.TakeSummary());
           last_progress_time_ = now;
           last_progress_step_ = state.step();
         }
@@ -169,6 +173,7 @@ class Runtime::Impl {
     if (due || agreed_ckpt_) {
       agreed_ckpt_ = false;
       if (Status c = CheckpointNow(state); CheckpointManager::IsFenced(c)) return Fail(c);
+      timer_.Interrupt();  // the next interval holds the checkpoint, not only a step
     }
     if (agreed_stop_) {
       if (Status c = CheckpointNow(state); CheckpointManager::IsFenced(c)) return Fail(c);
@@ -199,7 +204,9 @@ class Runtime::Impl {
       c[world_] = ckpt_wanted_ ? 1.f : 0.f;
       c[world_ + 1] = (g_sigterm || stop_wanted_) ? 1.f : 0.f;
       grads_.PushControl();
+      double t_sync = Now();
       Status s = comm_->AllReduceSum(grads_.views());
+      last_sync_s_ = Now() - t_sync;
       if (!s.ok()) {
         if (!s.IsRetryable()) {
           Fail(s);
@@ -737,6 +744,9 @@ class Runtime::Impl {
   double last_progress_time_ = 0;
   double last_loss_ = std::nan("");  // from ReportLoss; NaN until the program reports one
   int64_t last_progress_step_ = 0;
+  StepTimer timer_;          // rank 0: step-time summaries for the scheduler's speed model
+  double last_sync_s_ = -1;  // the last all-reduce's time
+  int64_t total_steps_ = 0;  // ARYL_TOTAL_STEPS or SetTotalSteps; 0 = unknown
   int64_t gen_ = 0;
   std::vector<std::string> members_;
   int rank_ = 0;
@@ -811,5 +821,7 @@ Communicator* Runtime::communicator() { return impl_->comm_.get(); }
 Status Runtime::CheckpointNow(const ElasticState& state) { return impl_->CheckpointNow(state); }
 void Runtime::RequestStop() { impl_->stop_wanted_ = true; }
 void Runtime::ReportLoss(double loss) { impl_->last_loss_ = loss; }
+void Runtime::ReportLocalBatch(double samples) { impl_->timer_.set_local_batch(samples); }
+void Runtime::SetTotalSteps(int64_t steps) { impl_->total_steps_ = std::max<int64_t>(0, steps); }
 
 }  // namespace aryl

@@ -58,6 +58,7 @@ Result<RuntimeOptions> RuntimeOptions::FromEnv() {
   ReadString("ARYL_MASTER_ADDR", &o.master_addr);
   ARYL_RETURN_IF_ERROR(ReadInt("ARYL_GENERATION", &o.generation, 1));
   ARYL_RETURN_IF_ERROR(ReadInt("ARYL_CHECKPOINT_EVERY", &o.checkpoint_every, 0));
+  ARYL_RETURN_IF_ERROR(ReadInt("ARYL_TOTAL_STEPS", &o.total_steps, 0));
   ARYL_RETURN_IF_ERROR(ReadAs("ARYL_CHECKPOINT_KEEP", &o.checkpoint_keep, 1));
   ARYL_RETURN_IF_ERROR(ReadAs("ARYL_MIN_WORKERS", &o.min_workers, 1));
   ARYL_RETURN_IF_ERROR(ReadAs("ARYL_MAX_WORKERS", &o.max_workers, 1));

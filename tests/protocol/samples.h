@@ -90,7 +90,9 @@ inline std::vector<Message> SampleMessages() {
                           .loss = 0.25,
                           .steps_per_second = 10.25,
                           .remaining_work = 700,
-                          .runtime = true});
+                          .runtime = true,
+                          .stats = StepStats{.seq = 4, .generation = 3, .workers = 4, .count = 40, .median_s = 0.097,
+                                             .spread_s = 0.004, .sync_median_s = 0.012, .local_batch = 32}});
   m.push_back(SubmitJob{.name = "mlp",
                         .workers = std::nullopt,
                         .min_workers = 2,
@@ -162,7 +164,9 @@ inline std::vector<Message> SampleMessages() {
                              .step = 1301,
                              .loss = 0.125,
                              .steps_per_second = 11,
-                             .remaining_work = 699});
+                             .remaining_work = 699,
+                             .stats = StepStats{.seq = 5, .generation = 3, .workers = 4, .count = 16,
+                                                .median_s = 0.095, .spread_s = 0, .sync_median_s = 0, .local_batch = 0}});
   m.push_back(WorkerCheckpointRequest{
       .job = 12, .reason = "preemption", .deadline_seconds = 30, .stop_after = true});
   m.push_back(WorkerLeave{.job = 12, .worker = 5, .generation = 3, .step = 1300});
@@ -206,7 +210,13 @@ inline std::vector<Message> SampleMessages() {
       .exec_errors = {{.time = 1.7e9 + 2, .node = "train-02", .worker = 7, .message = "exec ./train: No such file"}},
       .last_checkpoint = CheckpointRow{.time = 1.7e9 + 7, .generation = 3, .step = 1200, .path = "/ckpt/step-1200",
                                        .bytes = 1 << 20, .seconds = 0.25, .node = "train-01"},
-      .history_truncated = false});
+      .history_truncated = false,
+      .speed = JobSpeed{.prior = "optimistic", .fits = 2, .gpu_type = "A100", .alpha_c = 0.01, .beta_c = 0.002,
+                        .alpha_r = 0.003, .beta_r = 0.0005, .alpha_n = 0.01, .beta_n = 0.002, .gamma = 1.5,
+                        .type_speed = {{"T4", "0.31"}},
+                        .samples = {{.gpu_type = "A100", .workers = 4, .nodes = 1, .count = 400, .step_time = 0.097,
+                                     .spread = 0.004, .predicted_step_time = 0.099}},
+                        .predicted = {{2, 6.1}, {3, 8.4}, {4, 10.1}}}});
   m.push_back(DescribeNode{.node = "train-01"});
   m.push_back(NodeDescription{
       .row = {.agent_id = "train-01", .host = "10.0.0.1", .pool = Pool::kTraining, .state = NodeState::kAvailable,

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
       "dataset", "samples", cxxopts::value<int64_t>()->default_value("200"))(
       "optimizer", "sgd|adam", cxxopts::value<std::string>()->default_value("adam"))(
       "sleep-ms", "per-step sleep", cxxopts::value<int>()->default_value("0"))(
+      "sleep-us-per-sample", "sleep per sample of the local batch (compute that scales with workers)",
+      cxxopts::value<int>()->default_value("0"))(
       "ballast-mb", "an extra, untrained parameter of this size (large all-reduces)",
       cxxopts::value<int>()->default_value("0"))(
       "out", "final parameters file (rank 0)", cxxopts::value<std::string>()->default_value(""))(
@@ -68,6 +70,7 @@ int main(int argc, char** argv) {
     samples.open(dir + "/" + rt.WorkerId() + ".txt", std::ios::app);
   }
   int sleep_ms = flags["sleep-ms"].as<int>();
+  const int sleep_us_per_sample = flags["sleep-us-per-sample"].as<int>();
   while (rt.Step(state) && state.step() < steps) {
     auto batch = sampler.Local(rt.Rank(), rt.WorldSize());
     auto idx = torch::tensor(batch.indices, torch::kInt64);
@@ -75,6 +78,9 @@ int main(int argc, char** argv) {
     auto loss = torch::nn::functional::cross_entropy(model->forward(x.index_select(0, idx)), y.index_select(0, idx));
     loss.backward();
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    if (sleep_us_per_sample > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_per_sample * int64_t(batch.indices.size())));
+    rt.ReportLocalBatch(double(batch.indices.size()));
     if (!rt.AllReduceGradients(*model, batch.weight)) continue;
     opt->step();
     epoch_marker = batch.epoch;

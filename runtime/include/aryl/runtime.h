@@ -91,6 +91,7 @@ struct RuntimeOptions {
   // fence (checkpoint.h), whose generation is ARYL_GENERATION's; empty: no fencing.
   std::string fence_id;
   int64_t checkpoint_every = 0;    // ARYL_CHECKPOINT_EVERY (steps; 0: off)
+  int64_t total_steps = 0;         // ARYL_TOTAL_STEPS (0: unknown; see SetTotalSteps)
   int checkpoint_keep = 3;         // ARYL_CHECKPOINT_KEEP
   int min_workers = 1;             // ARYL_MIN_WORKERS
   int max_workers = 1 << 20;       // ARYL_MAX_WORKERS
@@ -173,6 +174,15 @@ class Runtime {
   // The training loss of the latest step (rank 0's is the one reported), carried in
   // the progress reports to the agent and from there to the scheduler. Optional.
   void ReportLoss(double loss);
+  // Samples each worker processes per step, carried with the step-time
+  // summaries the scheduler fits the job's speed on (docs/scheduler.md,
+  // "Measured speed"). Optional: unknown, the scheduler assumes a fixed
+  // global batch split evenly.
+  void ReportLocalBatch(double samples);
+  // The steps the whole run takes (default: ARYL_TOTAL_STEPS, which the
+  // scheduler sets from `aryl-run --steps`; 0 = unknown): the scheduler's
+  // finish estimates use the steps left at the measured rate.
+  void SetTotalSteps(int64_t steps);
 
  private:
   class Impl;

@@ -18,7 +18,8 @@ const char* const kPools[] = {"training", "inference"};
 const std::vector<std::string>& ClusterSeries::Families() {
   static const std::vector<std::string> names = {
       "aryl_job_workers", "aryl_job_steps_per_second", "aryl_job_last_resize_pause_seconds",
-      "aryl_job_preemptions_total", "aryl_job_rescales_total",
+      "aryl_job_preemptions_total", "aryl_job_rescales_total", "aryl_job_measured_steps_per_second",
+      "aryl_job_predicted_steps_per_second",
       "aryl_node_gpus", "aryl_node_gpus_busy", "aryl_node_gpus_loaned", "aryl_node_state",
       "aryl_reclaim_pending_slack_seconds",
       "aryl_pool_gpus", "aryl_pool_gpus_busy", "aryl_pool_gpus_loaned", "aryl_pool_reclaims_pending",
@@ -35,6 +36,10 @@ ClusterSeries::ClusterSeries(Metrics& metrics, std::vector<std::string> node_sta
                  "Pause of a live job's last resize, as the runtime measured it (0 before the first)", {});
   m.DeclareCounter("aryl_job_preemptions_total", "Preemptions of a live job since it was submitted", {});
   m.DeclareCounter("aryl_job_rescales_total", "Rescales of a live job since it was submitted", {});
+  m.DeclareGauge("aryl_job_measured_steps_per_second",
+                 "1 / the median step time of a live job's newest step-time summary (0: not measured yet)", {});
+  m.DeclareGauge("aryl_job_predicted_steps_per_second",
+                 "Steps per second the scheduler's speed model predicts for a live job at its current size", {});
   m.DeclareGauge("aryl_node_gpus", "GPUs (slots) of a node", {});
   m.DeclareGauge("aryl_node_gpus_busy", "GPUs of a node held by training workers", {});
   m.DeclareGauge("aryl_node_gpus_loaned", "GPUs of an inference node loaned to training", {});
@@ -83,13 +88,16 @@ void ClusterSeries::Publish(const ClusterSnapshot& s) {
       Labels l{{"job", id}, {"name", j.name}};
       return std::vector<std::pair<const char*, Labels>>{
           {"aryl_job_workers", l}, {"aryl_job_steps_per_second", l}, {"aryl_job_last_resize_pause_seconds", l},
-          {"aryl_job_preemptions_total", l}, {"aryl_job_rescales_total", l}};
+          {"aryl_job_preemptions_total", l}, {"aryl_job_rescales_total", l},
+          {"aryl_job_measured_steps_per_second", l}, {"aryl_job_predicted_steps_per_second", l}};
     });
     h.series[0].Set(j.workers);
     h.series[1].Set(j.steps_per_second);
     h.series[2].Set(j.last_resize_pause);
     h.series[3].Set(static_cast<double>(j.preemptions));
     h.series[4].Set(static_cast<double>(j.rescales));
+    h.series[5].Set(j.measured_steps_per_second);
+    h.series[6].Set(j.predicted_steps_per_second);
   }
   DropUnseen(jobs_);
 

@@ -116,9 +116,39 @@ std::string AppliedToJson(const s::EventBody& body) {
   return j.dump();
 }
 
+std::string SpeedSampleToJson(const SpeedSampleRow& row) {
+  const s::StepSample& x = row.sample;
+  return json{{"type", "speed"},
+              {"job", row.job},
+              {"sample",
+               {{"gpu_type", x.gpu_type},
+                {"workers", x.workers},
+                {"nodes", x.nodes},
+                {"local_batch", x.local_batch},
+                {"step_time", x.step_time},
+                {"spread", x.spread},
+                {"count", x.count}}}}
+      .dump();
+}
+
 Result<JournalRow> RowFromJson(const std::string& text) {
   try {
     json j = json::parse(text);
+    if (j.at("type").get<std::string>() == "speed") {
+      SpeedSampleRow row;
+      row.job = j.at("job").get<s::JobId>();
+      const json& x = j.at("sample");
+      row.sample.gpu_type = x.at("gpu_type").get<std::string>();
+      row.sample.workers = x.at("workers").get<int>();
+      row.sample.nodes = x.at("nodes").get<int>();
+      row.sample.local_batch = x.at("local_batch").get<double>();
+      row.sample.step_time = x.at("step_time").get<double>();
+      row.sample.spread = x.at("spread").get<double>();
+      row.sample.count = x.at("count").get<int>();
+      Status valid = s::ValidateStepSample(row.sample, "core journal: speed row of job " + std::to_string(row.job));
+      if (!valid.ok()) return Status::Corruption(valid.message());
+      return JournalRow(std::move(row));
+    }
     if (j.at("type").get<std::string>() != "server_added") {
       ARYL_ASSIGN_OR_RETURN(auto ev, EventFromParsed(j));
       if (!j.value("round", true)) return JournalRow(Applied{std::move(ev)});
@@ -149,6 +179,7 @@ s::ServerSpec Daemon::Impl::CoreSpec(const Node& n) {
 // of its replay, so that both build the same core.
 Status Daemon::Impl::JoinCore(std::unique_ptr<s::Scheduler>& into, const s::ServerSpec& spec, double t) {
   if (into) return into->AddServer(spec);
+  if (!speed) ARYL_RETURN_IF_ERROR(ResetSpeed(false));
   ARYL_ASSIGN_OR_RETURN(into, s::Scheduler::Create(opt.policy, {spec}, Catalog(), CoreConfig()));
   return into->Handle({t, s::ServerFailed{spec.id}}).status();
 }
@@ -161,6 +192,7 @@ s::SchedulerConfig Daemon::Impl::CoreConfig() const {
   // RoundTick runs a round at Scheduler::NextWakeup: a job left to finish on a
   // reclaimed server leaves by its deadline if it is not done.
   cfg.reclaim_lets_jobs_finish = opt.reclaim_lets_jobs_finish;
+  cfg.speed = speed;
   return cfg;
 }
 
@@ -198,6 +230,7 @@ Status Daemon::Impl::SnapshotCore() {
   ARYL_ASSIGN_OR_RETURN(std::string text, SnapshotToJson(image));
   ARYL_ASSIGN_OR_RETURN(auto restored, s::Scheduler::Restore(opt.policy, std::move(image), Catalog(), CoreConfig()));
   ARYL_RETURN_IF_ERROR(store->SaveCoreSnapshot(text));
+  if (speed) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", speed->ToJson()));
   core = std::move(restored);
   journal_rows = 0;
   snapshot_bytes = text.size();
@@ -247,6 +280,8 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     image = std::move(*im);
     for (const auto& sv : image->state.servers) joined.insert(sv.spec.id);
   }
+  // The speed models as the snapshot left them; the rows after it add to them.
+  ARYL_RETURN_IF_ERROR(ResetSpeed(snapshot_text.has_value()));
   std::vector<s::ServerSpec> servers;
   for (const auto& [id, n] : nodes)
     if (!joined.count(n.server_id)) servers.push_back(CoreSpec(n));
@@ -280,10 +315,17 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
       st = JoinCore(fresh, a->spec, t);
     } else if (!fresh) {
       st = Status::Corruption("core journal: an event before any server joined");
+    } else if (const auto* x = std::get_if<SpeedSampleRow>(&row)) {
+      st = ApplySpeedSample(t, x->job, x->sample, *fresh);
     } else if (const auto* e = std::get_if<Applied>(&row)) {
+      SpeedBefore(e->body);
       st = fresh->Apply({t, e->body}).status();
+      if (st.ok()) SpeedAfter(e->body);
     } else {
-      st = fresh->Handle({t, std::get<s::EventBody>(row)}).status();
+      const auto& body = std::get<s::EventBody>(row);
+      SpeedBefore(body);
+      st = fresh->Handle({t, body}).status();
+      if (st.ok()) SpeedAfter(body);
     }
     // A journaled row was valid when it was handled; the core is deterministic.
     if (!st.ok()) spdlog::warn("replay of a journal row at t={:.3f}: {}", t, st.ToString());

@@ -11,6 +11,7 @@
 
 #include "aryl/result.h"
 #include "aryl/sched/scheduler.h"
+#include "aryl/sched/speed_model.h"
 
 namespace aryl::daemon {
 
@@ -32,7 +33,15 @@ struct Applied {
   sched::EventBody body;
 };
 std::string AppliedToJson(const sched::EventBody& body);
-using JournalRow = std::variant<sched::EventBody, ServerAdded, Applied>;
+// A step-time summary of a job added to its speed model
+// (SpeedModels::AddSample, then Scheduler::RefreshSpeed when the fit changed;
+// no round): the row has "type": "speed".
+struct SpeedSampleRow {
+  sched::JobId job = 0;
+  sched::StepSample sample;
+};
+std::string SpeedSampleToJson(const SpeedSampleRow& row);
+using JournalRow = std::variant<sched::EventBody, ServerAdded, Applied, SpeedSampleRow>;
 Result<JournalRow> RowFromJson(const std::string& text);
 
 // The snapshot that replaces the journal's older rows (core_snapshot.cc): the

@@ -176,6 +176,7 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareCounter("aryl_checkpoint_failures_total",
                          "Checkpoints that failed (a full disk, an I/O error); the job keeps its last good one");
   metrics.DeclareCounter("aryl_preemptions_total", "Preemptions executed");
+  metrics.DeclareCounter("aryl_speed_fits_total", "Refits of a job's speed model from its measured step times");
   metrics.DeclareCounter("aryl_jobs_submitted_total", "Jobs submitted");
   metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that reached a terminal state, by state");
   metrics.DeclareCounter("aryl_reclaims_total", "Servers reclaimed by inference");

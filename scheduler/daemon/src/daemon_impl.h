@@ -46,6 +46,7 @@
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/sched/scheduler.h"
+#include "aryl/sched/speed_models.h"
 #include "aryl/sched/state.h"
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/demand.h"
@@ -168,6 +169,9 @@ class Daemon::Impl {
     std::string lease_node;
     bool lease_wait_noted = false;  // the wait is in the journal
     double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)
+    // Measured speed (speed.cc): 1 / the median step time of rank 0's newest
+    // summary. Memory only.
+    double measured_rate = 0;
     std::vector<std::string> watchers;  // client identities
     std::deque<std::string> output;
   };
@@ -397,6 +401,32 @@ class Daemon::Impl {
   };
   std::map<std::uint64_t, PendingLog> pending_logs;
   std::uint64_t next_log_request = 1;
+
+  // --- speed.cc: every job's speed, fitted online from rank 0's step-time
+  // summaries (docs/scheduler.md, "Measured speed"). The models are an input
+  // of the core like its events: each summary is a core-journal row
+  // (core_journal.h, SpeedSampleRow) applied in order on replay, and the
+  // journal's snapshot carries the models (meta "speed_models"), so a
+  // restarted scheduler decides on exactly the curves it had.
+  std::shared_ptr<s::SpeedModels> speed;  // CoreConfig().speed
+  std::string speed_reference;            // the GPU type speeds are relative to
+  // A new, empty SpeedModels (no snapshot) or the snapshot's; before every
+  // core build. The reference GPU type is fixed at the first (meta "speed_reference").
+  Status ResetSpeed(bool from_snapshot);
+  s::SpeedModelOptions SpeedOptions(const std::string& reference) const;
+  // An event's part in the models: a submitted job gets its model (and prior)
+  // before the core sees it; an ended job's fit joins the cluster's priors after.
+  void SpeedBefore(const s::EventBody& body);
+  void SpeedAfter(const s::EventBody& body);
+  // Rank 0's summary: one journaled sample; the core reads a changed fit.
+  Status AddStepStats(Job& j, const p::StepStats& st);
+  // The one code path of a sample, live and in replay.
+  Status ApplySpeedSample(double t, s::JobId job, const s::StepSample& sample, s::Scheduler& into);
+  // The type and server size a job's speed is read at: its placement's
+  // slowest type (by its model), else the type it asked for, else the reference.
+  std::pair<std::string, int> SpeedTypeFor(const Job& j) const;
+  double PredictedRate(const Job& j) const;  // at its live size; 0 without a model
+  std::optional<p::JobSpeed> DescribeSpeed(const Job& j) const;
 
   // --- tick.cc
   void Tick();

@@ -192,6 +192,13 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
   j.step = m.step;
   j.loss = std::isnan(m.loss) ? 0 : m.loss;
   j.rate = m.steps_per_second;
+  if (m.stats) {
+    Status st = AddStepStats(j, *m.stats);
+    if (!st.ok()) spdlog::warn("job {}: step-time summary not used: {}", m.job, st.ToString());
+  }
+  // Steps left: the program's own count, else the submitted total (--steps).
+  if (m.remaining_work == 0 && j.spec.total_work > 0)
+    m.remaining_work = std::max(1.0, j.spec.total_work - static_cast<double>(m.step));
   // The core hears about progress at most every 5 s per job (it is journaled).
   if (m.remaining_work > 0 && WallNow() - j.last_progress_event > 5) {
     j.last_progress_event = WallNow();

@@ -183,6 +183,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
     d.exec_errors.push_back({std::max(0.0, e.time), Get<std::string>(data, "node", ""),
                              std::max<std::int64_t>(-1, Get<std::int64_t>(data, "worker", -1)), error});
   }
+  if (live) d.speed = DescribeSpeed(*live);
   if (auto c = last_checkpoint.find(m.job); c != last_checkpoint.end()) {
     d.last_checkpoint = c->second;
   } else {

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       ("checkpoint-interval", "Cost model: jobs checkpoint this often (s)", cxxopts::value<double>()->default_value("60"))
       ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s)", cxxopts::value<double>()->default_value("10"))
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
+      ("speed", "Jobs' speed: learned (fitted from the step times they report; docs/scheduler.md) or linear "
+       "(throughput = workers on every GPU type, for comparison)", cxxopts::value<std::string>()->default_value("learned"))
       ("inference-demand", "Inference demand: a curve to replay, FILE (time_s,servers) or daily:peak=..,trough=.., "
                            "or prometheus:http://HOST:PORT?query=PROMQL (docs/operations.md)",
        cxxopts::value<std::string>()->default_value(""))
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   d.checkpoint_interval = r["checkpoint-interval"].as<double>();
   d.stop_grace = r["stop-grace"].as<double>();
   d.throughput_dir = r["throughput-dir"].as<std::string>();
+  d.speed = r["speed"].as<std::string>();
   d.inference_demand = r["inference-demand"].as<std::string>();
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.demand_reclaim_deadline = r["demand-reclaim-deadline"].as<double>();
@@ -113,6 +116,7 @@ int main(int argc, char** argv) {
   if (auto policy = aryl::sched::MakePolicy(d.policy, aryl::sched::SchedulerConfig{}); !policy.ok())
     aryl::FlagError(prog, "--policy", d.policy, policy.status().message());
   aryl::RequireAbove(prog, "--heartbeat", d.heartbeat_interval, 0);
+  if (d.speed != "learned" && d.speed != "linear") aryl::FlagError(prog, "--speed", d.speed, "expected learned or linear");
   aryl::RequireAbove(prog, "--agent-timeout", d.agent_timeout, 0);
   if (d.agent_timeout <= d.heartbeat_interval)
     aryl::FlagError(prog, "--agent-timeout", fmt::format("{}", d.agent_timeout),

@@ -50,8 +50,15 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round)
   std::string text = round ? EventToJson(body) : AppliedToJson(body);
   // Validate before journaling: a bad event must not poison the replay. The
   // core refuses an event without changing.
+  const auto* sub = std::get_if<s::JobSubmitted>(&body);
+  const bool new_model = sub && speed && !speed->Find(sub->spec.id);
+  SpeedBefore(body);
   auto plan = round ? core->Handle({t, body}) : core->Apply({t, body});
-  if (!plan.ok()) return plan.status();
+  if (!plan.ok()) {
+    if (new_model) (void)speed->RemoveJob(sub->spec.id);  // the core refused the job
+    return plan.status();
+  }
+  SpeedAfter(body);
   last_core_time = t;
   if (!round) round_due = true;
   // The core moved: journal the event and execute the plan as one durable step
@@ -438,6 +445,9 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     // one of another state file that reuses the number.
     sw.env["ARYL_FENCE_ID"] = std::to_string(j.rec.id) + "." +
                               std::to_string(static_cast<std::int64_t>(j.rec.submit_time * 1000));
+    // The runtime reports the steps left from it (Runtime::SetTotalSteps).
+    if (j.spec.total_work > 0)
+      sw.env["ARYL_TOTAL_STEPS"] = std::to_string(static_cast<std::int64_t>(std::ceil(j.spec.total_work)));
     sw.cwd = j.spec.cwd;
     sw.checkpoint_dir = j.spec.checkpoint_dir;
     sw.store_endpoint = store_ep;

@@ -151,7 +151,8 @@ void Daemon::Impl::PublishClusterSeries() {
   ClusterSnapshot s;
   s.jobs.reserve(jobs.size());
   for (const auto& [id, j] : jobs) {
-    JobSeries js{id, j.rec.name, 0, j.rate, j.last_resize_pause, j.preemptions, j.rescales};
+    JobSeries js{id, j.rec.name, 0, j.rate, j.last_resize_pause, j.preemptions, j.rescales, j.measured_rate,
+                 PredictedRate(j)};
     for (const auto& [wid, w] : j.workers) js.workers += !w.leaving;
     s.jobs.push_back(std::move(js));
   }

@@ -180,6 +180,70 @@ struct CheckpointRow {
   bool operator==(const CheckpointRow&) const = default;
 };
 
+// A job's measured speed and the scheduler's fit of it (docs/scheduler.md,
+// "Measured speed"): the merged samples, one per configuration, and the
+// throughput the model predicts at the sizes the scheduler may give the job.
+struct SpeedSampleRow {
+  std::string gpu_type{};
+  std::int64_t workers = 1;
+  std::int64_t nodes = 1;
+  std::int64_t count = 1;          // steps summarised
+  double step_time = 0;            // s, merged median
+  double spread = 0;               // s
+  double predicted_step_time = 0;  // s, the fit at this configuration
+  template <typename V>
+  void Visit(V& v) {
+    v("gpu_type", gpu_type);
+    v("workers", workers, {.min = 1});
+    v("nodes", nodes, {.min = 1});
+    v("count", count, {.min = 1});
+    v("step_time", step_time, {.min = 0});
+    v("spread", spread, {.min = 0});
+    v("predicted_step_time", predicted_step_time, {.min = 0});
+  }
+  bool operator==(const SpeedSampleRow&) const = default;
+};
+
+struct SpeedPoint {
+  std::int64_t workers = 1;
+  double steps_per_second = 0;
+  template <typename V>
+  void Visit(V& v) {
+    v("workers", workers, {.min = 1});
+    v("steps_per_second", steps_per_second, {.min = 0});
+  }
+  bool operator==(const SpeedPoint&) const = default;
+};
+
+inline constexpr std::size_t kMaxSpeedRows = 64;
+struct JobSpeed {
+  std::string prior{};      // catalog | same_model | cluster | optimistic
+  std::int64_t fits = 0;    // refits so far
+  std::string gpu_type{};   // the type `predicted` is for
+  // The fitted parameters (speed_model.h): compute, intra- and inter-node sync, overlap.
+  double alpha_c = 0, beta_c = 0, alpha_r = 0, beta_r = 0, alpha_n = 0, beta_n = 0, gamma = 1;
+  std::map<std::string, std::string> type_speed{};  // type -> speed ratio, as text
+  std::vector<SpeedSampleRow> samples{};            // at most kMaxSpeedRows
+  std::vector<SpeedPoint> predicted{};              // min..max workers, at most kMaxSpeedRows
+  template <typename V>
+  void Visit(V& v) {
+    v("prior", prior);
+    v("fits", fits, {.min = 0});
+    v("gpu_type", gpu_type);
+    v("alpha_c", alpha_c, {.min = 0});
+    v("beta_c", beta_c, {.min = 0});
+    v("alpha_r", alpha_r, {.min = 0});
+    v("beta_r", beta_r, {.min = 0});
+    v("alpha_n", alpha_n, {.min = 0});
+    v("beta_n", beta_n, {.min = 0});
+    v("gamma", gamma, {.min = 0});
+    v("type_speed", type_speed);
+    v("samples", samples);
+    v("predicted", predicted);
+  }
+  bool operator==(const JobSpeed&) const = default;
+};
+
 // The placement history, rescales, preemptions and errors are the newest
 // kMaxDescribeRows of each; history_truncated says older ones were left out.
 inline constexpr std::size_t kMaxDescribeRows = 200;
@@ -204,6 +268,7 @@ struct JobDescription {
   std::vector<JobIncident> exec_errors{};
   std::optional<CheckpointRow> last_checkpoint{};
   bool history_truncated = false;
+  std::optional<JobSpeed> speed{};  // absent: the scheduler keeps no model of it (ended)
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -225,6 +290,7 @@ struct JobDescription {
     v("exec_errors", exec_errors);
     v("last_checkpoint", last_checkpoint);
     v("history_truncated", history_truncated);
+    v("speed", speed);
   }
   bool operator==(const JobDescription&) const = default;
 };

@@ -525,6 +525,33 @@ struct ResizeReport {
   bool operator==(const ResizeReport&) const = default;
 };
 
+// A robust summary of a job's steps at one size, measured by rank 0's runtime
+// (protocol steps 9 and 14). Each summary covers steps not covered by an
+// earlier one (`seq` counts them per worker), so the scheduler adds each once.
+// Warm-up steps after a start or resize are not in any summary.
+struct StepStats {
+  std::int64_t seq = 0;          // 1, 2, ... per worker process
+  std::int64_t generation = 0;   // the store's generation the steps ran in
+  std::int64_t workers = 1;      // world size during these steps
+  std::int64_t count = 1;        // steps summarised
+  double median_s = 0;           // median wall time of one step (s)
+  double spread_s = 0;           // 1.4826 x median absolute deviation (s)
+  double sync_median_s = 0;      // median time inside the gradient all-reduce (s); 0 = unknown
+  double local_batch = 0;        // samples per worker per step; 0 = unknown
+  template <typename V>
+  void Visit(V& v) {
+    v("seq", seq, {.min = 0});
+    v("generation", generation, {.min = 0});
+    v("workers", workers, {.min = 1, .max = 65536});
+    v("count", count, {.min = 1, .max = 1e9});
+    v("median_s", median_s, {.min = 1e-9, .max = 1e6});
+    v("spread_s", spread_s, {.min = 0, .max = 1e6});
+    v("sync_median_s", sync_median_s, {.min = 0, .max = 1e6});
+    v("local_batch", local_batch, {.min = 0, .max = 1e12});
+  }
+  bool operator==(const StepStats&) const = default;
+};
+
 struct JobProgress {
   static constexpr std::string_view kType = "job_progress";
   JobId job = 0;
@@ -536,6 +563,9 @@ struct JobProgress {
   // True when the program links the runtime (its WorkerHello or WorkerProgress
   // reached the agent); the agent sends one as soon as the first hello arrives.
   std::optional<bool> runtime{};
+  // Rank 0's newest step summary (StepStats), relayed once; absent for
+  // programs that report progress only by printing step=N lines.
+  std::optional<StepStats> stats{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -545,6 +575,7 @@ struct JobProgress {
     v("steps_per_second", steps_per_second, {.min = 0});
     v("remaining_work", remaining_work, {.min = 0});
     v("runtime", runtime);
+    v("stats", stats);
   }
   bool operator==(const JobProgress&) const = default;
 };
@@ -904,7 +935,8 @@ struct WorkerProgress {
   std::int64_t step = 0;
   double loss = 0;  // NaN allowed
   double steps_per_second = 0;
-  double remaining_work = 0;
+  double remaining_work = 0;  // steps left by the program's own count (0 = unknown)
+  std::optional<StepStats> stats{};  // a new summary since the last report
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -914,6 +946,7 @@ struct WorkerProgress {
     v("loss", loss, {.nan_allowed = true});
     v("steps_per_second", steps_per_second, {.min = 0});
     v("remaining_work", remaining_work, {.min = 0});
+    v("stats", stats);
   }
   bool operator==(const WorkerProgress&) const = default;
 };

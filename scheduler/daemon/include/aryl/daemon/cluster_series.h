@@ -33,6 +33,8 @@ struct JobSeries {
   double last_resize_pause = 0;    // seconds, as the runtime measured it; 0 before the first
   std::int64_t preemptions = 0;    // since submission
   std::int64_t rescales = 0;
+  double measured_steps_per_second = 0;   // 1 / median step time of the newest summary; 0: none
+  double predicted_steps_per_second = 0;  // the speed model at the current size
 };
 
 struct NodeSeries {

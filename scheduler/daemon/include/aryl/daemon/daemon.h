@@ -60,6 +60,10 @@ struct DaemonOptions {
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
   int journal_snapshot_rows = 10000;     // core journal rows between snapshots (0: never)
   std::string throughput_dir;            // optional measured tables (data/throughput)
+  // "learned": every job's speed is fitted from the step times its runtime
+  // reports (docs/scheduler.md, "Measured speed"); "linear": the tables, else
+  // throughput = workers (no learning; for comparison).
+  std::string speed = "learned";
   // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
   // (demand_control.h); empty: none.
   std::string inference_demand;
