@@ -185,5 +185,39 @@ TEST_F(MeasuredSpeed, JobMeasuredToFinishBeforeTheDeadlineIsLeftToFinish) {
   EXPECT_EQ(ScrapeValue(http_port_, "aryl_reclaims_late_total"), 0) << Logs();
 }
 
+// The samples and the fit are in the journal (rows, and the snapshot's
+// models): a restarted scheduler has them all and predicts the same.
+TEST_F(MeasuredSpeed, ModelSurvivesASchedulerRestart) {
+  auto c = Client();
+  // A snapshot every 4 rows: the restart restores the models from the
+  // snapshot and replays the speed rows after it.
+  ASSERT_NO_FATAL_FAILURE(StartCluster(*c, {"--journal-snapshot-rows", "4"}));
+  const p::JobId job = SubmitWorker(*c, "flat", 1000000, 1, 2, {"--sleep-ms", "30"});
+  ASSERT_TRUE(WaitFor([&] { return Measured(*c, job, 2, 150); }, 60)) << SpeedReport(*c, job) << Logs();
+  auto before = Describe(*c, job);
+  ASSERT_TRUE(before.ok() && before->speed) << Logs();
+  const std::int64_t generation = before->row.generation;
+  Kill(scheduler_pid_);
+  fs::rename(dir_ / "scheduler.log", dir_ / "scheduler-1.log");
+  StartScheduler({"--journal-snapshot-rows", "4"});
+  auto c2 = Client();
+  ASSERT_TRUE(WaitAgents(*c2, 2)) << Logs();
+  auto after = Describe(*c2, job);
+  ASSERT_TRUE(after.ok() && after->speed) << after.status() << Logs();
+  const p::JobSpeed& a = *after->speed;
+  const p::JobSpeed& b = *before->speed;
+  EXPECT_EQ(a.prior, b.prior);
+  EXPECT_GE(a.fits, b.fits);
+  ASSERT_EQ(a.samples.size(), b.samples.size()) << SpeedReport(*c2, job);
+  for (std::size_t i = 0; i < a.samples.size(); ++i) {
+    EXPECT_EQ(a.samples[i].workers, b.samples[i].workers);
+    EXPECT_GE(a.samples[i].count, b.samples[i].count) << "no sample lost to the restart";
+  }
+  ASSERT_EQ(a.predicted.size(), b.predicted.size());
+  for (std::size_t i = 0; i < a.predicted.size(); ++i)
+    EXPECT_NEAR(a.predicted[i].steps_per_second / b.predicted[i].steps_per_second, 1.0, 0.05);
+  EXPECT_EQ(after->row.generation, generation) << "the job ran on untouched";
+}
+
 }  // namespace
 }  // namespace aryl
