@@ -229,7 +229,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolReclaim& m)
   }
   snapshot_dirty = true;
   p::Ok ok;
-  ok.message = "reclaim accepted; servers are empty within " + std::to_string(m.deadline_seconds) + " s";
+  ok.message = "reclaim accepted; servers are empty within " + FormatDuration(m.deadline_seconds);
   return p::Message(ok);
 }
 

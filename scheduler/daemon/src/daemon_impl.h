@@ -43,6 +43,7 @@
 #include "aryl/daemon/metrics.h"
 #include "aryl/daemon/prometheus_demand.h"
 #include "aryl/daemon/state_store.h"
+#include "aryl/duration.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/sched/scheduler.h"

@@ -167,7 +167,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
   }
   (void)Journal(m.job, "resize_report",
                 "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) + "->" +
-                    std::to_string(m.to_workers) + " pause " + std::to_string(m.phases.total) + " s" +
+                    std::to_string(m.to_workers) + " pause " + FormatDuration(m.phases.total) +
                     (m.planned ? "" : " (fault)"),
                 {{"generation", m.generation}, {"from_workers", m.from_workers}, {"to_workers", m.to_workers},
                  {"planned", m.planned}, {"phases", p::ToJson(p::Message(m))["phases"]}},
