@@ -1,5 +1,8 @@
 // aryl-run: submit a job, stream its state changes (and, on this machine, its
-// rank-0 output), and exit with the job's exit code. Ctrl-C cancels the job.
+// rank-0 output), and exit with the job's exit code (the table below, also in
+// --help and docs/operations.md). Ctrl-C cancels the job and waits --cancel-grace
+// seconds for it to stop. When a worker fails the job, its last stderr lines
+// are printed, read from its agent through the scheduler (as `aryl logs`).
 //
 //   aryl-run [--scheduler tcp://head:7117] [--name N] (--workers 4 | --min 2 --max 8)
 //            [--gpu-type A100] [--checkpoint-dir D] -- ./train args...
@@ -25,6 +28,7 @@
 
 #include "aryl/agent/agent.h"
 #include "aryl/daemon/daemon.h"
+#include "aryl/duration.h"
 #include "aryl/flags.h"
 #include "client_config.h"
 #include "client_util.h"
@@ -40,6 +44,82 @@ std::atomic<int> g_interrupts{0};
 void OnSignal(int) { g_interrupts++; }
 
 const char* kProg = "aryl-run";
+
+// Exit codes. The job's own code passes through (a worker's exit code, 128+N
+// when signal N killed it); aryl-run's own lie where programs and shells put
+// none of theirs: not 1-2 (failure, usage), 64-78 (sysexits.h), 124-127
+// (timeout(1), command not executable / not found), 128-192 (signals) or 255.
+constexpr int kExitCancelled = 130;          // cancelled and stopped (as a shell reports Ctrl-C)
+constexpr int kExitUsage = 200;              // bad flag, value or command line: nothing submitted
+constexpr int kExitNotSubmitted = 201;       // scheduler unreachable or refused the submission
+constexpr int kExitEndUnknown = 202;         // cancelled, but not seen to stop within --cancel-grace
+constexpr int kExitFailedWithoutCode = 203;  // failed with no exit code of its own (see its message)
+
+constexpr const char* kExitCodeHelp =
+    "Exit codes (the job's own code passes through; aryl-run's own are 200-203):\n"
+    "  0        the job completed\n"
+    "  1-255    the job failed with this code: its failing worker's exit code, 128+N when\n"
+    "           signal N killed it (a job that itself exits 130 or 200-203 reads like the codes below)\n"
+    "  130      the job was cancelled (Ctrl-C, SIGTERM, aryl cancel) and stopped\n"
+    "  200      bad usage: a flag, a value or the command line; nothing was submitted\n"
+    "  201      not submitted: the scheduler was not reachable or refused the job\n"
+    "  202      the job's end is unknown: cancelled, but not seen to stop within --cancel-grace\n"
+    "           (or a third Ctrl-C); check it with aryl status\n"
+    "  203      the job failed without an exit code of its own (its message says why)\n";
+
+// The failed worker's stderr shown on failure: its last kTailLines lines
+// within its last kTailBytes bytes.
+constexpr std::int64_t kTailBytes = 4096;
+constexpr std::size_t kTailLines = 20;
+const milliseconds kCallTimeout{3000};
+
+// The last `n` lines of `text`. When the window cut its first line (`cut`),
+// that part is dropped if a whole line follows it (else it is all there is).
+std::vector<std::string> LastLines(const std::string& text, std::size_t n, bool cut) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  if (std::size_t nl = text.find('\n'); cut && nl != std::string::npos && nl + 1 < text.size()) start = nl + 1;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
+  return lines;
+}
+
+// Prints why `end` failed job `job`: its stderr's last lines, fetched from
+// its agent through the scheduler (bounded: two calls of kCallTimeout), and
+// where the rest is (`more`).
+void ReportFailure(aryl::protocol::Client& client, p::JobId job, const p::WorkerEnd& end, const std::string& more) {
+  p::JobLogs m;
+  m.job = job;
+  m.rank = end.rank;
+  m.worker = end.worker;
+  m.stream = "stderr";
+  m.max_bytes = kTailBytes;
+  auto chunk = client.Call<p::LogChunk>(m, kCallTimeout);
+  if (chunk.ok() && chunk->size > static_cast<std::int64_t>(chunk->data.data.size())) {
+    m.offset = chunk->size - kTailBytes;
+    chunk = client.Call<p::LogChunk>(m, kCallTimeout);
+  }
+  std::string who = end.Who();
+  if (!chunk.ok()) {
+    std::cerr << kProg << ": the stderr of " << who << " could not be read: " << chunk.status().ToString() << "\n";
+  } else {
+    std::string text(chunk->data.data.begin(), chunk->data.data.end());
+    auto lines = LastLines(text, kTailLines, chunk->offset > 0);
+    if (lines.empty()) {
+      std::cerr << kProg << ": the stderr of " << who << " is empty\n";
+    } else {
+      std::cerr << kProg << ": the stderr of " << who << ", last " << lines.size() << " line"
+                << (lines.size() == 1 ? "" : "s") << ":\n";
+      for (const auto& l : lines) std::cerr << "  " << l << "\n";
+    }
+  }
+  std::cerr << kProg << ": all of it: " << more << "\n";
+}
 
 // Follows one file from the start, printing whole lines.
 class Tail {
@@ -89,12 +169,17 @@ int main(int argc, char** argv) {
                      "A resize of a torchrun script is a restart (--elastic restart): all workers get SIGTERM,\n"
                      "then start again at the new size and resume from the script's own checkpoint. Programs\n"
                      "that link the Aryl runtime resize in place (--elastic inplace, detected by default).\n"
-                     "Like sbatch, the job runs in --cwd (default: this directory) with --env/--env-file.\n");
+                     "Like sbatch, the job runs in --cwd (default: this directory) with --env/--env-file.\n"
+                     "\n" +
+                         std::string(kExitCodeHelp));
+  aryl::SetUsageExitCode(kExitUsage);
   // Defaults: ~/.config/aryl/config or /etc/aryl/aryl.toml, then the environment (client_config.h).
   const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()
       ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(defaults.scheduler))
       ("quiet", "Do not print state changes")
+      ("cancel-grace", "Seconds to wait for the job to stop after Ctrl-C/SIGTERM cancels it (then exit 202)",
+       cxxopts::value<double>()->default_value("30"))
       ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
        cxxopts::value<std::string>()->default_value(""))
       ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(defaults.curve_key))
@@ -163,6 +248,9 @@ int main(int argc, char** argv) {
   if (standalone && slots <= 0) aryl::UsageError(kProg, "--standalone needs --slots N (N >= 1)");
   if (loan_slots < 0) aryl::UsageError(kProg, "--loan-slots must be >= 0");
   bool quiet = r.count("quiet") > 0;
+  const double cancel_grace = r["cancel-grace"].as<double>();
+  aryl::RequireAtLeast(kProg, "--cancel-grace", cancel_grace, 0);
+  const bool scheduler_given = r.count("scheduler") > 0;
   std::string follow_logs = r["follow-logs"].as<std::string>();
   std::string endpoint = r["scheduler"].as<std::string>();
   std::string curve_key = r["curve-key"].as<std::string>();
@@ -196,7 +284,7 @@ int main(int argc, char** argv) {
     d.restart_grace = 1;
     d.rescale_pause = 1;
     auto started = aryl::daemon::Daemon::Start(d);
-    if (!started.ok()) return aryl::cli::Fail(kProg, started.status());
+    if (!started.ok()) return aryl::cli::Fail(kProg, started.status(), kExitNotSubmitted);
     daemon = std::move(*started);
     endpoint = daemon->endpoint();
     log_dir = (work / "logs").string();
@@ -216,7 +304,7 @@ int main(int argc, char** argv) {
     };
     aryl::Status st = add_agent("local", "training", slots);
     if (st.ok() && loan_slots > 0) st = add_agent("loan", "inference", loan_slots);
-    if (!st.ok()) return aryl::cli::Fail(kProg, st);
+    if (!st.ok()) return aryl::cli::Fail(kProg, st, kExitNotSubmitted);
     for (auto& a : agents) agent_threads.emplace_back([agent = a.get()] { (void)agent->Run(); });
     if (!quiet) std::cerr << kProg << ": standalone scheduler on " << endpoint << ", logs in " << log_dir << "\n";
   }
@@ -228,7 +316,7 @@ int main(int argc, char** argv) {
   };
 
   auto client = aryl::cli::ConnectScheduler(endpoint, curve_key, curve_server_key);
-  if (!client.ok()) return shutdown(aryl::cli::Fail(kProg, client.status()));
+  if (!client.ok()) return shutdown(aryl::cli::Fail(kProg, client.status(), kExitNotSubmitted));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
@@ -245,28 +333,37 @@ int main(int argc, char** argv) {
     if (!(submitted.status().IsUnavailable() && standalone)) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
-  if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status()));
+  if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status(), kExitNotSubmitted));
   p::JobId job = submitted->job;
   if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
 
   Tail tail;
-  int exit_code = 1;
-  bool cancel_sent = false;
+  int exit_code = kExitEndUnknown;
+  // Set once a signal asked to cancel: from then on the wait is bounded by
+  // --cancel-grace (the scheduler may be gone and never answer).
+  std::optional<std::chrono::steady_clock::time_point> cancelling_since;
   auto last_watch = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   std::string last_line;
   std::int64_t rank0_worker = 0;
   while (true) {
-    if (g_interrupts > 0 && !cancel_sent) {
-      std::cerr << kProg << ": interrupted; cancelling job " << job << "\n";
+    if (g_interrupts > 0 && !cancelling_since) {
+      cancelling_since = std::chrono::steady_clock::now();
+      std::cerr << kProg << ": interrupted; cancelling job " << job << " (waiting up to "
+                << aryl::FormatDuration(cancel_grace) << " for it to stop)\n";
       p::CancelJob c;
       c.job = job;
-      auto rc = (*client)->Call<p::Ok>(c, milliseconds(3000));
+      auto rc = (*client)->Call<p::Ok>(c, kCallTimeout);
       if (!rc.ok()) std::cerr << kProg << ": cancel: " << rc.status().ToString() << "\n";
-      cancel_sent = true;
     }
     if (g_interrupts > 2) {
-      std::cerr << kProg << ": giving up waiting for the job to stop\n";
-      exit_code = 130;
+      std::cerr << kProg << ": giving up waiting for job " << job << " to stop; its end is unknown\n";
+      break;
+    }
+    if (cancelling_since &&
+        std::chrono::steady_clock::now() - *cancelling_since > std::chrono::duration<double>(cancel_grace)) {
+      std::cerr << kProg << ": job " << job << " was not seen to stop within " << aryl::FormatDuration(cancel_grace)
+                << " of the cancel (is the scheduler at " << endpoint
+                << " reachable?); its end is unknown: check it with aryl status " << job << "\n";
       break;
     }
     // (Re)watch every few seconds: survives a scheduler restart.
@@ -293,8 +390,25 @@ int main(int argc, char** argv) {
     last_line = line;
     for (const auto& l : ev->output) std::cout << l << "\n";
     if (ev->final) {
-      exit_code = ev->exit_code.value_or(ev->state == p::JobState::kCompleted ? 0 : 1);
-      if (ev->state == p::JobState::kCancelled) exit_code = 130;
+      if (ev->state == p::JobState::kCompleted) {
+        exit_code = static_cast<int>(ev->exit_code.value_or(0));
+      } else if (ev->state == p::JobState::kCancelled) {
+        exit_code = kExitCancelled;
+      } else {
+        if (quiet) std::cerr << kProg << ": job " << job << " failed: " << ev->message << "\n";
+        // Without a worker's failure (refused by the scheduler, say) the code is
+        // not the job's own; nor is a 0 from a worker that failed it anyway.
+        exit_code = ev->failure ? static_cast<int>(ev->exit_code.value_or(0)) : 0;
+        if (exit_code == 0) exit_code = kExitFailedWithoutCode;
+      }
+      if (ev->state == p::JobState::kFailed && ev->failure) {
+        std::string more = standalone ? log_dir + "/job-" + std::to_string(job) + "/worker-" +
+                                            std::to_string(ev->failure->worker) + ".err"
+                                      : "aryl logs " + std::to_string(job) + " --rank " +
+                                            std::to_string(ev->failure->rank) + " --stderr" +
+                                            (scheduler_given ? " --scheduler " + endpoint : "");
+        ReportFailure(**client, job, *ev->failure, more);
+      }
       break;
     }
   }

@@ -51,12 +51,13 @@ inline Result<std::unique_ptr<protocol::Client>> ConnectScheduler(const std::str
   return protocol::Client::Connect(co);
 }
 
-// Exit codes: 0 ok, 1 the scheduler said no / not reachable, 2 bad usage.
-inline int Fail(const std::string& program, const Status& st) {
+// Exit codes of aryl: 0 ok, 1 the scheduler said no / not reachable (`code`;
+// aryl-run has its own), 2 bad usage.
+inline int Fail(const std::string& program, const Status& st, int code = 1) {
   std::cerr << program << ": error: " << st.ToString();
   if (st.IsTimeout()) std::cerr << " (is aryl-scheduler running and reachable? set --scheduler or $ARYL_SCHEDULER)";
   std::cerr << "\n";
-  return 1;
+  return code;
 }
 
 }  // namespace aryl::cli

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "aryl/duration.h"
 #include "aryl/flags.h"
 #include "commands.h"
 
@@ -93,7 +94,7 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
     const auto& ck = *d->last_checkpoint;
     Field(os, "Last checkpoint", "step " + std::to_string(ck.step) + " at " + FormatTime(ck.time, utc) + ", " +
                                      (ck.path.empty() ? "" : ck.path + ", ") + Bytes(ck.bytes) + " in " +
-                                     Fixed(ck.seconds, 3) + " s" + (ck.node.empty() ? "" : " on " + ck.node));
+                                     FormatDuration(ck.seconds) + (ck.node.empty() ? "" : " on " + ck.node));
   } else {
     Field(os, "Last checkpoint", "-");
   }

@@ -1,6 +1,7 @@
 #include "aryl/flags.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -91,11 +92,15 @@ std::vector<std::string> NormalizeBoolFlags(const cxxopts::Options& options, int
   return out;
 }
 
+std::atomic<int> g_usage_exit_code{2};
+
 }  // namespace
+
+void SetUsageExitCode(int code) { g_usage_exit_code = code; }
 
 void UsageError(const std::string& program, const std::string& message) {
   std::cerr << program << ": error: " << message << "\n";
-  std::exit(2);
+  std::exit(g_usage_exit_code);
 }
 
 void FlagError(const std::string& program, const std::string& flag, const std::string& value,

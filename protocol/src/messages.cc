@@ -580,6 +580,17 @@ Status WorkerExited::Validate() const {
   return Status::Ok();
 }
 
+std::string WorkerEnd::Who() const {
+  return "worker " + std::to_string(worker) + " (rank " + std::to_string(rank) + ")" +
+         (node.empty() ? "" : " on " + node);
+}
+
+std::string WorkerEnd::How() const {
+  if (!error.empty()) return "could not start: " + error;
+  if (signal) return "was killed by signal " + std::to_string(*signal);
+  return "exited with " + std::to_string(exit_code.value_or(0));
+}
+
 Status NodeCommand::Validate() const {
   if (action != "drain" && action != "resume" && action != "remove")
     return FieldError("action", "expected drain, resume or remove, got \"" + action + "\"");

@@ -44,12 +44,13 @@ size_t Lines(const std::string& s) {
   return n;
 }
 
-// One usage error: exit 2, one line, naming the flag and the value.
-void ExpectUsageError(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+// One usage error: exit 2 (aryl-run: 200), one line, naming the flag and the value.
+void ExpectUsageError(const std::vector<std::string>& argv, const std::string& flag, const std::string& value,
+                      int code = 2) {
   RunResult r = Exec(argv);
   std::string shown;
   for (const auto& a : argv) shown += a + " ";
-  EXPECT_EQ(r.code, 2) << shown << "\n" << r.out;
+  EXPECT_EQ(r.code, code) << shown << "\n" << r.out;
   EXPECT_EQ(Lines(r.out), 1u) << shown << "\n" << r.out;
   EXPECT_NE(r.out.find(": error: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(flag + " '" + value + "'"), std::string::npos) << shown << "\n" << r.out;
@@ -95,6 +96,29 @@ TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
   RunResult ok = Exec({ARYL_BIN, "pool", "reclaim", "2", "--scheduler", kNowhere, "--timeout", "0.3"});
   EXPECT_EQ(ok.code, 1) << ok.out;
 }
+
+#ifdef ARYL_RUN_BIN
+// aryl-run passes on its job's exit code, and a Python script that is not
+// there exits 2: aryl-run's own usage errors exit 200 instead, its failures
+// to submit 201, and --help lists the whole table.
+TEST(FlagChecks, ArylRunUsageCodesStayApartFromTheJobs) {
+  ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--cancel-grace", "-1", "--workers", "1", "--", "true"},
+                   "--cancel-grace", "-1", 200);
+  ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--nnodes", "x", "--", "true"}, "--nnodes", "x", 200);
+  ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--env", "NOEQUALS", "--workers", "1", "--", "true"},
+                   "--env", "NOEQUALS", 200);
+  RunResult missing = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--workers", "1"});
+  EXPECT_EQ(missing.code, 200) << missing.out;
+  RunResult unknown = Exec({ARYL_RUN_BIN, "--no-such-flag"});
+  EXPECT_EQ(unknown.code, 200) << unknown.out;
+  RunResult nowhere = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--workers", "1", "--", "true"});
+  EXPECT_EQ(nowhere.code, 201) << nowhere.out;
+  RunResult help = Exec({ARYL_RUN_BIN, "--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* row : {"\n  0  ", "\n  1-255  ", "\n  130  ", "\n  200  ", "\n  201  ", "\n  202  ", "\n  203  "})
+    EXPECT_NE(help.out.find(row), std::string::npos) << row << "\n" << help.out;
+}
+#endif
 
 #ifdef ARYL_RT_LAUNCH_BIN
 TEST(FlagChecks, LauncherRefusesBadWorkerCount) {

@@ -135,12 +135,13 @@ inline std::vector<Message> SampleMessages() {
   m.push_back(WatchJob{.job = 12, .output = false});
   m.push_back(JobEvent{.job = 12,
                        .time = 1.7e9,
-                       .state = JobState::kCompleted,
+                       .state = JobState::kFailed,
                        .workers = 0,
                        .output = {"step 10 loss 0.5", "bye \xc3\xa9"},
-                       .message = "exit 0",
-                       .exit_code = 0,
-                       .final = true});
+                       .message = "worker 4 (rank 1) on gpu-7 exited with 3",
+                       .exit_code = 3,
+                       .final = true,
+                       .failure = WorkerEnd{.worker = 4, .rank = 1, .node = "gpu-7", .exit_code = 3}});
   m.push_back(StatusRequest{});
   m.push_back(StatusReply{.summary = {{"jobs", {{"running", 1}}}, {"loaned", 2}}});
   m.push_back(Ok{.message = "cancelled"});

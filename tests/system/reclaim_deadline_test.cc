@@ -53,12 +53,20 @@ class ReclaimDeadline : public LiveCluster {
     }, 15)) << Logs();
     return r->job;
   }
-  aryl::Status Reclaim(p::Client& c, double deadline_s) {
+  aryl::Status Reclaim(p::Client& c, double deadline_s, std::string* reply = nullptr) {
     p::PoolReclaim m;
     m.servers = {"i"};
     m.deadline_seconds = deadline_s;
     auto r = c.Call<p::Ok>(m, milliseconds(3000));
+    if (r.ok() && reply) *reply = r->message;
     return r.ok() ? aryl::Status::Ok() : r.status();
+  }
+  // The detail of the newest journal row of `kind` ("" when none).
+  std::string NewestDetail(p::Client& c, const std::string& kind) {
+    p::ListEvents m;
+    m.kind = kind;
+    auto r = c.Call<p::EventsReply>(m, milliseconds(1000));
+    return r.ok() && !r->events.empty() ? r->events.back().detail : "";
   }
   p::NodeState NodeState(p::Client& c, const std::string& id) {
     auto r = c.Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
@@ -76,7 +84,11 @@ TEST_F(ReclaimDeadline, JobThatEndsBeforeTheDeadlineIsLeftToFinish) {
   const p::JobId job = StartLoanedJob(*c, 8, 8);
   ASSERT_NE(job, 0);
   const std::int64_t rescales = Status(*c, job)->row.rescales;
-  ASSERT_TRUE(Reclaim(*c, 60).ok()) << Logs();
+  std::string reply;
+  ASSERT_TRUE(Reclaim(*c, 60, &reply).ok()) << Logs();
+  // Durations for people, not std::to_string's "60.000000".
+  EXPECT_EQ(reply, "reclaim accepted; servers are empty within 60 s");
+  EXPECT_EQ(NewestDetail(*c, "reclaim"), "1 server(s) within 60 s");
   ASSERT_TRUE(WaitFor([&] { return NodeState(*c, "i") == p::NodeState::kReclaiming; }, 3)) << Logs();
   // Not shrunk while it runs out.
   for (int i = 0; i < 10; ++i) {
@@ -97,6 +109,8 @@ TEST_F(ReclaimDeadline, JobThatEndsBeforeTheDeadlineIsLeftToFinish) {
   const std::string log = ReadFile(dir_ / "scheduler.log");
   ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(server i returned to inference after ([0-9.]+) s)"))) << Logs();
   EXPECT_GE(std::stod(m[1].str()), 3.0) << Logs();
+  const std::string reclaimed = NewestDetail(*c, "reclaimed");
+  EXPECT_TRUE(std::regex_match(reclaimed, std::regex(R"(i empty after [0-9]+(\.[0-9]{1,2})? s)"))) << reclaimed;
   EXPECT_TRUE(WaitFor([&] { return ScrapeValue(http_port_, "aryl_reclaims_total") == 1; }, 3)) << Logs();
   EXPECT_EQ(ScrapeValue(http_port_, "aryl_reclaims_late_total"), 0) << Logs();
 }

@@ -33,7 +33,36 @@ using Clock = std::chrono::steady_clock;
 
 using namespace aryl::livetest;  // NOLINT
 
-class SystemTest : public LiveCluster {};
+class SystemTest : public LiveCluster {
+ protected:
+  // Starts aryl-run against this cluster with `args`; its stdout and stderr go
+  // to dir_/<log>.
+  pid_t StartArylRun(std::vector<std::string> args, const std::string& log) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_RUN_BIN, "--scheduler", endpoint_};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.stdout_path = (dir_ / log).string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    return pid.ok() ? *pid : 0;
+  }
+  // How `pid` ended, once it has, within `timeout_s`.
+  std::optional<agent::ExitInfo> WaitExit(pid_t pid, double timeout_s) {
+    std::optional<agent::ExitInfo> done;
+    WaitFor([&] {
+      for (const auto& e : launcher_.Poll())
+        if (e.pid == pid) done = e;
+      return done.has_value();
+    }, timeout_s);
+    return done;
+  }
+  // Runs aryl-run to its end (bounded); its exit code (-1: still running) and output.
+  std::pair<int, std::string> RunArylRun(std::vector<std::string> args, const std::string& log, double timeout_s = 30) {
+    pid_t pid = StartArylRun(std::move(args), log);
+    auto done = WaitExit(pid, timeout_s);
+    return {done ? done->exit_code : -1, ReadFile(dir_ / log)};
+  }
+};
 
 // A job runs on real worker processes, completes, and its exit code is kept.
 TEST_F(SystemTest, JobLifecycle) {
@@ -84,26 +113,102 @@ TEST_F(SystemTest, JobLifecycle) {
   EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
 }
 
-// aryl-run submits, streams, and exits with the job's exit code.
+// aryl-run submits, streams, and exits with the job's exit code; a job's 2
+// (python3 with a missing script) is the job's, not aryl-run's usage error.
 TEST_F(SystemTest, ArylRunExitCode) {
   StartScheduler();
   StartAgent("a", 2);
   auto c = Client();
   ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
-  agent::LaunchSpec spec;
-  spec.argv = {ARYL_RUN_BIN, "--scheduler", endpoint_, "--workers", "2", "--", "sh", "-c", "exit 5"};
-  spec.stdout_path = (dir_ / "aryl-run.log").string();
-  auto pid = launcher_.Launch(spec);
-  ASSERT_TRUE(pid.ok());
-  std::vector<agent::ExitInfo> done;
-  WaitFor([&] {
-    auto d = launcher_.Poll();
-    done.insert(done.end(), d.begin(), d.end());
-    return std::any_of(done.begin(), done.end(), [&](auto& e) { return e.pid == *pid; });
-  }, 20);
-  auto it = std::find_if(done.begin(), done.end(), [&](auto& e) { return e.pid == *pid; });
-  ASSERT_NE(it, done.end()) << Logs();
-  EXPECT_EQ(it->exit_code, 5) << Logs();
+  auto [code, out] = RunArylRun({"--workers", "2", "--", "sh", "-c", "exit 5"}, "aryl-run.log", 20);
+  EXPECT_EQ(code, 5) << out << Logs();
+  auto [code2, out2] =
+      RunArylRun({"--workers", "1", "--", "sh", "-c", "echo 'no such file' >&2; exit 2"}, "aryl-run-2.log", 20);
+  EXPECT_EQ(code2, 2) << out2 << Logs();
+  EXPECT_EQ(RunArylRun({"--workers", "1", "--", "true"}, "aryl-run-0.log", 20).first, 0) << Logs();
+}
+
+// A failed job: aryl-run names the worker, its rank and node, prints the last
+// 20 lines of its stderr (read from the agent through the scheduler) and the
+// command that shows all of it.
+TEST_F(SystemTest, ArylRunShowsTheFailedWorkersStderr) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  auto [code, out] = RunArylRun({"--workers", "2", "--", "sh", "-c",
+                                 "if [ \"$ARYL_RANK\" = 1 ]; then i=1; while [ $i -le 100 ]; do echo line-$i >&2; "
+                                 "i=$((i+1)); done; exit 3; fi; sleep 30"},
+                                "aryl-run.log");
+  EXPECT_EQ(code, 3) << out << Logs();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(worker ([0-9]+) \(rank 1\) on a exited with 3)"))) << out;
+  EXPECT_NE(out.find("the stderr of worker " + m[1].str() + " (rank 1) on a, last 20 lines:\n  line-81\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("  line-100\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("line-80\n"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("all of it: aryl logs [0-9]+ --rank 1 --stderr --scheduler " +
+                                                std::regex_replace(endpoint_, std::regex(R"([.])"), R"(\.)") + "\n")))
+      << out;
+  // At most the last 4 KiB: of three 3000-byte lines and a short one, the
+  // last long one and the short one; the one cut by the window is left out.
+  auto [code2, out2] = RunArylRun(
+      {"--workers", "1", "--", "sh", "-c",
+       "for x in A B C; do printf \"$x-%03000d\\n\" 0 >&2; done; echo the-end >&2; exit 4"},
+      "aryl-run-2.log");
+  EXPECT_EQ(code2, 4) << out2 << Logs();
+  EXPECT_NE(out2.find("last 2 lines:\n  C-000"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("  the-end\n"), std::string::npos) << out2;
+  EXPECT_EQ(out2.find("A-000"), std::string::npos) << out2;
+  EXPECT_EQ(out2.find("B-000"), std::string::npos) << out2;
+}
+
+// One rank ends early and cleanly (exit 0); its peer then fails as a torchrun
+// script's rank does when its collective's peer is gone ("Connection closed
+// by peer"). The job's failure names the first worker that ended, with its
+// rank, node and exit code, and the worker that failed, whose stderr aryl-run shows.
+TEST_F(SystemTest, ArylRunNamesTheWorkerThatEndedFirst) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  // Rank 0 fails only once it is stopped, which the scheduler does only after
+  // rank 1's exit: the order cannot change on a busy machine.
+  auto [code, out] = RunArylRun({"--workers", "2", "--", "sh", "-c",
+                                 "if [ \"$ARYL_RANK\" = 1 ]; then exit 0; fi; "
+                                 "trap 'echo Connection closed by peer >&2; exit 1' TERM; sleep 30 & wait"},
+                                "aryl-run.log");
+  EXPECT_EQ(code, 1) << out << Logs();
+  const std::regex report(R"(worker [0-9]+ \(rank 0\) on a exited with 1; the first to end was )"
+                          R"(worker [0-9]+ \(rank 1\) on a, which exited with 0 before its peers)");
+  EXPECT_TRUE(std::regex_search(out, report)) << out << Logs();
+  EXPECT_NE(out.find("\n  Connection closed by peer\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("aryl logs 1 --rank 0 --stderr"), std::string::npos) << out;
+  // The report outlives the job: the scheduler's status says the same.
+  auto s = Status(*c, 1);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->message.find("the first to end was worker"), std::string::npos) << s->message;
+}
+
+// After SIGTERM aryl-run cancels the job and waits --cancel-grace for it to
+// stop, no longer: with the scheduler gone it exits 202 (the job's end is unknown).
+TEST_F(SystemTest, ArylRunCancelWaitIsBounded) {
+  StartScheduler();
+  StartAgent("a", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  pid_t run = StartArylRun({"--cancel-grace", "2", "--workers", "1", "--", "sh", "-c", "sleep 30"}, "aryl-run.log");
+  ASSERT_TRUE(WaitState(*c, 1, p::JobState::kRunning, 15)) << Logs();
+  Kill(scheduler_pid_);
+  const auto signalled = Clock::now();
+  launcher_.Signal(run, SIGTERM);
+  // The cancel's own call times out after 3 s; the grace is 2 s.
+  auto done = WaitExit(run, 20);
+  ASSERT_TRUE(done.has_value()) << "aryl-run still waits 20 s after SIGTERM\n" << ReadFile(dir_ / "aryl-run.log");
+  EXPECT_EQ(done->exit_code, 202) << ReadFile(dir_ / "aryl-run.log");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - signalled).count(), 15);
+  EXPECT_NE(ReadFile(dir_ / "aryl-run.log").find("its end is unknown"), std::string::npos)
+      << ReadFile(dir_ / "aryl-run.log");
 }
 
 // SIGKILL the scheduler mid-run and restart it: the running job keeps running

@@ -1,7 +1,7 @@
 // Command-line parsing shared by every binary (cxxopts).
 //
 // ParseFlagsOrExit prints --help or --version and exits 0, or prints a one-line error
-// ("aryl-sim: error: ...") and exits 2 for an unknown flag or a bad value.
+// ("aryl-sim: error: ...") and exits 2 (SetUsageExitCode) for an unknown flag or a bad value.
 #pragma once
 
 #include <cxxopts.hpp>
@@ -11,8 +11,14 @@ namespace aryl {
 
 cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char** argv);
 
-// Prints "<program>: error: <message>" to stderr and exits with code 2.
+// Prints "<program>: error: <message>" to stderr and exits with the usage exit
+// code: 2 unless the program chose its own.
 [[noreturn]] void UsageError(const std::string& program, const std::string& message);
+
+// The exit code of every usage error below and of ParseFlagsOrExit. A program
+// that passes on another program's exit codes (aryl-run: a job's) sets one
+// that a job's own 2 cannot be mistaken for, before it parses anything.
+void SetUsageExitCode(int code);
 
 // Start-up checks of flag values: each exits 2 with one line naming the flag
 // and the value, e.g. "aryl: error: --timeout 0: must be > 0".

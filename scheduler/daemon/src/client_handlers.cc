@@ -229,7 +229,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::PoolReclaim& m)
   }
   snapshot_dirty = true;
   p::Ok ok;
-  ok.message = "reclaim accepted; servers are empty within " + std::to_string(m.deadline_seconds) + " s";
+  ok.message = "reclaim accepted; servers are empty within " + FormatDuration(m.deadline_seconds);
   return p::Message(ok);
 }
 
@@ -246,6 +246,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::WatchJob& 
     ev.message = r->message;
     ev.exit_code = std::clamp(r->exit_code, 0, 255);
     ev.final = true;
+    if (ev.state == p::JobState::kFailed) {
+      json w = json::parse(r->workers_json, nullptr, false);
+      if (w.is_object() && w.contains("failure")) ev.failure = WorkerEndFromJson(w["failure"]);
+    }
     Send(from.peer.identity, ev);
   } else {
     auto& w = it->second.watchers;

@@ -129,6 +129,8 @@ Status Daemon::Impl::LoadState() {
       j.runtime = w.value("runtime", false);
       j.restarting = w.value("restarting", false);
       j.restarts = w.value("restarts", 0);
+      if (w.contains("first_end")) j.first_end = WorkerEndFromJson(w["first_end"]);
+      if (w.contains("failure")) j.failure = WorkerEndFromJson(w["failure"]);
       for (const auto& x : w.value("workers", json::array())) {
         Worker wk;
         wk.id = x.at("id").get<p::WorkerId>();

@@ -43,6 +43,7 @@
 #include "aryl/daemon/metrics.h"
 #include "aryl/daemon/prometheus_demand.h"
 #include "aryl/daemon/state_store.h"
+#include "aryl/duration.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/sched/scheduler.h"
@@ -90,6 +91,11 @@ enum class ExitKind {
 // (restart elasticity); an exit then is not the job's end, whatever its code.
 ExitKind ClassifyExit(const p::WorkerExited& m, bool planned_stop = false);
 
+// A WorkerEnd in a job's workers_json (plan.cc); nullopt for a missing or
+// malformed one (state of an older version).
+json WorkerEndJson(const p::WorkerEnd& e);
+std::optional<p::WorkerEnd> WorkerEndFromJson(const json& j);
+
 class Daemon::Impl {
  public:
  public:
@@ -132,6 +138,12 @@ class Daemon::Impl {
     std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
     bool completing = false;  // a worker exited 0 on its own: the job is done
     double completing_since = 0;
+    // Who the job's failure report names: the worker whose own end began
+    // `completing` (its peers' failures often follow from it: a collective
+    // whose peer is gone), and the worker whose end fails the job (the first
+    // that failed). Persisted; `failure` goes out in the final JobEvent.
+    std::optional<p::WorkerEnd> first_end;
+    std::optional<p::WorkerEnd> failure;
     std::int64_t step = 0;
     double loss = 0, rate = 0;
     std::int64_t rescales = 0;
@@ -337,6 +349,7 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo& from, p::WorkerExited& m);
   Status HandleWorkerExit(const p::WorkerExited& m);
   Status FinishJob(Job& j, int exit_code);
+  static std::string FailureReport(const Job& j, int exit_code);
   Status FailJob(Job& j, int code, const std::string& why);
   std::optional<p::Message> On(const p::ReplyTo&, p::ResizeReport& m);
   std::optional<p::Message> On(const p::ReplyTo&, p::JobProgress& m);

@@ -42,7 +42,7 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
   Status st = Transaction("pool reclaim", [&]() -> Status {
     ARYL_RETURN_IF_ERROR(Journal(0, "reclaim",
                                  std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
-                                     " server(s) within " + std::to_string(deadline_s) + " s",
+                                     " server(s) within " + FormatDuration(deadline_s),
                                  {{"count", count}, {"deadline_seconds", deadline_s}}, names));
     return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + deadline_s}, "pool reclaim");
   });
@@ -167,7 +167,7 @@ void Daemon::Impl::ReclaimTick(double now) {
       metrics.Observe("aryl_reclaim_latency_seconds", latency);
       metrics.Observe("aryl_reclaim_slack_seconds", it->deadline - now);
       if (now > it->deadline) metrics.Inc("aryl_reclaims_late_total");
-      (void)Journal(0, "reclaimed", it->node + " empty after " + std::to_string(latency) + " s",
+      (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency),
                     {{"latency_seconds", latency}}, {it->node});
       spdlog::info("server {} returned to inference after {:.2f} s", it->node, latency);
       it = reclaims.erase(it);

@@ -59,24 +59,33 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   bool leaving = wit->second.leaving;
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
   ExitKind kind = ClassifyExit(m, j.restarting);
+  const p::WorkerEnd end{m.worker, wit->second.rank, m.agent_id, m.exit_code, m.signal, m.error};
   EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
                     (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
                     (m.error.empty() ? "" : ": " + m.error);
-  ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "worker_exit", "worker " + std::to_string(m.worker) + " on " + m.agent_id + ": " + how,
-                               {{"worker", m.worker}, {"node", m.agent_id}, {"exit_code", m.exit_code ? json(*m.exit_code) : json(nullptr)},
+  const std::string who = end.Who();
+  ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "worker_exit", who + ": " + how,
+                               {{"worker", m.worker}, {"rank", end.rank}, {"node", m.agent_id},
+                                {"exit_code", m.exit_code ? json(*m.exit_code) : json(nullptr)},
                                 {"signal", m.signal ? json(*m.signal) : json(nullptr)},
                                 {"outcome", m.outcome}, {"leaving", leaving}, {"error", m.error}},
                                {m.agent_id}));
-  std::string who = "worker " + std::to_string(m.worker) + " on " + m.agent_id;
   if (kind == ExitKind::kCompleted && !j.completing) {
     // The program finished its work (even if it was also asked to leave): the
     // job is done once its other workers are gone.
     j.completing = true;
     j.completing_since = WallNow();
+    j.first_end = end;
   }
   if (j.completing) {
-    if (kind == ExitKind::kFailed && j.rec.exit_code == 0) j.rec.exit_code = code;
+    // A peer that fails after one rank ended on its own (a torchrun script's
+    // rank that returned early leaves the others' collectives with a closed
+    // connection) fails the job; its report names both (FinishJob).
+    if (kind == ExitKind::kFailed && j.rec.exit_code == 0) {
+      j.rec.exit_code = code;
+      j.failure = end;
+    }
     if (j.workers.empty()) return FinishJob(j, j.rec.exit_code);
     return SaveJob(j);
   }
@@ -89,7 +98,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     pending_converge.insert(j.rec.id);
     return SaveJob(j);
   }
-  std::string failure = who + (m.error.empty() ? " exited with " + std::to_string(code) : ": " + m.error);
+  std::string failure = who + " " + end.How();
   if (j.RestartsToResize() && m.error.empty()) {
     // torchrun's rule: a failed or lost worker restarts the whole group, at
     // most max_restarts times (the survivors' collectives would fail anyway).
@@ -98,15 +107,18 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     // workers (killed) restart it up to the scheduler's --max-worker-failures.
     const int limit = static_cast<int>(
         j.spec.max_restarts.value_or(kind == ExitKind::kFailed ? 0 : opt.max_worker_failures));
-    if (j.restarts >= limit)
+    if (j.restarts >= limit) {
+      j.failure = end;
       return FailJob(j, code, failure + " (" + std::to_string(j.restarts) + " of max " + std::to_string(limit) +
                                   " restarts used)");
+    }
     j.restarts++;
     return Restart(j, failure + "; restart " + std::to_string(j.restarts) + " of " + std::to_string(limit));
   }
   if (kind == ExitKind::kFailed) {
     // The program failed on purpose (its exit code, its own report, or it could
     // not start): so does the job, with the reason.
+    j.failure = end;
     return FailJob(j, code, failure);
   }
   // Lost: killed by a signal (OOM killer, an operator, a crash), interrupted
@@ -123,11 +135,22 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   if (knock_on) spdlog::info("job {}: {} interrupted within {:.0f} s of a loss: counted with it", j.rec.id, who,
                              kKnockOnSeconds);
   if (j.failures > j.spec.max_restarts.value_or(opt.max_worker_failures)) {
+    j.failure = end;
     return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
   }
   spdlog::warn("job {}: {} ended ({}); the job goes on without it", j.rec.id, who, how);
   pending_converge.insert(j.rec.id);
   return SaveJob(j);
+}
+
+// "worker 4 (rank 0) on a exited with 1; the first to end was worker 5 (rank 1)
+// on a, which exited with 0 before its peers".
+std::string Daemon::Impl::FailureReport(const Job& j, int exit_code) {
+  if (!j.failure) return "a worker exited with " + std::to_string(exit_code);  // state of an older version
+  std::string s = j.failure->Who() + " " + j.failure->How();
+  if (j.first_end && j.first_end->worker != j.failure->worker)
+    s += "; the first to end was " + j.first_end->Who() + ", which " + j.first_end->How() + " before its peers";
+  return s;
 }
 
 Status Daemon::Impl::FinishJob(Job& j, int exit_code) {
@@ -136,7 +159,7 @@ Status Daemon::Impl::FinishJob(Job& j, int exit_code) {
   auto it = jobs.find(id);
   if (it == jobs.end()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(EndJob(it->second, exit_code == 0 ? JobState::kFinished : JobState::kFailed, exit_code,
-                              exit_code == 0 ? "completed" : "a worker exited with " + std::to_string(exit_code)));
+                              exit_code == 0 ? "completed" : FailureReport(it->second, exit_code)));
   jobs.erase(id);
   return Status::Ok();
 }
@@ -167,7 +190,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
   }
   (void)Journal(m.job, "resize_report",
                 "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) + "->" +
-                    std::to_string(m.to_workers) + " pause " + std::to_string(m.phases.total) + " s" +
+                    std::to_string(m.to_workers) + " pause " + FormatDuration(m.phases.total) +
                     (m.planned ? "" : " (fault)"),
                 {{"generation", m.generation}, {"from_workers", m.from_workers}, {"to_workers", m.to_workers},
                  {"planned", m.planned}, {"phases", p::ToJson(p::Message(m))["phases"]}},

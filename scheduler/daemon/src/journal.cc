@@ -335,7 +335,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointRepor
     std::erase_if(checkpoint_journaled, [&](const auto& kv) { return !jobs.count(kv.first); });
   Status st = Journal(m.job, "checkpoint",
                       "step " + std::to_string(m.step) + " at " + m.path + " (" + std::to_string(m.bytes) + " bytes, " +
-                          std::to_string(m.seconds) + " s) on " + m.agent_id,
+                          FormatDuration(m.seconds) + ") on " + m.agent_id,
                       {{"generation", m.generation}, {"step", m.step}, {"path", m.path}, {"bytes", m.bytes},
                        {"seconds", m.seconds}, {"node", m.agent_id}, {"worker", m.worker}},
                       {m.agent_id});

@@ -177,6 +177,31 @@ Status Daemon::Impl::SaveNode(const Node& n) {
   return store->UpsertNode({n.id, std::string(p::ToString(n.pool)), n.gpu_type, n.slots, n.loan_state, n.server_id});
 }
 
+json WorkerEndJson(const p::WorkerEnd& e) {
+  return {{"worker", e.worker}, {"rank", e.rank}, {"node", e.node},
+          {"exit_code", e.exit_code ? json(*e.exit_code) : json(nullptr)},
+          {"signal", e.signal ? json(*e.signal) : json(nullptr)}, {"error", e.error}};
+}
+
+std::optional<p::WorkerEnd> WorkerEndFromJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  try {
+    p::WorkerEnd e;
+    e.worker = j.at("worker").get<p::WorkerId>();
+    e.rank = j.at("rank").get<std::int64_t>();
+    e.node = j.at("node").get<std::string>();
+    if (j.contains("exit_code") && !j["exit_code"].is_null()) e.exit_code = j["exit_code"].get<std::int64_t>();
+    if (j.contains("signal") && !j["signal"].is_null()) e.signal = j["signal"].get<std::int64_t>();
+    e.error = j.value("error", std::string());
+    if (e.worker < 0 || e.rank < 0 || (e.exit_code && (*e.exit_code < 0 || *e.exit_code > 255)) ||
+        (e.signal && (*e.signal < 1 || *e.signal > 128)))
+      return std::nullopt;
+    return e;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 Status Daemon::Impl::SaveJob(Job& j) {
   json w;
   w["generation"] = j.generation;
@@ -190,6 +215,8 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["runtime"] = j.runtime;
   w["restarting"] = j.restarting;
   w["restarts"] = j.restarts;
+  if (j.first_end) w["first_end"] = WorkerEndJson(*j.first_end);
+  if (j.failure) w["failure"] = WorkerEndJson(*j.failure);
   json arr = json::array();
   j.rec.placement.clear();
   for (const auto& [id, wk] : j.workers) {
@@ -528,6 +555,7 @@ void Daemon::Impl::Notify(Job& j, p::JobState state, const std::string& message,
   ev.final = final;
   ev.rank0_worker = RankZero(j);
   if (final) ev.exit_code = std::clamp(j.rec.exit_code, 0, 255);
+  if (final && state == p::JobState::kFailed) ev.failure = j.failure;
   for (const auto& watcher : j.watchers) Send(watcher, ev);
 }
 

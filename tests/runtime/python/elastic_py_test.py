@@ -369,13 +369,13 @@ class TorchrunRestart(unittest.TestCase):
             self.assertIn(flag, out)
 
     def test_bad_env_file_names_file_and_line(self):
-        """A bad --env-file line is a usage error naming file:line, before anything starts."""
+        """A bad --env-file line is a usage error (200) naming file:line, before anything starts."""
         env_file = os.path.join(self.tmp, "bad.env")
         with open(env_file, "w") as f:
             f.write("A=1\n# fine\nnot an assignment\n")
         proc = subprocess.run([ARYL_RUN, "--standalone", "--env-file", env_file, "--", sys.executable, "-c", "pass"],
                               capture_output=True, text=True, timeout=60)
-        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertEqual(proc.returncode, 200, proc.stdout + proc.stderr)  # aryl-run's own usage code
         self.assertIn(f"{env_file}:3: expected KEY=VALUE, got 'not an assignment'", proc.stderr)
 
 

@@ -797,6 +797,32 @@ struct WatchJob {
   bool operator==(const WatchJob&) const = default;
 };
 
+// One worker's end, as a job's failure report names it: which worker, its rank
+// in its generation, its node, and how it ended (exit_code, or signal, or the
+// error that kept it from starting).
+struct WorkerEnd {
+  WorkerId worker = 0;
+  std::int64_t rank = 0;
+  std::string node{};
+  std::optional<std::int64_t> exit_code{};
+  std::optional<std::int64_t> signal{};
+  std::string error{};
+  template <typename V>
+  void Visit(V& v) {
+    v("worker", worker, {.min = 0});
+    v("rank", rank, {.min = 0});
+    v("node", node);
+    v("exit_code", exit_code, {.min = 0, .max = 255});
+    v("signal", signal, {.min = 1, .max = 128});
+    v("error", error);
+  }
+  // "worker 4 (rank 1) on gpu-7", and how it ended: "exited with 3",
+  // "killed by signal 9", "could not start: <error>".
+  std::string Who() const;
+  std::string How() const;
+  bool operator==(const WorkerEnd&) const = default;
+};
+
 struct JobEvent {
   static constexpr std::string_view kType = "job_event";
   JobId job = 0;
@@ -808,6 +834,9 @@ struct JobEvent {
   std::optional<std::int64_t> exit_code{};
   bool final = false;  // no more events for this job
   std::int64_t rank0_worker = -1;  // the worker that is rank 0 now (its log is the job's); -1: none
+  // Final event of a job that failed because a worker did: that worker (its
+  // stderr says why). Empty for any other end.
+  std::optional<WorkerEnd> failure{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -819,6 +848,7 @@ struct JobEvent {
     v("exit_code", exit_code, {.min = 0, .max = 255});
     v("final", final);
     v("rank0_worker", rank0_worker, {.min = -1});
+    v("failure", failure);
   }
   bool operator==(const JobEvent&) const = default;
 };
