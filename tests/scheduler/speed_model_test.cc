@@ -113,6 +113,28 @@ TEST(SpeedModelTest, OneSampleScalesThePriorsShape) {
   }
 }
 
+TEST(SpeedModelTest, SlowAcrossServersIsNotFastOnOne) {
+  // A job measured at 1 worker and at 2 on two servers, as slow at both (a
+  // fixed cost per step), as the live scheduler saw it on loopback. Whether
+  // the 2-worker time is compute or sync across servers, nothing shows that
+  // 2 workers on one server would be faster: the fit must not predict it.
+  SpeedModels models(Options());
+  ASSERT_TRUE(models.AddJob(1, "").ok());
+  StepSample one{"cpu", 1, 1, 1.0, 0.0609, 0.00018, 37};
+  StepSample two{"cpu", 2, 2, 0.5, 0.0619, 0.0010, 920};
+  ASSERT_TRUE(models.AddSample(1, one).ok());
+  ASSERT_TRUE(models.AddSample(1, two).ok());
+  const double at1 = models.Throughput(1, "cpu", 1, 2);
+  const double at2_one_server = models.Throughput(1, "cpu", 2, 2);
+  EXPECT_NEAR(at1, 1 / 0.0609, 0.03 / 0.0609);
+  EXPECT_LT(at2_one_server / at1, 1.2) << "predicted to scale on one server with nothing to show it";
+  // A job that does scale across servers still fits as scaling.
+  ASSERT_TRUE(models.AddJob(2, "").ok());
+  ASSERT_TRUE(models.AddSample(2, StepSample{"cpu", 1, 1, 1.0, 0.097, 0.0003, 21}).ok());
+  ASSERT_TRUE(models.AddSample(2, StepSample{"cpu", 2, 2, 0.5, 0.050, 0.0011, 1141}).ok());
+  EXPECT_GT(models.Throughput(2, "cpu", 3, 2) / models.Throughput(2, "cpu", 1, 2), 2.5);
+}
+
 TEST(SpeedModelTest, OptimisticPriorIsTheLinearModel) {
   // No samples, no knowledge: throughput = workers at a unit global batch.
   SpeedModels models(Options());

@@ -24,6 +24,13 @@ constexpr int kFirstType = kCoreParams;
 // (the mean distance, kScaleSigma): with few samples a job differs from its
 // prior mostly by size (a bigger model computes and communicates longer alike).
 constexpr double kScaleSigma = 10;
+// Intra- and inter-node sync are tied loosely (log-space std of their ratio):
+// without samples on one server, its sync is taken to cost like the one
+// across servers, within a factor of about 4, not to be free. Otherwise a
+// job measured at 1 worker and then at 2 across servers, as slow there,
+// fits as "sync across servers" and is predicted to scale on one server
+// with nothing to show it (docs/scheduler.md, "Measured speed").
+constexpr double kLinkSigma = 1.5;
 
 double Sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 double Logit(double s) {
@@ -71,7 +78,7 @@ struct Problem {
   const SpeedParams* prior = nullptr;
 
   int inputs() const { return static_cast<int>(bounds.size()); }
-  int values() const { return static_cast<int>(samples->size()) + inputs() + 1; }
+  int values() const { return static_cast<int>(samples->size()) + inputs() + 3; }
 
   // The parameters at z.
   SpeedParams Params(const Eigen::VectorXd& z) const {
@@ -123,6 +130,8 @@ struct Problem {
       r[base + k] = (k < kTimes ? d - mean : d) * prior_weight[k];
     }
     r[base + n] = mean / kScaleSigma;
+    r[base + n + 1] = (logp[4] - logp[2]) / kLinkSigma;  // alpha_n vs alpha_r
+    r[base + n + 2] = (logp[5] - logp[3]) / kLinkSigma;  // beta_n vs beta_r
   }
 
   // d residual / d z, analytically (the same expressions as Residuals).
@@ -182,6 +191,10 @@ struct Problem {
       }
     }
     for (int j = 0; j < kTimes; ++j) J(base + n, j) = dlog[j] / kTimes / kScaleSigma;
+    J(base + n + 1, 2) = -dlog[2] / kLinkSigma;
+    J(base + n + 1, 4) = dlog[4] / kLinkSigma;
+    J(base + n + 2, 3) = -dlog[3] / kLinkSigma;
+    J(base + n + 2, 5) = dlog[5] / kLinkSigma;
   }
 };
 
