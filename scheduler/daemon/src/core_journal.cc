@@ -318,14 +318,9 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     } else if (const auto* x = std::get_if<SpeedSampleRow>(&row)) {
       st = ApplySpeedSample(t, x->job, x->sample, *fresh);
     } else if (const auto* e = std::get_if<Applied>(&row)) {
-      SpeedBefore(e->body);
-      st = fresh->Apply({t, e->body}).status();
-      if (st.ok()) SpeedAfter(e->body);
+      st = CoreStep(*fresh, {t, e->body}, /*round=*/false).status();
     } else {
-      const auto& body = std::get<s::EventBody>(row);
-      SpeedBefore(body);
-      st = fresh->Handle({t, body}).status();
-      if (st.ok()) SpeedAfter(body);
+      st = CoreStep(*fresh, {t, std::get<s::EventBody>(row)}, /*round=*/true).status();
     }
     // A journaled row was valid when it was handled; the core is deterministic.
     if (!st.ok()) spdlog::warn("replay of a journal row at t={:.3f}: {}", t, st.ToString());

@@ -274,6 +274,10 @@ class Daemon::Impl {
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).
   Status Feed(s::EventBody body, const std::string& why, bool round = false);
+  // One event into `into` (Handle with the round, else Apply) with the speed
+  // models' part of it (SpeedBefore / SpeedAfter): the one path of Feed and of
+  // the journal's replay, so both build the same models.
+  Result<s::Plan> CoreStep(s::Scheduler& into, const s::Event& ev, bool round);
   void RoundTick();
   // Notes the servers the core drains (`draining`), forgets those it no
   // longer does; after every plan and every tick (a restart rebuilds them).

@@ -50,15 +50,8 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round)
   std::string text = round ? EventToJson(body) : AppliedToJson(body);
   // Validate before journaling: a bad event must not poison the replay. The
   // core refuses an event without changing.
-  const auto* sub = std::get_if<s::JobSubmitted>(&body);
-  const bool new_model = sub && speed && !speed->Find(sub->spec.id);
-  SpeedBefore(body);
-  auto plan = round ? core->Handle({t, body}) : core->Apply({t, body});
-  if (!plan.ok()) {
-    if (new_model) (void)speed->RemoveJob(sub->spec.id);  // the core refused the job
-    return plan.status();
-  }
-  SpeedAfter(body);
+  auto plan = CoreStep(*core, {t, body}, round);
+  if (!plan.ok()) return plan.status();
   last_core_time = t;
   if (!round) round_due = true;
   // The core moved: journal the event and execute the plan as one durable step
@@ -72,6 +65,19 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round)
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return Status::Ok();
   });
+}
+
+Result<s::Plan> Daemon::Impl::CoreStep(s::Scheduler& into, const s::Event& ev, bool round) {
+  const auto* sub = std::get_if<s::JobSubmitted>(&ev.body);
+  const bool new_model = sub && speed && !speed->Find(sub->spec.id);
+  SpeedBefore(ev.body);
+  auto plan = round ? into.Handle(ev) : into.Apply(ev);
+  if (!plan.ok()) {
+    if (new_model) (void)speed->RemoveJob(sub->spec.id);  // the core refused the job
+    return plan.status();
+  }
+  SpeedAfter(ev.body);
+  return plan;
 }
 
 void Daemon::Impl::RoundTick() {

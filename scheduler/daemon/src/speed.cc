@@ -127,7 +127,8 @@ double Daemon::Impl::PredictedRate(const Job& j) const {
 }
 
 Status Daemon::Impl::AddStepStats(Job& j, const p::StepStats& st) {
-  if (!speed || !core || !speed->Find(j.rec.id)) return Status::Ok();
+  const s::JobSpeedModel* model = speed && core ? speed->Find(j.rec.id) : nullptr;
+  if (!model) return Status::Ok();
   j.measured_rate = 1.0 / st.median_s;
   // Only a steady configuration is a sample: the size the job runs at now,
   // nothing leaving or restarting (the summary may straddle the change).
@@ -151,10 +152,10 @@ Status Daemon::Impl::AddStepStats(Job& j, const p::StepStats& st) {
   return Transaction("speed sample", [&]() -> Status {
     double t = CoreNow();
     ARYL_RETURN_IF_ERROR(AppendCoreRow(t, SpeedSampleToJson({j.rec.id, sample})));
-    int fits = speed->Find(j.rec.id)->fits();
+    const int fits = model->fits();
     ARYL_RETURN_IF_ERROR(ApplySpeedSample(t, j.rec.id, sample, *core));
     last_core_time = t;
-    if (speed->Find(j.rec.id)->fits() != fits) {
+    if (model->fits() != fits) {
       round_due = true;  // the next round decides on the new curve
       metrics.Inc("aryl_speed_fits_total");
     }
