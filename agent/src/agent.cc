@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -239,7 +240,17 @@ class Agent::Impl {
     if (auto s = host.find("://"); s != std::string::npos) host = host.substr(s + 3);
     if (auto c = host.rfind(':'); c != std::string::npos) host = host.substr(0, c);
     t.master_addr = host.empty() || host == "*" || host == "none" ? "127.0.0.1" : host;
+    // The scheduler's choice for this start (--port-range); a scheduler that
+    // does not send one leaves every agent to derive the same port.
     t.master_port = TorchrunMasterPort(m.job, m.generation, m.store_endpoint);
+    if (auto it = m.env.find("ARYL_MASTER_PORT"); it != m.env.end()) {
+      int port = 0;
+      auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), port);
+      if (ec == std::errc() && end == it->second.data() + it->second.size() && port > 0 && port < 65536)
+        t.master_port = port;
+    }
+    t.group_world_size = (t.world_size + t.local_world_size - 1) / std::max(1, t.local_world_size);
+    if (auto it = m.env.find("TORCHELASTIC_MAX_RESTARTS"); it != m.env.end()) t.max_restarts = it->second;
     t.run_id = std::to_string(m.job);
     t.restart_count = m.restart_count.value_or(0);
     return t;

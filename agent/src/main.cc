@@ -23,6 +23,9 @@ int main(int argc, char** argv) {
        cxxopts::value<std::string>()->default_value(std::getenv("ARYL_SCHEDULER") ? std::getenv("ARYL_SCHEDULER") : a.scheduler))
       ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
       ("host", "Address other servers reach this one at: its workers' Gloo pairs, its store, MASTER_ADDR (default: the address of the interface that routes to the scheduler)", cxxopts::value<std::string>()->default_value(""))
+      ("store-port", "Port of this server's rendezvous store, the one port other servers' workers reach it on "
+                     "(0: any free port; set it where a firewall lists ports)",
+       cxxopts::value<int>()->default_value("0"))
       ("pool", "training or inference", cxxopts::value<std::string>()->default_value(a.pool))
       ("slots", "Worker slots; 0: one per GPU found via NVML/CUDA", cxxopts::value<int>()->default_value("0"))
       ("gpu-type", "GPU type for --slots (default: cpu)", cxxopts::value<std::string>()->default_value(""))
@@ -55,6 +58,7 @@ int main(int argc, char** argv) {
   a.scheduler = r["scheduler"].as<std::string>();
   a.id = r["id"].as<std::string>();
   a.host = r["host"].as<std::string>();
+  a.store_port = r["store-port"].as<int>();
   a.pool = r["pool"].as<std::string>();
   a.slots = r["slots"].as<int>();
   a.gpu_type = r["gpu-type"].as<std::string>();
@@ -67,6 +71,7 @@ int main(int argc, char** argv) {
   a.env_allow = r["env-allow"].as<std::string>();
   a.run_as = r["run-as"].as<std::string>();
   if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
+  if (a.store_port < 0 || a.store_port > 65535) aryl::UsageError("aryl-agent", "--store-port must be in [0, 65535]");
   auto agent = aryl::agent::Agent::Create(a);
   if (!agent.ok()) {
     std::cerr << "aryl-agent: error: " << agent.status().ToString() << "\n";

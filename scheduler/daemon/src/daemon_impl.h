@@ -44,6 +44,7 @@
 #include "aryl/daemon/prometheus_demand.h"
 #include "aryl/daemon/state_store.h"
 #include "aryl/duration.h"
+#include "aryl/port_range.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/sched/scheduler.h"
@@ -135,6 +136,7 @@ class Daemon::Impl {
     p::WorkerId next_worker = 0;
     int starts = 0;
     int failures = 0;
+    int master_port = 0;  // this start's MASTER_PORT (memory only)
     std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
     bool completing = false;  // a worker exited 0 on its own: the job is done
     double completing_since = 0;
@@ -195,6 +197,7 @@ class Daemon::Impl {
   };
 
   DaemonOptions opt;
+  PortRange ports;  // opt.port_range, parsed in Start
   std::unique_ptr<StateStore> store;
   std::unique_ptr<p::Server> server;
   std::unique_ptr<HttpServer> http;
@@ -285,6 +288,7 @@ class Daemon::Impl {
   bool Draining(const Node& n) const;  // the core drains its server
   bool round_due = false;  // events were applied since the last round
   std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
+  int PickMasterPort(const Job& j, const std::string& master_host);
   Status Execute(const s::Action& a);
   Status SaveNode(const Node& n);
   Status SaveJob(Job& j);

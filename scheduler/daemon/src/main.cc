@@ -8,6 +8,7 @@
 #include "aryl/daemon/daemon.h"
 #include "aryl/daemon/demand_control.h"
 #include "aryl/flags.h"
+#include "aryl/port_range.h"
 #include "aryl/sched/policy.h"
 #include "aryl/sched/scheduler.h"
 
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
       ("speed", "Jobs' speed: learned (fitted from the step times they report; docs/scheduler.md) or linear "
        "(throughput = workers on every GPU type, for comparison)", cxxopts::value<std::string>()->default_value("learned"))
+      ("port-range", "Ports jobs listen on (LO-HI): each start's MASTER_PORT, for torchrun's TCPStore and the "
+                     "runtime's job store; keep it out of net.ipv4.ip_local_port_range",
+       cxxopts::value<std::string>()->default_value(d.port_range))
       ("inference-demand", "Inference demand: a curve to replay, FILE (time_s,servers) or daily:peak=..,trough=.., "
                            "or prometheus:http://HOST:PORT?query=PROMQL (docs/operations.md)",
        cxxopts::value<std::string>()->default_value(""))
@@ -92,6 +96,7 @@ int main(int argc, char** argv) {
   d.stop_grace = r["stop-grace"].as<double>();
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.speed = r["speed"].as<std::string>();
+  d.port_range = r["port-range"].as<std::string>();
   d.inference_demand = r["inference-demand"].as<std::string>();
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.demand_reclaim_deadline = r["demand-reclaim-deadline"].as<double>();
@@ -117,6 +122,8 @@ int main(int argc, char** argv) {
     aryl::FlagError(prog, "--policy", d.policy, policy.status().message());
   aryl::RequireAbove(prog, "--heartbeat", d.heartbeat_interval, 0);
   if (d.speed != "learned" && d.speed != "linear") aryl::FlagError(prog, "--speed", d.speed, "expected learned or linear");
+  if (auto pr = aryl::ParsePortRange(d.port_range); !pr.ok())
+    aryl::FlagError(prog, "--port-range", d.port_range, pr.status().message());
   aryl::RequireAbove(prog, "--agent-timeout", d.agent_timeout, 0);
   if (d.agent_timeout <= d.heartbeat_interval)
     aryl::FlagError(prog, "--agent-timeout", fmt::format("{}", d.agent_timeout),

@@ -314,6 +314,27 @@ std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::s
 // Makes the job's live workers match `desired` (node -> count): starts joiners
 // where there are too few, marks leavers where there are too many, and
 // announces the new generation to every agent involved.
+// This start's MASTER_PORT: in --port-range, from a start salted by the
+// scheduler's endpoint, the job and its start count (two clusters on one
+// machine, and a job's consecutive starts, try different ports first); never a
+// port another live job of this scheduler holds; on a loopback master, never
+// one something on this machine listens on now.
+int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
+  const bool local = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
+  std::uint64_t salt = 0xCBF29CE484222325ull;  // FNV-1a of the endpoint
+  for (unsigned char c : server ? server->endpoint() : opt.endpoint) salt = (salt ^ c) * 0x100000001B3ull;
+  salt ^= j.rec.id * 0x9E3779B97F4A7C15ull ^ std::uint64_t(j.starts) * 0xC2B2AE3D27D4EB4Full;
+  auto taken = [&](int port) {
+    for (const auto& [id, other] : jobs)
+      if (id != j.rec.id && !other.workers.empty() && other.master_port == port) return true;
+    return local && !PortBindable(port);
+  };
+  if (auto port = PickPort(ports, salt, taken)) return *port;
+  spdlog::warn("job {}: every port of --port-range {} is taken; MASTER_PORT {} may be in use", j.rec.id,
+               ports.ToString(), ports.lo);
+  return ports.lo;
+}
+
 Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
   // A restart starts the group again once every old worker is gone (they may
   // still write their checkpoint); the last exit converges.
@@ -422,7 +443,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   }
   std::string master_node = members.empty() ? "" : j.workers[members[0]].agent;
   std::string master_host = nodes.count(master_node) ? nodes[master_node].host : "127.0.0.1";
-  int master_port = 20000 + static_cast<int>((j.rec.id * 131 + j.starts * 7) % 20000);
+  if (fresh || j.master_port == 0) j.master_port = PickMasterPort(j, master_host);
+  const int master_port = j.master_port;
   // Every agent hosting stayers or leavers learns the new generation; the
   // agent relays it to its workers and makes leavers go at the switch.
   std::map<std::string, std::vector<p::WorkerId>> leaving_by_agent;
@@ -473,6 +495,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
     sw.env["ARYL_MASTER_ADDR"] = master_host;
     sw.env["ARYL_MASTER_PORT"] = std::to_string(master_port);
+    sw.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(j.spec.max_restarts.value_or(0));
     // The checkpoint fence's owner (runtime/include/aryl/checkpoint.h): the
     // same for every start of this job, different from any other job's, even
     // one of another state file that reuses the number.

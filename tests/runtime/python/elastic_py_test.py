@@ -335,7 +335,8 @@ class TorchrunRestart(unittest.TestCase):
         (TORCHELASTIC_RESTART_COUNT=1) and completes. With --max-restarts 0 the job fails."""
         code = ("import os, sys, time\n"
                 "c, r = int(os.environ['TORCHELASTIC_RESTART_COUNT']), int(os.environ['RANK'])\n"
-                "open(f'rank{r}-start{c}', 'w').close()\n"
+                "names = ('TORCHELASTIC_MAX_RESTARTS', 'ROLE_RANK', 'ROLE_WORLD_SIZE', 'GROUP_WORLD_SIZE', 'MASTER_PORT')\n"
+                "open(f'rank{r}-start{c}', 'w').write(' '.join(os.environ[n] for n in names))\n"
                 "if c == 0 and r == 1: sys.exit(3)\n"
                 "if c == 0: time.sleep(120)  # waits for its failed peer, as in a collective\n")
         for limit, expected_rc in ((1, 0), (0, 3)):
@@ -348,6 +349,11 @@ class TorchrunRestart(unittest.TestCase):
             if limit:
                 self.assertEqual(started, ["rank0-start0", "rank0-start1", "rank1-start0", "rank1-start1"])
                 self.assertIn("restart 1 of 1", proc.stderr)
+                # torchrun's other variables; MASTER_PORT from the scheduler's --port-range.
+                env = read(os.path.join(cwd, "rank1-start1")).split()
+                self.assertEqual(env[:4], ["1", "1", "2", "1"], env)
+                self.assertTrue(20000 <= int(env[4]) <= 32767, env)
+                self.assertEqual(read(os.path.join(cwd, "rank0-start1")).split()[4], env[4])
             else:
                 self.assertEqual(started, ["rank0-start0", "rank1-start0"])
                 self.assertIn("exited with 3 (0 of max 0 restarts used)", proc.stderr)

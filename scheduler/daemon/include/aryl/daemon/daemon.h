@@ -64,6 +64,10 @@ struct DaemonOptions {
   // reports (docs/scheduler.md, "Measured speed"); "linear": the tables, else
   // throughput = workers (no learning; for comparison).
   std::string speed = "learned";
+  // Ports jobs listen on: each start's MASTER_PORT (torchrun's TCPStore, the
+  // runtime's job store) is one of these, not held by another live job of
+  // this scheduler (aryl/port_range.h; "LO-HI").
+  std::string port_range = "20000-32767";
   // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
   // (demand_control.h); empty: none.
   std::string inference_demand;
