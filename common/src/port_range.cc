@@ -23,9 +23,9 @@ Result<PortRange> ParsePortRange(std::string_view text) {
   PortRange r;
   if (dash == std::string_view::npos || !ParseInt(text.substr(0, dash), &r.lo) ||
       !ParseInt(text.substr(dash + 1), &r.hi))
-    return Status::InvalidArgument("port range '" + std::string(text) + "': expected LO-HI, e.g. 20000-32767");
+    return Status::InvalidArgument("expected LO-HI, e.g. 20000-32767");
   if (r.lo < 1024 || r.hi > 65535 || r.lo > r.hi)
-    return Status::InvalidArgument("port range '" + std::string(text) + "': need 1024 <= LO <= HI <= 65535");
+    return Status::InvalidArgument("need 1024 <= LO <= HI <= 65535");
   return r;
 }
 

@@ -27,7 +27,8 @@ struct PortRange {
   bool operator==(const PortRange&) const = default;
 };
 
-// "LO-HI" with 1024 <= LO <= HI <= 65535; the error names the text and the rule.
+// "LO-HI" with 1024 <= LO <= HI <= 65535; the error states the rule (the
+// caller names the flag or field and the text).
 Result<PortRange> ParsePortRange(std::string_view text);
 
 // The kernel's ephemeral range (net.ipv4.ip_local_port_range), if `path` reads

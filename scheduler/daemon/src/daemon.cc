@@ -235,7 +235,9 @@ Daemon::~Daemon() { Stop(); }
 Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
-  ARYL_ASSIGN_OR_RETURN(impl->ports, ParsePortRange(options.port_range));
+  auto ports = ParsePortRange(options.port_range);
+  if (!ports.ok()) return Status::InvalidArgument("--port-range '" + options.port_range + "': " + ports.status().message());
+  impl->ports = *ports;
   if (auto eph = EphemeralPortRange(); eph && eph->Overlaps(impl->ports))
     spdlog::warn("--port-range {} overlaps this host's ephemeral ports {} (net.ipv4.ip_local_port_range): "
                  "a job's MASTER_PORT may be taken by an outgoing connection",
