@@ -29,6 +29,10 @@ for f in ./usr/bin/aryl ./usr/bin/aryl-scheduler ./usr/bin/aryl-agent ./usr/bin/
   grep -qx "$f" <<<"$files" || fail "package lacks $f"
 done
 grep -q '^\./usr/local' <<<"$files" && fail "package has files under /usr/local"
+if ls "$build"/python/aryl/_aryl*.so >/dev/null 2>&1; then
+  grep -qx './usr/lib/python3/dist-packages/aryl/__init__.py' <<<"$files" || fail "package lacks the Python module"
+  grep -Eq '^\./usr/lib/python3/dist-packages/aryl/_aryl.*\.so$' <<<"$files" || fail "package lacks _aryl*.so"
+fi
 dpkg-deb -x "$deb" "$scratch/root"
 v="$(ARYL_CONFIG=/dev/null "$scratch/root/usr/bin/aryl" --version)" || fail "installed aryl --version failed"
 printf '%s\n' "$v"

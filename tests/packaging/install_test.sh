@@ -64,4 +64,25 @@ for b in aryl aryl-run aryl-scheduler aryl-agent aryl-sim aryl-rt-launch; do
   grep -Eq '^build: torch (on|off), cuda (on|off), nccl (on|off)$' <<<"$v" || fail "$b --version build line: $v"
 done
 bash -n "$root/usr/share/bash-completion/completions/aryl" || fail "bash completion has a syntax error"
+# The Python module (built when torch's Python and pybind11 were found): in
+# Debian's dist-packages for prefix /usr; for any other prefix in that
+# prefix's site-packages, so a virtualenv at the prefix imports it with no
+# PYTHONPATH anywhere, and a job under the installed aryl-run that does
+# `import aryl` runs.
+if ls "$build"/python/aryl/_aryl*.so >/dev/null 2>&1; then
+  ls "$root"/usr/lib/python3/dist-packages/aryl/_aryl*.so >/dev/null 2>&1 || fail "no _aryl module in dist-packages"
+  [ -f "$root/usr/lib/python3/dist-packages/aryl/__init__.py" ] || fail "no aryl/__init__.py in dist-packages"
+  venv="$scratch/venv"
+  /usr/bin/python3 -m venv --without-pip --system-site-packages "$venv" || fail "python3 -m venv"
+  cmake --install "$build" --prefix "$venv" >"$scratch.venv.log" 2>&1 || { tail -20 "$scratch.venv.log"; fail "cmake --install --prefix venv"; }
+  where="$(env -u PYTHONPATH "$venv/bin/python" -c 'import aryl; print(aryl.__file__)')" || fail "venv python: import aryl"
+  [[ "$where" == "$venv/lib/python"*"/site-packages/aryl/__init__.py" ]] || fail "import aryl found $where"
+  job="import aryl, sys; print('aryl from', aryl.__file__); sys.exit(0 if aryl.__file__.startswith('$venv/') else 9)"
+  out="$(cd "$scratch" && env -u PYTHONPATH ARYL_CONFIG=/dev/null timeout 100 "$venv/bin/aryl-run" --standalone \
+           --nproc-per-node 1 --work-dir "$scratch/run" -- "$venv/bin/python" -c "$job" 2>&1)" ||
+    { printf '%s\n' "$out" | tail -20; fail "a job that imports aryl under the installed aryl-run"; }
+  grep -q "aryl from $venv/" <<<"$out" || grep -rq "aryl from $venv/" "$scratch/run/logs" ||
+    { printf '%s\n' "$out" | tail -20; fail "the job's output does not show the venv's aryl"; }
+  echo "python module OK: $where"
+fi
 echo "install tree OK: ${#expect[@]} paths checked"
