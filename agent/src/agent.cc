@@ -339,6 +339,7 @@ class Agent::Impl {
       worker_server->Join();
       std::error_code ec;
       fs::remove(worker_socket_path, ec);
+      fs::remove(fs::path(worker_socket_path).parent_path(), ec);  // its private directory, if empty
     }
   }
 

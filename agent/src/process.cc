@@ -103,7 +103,7 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
   ARYL_ASSIGN_OR_RETURN(int out_fd, open_log(spec.stdout_path));
   int err_fd = -1;
   if (spec.stderr_path.empty() || spec.stderr_path == spec.stdout_path) {
-    err_fd = ::dup(out_fd);
+    err_fd = ::fcntl(out_fd, F_DUPFD_CLOEXEC, 0);
   } else {
     auto r = open_log(spec.stderr_path);
     if (!r.ok()) {
@@ -149,6 +149,11 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
     if (::dup2(out_fd, 1) < 0 || ::dup2(err_fd, 2) < 0) fail(1);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, 0);
+    // The worker gets fds 0-2 only: none of the agent's sockets, logs or
+    // pipes (whatever a library opened without O_CLOEXEC) survive the exec.
+    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+      for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    }
     if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) < 0) fail(2);
     ::execve(exe.c_str(), argv.data(), envp.data());
     fail(3);

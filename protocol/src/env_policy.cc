@@ -21,7 +21,15 @@ std::vector<std::string> EnvPolicy::DefaultDeny() {
           "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONINSPECT",
           "PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT", "NODE_OPTIONS", "NODE_PATH", "JAVA_TOOL_OPTIONS",
           "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "BASH_ENV", "ENV", "BASH_FUNC_*",
-          "LUA_INIT*", "LUA_PATH*", "LUA_CPATH*", "TCLLIBPATH", "OPENSSL_CONF", "OPENSSL_ENGINES"};
+          "LUA_INIT*", "LUA_PATH*", "LUA_CPATH*", "TCLLIBPATH", "OPENSSL_CONF", "OPENSSL_ENGINES",
+          // shells: xtrace prints PS4, which bash expands (runs $(...)) before every command
+          "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "CDPATH",
+          // Python's hooks that import a module named by the environment
+          "PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONUSERBASE",
+          // programs run by name: BROWSER (webbrowser, via PYTHONWARNINGS), editors, pagers
+          "BROWSER", "EDITOR", "VISUAL", "PAGER", "GIT_*", "PERL5DB", "PERLDB_OPTS",
+          // where programs are found: a job's PATH would choose what its own argv[0] runs
+          "PATH"};
 }
 
 std::vector<std::string> EnvPolicy::ParseList(const std::string& comma_separated) {

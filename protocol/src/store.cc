@@ -115,6 +115,42 @@ bool StoreService::HasAll(const std::vector<std::string>& keys) const {
   return true;
 }
 
+Status StoreService::Park(Parked p) {
+  p.scope = p.keys.empty() ? std::string() : StoreScope(p.keys[0]);
+  for (const auto& k : p.keys) p.bytes += k.size();
+  Usage& mine = parked_usage_[p.scope];
+  auto refuse = [&](const std::string& what, std::size_t limit) {
+    if (mine.keys == 0) parked_usage_.erase(p.scope);
+    return Status::OutOfRange("store quota: " + what + " (at most " + std::to_string(limit) +
+                              "); a request that waits for keys is refused, not held");
+  };
+  if (mine.keys + 1 > limits_.max_parked_per_scope)
+    return refuse("too many waiting requests of job scope '" + p.scope + "'", limits_.max_parked_per_scope);
+  if (mine.bytes + p.bytes > limits_.max_parked_bytes_per_scope)
+    return refuse("the keys waited for by job scope '" + p.scope + "' are too large", limits_.max_parked_bytes_per_scope);
+  if (parked_total_.keys + 1 > limits_.max_parked) return refuse("too many waiting requests", limits_.max_parked);
+  if (parked_total_.bytes + p.bytes > limits_.max_parked_bytes)
+    return refuse("the keys waited for are too large", limits_.max_parked_bytes);
+  mine.keys++;
+  mine.bytes += p.bytes;
+  parked_total_.keys++;
+  parked_total_.bytes += p.bytes;
+  parked_.push_back(std::move(p));
+  return Status::Ok();
+}
+
+std::vector<StoreService::Parked>::iterator StoreService::Unpark(std::vector<Parked>::iterator it) {
+  auto u = parked_usage_.find(it->scope);
+  if (u != parked_usage_.end()) {
+    u->second.keys--;
+    u->second.bytes -= it->bytes;
+    if (u->second.keys == 0) parked_usage_.erase(u);
+  }
+  parked_total_.keys--;
+  parked_total_.bytes -= it->bytes;
+  return parked_.erase(it);
+}
+
 void StoreService::WakeParked(Server& server) {
   for (auto it = parked_.begin(); it != parked_.end();) {
     if (!HasAll(it->keys)) {
@@ -124,7 +160,7 @@ void StoreService::WakeParked(Server& server) {
     StoreReply reply;
     if (it->get) reply.value = Bytes{data_.at(it->keys[0])};
     (void)server.Reply(it->to, reply);
-    it = parked_.erase(it);
+    it = Unpark(it);
   }
 }
 
@@ -210,7 +246,8 @@ std::optional<Message> StoreService::Handle(Server& server, const ReplyTo& from,
     if (it != data_.end()) return StoreReply{.value = Bytes{it->second}};
     if (m->timeout_ms == 0)
       return Error::FromStatus(Status::NotFound("store_get: key '" + m->key + "' not set"));
-    parked_.push_back({from, {m->key}, true, now + milliseconds(m->timeout_ms), m->timeout_ms});
+    if (Status st = Park({from, {m->key}, true, now + milliseconds(m->timeout_ms), m->timeout_ms}); !st.ok())
+      return Error::FromStatus(st);
     return std::nullopt;
   }
   if (auto* m = std::get_if<StoreAdd>(&msg)) {
@@ -243,7 +280,8 @@ std::optional<Message> StoreService::Handle(Server& server, const ReplyTo& from,
     if (HasAll(m->keys)) return StoreReply{};
     if (m->timeout_ms == 0)
       return Error::FromStatus(Status::Timeout("store_wait: keys not set: " + JoinKeys(m->keys)));
-    parked_.push_back({from, m->keys, false, now + milliseconds(m->timeout_ms), m->timeout_ms});
+    if (Status st = Park({from, m->keys, false, now + milliseconds(m->timeout_ms), m->timeout_ms}); !st.ok())
+      return Error::FromStatus(st);
     return std::nullopt;
   }
   if (auto* m = std::get_if<StoreCheck>(&msg)) return StoreReply{.flag = HasAll(m->keys)};
@@ -268,7 +306,7 @@ void StoreService::Tick(Server& server) {
     (void)server.Reply(it->to, Error::FromStatus(Status::Timeout(what + ": keys not set within " +
                                                                  std::to_string(it->timeout_ms) +
                                                                  " ms: " + JoinKeys(missing))));
-    it = parked_.erase(it);
+    it = Unpark(it);
   }
 }
 

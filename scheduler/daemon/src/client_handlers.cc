@@ -30,9 +30,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
     return Err(v);
   }
   if (!core) return Err(Status::Unavailable("no agent has registered yet; start an aryl-agent first"));
+  // Tokens are the submitter's own: another owner's equal token neither finds
+  // that owner's job nor blocks this submission (the stored key is scoped).
+  const std::string token = m.client_token ? m.owner.value_or("local") + '\x1f' + *m.client_token : "";
   if (m.client_token) {
     // A retry of a submission that already landed: answer with that job.
-    auto existing = store->FindJobByToken(*m.client_token);
+    auto existing = store->FindJobByToken(token);
     if (!existing.ok()) return Err(existing.status());
     if (*existing) {
       p::SubmitReply reply;
@@ -43,7 +46,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
     }
   }
   JobRecord rec;
-  rec.client_token = m.client_token.value_or("");
+  rec.client_token = token;
   rec.name = m.name.empty() ? m.argv[0].substr(m.argv[0].find_last_of('/') + 1) : m.name;
   rec.spec_json = p::Encode(m);
   rec.submit_time = WallNow();

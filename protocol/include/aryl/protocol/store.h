@@ -76,6 +76,13 @@ struct StoreLimits {
   std::size_t max_bytes_per_scope = std::size_t{64} << 20;
   std::size_t max_keys = 100000;
   std::size_t max_bytes = std::size_t{256} << 20;
+  // Requests parked until their keys are set (store_wait, store_get with a
+  // timeout): a job's workers park a few each per generation; past these a
+  // request is refused (OutOfRange, "store quota") instead of held.
+  std::size_t max_parked_per_scope = 256;
+  std::size_t max_parked_bytes_per_scope = std::size_t{8} << 20;  // the keys they wait for
+  std::size_t max_parked = 4096;
+  std::size_t max_parked_bytes = std::size_t{64} << 20;
 };
 
 // The store's state and request handling, to embed in any Server's handler:
@@ -104,10 +111,15 @@ class StoreService {
     bool get = false;  // reply with the value of keys[0] (StoreGet), else empty (StoreWait)
     std::chrono::steady_clock::time_point deadline;
     std::int64_t timeout_ms = 0;
+    std::string scope;
+    std::size_t bytes = 0;  // of keys
   };
   struct Usage {
     std::size_t keys = 0, bytes = 0;
   };
+  // Parks a request within the parked quotas (OutOfRange past one).
+  Status Park(Parked p);
+  std::vector<Parked>::iterator Unpark(std::vector<Parked>::iterator it);
   bool HasAll(const std::vector<std::string>& keys) const;
   void WakeParked(Server& server);
   Status Authorize(const Message& msg) const;
@@ -123,6 +135,8 @@ class StoreService {
   Usage total_;
   std::uint64_t refused_ = 0;
   std::vector<Parked> parked_;
+  std::map<std::string, Usage> parked_usage_;  // by scope: keys = requests, bytes = their keys' bytes
+  Usage parked_total_;
 };
 
 // A Server running only a StoreService.

@@ -1,0 +1,128 @@
+// The holes an outside attack found after the first security pass (one test
+// each; every one failed before its fix): submission tokens scoped by owner,
+// code-running env variables, parked store waits bounded, workers started with
+// fds 0-2 only, the agent's private socket directory removed at stop.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "security_fixture.h"
+#include "aryl/protocol/store.h"
+
+namespace aryl {
+namespace {
+
+using namespace aryl::livetest;
+using securitytest::SecurityTest;
+
+// Another user's equal client_token neither returns that user's job (id and
+// name) nor blocks the submission; the owner's own retry still lands once.
+TEST_F(SecurityTest, ClientTokensAreScopedByOwner) {
+  auto ops = CurveCluster();
+  auto alice = As("alice"), bob = As("bob");
+  auto submit = [](p::Client& c, const std::string& name) {
+    p::SubmitJob m;
+    m.name = name;
+    m.argv = {"sleep", "30"};
+    m.workers = 1;
+    m.client_token = "same-token";
+    return c.Call<p::SubmitReply>(m, milliseconds(3000));
+  };
+  auto a = submit(*alice, "alices-secret-project");
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = submit(*bob, "bobs");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_NE(b->job, a->job);
+  EXPECT_EQ(b->name, "bobs");
+  auto again = submit(*alice, "alices-secret-project");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->job, a->job) << "the owner's retry is the same job";
+  auto rows = ops->Call<p::JobsReply>(p::ListJobs{}, milliseconds(2000));
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->jobs.size(), 2u);
+}
+
+// Variables that make a shell or Python run code of the submitter's choosing
+// are refused at submit (bash xtrace expands PS4; PYTHONWARNINGS imports the
+// module a category names, BROWSER then runs), and PATH with them.
+TEST_F(SecurityTest, CodeRunningEnvVariablesRefused) {
+  StartScheduler();
+  StartAgent("a", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"SHELLOPTS", "xtrace"}, {"PS4", "$(id>/tmp/pwned)"}, {"PYTHONWARNINGS", "all:0:antigravity.x:0:0"},
+           {"BROWSER", "/bin/sh -c id"}, {"PATH", "/tmp/evil:/usr/bin"}, {"PYTHONBREAKPOINT", "os.system"}}) {
+    p::SubmitJob m;
+    m.argv = {"true"};
+    m.workers = 1;
+    m.env = {{name, value}};
+    auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_NE(r.status().message().find("'" + name + "'"), std::string::npos) << r.status();
+  }
+}
+
+// One job scope cannot park more waits than its quota: past it a wait is
+// refused at once, another scope still parks, and a wait that ends (here by
+// its timeout) frees its place.
+TEST_F(SecurityTest, ParkedStoreWaitsBounded) {
+  p::StoreLimits limits;
+  limits.max_parked_per_scope = 3;
+  auto server = p::StoreServer::Start({.endpoint = "tcp://127.0.0.1:*"}, limits);
+  ASSERT_TRUE(server.ok());
+  auto wait_in_thread = [&](const std::string& key, aryl::Status* out) {
+    return std::thread([&, key, out] {
+      auto c = p::StoreClient::Connect({.endpoint = (*server)->endpoint()});
+      *out = c.ok() ? (*c)->Wait({key}, milliseconds(1500)) : c.status();
+    });
+  };
+  std::vector<aryl::Status> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) threads.push_back(wait_in_thread("aryl/1-1/never", &results[i]));
+  ASSERT_TRUE(WaitFor([&] { return (*server)->service().parked() == 3; }, 5));
+  auto c = p::StoreClient::Connect({.endpoint = (*server)->endpoint()});
+  ASSERT_TRUE(c.ok());
+  aryl::Status refused = (*c)->Wait({"aryl/1-1/never"}, milliseconds(1500));
+  EXPECT_EQ(refused.code(), aryl::Status::Code::kOutOfRange) << refused;
+  EXPECT_NE(refused.message().find("store quota"), std::string::npos) << refused;
+  threads.push_back(wait_in_thread("aryl/2-1/other", &results[3]));
+  ASSERT_TRUE(WaitFor([&] { return (*server)->service().parked() == 4; }, 5)) << "another scope parks";
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_TRUE(r.IsTimeout()) << r;
+  EXPECT_EQ((*server)->service().parked(), 0u);
+  std::thread again = wait_in_thread("aryl/1-1/never", &results[0]);
+  ASSERT_TRUE(WaitFor([&] { return (*server)->service().parked() == 1; }, 5)) << "the quota was given back";
+  again.join();
+}
+
+// A worker holds fds 0-2 and nothing of the agent's; the agent's private
+// socket directory is gone once it stops.
+TEST_F(SecurityTest, WorkersGetOnlyStandardFdsAndTheAgentCleansUp) {
+  StartScheduler();
+  pid_t agent = StartAgent("a", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  // What a process the worker starts holds (the shell itself juggles fds for
+  // its redirections): listed by another process, into the worker's log.
+  auto job = Submit(*c, {"sh", "-c", "sleep 2 & ls /proc/$!/fd; wait"}, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 20)) << Logs();
+  const fs::path out = dir_ / "logs-a" / ("job-" + std::to_string(*job)) / "worker-0.out";
+  std::set<std::string> fds;
+  std::istringstream in(ReadFile(out));
+  for (std::string fd; in >> fd;) fds.insert(fd);
+  EXPECT_EQ(fds, (std::set<std::string>{"0", "1", "2"})) << ReadFile(out);
+  const fs::path socket_dir = dir_ / "logs-a" / ".agent-a";
+  ASSERT_TRUE(fs::exists(socket_dir)) << "the agent's worker socket directory";
+  launcher_.Signal(agent, SIGTERM);
+  ASSERT_TRUE(WaitFor([&] {
+    launcher_.Poll();
+    return !launcher_.Running(agent);
+  }, 10));
+  EXPECT_FALSE(fs::exists(socket_dir));
+}
+
+}  // namespace
+}  // namespace aryl
