@@ -1,4 +1,5 @@
 // aryl describe job N | describe node NAME (protocol/inspect.h, steps 1-2).
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -178,7 +179,28 @@ void OneArg(cxxopts::Options& o, const std::string& help) {
 std::string Printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (unsigned char ch : s) out += ch < 0x20 || ch == 0x7f ? '?' : static_cast<char>(ch);
+  char buf[12];
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    auto ch = static_cast<unsigned char>(s[i]);
+    auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+    if (ch < 0x20 || ch == 0x7f) {  // C0 (ESC starts a terminal sequence), DEL
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    } else if (ch == 0xc2 && at(1) >= 0x80 && at(1) <= 0x9f) {  // C1 (CSI is U+009B)
+      std::snprintf(buf, sizeof buf, "\\u%04x", at(1));
+      out += buf;
+      i += 1;
+    } else if (ch == 0xe2 && ((at(1) == 0x80 && (at(2) == 0x8e || at(2) == 0x8f || (at(2) >= 0xaa && at(2) <= 0xae))) ||
+                              (at(1) == 0x81 && at(2) >= 0xa6 && at(2) <= 0xa9))) {
+      // Bidirectional controls (U+200E/F, U+202A-E, U+2066-9) reorder what follows.
+      unsigned cp = 0x2000 + ((at(1) & 0x3f) << 6) + (at(2) & 0x3f);
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+      out += buf;
+      i += 2;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
   return out;
 }
 

@@ -71,24 +71,25 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
     return 0;
   }
   const auto& row = reply->row;
-  std::cout << "job        " << row.job << " (" << row.name << ")\n"
+  // Every string here came from a submitter: escaped before a terminal sees it.
+  std::cout << "job        " << row.job << " (" << Printable(row.name) << ")\n"
             << "state      " << p::ToString(row.state) << "\n"
             << "submitted  " << FormatTime(row.submit_time, c.out.utc) << " (" << Age(row.submit_time) << " ago)\n"
-            << "size       " << Size(row) << (row.gpu_type.empty() ? "" : " on " + row.gpu_type) << "\n"
+            << "size       " << Size(row) << (row.gpu_type.empty() ? "" : " on " + Printable(row.gpu_type)) << "\n"
             << "generation " << row.generation << ", " << row.rescales << " rescales\n"
             << "progress   step " << row.step << ", " << Fixed(row.steps_per_second) << " steps/s\n";
   std::string placement;
-  for (const auto& pr : reply->placement) placement += (placement.empty() ? "" : ", ") + pr.agent_id + ":" + std::to_string(pr.workers);
+  for (const auto& pr : reply->placement) placement += (placement.empty() ? "" : ", ") + Printable(pr.agent_id) + ":" + std::to_string(pr.workers);
   std::cout << "placement  " << (placement.empty() ? "-" : placement) << "\n";
   std::string cmd;
-  for (const auto& a : reply->argv) cmd += (cmd.empty() ? "" : " ") + a;
+  for (const auto& a : reply->argv) cmd += (cmd.empty() ? "" : " ") + Printable(a);
   std::cout << "command    " << cmd << "\n";
   std::string env;  // names only: the values may be secrets
-  for (const auto& n : reply->env_names) env += (env.empty() ? "" : ", ") + n;
-  std::cout << "owner      " << row.owner << "\n"
+  for (const auto& n : reply->env_names) env += (env.empty() ? "" : ", ") + Printable(n);
+  std::cout << "owner      " << Printable(row.owner) << "\n"
             << "env        " << (env.empty() ? "-" : env) << "\n";
   if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
-  if (!reply->message.empty()) std::cout << "message    " << reply->message << "\n";
+  if (!reply->message.empty()) std::cout << "message    " << Printable(reply->message) << "\n";
   return 0;
 }
 
@@ -108,7 +109,7 @@ std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& o
   Table t({{"JOB"}, {"NAME"}, {"OWNER"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
            {"SUBMITTED", true}, {"AGE"}});
   for (const auto& r : rows) {
-    t.Add({std::to_string(r.job), r.name, r.owner, std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
+    t.Add({std::to_string(r.job), Printable(r.name), Printable(r.owner), std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
            std::to_string(r.generation), std::to_string(r.step), Fixed(r.steps_per_second), std::to_string(r.rescales),
            FormatTime(r.submit_time, out.utc), Age(r.submit_time)});
   }

@@ -604,7 +604,7 @@ Status WorkerDone::Validate() const {
 }
 
 // Printable text for names shown in terminals: no C0/C1 control characters
-// (ANSI escape sequences start with one), no DEL.
+// (ANSI escape sequences start with one), no DEL, no bidirectional controls.
 Status CheckPrintable(const std::string& field, const std::string& s, std::size_t max) {
   if (s.size() > max)
     return FieldError(field, "at most " + std::to_string(max) + " bytes, got " + std::to_string(s.size()));
@@ -612,6 +612,17 @@ Status CheckPrintable(const std::string& field, const std::string& s, std::size_
     auto c = static_cast<unsigned char>(s[i]);
     bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
               static_cast<unsigned char>(s[i + 1]) <= 0x9f;
+    auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0; };
+    // Bidirectional controls (U+200E/F, U+202A-E, U+2066-9): a name could
+    // reorder what a terminal or an editor shows after it.
+    bool bidi = c == 0xe2 && ((at(1) == 0x80 && (at(2) == 0x8e || at(2) == 0x8f || (at(2) >= 0xaa && at(2) <= 0xae))) ||
+                              (at(1) == 0x81 && at(2) >= 0xa6 && at(2) <= 0xa9));
+    if (bidi) {
+      char cp[12];
+      std::snprintf(cp, sizeof cp, "U+%04X", 0x2000 + ((at(1) & 0x3f) << 6) + (at(2) & 0x3f));
+      return FieldError(field, "no bidirectional control characters, got " + std::string(cp) + " at byte " +
+                                   std::to_string(i));
+    }
     if (c < 0x20 || c == 0x7f || c1) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", c1 ? static_cast<unsigned char>(s[i + 1]) : c);

@@ -167,6 +167,28 @@ TEST_F(CliTest, JobCommands) {
   EXPECT_NE(top.text.find("POOL"), std::string::npos) << top.text;
 }
 
+// What a submitter chose (argv, env names) reaches the terminal escaped: no
+// ESC, no C1, no bidirectional control; a name with one is refused at submit.
+TEST_F(CliTest, StatusEscapesWhatTheSubmitterChose) {
+  WaitForAgent();
+  Out bidi = Aryl({"submit", "--name", "evil\xe2\x80\xaetxt.exe", "--workers", "1", "--", "true"});
+  EXPECT_NE(bidi.code, 0) << bidi.text;
+  EXPECT_NE(bidi.text.find("U+202E"), std::string::npos) << bidi.text;
+  Out sub = Aryl({"submit", "--workers", "1", "--env", "X\x1b]0;pwned\x07=1", "--", "sh", "-c", "sleep 30",
+                  "\x1b[2J\xc2\x9b" "31m", "a\xe2\x80\xae" "b"});
+  ASSERT_EQ(sub.code, 0) << sub.text;
+  std::string id = sub.text.substr(0, sub.text.find('\n'));
+  Out st = Aryl({"status", id});
+  ASSERT_EQ(st.code, 0) << st.text;
+  EXPECT_EQ(st.text.find('\x1b'), std::string::npos) << st.text;
+  EXPECT_EQ(st.text.find("\xc2\x9b"), std::string::npos) << st.text;
+  EXPECT_EQ(st.text.find("\xe2\x80\xae"), std::string::npos) << st.text;
+  EXPECT_NE(st.text.find("\\x1b[2J\\u009b31m a\\u202eb"), std::string::npos) << st.text;
+  EXPECT_NE(st.text.find("X\\x1b]0;pwned\\x07"), std::string::npos) << st.text;
+  Out cancel = Aryl({"cancel", id});
+  EXPECT_EQ(cancel.code, 0) << cancel.text;
+}
+
 // Without a scheduler the error says so and the exit code is 1, within the timeout.
 TEST_F(CliTest, NoScheduler) {
   auto t0 = std::chrono::steady_clock::now();
@@ -217,7 +239,8 @@ TEST_F(CliTest, OutputFormats) {
   Out bad = Aryl({"jobs", "-o", "yaml"});
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.text.find("-o 'yaml'"), std::string::npos) << bad.text;
-  EXPECT_EQ(Aryl({"cancel", id}).code, 0);
+  Out cancel = Aryl({"cancel", id});
+  EXPECT_EQ(cancel.code, 0) << cancel.text;
 }
 
 // `aryl top` into a pipe or a file prints plain frames: no escape codes, no screen clearing.
