@@ -173,10 +173,20 @@ class Agent::Impl {
     // runtime) and the outcome each reported in WorkerDone before exiting.
     std::set<std::string> hello;
     std::map<std::string, std::string> outcome;
-    // With --run-as: the account each job's workers run as. A message about a
-    // job is accepted only from that uid or from the agent's own (SO_PEERCRED).
+    // The identity each worker was told to connect with (ARYL_CHANNEL_ID:
+    // "worker-<job>-<worker>-<128 random bits>", unguessable), the job it was
+    // started for and the account it runs as. A peer of another uid than the
+    // agent's own (SO_PEERCRED; --run-as workers) is heard only under an
+    // identity issued to that uid, about that identity's job: it can neither
+    // speak for another account's worker nor take its pushes by guessing its
+    // identity. Peers of the agent's own uid are not checked: they could
+    // ptrace the agent anyway.
+    struct Issued {
+      p::JobId job = 0;
+      uid_t uid = 0;
+    };
     uid_t self_uid = ::geteuid();
-    std::map<p::JobId, uid_t> job_uid;
+    std::map<std::string, Issued> issued;
     std::optional<p::Message> Refusal(const p::ReplyTo& from, const p::Message& m) const {
       auto uid = PeerUid(from.peer.address);
       if (!uid || *uid == self_uid) return std::nullopt;
@@ -184,11 +194,12 @@ class Agent::Impl {
       std::visit([&](const auto& x) {
         if constexpr (requires { x.job; }) job = x.job;
       }, m);
-      auto it = job ? job_uid.find(*job) : job_uid.end();
-      if (it != job_uid.end() && it->second == *uid) return std::nullopt;
+      auto it = issued.find(from.peer.identity);
+      if (it != issued.end() && it->second.uid == *uid && (!job || *job == it->second.job)) return std::nullopt;
       return p::Error{Status::Code::kPermissionDenied,
                       "worker channel: uid " + std::to_string(*uid) + " does not run " +
-                          (job ? "job " + std::to_string(*job) : std::string("that job")) + " on this agent"};
+                          (job ? "job " + std::to_string(*job) : std::string("that job")) +
+                          " under this identity on this agent"};
     }
   };
   std::shared_ptr<Channel> channel = std::make_shared<Channel>();
@@ -420,8 +431,6 @@ class Agent::Impl {
       auto a = user_map->Lookup(m.owner.value_or("local"));
       if (a.ok()) {
         account = *a;
-        std::lock_guard<std::mutex> lock(channel->mu);
-        channel->job_uid[m.job] = a->credentials.uid;
       } else {
         env_ok = a.status();
       }
@@ -469,6 +478,16 @@ class Agent::Impl {
         spec.env["HOME"] = account->home;
         if (spec.cwd.empty()) spec.cwd = fs::is_directory(account->home) ? account->home : "/";
       }
+      // The runtime's AgentChannel connects under this identity (Channel::Issued).
+      std::string identity = "worker-" + spec.env["ARYL_JOB_ID"] + "-" + spec.env["ARYL_WORKER_ID"];
+      if (auto nonce = p::NewStoreKey(); nonce.ok()) {
+        identity += "-" + nonce->substr(0, 32);
+        spec.env["ARYL_CHANNEL_ID"] = identity;
+        std::lock_guard<std::mutex> lock(channel->mu);
+        channel->issued[identity] = {m.job, account ? account->credentials.uid : channel->self_uid};
+      } else if (env_ok.ok()) {
+        env_ok = nonce.status();
+      }
       Worker w;
       w.stdout_path = (dir / ("worker-" + std::to_string(wp.worker) + ".out")).string();
       spec.stdout_path = w.stdout_path;
@@ -483,14 +502,17 @@ class Agent::Impl {
         ex.generation = m.generation;
         ex.exit_code = 127;
         ex.error = pid.status().message();
+        {
+          std::lock_guard<std::mutex> lock(channel->mu);
+          channel->issued.erase(identity);
+        }
         ReportExit(ex);
         continue;
       }
       w.job = m.job;
       w.id = wp.worker;
       if (use_store) w.store_key = m.store_prefix;
-      // The runtime's AgentChannel connects as "worker-<ARYL_JOB_ID>-<ARYL_WORKER_ID>".
-      w.identity = "worker-" + spec.env["ARYL_JOB_ID"] + "-" + spec.env["ARYL_WORKER_ID"];
+      w.identity = identity;
       w.generation = m.generation;
       w.rank = wp.rank;
       w.slot = wp.local_slot;
@@ -632,6 +654,7 @@ class Agent::Impl {
     else m.exit_code = ex.exit_code;
     std::lock_guard<std::mutex> lock(channel->mu);
     m.runtime = channel->hello.erase(w.identity) > 0;
+    channel->issued.erase(w.identity);
     auto it = channel->outcome.find(w.identity);
     if (it != channel->outcome.end()) {
       m.outcome = it->second;
@@ -684,7 +707,7 @@ class Agent::Impl {
       if (w.job == job) return;
     std::lock_guard<std::mutex> lock(channel->mu);
     std::erase_if(channel->announced, [job](const auto& kv) { return kv.first.first == job; });
-    channel->job_uid.erase(job);
+    std::erase_if(channel->issued, [job](const auto& kv) { return kv.second.job == job; });
   }
 
   // Takes the worker messages the channel's thread queued (protocol 13, 14, 16).

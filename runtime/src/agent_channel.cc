@@ -26,7 +26,8 @@ GenerationRecord ToRecord(const protocol::GenerationAnnounce& a) {
 AgentChannel::~AgentChannel() = default;
 
 Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& endpoint, const std::string& job_id,
-                                                            const std::string& worker_id) {
+                                                            const std::string& worker_id,
+                                                            const std::string& channel_id) {
   auto ch = std::unique_ptr<AgentChannel>(new AgentChannel());
   // ARYL_JOB_ID is "<job>" or, from the agent, "<job>-<start>": the protocol's job id
   // is the leading number. ARYL_WORKER_ID is a number.
@@ -42,7 +43,9 @@ Result<std::unique_ptr<AgentChannel>> AgentChannel::Connect(const std::string& e
   }
   protocol::Client::Options opts;
   opts.endpoint = endpoint;
-  opts.identity = "worker-" + job_id + "-" + worker_id;
+  // The identity the agent issued this worker (ARYL_CHANNEL_ID; an agent that
+  // issues none expects "worker-<job>-<worker>").
+  opts.identity = channel_id.empty() ? "worker-" + job_id + "-" + worker_id : channel_id;
   ARYL_ASSIGN_OR_RETURN(ch->client_, protocol::Client::Connect(opts));
   return ch;
 }

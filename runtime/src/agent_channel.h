@@ -32,8 +32,10 @@ class Client;
 
 class AgentChannel {
  public:
+  // `channel_id`: the identity the agent issued (ARYL_CHANNEL_ID), if any.
   static Result<std::unique_ptr<AgentChannel>> Connect(const std::string& endpoint, const std::string& job_id,
-                                                       const std::string& worker_id);
+                                                       const std::string& worker_id,
+                                                       const std::string& channel_id = "");
   ~AgentChannel();
 
   Result<GenerationRecord> Hello(int64_t generation, std::chrono::milliseconds timeout);

@@ -91,7 +91,8 @@ class Runtime::Impl {
       }
     }
     if (!opt_.agent_endpoint.empty()) {
-      ARYL_ASSIGN_OR_RETURN(channel_, AgentChannel::Connect(opt_.agent_endpoint, opt_.job_id, opt_.worker_id));
+      ARYL_ASSIGN_OR_RETURN(channel_, AgentChannel::Connect(opt_.agent_endpoint, opt_.job_id, opt_.worker_id,
+                                                                opt_.agent_channel_id));
     }
     if (!opt_.checkpoint_dir.empty()) {
       ckpt_ = std::make_unique<CheckpointManager>(opt_.checkpoint_dir, opt_.checkpoint_keep);

@@ -51,6 +51,7 @@ Result<RuntimeOptions> RuntimeOptions::FromEnv() {
   ReadString("ARYL_WORKER_ID", &o.worker_id);
   ReadString("ARYL_STORE_ENDPOINT", &o.store_endpoint);
   ReadString("ARYL_AGENT_ENDPOINT", &o.agent_endpoint);
+  ReadString("ARYL_CHANNEL_ID", &o.agent_channel_id);
   ReadString("ARYL_BACKEND", &o.backend);
   ReadString("ARYL_GLOO_HOST", &o.gloo_host);
   ReadString("ARYL_CHECKPOINT_DIR", &o.checkpoint_dir);

@@ -138,19 +138,24 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   sw.generation = 1;
   sw.workers = {{0, 0, 0}};
   sw.members = {0};
-  sw.argv = {"/bin/sh", "-c", "echo \"$ARYL_AGENT_ENDPOINT $ARYL_JOB_ID\" > " + (dir / "env0").string() + "; sleep 30"};
+  sw.argv = {"/bin/sh", "-c",
+             "echo \"$ARYL_AGENT_ENDPOINT $ARYL_JOB_ID $ARYL_CHANNEL_ID\" > " + (dir / "env0").string() + "; sleep 30"};
   sw.store_endpoint = store;
   sw.store_prefix = "7-1";
   ASSERT_TRUE(sched.Push("a1", sw).ok());
   ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir / "env0").empty(); }, 10));
-  std::string env0 = ReadFile(dir / "env0");
-  std::string endpoint = env0.substr(0, env0.find(' '));
+  std::istringstream env0(ReadFile(dir / "env0"));
+  std::string endpoint, job_id, channel_id;
+  env0 >> endpoint >> job_id >> channel_id;
   EXPECT_EQ(endpoint, "ipc://" + (fs::absolute(opt.log_dir) / ".agent-a1" / "worker.sock").string());
-  EXPECT_EQ(env0.substr(env0.find(' ') + 1), "7-1\n");
+  EXPECT_EQ(job_id, "7-1");
+  // The identity the agent issued: worker-<job>-<worker>- and 128 random bits.
+  EXPECT_EQ(channel_id.rfind("worker-7-1-0-", 0), 0u) << channel_id;
+  EXPECT_EQ(channel_id.size(), std::string("worker-7-1-0-").size() + 32) << channel_id;
 
   p::Client::Options co;
   co.endpoint = endpoint;
-  co.identity = "worker-7-1-0";
+  co.identity = channel_id;
   auto worker = p::Client::Connect(co);
   ASSERT_TRUE(worker.ok()) << worker.status();
   p::WorkerHello hello;

@@ -1,5 +1,6 @@
-// channel_probe ENDPOINT JOB WORKER: sends a WorkerDone claiming `WORKER` of
-// `JOB` over an agent's worker channel and prints the answer. Exit 0: accepted,
+// channel_probe ENDPOINT JOB WORKER [IDENTITY]: sends a WorkerDone claiming
+// `WORKER` of `JOB` over an agent's worker channel, under IDENTITY (default:
+// the guessable "worker-JOB-WORKER"), and prints the answer. Exit 0: accepted,
 // 3: refused (PermissionDenied), 1: anything else. Run as another account by
 // the run-as test to forge a report for a job it does not run.
 #include <chrono>
@@ -12,13 +13,13 @@
 
 int main(int argc, char** argv) {
   namespace p = aryl::protocol;
-  if (argc != 4) {
-    std::cerr << "usage: channel_probe ENDPOINT JOB WORKER\n";
+  if (argc != 4 && argc != 5) {
+    std::cerr << "usage: channel_probe ENDPOINT JOB WORKER [IDENTITY]\n";
     return 2;
   }
   p::Client::Options o;
   o.endpoint = argv[1];
-  o.identity = std::string("worker-") + argv[2] + "-" + argv[3];
+  o.identity = argc == 5 ? std::string(argv[4]) : std::string("worker-") + argv[2] + "-" + argv[3];
   auto c = p::Client::Connect(o);
   if (!c.ok()) {
     std::cout << c.status().ToString() << "\n";

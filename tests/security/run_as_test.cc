@@ -42,9 +42,10 @@ class RunAsTest : public SecurityTest {
     }();
     return path;
   }
-  int Probe(const std::string& endpoint, p::JobId job, uid_t uid, std::string* answer) {
+  int Probe(const std::string& endpoint, p::JobId job, uid_t uid, std::string* answer, const std::string& identity = "") {
     agent::LaunchSpec spec;
     spec.argv = {ProbeBinary(), endpoint, std::to_string(job), "0"};
+    if (!identity.empty()) spec.argv.push_back(identity);
     spec.stdout_path = (dir_ / ("probe-" + std::to_string(uid) + ".txt")).string();
     spec.cwd = "/";
     spec.run_as = agent::Credentials{uid, uid, {uid}};
@@ -92,22 +93,27 @@ TEST_F(RunAsTest, WorkersRunAsOwnersAccount) {
   EXPECT_TRUE(WorkerOutput(*refused).empty());
 
   // A running job of alice's: its worker tells us the channel endpoint.
-  auto running = Submit(*alice, {"/bin/sh", "-c", "echo endpoint=$ARYL_AGENT_ENDPOINT; exec sleep 60"}, 1);
+  auto running = Submit(*alice, {"/bin/sh", "-c", "echo endpoint=$ARYL_AGENT_ENDPOINT id=$ARYL_CHANNEL_ID; exec sleep 60"}, 1);
   ASSERT_TRUE(running.ok()) << running.status();
   std::smatch m;
   std::string out;
-  static const std::regex re("endpoint=(ipc://\\S+)");
+  static const std::regex re("endpoint=(ipc://\\S+) id=(worker-\\S+)");
   ASSERT_TRUE(WaitFor([&] {
     out = WorkerOutput(*running);
     return std::regex_search(out, m, re);
   }, 30)) << out << Logs();
-  std::string endpoint = m[1];
-  // Another account (daemon, uid 1) reaches the socket but may not speak for the job.
+  std::string endpoint = m[1], identity = m[2];
+  EXPECT_GE(identity.size(), std::string("worker-1-0-").size() + 32) << "an unguessable identity: " << identity;
+  // Another account (daemon, uid 1) reaches the socket but may not speak for
+  // the job, under a guessed identity or under the worker's own.
   std::string answer;
   EXPECT_EQ(Probe(endpoint, *running, 1, &answer), 3) << answer;
   EXPECT_NE(answer.find("uid 1 does not run job " + std::to_string(*running)), std::string::npos) << answer;
-  // The job's own account may.
-  EXPECT_EQ(Probe(endpoint, *running, 65534, &answer), 0) << answer;
+  EXPECT_EQ(Probe(endpoint, *running, 1, &answer, identity), 3) << answer;
+  // The job's own account: not under a guessed identity (that of another
+  // worker, say), only under the one the agent issued.
+  EXPECT_EQ(Probe(endpoint, *running, 65534, &answer), 3) << answer;
+  EXPECT_EQ(Probe(endpoint, *running, 65534, &answer, identity), 0) << answer;
   p::CancelJob cancel;
   cancel.job = *running;
   EXPECT_TRUE(alice->Call<p::Ok>(cancel, milliseconds(2000)).ok());

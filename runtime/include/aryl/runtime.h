@@ -83,6 +83,7 @@ struct RuntimeOptions {
   std::string worker_id;           // ARYL_WORKER_ID
   std::string store_endpoint;      // ARYL_STORE_ENDPOINT host:port; empty: standalone
   std::string agent_endpoint;      // ARYL_AGENT_ENDPOINT (reported, for the agent's own use)
+  std::string agent_channel_id;    // ARYL_CHANNEL_ID: the identity the agent issued this worker
   int64_t generation = 1;          // ARYL_GENERATION: the generation this worker starts in
   std::string backend = "gloo";    // ARYL_BACKEND: gloo | nccl | fake
   std::string gloo_host = "127.0.0.1";  // ARYL_GLOO_HOST: address peers reach this worker at
