@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   auto agent = aryl::agent::Agent::Create(a);
   if (!agent.ok()) {
     std::cerr << "aryl-agent: error: " << agent.status().ToString() << "\n";
-    return agent.status().IsInvalidArgument() ? 2 : 1;
+    return aryl::StartupExitCode(agent.status());  // 2: fix the configuration (the unit does not restart)
   }
   g_agent = agent->get();
   std::signal(SIGINT, OnSignal);

@@ -211,4 +211,12 @@ cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char*
   }
 }
 
+int StartupExitCode(const Status& status) {
+  using C = Status::Code;
+  return status.code() == C::kInvalidArgument || status.code() == C::kNotFound ||
+                 status.code() == C::kPermissionDenied
+             ? 2
+             : 1;
+}
+
 }  // namespace aryl

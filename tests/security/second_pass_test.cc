@@ -1,7 +1,8 @@
 // The holes an outside attack found after the first security pass (one test
 // each; every one failed before its fix): submission tokens scoped by owner,
 // code-running env variables, parked store waits bounded, workers started with
-// fds 0-2 only, the agent's private socket directory removed at stop.
+// fds 0-2 only, the agent's private socket directory removed at stop, no
+// configuration that gives a user key the agent role.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -122,6 +123,72 @@ TEST_F(SecurityTest, WorkersGetOnlyStandardFdsAndTheAgentCleansUp) {
     return !launcher_.Running(agent);
   }, 10));
   EXPECT_FALSE(fs::exists(socket_dir));
+}
+
+// A user key that sends heartbeats under the routing id of a stopped agent
+// does not keep that agent alive: it is declared lost at --agent-timeout.
+TEST_F(SecurityTest, UserKeyCannotKeepAStoppedAgentAlive) {
+  MakeKeys();
+  StartScheduler(CurveFlags());
+  pid_t agent = StartAgent("a", 1, "training", AgentCurve("a"));
+  auto ops = As("ops");
+  ASSERT_TRUE(WaitAgents(*ops, 1)) << Logs();
+  auto alice = As("alice", "a");
+  auto connected = [&] {
+    auto r = ops->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+    if (!r.ok()) return true;
+    for (const auto& n : r->nodes)
+      if (n.agent_id == "a") return n.connected;
+    return false;
+  };
+  ASSERT_TRUE(connected());
+  launcher_.Signal(agent, SIGSTOP);
+  p::Heartbeat hb;
+  hb.agent_id = "a";
+  hb.free_slots = 1;
+  bool lost = false;
+  // Forged heartbeats every 0.2 s, for up to 10 s (--agent-timeout is 3 s).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; std::chrono::steady_clock::now() < deadline && !lost; ++i) {
+    hb.seq = 1000 + i;
+    (void)alice->Request(hb, milliseconds(200));
+    lost = !connected();
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  launcher_.Signal(agent, SIGCONT);
+  EXPECT_TRUE(lost) << "the forged heartbeats kept the stopped agent alive\n" << Logs();
+}
+
+// A configuration in which a user key would hold the agent role does not
+// start: the single --curve-allow list (without --insecure), and an agent key
+// also listed as a user's. Both exit 2, which the unit does not restart on.
+TEST_F(SecurityTest, ConfigurationsGivingUsersTheAgentRoleRefused) {
+  MakeKeys();
+  auto exit_code = [&](pid_t pid) {
+    int code = -1;
+    WaitFor([&] {
+      for (const auto& e : launcher_.Poll())
+        if (e.pid == pid) code = e.exit_code;
+      return code != -1;
+    }, 10);
+    return code;
+  };
+  const std::string key = (keys_ / "scheduler.key").string();
+  EXPECT_EQ(exit_code(StartScheduler({"--curve-key", key, "--curve-allow", (dir_ / "users").string()})), 2) << Logs();
+  EXPECT_NE(ReadFile(dir_ / "scheduler.log").find("--curve-allow gives every listed key every role"), std::string::npos)
+      << Logs();
+  fs::create_directories(dir_ / "mixed");
+  fs::copy_file(keys_ / "a.pub", dir_ / "mixed" / "a.pub");
+  fs::copy_file(keys_ / "alice.pub", dir_ / "mixed" / "alice.pub");
+  EXPECT_EQ(exit_code(StartScheduler({"--curve-key", key, "--curve-agents", (dir_ / "agents").string(), "--curve-users",
+                                      (dir_ / "mixed").string(), "--curve-operators", (dir_ / "operators").string()})),
+            2)
+      << Logs();
+  EXPECT_NE(ReadFile(dir_ / "scheduler.log").find("key of 'a' is also an agent key"), std::string::npos) << Logs();
+  // The role lists apart start.
+  StartScheduler(CurveFlags());
+  auto ops = As("ops");
+  EXPECT_TRUE(WaitFor([&] { return ops->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500)).ok(); }, 10)) << Logs();
 }
 
 }  // namespace

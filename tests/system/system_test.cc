@@ -595,13 +595,17 @@ TEST_F(SystemTest, PagedListingAndExecError) {
 
 // CURVE: a listed client key gets in; an unknown one is refused.
 TEST_F(SystemTest, CurveRefusesUnknownKey) {
-  fs::path keys = dir_ / "keys", allow = dir_ / "allow";
+  fs::path keys = dir_ / "keys", agents = dir_ / "agents", users = dir_ / "users";
   ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "scheduler").ok());
   ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "client").ok());
+  ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "a").ok());
   ASSERT_TRUE(p::GenerateKeyPair(keys.string(), "stranger").ok());
-  fs::create_directories(allow);
-  fs::copy_file(keys / "client.pub", allow / "client.pub");
-  StartScheduler({"--curve-key", (keys / "scheduler.key").string(), "--curve-allow", allow.string()});
+  fs::create_directories(agents);
+  fs::create_directories(users);
+  fs::copy_file(keys / "client.pub", users / "client.pub");
+  fs::copy_file(keys / "a.pub", agents / "a.pub");
+  StartScheduler({"--curve-key", (keys / "scheduler.key").string(), "--curve-agents", agents.string(), "--curve-users",
+                  users.string()});
   auto server_pub = p::LoadPublicKey((keys / "scheduler.pub").string());
   ASSERT_TRUE(server_pub.ok());
   auto client_kp = p::LoadKeyPair((keys / "client.key").string());
@@ -617,7 +621,7 @@ TEST_F(SystemTest, CurveRefusesUnknownKey) {
   EXPECT_FALSE(plain->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000)).ok());
   // An agent with the listed key registers and runs a job under CURVE.
   StartAgent("a", 1, "training",
-             {"--curve-key", (keys / "client.key").string(), "--curve-server-key", (keys / "scheduler.pub").string()});
+             {"--curve-key", (keys / "a.key").string(), "--curve-server-key", (keys / "scheduler.pub").string()});
   ASSERT_TRUE(WaitAgents(*good, 1)) << Logs();
 }
 

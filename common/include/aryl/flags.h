@@ -7,6 +7,8 @@
 #include <cxxopts.hpp>
 #include <string>
 
+#include "aryl/status.h"
+
 namespace aryl {
 
 cxxopts::ParseResult ParseFlagsOrExit(cxxopts::Options& options, int argc, char** argv);
@@ -31,6 +33,13 @@ void RequireAtLeast(const std::string& program, const std::string& flag, double 
 // Parses a whole decimal integer in [min, max] ("2abc", "1.5", "-1" for min 0 are errors).
 long long ParseIntegerOrExit(const std::string& program, const std::string& flag, const std::string& text,
                              long long min, long long max);
+
+// The exit code of a service that could not start: 2 (the usage code, which
+// the systemd units do not restart on: RestartPreventExitStatus=2) when the
+// configuration must change first (InvalidArgument, NotFound, PermissionDenied:
+// a bad flag value, a missing key file or GPU, a key readable by others); 1
+// otherwise (a port in use, a disk error), which a restart may cure.
+int StartupExitCode(const Status& status);
 
 // Adds --log-level, --help and --version (version.h), and initializes logging after parsing.
 void AddCommonFlags(cxxopts::Options& options);

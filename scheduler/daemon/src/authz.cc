@@ -58,6 +58,10 @@ Result<KeyRoles> KeyRoles::Load(const RoleLists& lists) {
       if (!fresh && it->second.name != name)
         return Status::InvalidArgument(std::string(what) + " list '" + path + "': key of '" + name +
                                        "' is already listed as '" + it->second.name + "'");
+      if (role != kAgentRole && (it->second.roles & kAgentRole))
+        return Status::InvalidArgument(std::string(what) + " list '" + path + "': key of '" + name +
+                                       "' is also an agent key; an agent key must not be a user's or an "
+                                       "operator's (it would act as a node and as a person)");
       it->second.roles |= role;
       if (role == kAgentRole) it->second.agent_bound = true;
     }
@@ -119,7 +123,14 @@ Status Daemon::Impl::SetUpCurve(p::Server::Options& so) {
     return Status::Ok();
   }
   if (!lists && opt.curve_allow.empty())
-    return Status::InvalidArgument("--curve-key needs --curve-agents/--curve-users/--curve-operators (or --curve-allow)");
+    return Status::InvalidArgument("--curve-key needs --curve-agents, --curve-users and --curve-operators");
+  // One list for everyone makes every user key an agent (it could register a
+  // node and receive other users' workers, secrets included): opt-in only.
+  if (!opt.curve_allow.empty() && !opt.insecure)
+    return Status::InvalidArgument(
+        "--curve-allow gives every listed key every role (a user key could register as an agent and receive "
+        "other users' jobs): list agent, user and operator keys apart with --curve-agents, --curve-users and "
+        "--curve-operators (docs/security.md), or pass --insecure to accept it");
   ARYL_ASSIGN_OR_RETURN(auto kp, p::LoadKeyPair(opt.curve_secret_key));
   ARYL_ASSIGN_OR_RETURN(KeyRoles kr, KeyRoles::Load({opt.curve_agents, opt.curve_users, opt.curve_operators,
                                                      opt.curve_allow}));

@@ -14,7 +14,8 @@
 //     pool offer / reclaim and nodes drain / resume / remove. Operators do not
 //     act as agents.
 //  4. --curve-allow (the older single list): every role, agent ids not bound to
-//     keys. The scheduler warns at start.
+//     keys. Refused unless --insecure (then the scheduler warns at start).
+//  An agent key may not also be in the user or operator list.
 // Without CURVE (loopback development mode) every caller is "local" with every
 // role and agent ids are not bound.
 //

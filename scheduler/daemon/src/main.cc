@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("30"))
       ("curve-key", "The scheduler's CURVE secret key file (aryl keygen); enables CURVE",
        cxxopts::value<std::string>()->default_value(""))
-      ("curve-allow", "Older single allow-list (every role, agent ids not bound): a directory of .pub files or a file of keys",
+      ("curve-allow", "Older single allow-list giving every key every role, agent ids not bound; refused without --insecure: "
+                      "a directory of .pub files or a file of keys",
        cxxopts::value<std::string>()->default_value(""))
       ("curve-agents", "Agent keys: a directory of NAME.pub (NAME = the agent id) or a file of 'NAME KEY' lines",
        cxxopts::value<std::string>()->default_value(""))
@@ -158,7 +159,9 @@ int main(int argc, char** argv) {
   auto daemon = aryl::daemon::Daemon::Start(d);
   if (!daemon.ok()) {
     std::cerr << "aryl-scheduler: error: " << daemon.status().ToString() << "\n";
-    return 1;
+    // A configuration the operator must change exits 2, which the unit does
+    // not restart on (RestartPreventExitStatus=2); anything else may pass.
+    return aryl::StartupExitCode(daemon.status());
   }
   (*daemon)->Run(g_stop);
   spdlog::info("aryl-scheduler: stopping");
