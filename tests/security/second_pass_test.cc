@@ -159,6 +159,43 @@ TEST_F(SecurityTest, UserKeyCannotKeepAStoppedAgentAlive) {
   EXPECT_TRUE(lost) << "the forged heartbeats kept the stopped agent alive\n" << Logs();
 }
 
+// Per-user limits: a user past --max-jobs-per-user or the submit rate is
+// refused with the limit named; another user, an operator, and the same user
+// once a job ended are not.
+TEST_F(SecurityTest, PerUserSubmissionLimits) {
+  MakeKeys();
+  auto flags = CurveFlags();
+  flags.insert(flags.end(), {"--max-jobs-per-user", "3", "--submit-rate-per-user", "0.05", "--submit-burst-per-user", "4"});
+  StartScheduler(flags);
+  StartAgent("a", 2, "training", AgentCurve("a"));
+  auto ops = As("ops");
+  ASSERT_TRUE(WaitAgents(*ops, 1)) << Logs();
+  auto alice = As("alice"), bob = As("bob");
+  std::vector<p::JobId> mine;
+  for (int i = 0; i < 3; ++i) {
+    auto j = Submit(*alice, {"sleep", "60"}, 1);
+    ASSERT_TRUE(j.ok()) << j.status();
+    mine.push_back(*j);
+  }
+  auto over = Submit(*alice, {"sleep", "60"}, 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("--max-jobs-per-user"), std::string::npos) << over.status();
+  EXPECT_TRUE(Submit(*bob, {"true"}, 1).ok()) << "another user is not held to alice's limit";
+  EXPECT_TRUE(Submit(*ops, {"true"}, 1).ok()) << "operators are not limited";
+  p::CancelJob cancel;
+  cancel.job = mine[0];
+  ASSERT_TRUE(alice->Call<p::Ok>(cancel, milliseconds(2000)).ok());
+  // A place is free again; the burst of 4 is spent by the next one (1 refused + 3 + 1).
+  auto again = Submit(*alice, {"sleep", "60"}, 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  cancel.job = mine[1];
+  ASSERT_TRUE(alice->Call<p::Ok>(cancel, milliseconds(2000)).ok());
+  auto fast = Submit(*alice, {"sleep", "60"}, 1);
+  ASSERT_FALSE(fast.ok());
+  EXPECT_NE(fast.status().message().find("--submit-rate-per-user"), std::string::npos) << fast.status();
+  EXPECT_GE(Metric("aryl_refused_requests_total"), 2);
+}
+
 // A configuration in which a user key would hold the agent role does not
 // start: the single --curve-allow list (without --insecure), and an agent key
 // also listed as a user's. Both exit 2, which the unit does not restart on.

@@ -22,7 +22,30 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
   }
 }
 
-std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
+std::optional<Status> Daemon::Impl::UserLimitRefusal(const std::string& owner) {
+  if (opt.max_jobs_per_user > 0) {
+    const auto& ids = live_by_owner[owner];
+    if (static_cast<int>(ids.size()) >= opt.max_jobs_per_user)
+      return Status::OutOfRange("user '" + owner + "' has " + std::to_string(ids.size()) +
+                                " queued or running jobs, the most --max-jobs-per-user allows; retry once some end");
+  }
+  if (opt.submit_rate_per_user > 0) {
+    Bucket& b = submit_buckets[owner];
+    double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    const double burst = std::max(1, opt.submit_burst_per_user);
+    b.tokens = b.at < 0 ? burst : std::min(burst, b.tokens + (now - b.at) * opt.submit_rate_per_user);
+    b.at = now;
+    if (b.tokens < 1)
+      return Status::Unavailable("user '" + owner + "' submits faster than --submit-rate-per-user (" +
+                                 fmt::format("{:g}", opt.submit_rate_per_user) + " a second, bursts of " +
+                                 std::to_string(opt.submit_burst_per_user) + "); retry in " +
+                                 FormatDuration((1 - b.tokens) / opt.submit_rate_per_user));
+    b.tokens -= 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob& m) {
   Status v = m.Validate();
   if (v.ok()) v = p::EnvPolicy::FromFlags(opt.env_deny, opt.env_allow).Check(m.env);
   if (!v.ok()) {
@@ -43,6 +66,14 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
       auto it = jobs.find(reply.job);
       if (it != jobs.end()) reply.name = it->second.rec.name;
       return p::Message(reply);
+    }
+  }
+  // Users (not operators) are held to the per-user limits; a retry of a
+  // submission that landed is answered above and never counted.
+  if (!Caller(from).Has(kOperatorRole)) {
+    if (auto refusal = UserLimitRefusal(m.owner.value_or("local"))) {
+      metrics.Inc("aryl_refused_requests_total", "type=\"submit_job\"");
+      return Err(*refusal);
     }
   }
   JobRecord rec;
@@ -84,6 +115,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::SubmitJob& m) {
     j.rec = rec;
     j.spec = m;
     jobs[id] = std::move(j);
+    live_by_owner[m.owner.value_or("local")].insert(id);
     Status fed = Feed(s::JobSubmitted{spec}, "submit");
     if (fed.ok() || fed.IsIoError() || fed.IsCorruption()) return fed;
     // The core refused it (and did not change): the job fails at once with the reason.

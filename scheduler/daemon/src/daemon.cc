@@ -153,6 +153,8 @@ Status Daemon::Impl::LoadState() {
   nodes = std::move(loaded_nodes);
   node_by_server = std::move(loaded_by_server);
   jobs = std::move(loaded_jobs);
+  live_by_owner.clear();
+  for (const auto& [id, j] : jobs) live_by_owner[j.spec.owner.value_or("local")].insert(id);
   IndexWorkers();
   return Status::Ok();
 }

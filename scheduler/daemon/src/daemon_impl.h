@@ -198,6 +198,16 @@ class Daemon::Impl {
 
   DaemonOptions opt;
   PortRange ports;  // opt.port_range, parsed in Start
+  // Per-user submission limits (client_handlers.cc, UserLimitRefusal): each
+  // owner's live job ids (added at submit and restore, removed in EndJob),
+  // and each owner's token bucket. Memory only.
+  std::map<std::string, std::set<s::JobId>> live_by_owner;
+  struct Bucket {
+    double tokens = 0;
+    double at = -1;  // steady seconds of the last refill; < 0: full
+  };
+  std::map<std::string, Bucket> submit_buckets;
+  std::optional<Status> UserLimitRefusal(const std::string& owner);
   std::unique_ptr<StateStore> store;
   std::unique_ptr<p::Server> server;
   std::unique_ptr<HttpServer> http;

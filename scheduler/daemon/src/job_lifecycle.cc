@@ -3,6 +3,10 @@
 namespace aryl::daemon {
 
 Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::string& message) {
+  if (auto it = live_by_owner.find(j.spec.owner.value_or("local")); it != live_by_owner.end()) {
+    it->second.erase(j.rec.id);
+    if (it->second.empty()) live_by_owner.erase(it);
+  }
   j.rec.state = state;
   j.rec.exit_code = exit_code;
   j.rec.message = message;

@@ -43,6 +43,12 @@ int main(int argc, char** argv) {
       ("port-range", "Ports jobs listen on (LO-HI): each start's MASTER_PORT, for torchrun's TCPStore and the "
                      "runtime's job store; keep it out of net.ipv4.ip_local_port_range",
        cxxopts::value<std::string>()->default_value(d.port_range))
+      ("max-jobs-per-user", "A user's queued and running jobs at most (operators: no limit; 0: none)",
+       cxxopts::value<int>()->default_value(std::to_string(d.max_jobs_per_user)))
+      ("submit-rate-per-user", "A user's submissions a second, sustained (operators: no limit; 0: none)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.submit_rate_per_user)))
+      ("submit-burst-per-user", "A user's submissions at once, beyond the rate",
+       cxxopts::value<int>()->default_value(std::to_string(d.submit_burst_per_user)))
       ("inference-demand", "Inference demand: a curve to replay, FILE (time_s,servers) or daily:peak=..,trough=.., "
                            "or prometheus:http://HOST:PORT?query=PROMQL (docs/operations.md)",
        cxxopts::value<std::string>()->default_value(""))
@@ -98,6 +104,9 @@ int main(int argc, char** argv) {
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.speed = r["speed"].as<std::string>();
   d.port_range = r["port-range"].as<std::string>();
+  d.max_jobs_per_user = r["max-jobs-per-user"].as<int>();
+  d.submit_rate_per_user = r["submit-rate-per-user"].as<double>();
+  d.submit_burst_per_user = r["submit-burst-per-user"].as<int>();
   d.inference_demand = r["inference-demand"].as<std::string>();
   d.demand_time_scale = r["demand-time-scale"].as<double>();
   d.demand_reclaim_deadline = r["demand-reclaim-deadline"].as<double>();
@@ -125,6 +134,9 @@ int main(int argc, char** argv) {
   if (d.speed != "learned" && d.speed != "linear") aryl::FlagError(prog, "--speed", d.speed, "expected learned or linear");
   if (auto pr = aryl::ParsePortRange(d.port_range); !pr.ok())
     aryl::FlagError(prog, "--port-range", d.port_range, pr.status().message());
+  aryl::RequireAtLeast(prog, "--max-jobs-per-user", d.max_jobs_per_user, 0);
+  aryl::RequireAtLeast(prog, "--submit-rate-per-user", d.submit_rate_per_user, 0);
+  aryl::RequireAtLeast(prog, "--submit-burst-per-user", d.submit_burst_per_user, 1);
   aryl::RequireAbove(prog, "--agent-timeout", d.agent_timeout, 0);
   if (d.agent_timeout <= d.heartbeat_interval)
     aryl::FlagError(prog, "--agent-timeout", fmt::format("{}", d.agent_timeout),

@@ -68,6 +68,12 @@ struct DaemonOptions {
   // runtime's job store) is one of these, not held by another live job of
   // this scheduler (aryl/port_range.h; "LO-HI").
   std::string port_range = "20000-32767";
+  // Per-user limits on submissions (a user key that is not an operator's;
+  // docs/security.md): live (queued or running) jobs, and a token bucket of
+  // submit_rate per second holding up to submit_burst. 0: no limit.
+  int max_jobs_per_user = 10000;
+  double submit_rate_per_user = 100;
+  int submit_burst_per_user = 1000;
   // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
   // (demand_control.h); empty: none.
   std::string inference_demand;
