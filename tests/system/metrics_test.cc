@@ -116,9 +116,9 @@ TEST(ClusterSeries, BoundedCardinality) {
     EXPECT_EQ(SampleLines(last, f), SampleLines(first, f)) << f;
   }
   EXPECT_LT(std::abs(static_cast<long>(last.size()) - static_cast<long>(first.size())), 200) << last;
-  EXPECT_EQ(last.find("job=\"0\""), std::string::npos);
+  EXPECT_EQ(last.find("job_id=\"0\""), std::string::npos);
   EXPECT_EQ(last.find("inf-0\""), std::string::npos);
-  EXPECT_NE(last.find("aryl_job_workers{job=\"1001\",name=\"job-1001\"} 2"), std::string::npos) << last;
+  EXPECT_NE(last.find("aryl_job_workers{job_id=\"1001\",name=\"job-1001\"} 2"), std::string::npos) << last;
   EXPECT_NE(last.find("aryl_node_state{node=\"inf-1000\",state=\"reclaiming\"} 1"), std::string::npos) << last;
   EXPECT_NE(last.find("aryl_node_state{node=\"inf-1000\",state=\"loaned\"} 0"), std::string::npos) << last;
   EXPECT_NE(last.find("aryl_pool_reclaim_min_slack_seconds{pool=\"inference\"} -995.5"), std::string::npos) << last;
@@ -153,7 +153,7 @@ TEST(ClusterSeries, ZeroSeriesAndEscapedNames) {
   s.reclaims.push_back({"rack\"1\\a", "inference", 3.25});
   series.Publish(s);
   text = m.Render();
-  const std::string job = "{job=\"7\",name=\"say \\\"hi\\\" \\\\ bye\"}";
+  const std::string job = "{job_id=\"7\",name=\"say \\\"hi\\\" \\\\ bye\"}";
   EXPECT_NE(text.find("aryl_job_workers" + job + " 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_job_steps_per_second" + job + " 2.5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_job_last_resize_pause_seconds" + job + " 0.125\n"), std::string::npos) << text;

@@ -8,7 +8,11 @@
 // as query errors and changes nothing. Skipped (with the reason) when the
 // prometheus binary is not installed.
 #include <atomic>
+#include <cctype>
+#include <fstream>
+#include <functional>
 #include <mutex>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "aryl/daemon/cluster_series.h"
@@ -82,7 +86,7 @@ class PrometheusDemand : public LiveCluster {
   // pending now), and promtool accepts it.
   void CheckScrape(p::JobId job) {
     // The series are published within 0.5 s of a change.
-    const std::string js = "{job=\"" + std::to_string(job) + "\",name=\"sleep\"}";
+    const std::string js = "{job_id=\"" + std::to_string(job) + "\",name=\"sleep\"}";
     std::string text;
     EXPECT_TRUE(WaitFor([&] {
       auto got = HttpGet("127.0.0.1", http_port_, "/metrics", 3);
@@ -106,6 +110,59 @@ class PrometheusDemand : public LiveCluster {
   }
 };
 
+// Prometheus's answer to one instant query (its HTTP API).
+nlohmann::json PromQuery(int port, const std::string& expr) {
+  std::string q;
+  for (unsigned char c : expr) {
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '-') q += static_cast<char>(c);
+    else q += fmt::format("%{:02X}", c);
+  }
+  auto r = HttpGet("127.0.0.1", port, "/api/v1/query?query=" + q, 3);
+  if (!r.ok() || r->first != 200) return nlohmann::json{{"status", "error"}, {"error", r.ok() ? r->second : r.status().ToString()}};
+  return nlohmann::json::parse(r->second, nullptr, false);
+}
+
+// Scraped by a real Prometheus: a job's series keep the job's id as job_id
+// beside Prometheus's own job label (no exported_job), and every query of the
+// Grafana dashboard is valid PromQL that Prometheus evaluates.
+void CheckDashboardQueries(int prom_port, p::JobId job) {
+  nlohmann::json r;
+  EXPECT_TRUE(WaitFor([&] {
+    r = PromQuery(prom_port, "aryl_job_workers");
+    return r.value("status", "") == "success" && !r["data"]["result"].empty();
+  }, 10)) << r.dump();
+  if (r["data"]["result"].empty()) return;
+  const auto& labels = r["data"]["result"][0]["metric"];
+  EXPECT_EQ(labels.value("job_id", ""), std::to_string(job)) << labels.dump();
+  EXPECT_EQ(labels.value("job", ""), "aryl") << labels.dump();
+  EXPECT_FALSE(labels.contains("exported_job")) << labels.dump();
+  std::ifstream in(fs::path(ARYL_SOURCE_DIR) / "deploy/grafana/aryl-cluster.json");
+  auto dashboard = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  int queries = 0;
+  std::function<void(const nlohmann::json&)> walk = [&](const nlohmann::json& x) {
+    if (x.is_object()) {
+      if (x.contains("expr") && x["expr"].is_string()) {
+        std::string expr = x["expr"];
+        for (auto at = expr.find("$__rate_interval"); at != std::string::npos; at = expr.find("$__rate_interval"))
+          expr.replace(at, 16, "1m");
+        auto answer = PromQuery(prom_port, expr);
+        EXPECT_EQ(answer.value("status", ""), "success") << expr << ": " << answer.dump();
+        ++queries;
+      }
+      for (const auto& [k, v] : x.items()) walk(v);
+    } else if (x.is_array()) {
+      for (const auto& v : x) walk(v);
+    }
+  };
+  walk(dashboard);
+  EXPECT_GE(queries, 25);
+  // The per-job panels group by job_id: one series per job.
+  auto per_job = PromQuery(prom_port, "max by (job_id, name) (aryl_job_workers)");
+  ASSERT_EQ(per_job.value("status", ""), "success");
+  EXPECT_EQ(per_job["data"]["result"].size(), 1u) << per_job.dump();
+}
+
 TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
   auto prometheus = Which("prometheus");
   if (!prometheus) GTEST_SKIP() << "prometheus is not installed (Debian package prometheus; ./dev installs it)";
@@ -121,7 +178,9 @@ TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
     std::ofstream cfg(dir_ / "prometheus.yml");
     cfg << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         << "scrape_configs:\n  - job_name: synthetic\n    static_configs:\n"
-        << "      - targets: ['127.0.0.1:" << (*exp)->port() << "']\n";
+        << "      - targets: ['127.0.0.1:" << (*exp)->port() << "']\n"
+        << "  - job_name: aryl\n    static_configs:\n"  // the scheduler, as docs/operations.md scrapes it
+        << "      - targets: ['127.0.0.1:" << http_port_ << "']\n";
   }
   agent::LaunchSpec ps;
   ps.argv = {*prometheus, "--config.file=" + (dir_ / "prometheus.yml").string(),
@@ -157,6 +216,7 @@ TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
     return v.loaned == 2 && v.workers == 3;
   }, 25)) << Logs();
   CheckScrape(*job);
+  CheckDashboardQueries(prom_port, *job);
 
   // 25 requests/s need 3 servers (2 exist): both are reclaimed, and each is
   // empty before its deadline.

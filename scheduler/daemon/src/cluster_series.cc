@@ -85,7 +85,9 @@ void ClusterSeries::Publish(const ClusterSnapshot& s) {
   for (const auto& j : s.jobs) {
     std::string id = std::to_string(j.id);
     Held& h = HoldFor(jobs_, {id, j.name}, [&] {
-      Labels l{{"job", id}, {"name", j.name}};
+      // "job_id", not "job": Prometheus sets "job" to the scrape job (the
+      // scheduler's would become "exported_job" and merge jobs of one name).
+      Labels l{{"job_id", id}, {"name", j.name}};
       return std::vector<std::pair<const char*, Labels>>{
           {"aryl_job_workers", l}, {"aryl_job_steps_per_second", l}, {"aryl_job_last_resize_pause_seconds", l},
           {"aryl_job_preemptions_total", l}, {"aryl_job_rescales_total", l},
