@@ -103,10 +103,25 @@ TEST_F(SystemTest, JobLifecycle) {
   ASSERT_TRUE(missing.ok());
   ASSERT_TRUE(WaitState(*c, *missing, p::JobState::kFailed, 15)) << Logs();
   EXPECT_EQ(Status(*c, *missing)->exit_code.value_or(-1), 127);
-  // Metrics and status over HTTP.
-  auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_NE(metrics->second.find("aryl_jobs_finished_total"), std::string::npos);
+  auto sleeper = Submit(*c, {"sleep", "30"}, 1);
+  ASSERT_TRUE(sleeper.ok());
+  p::CancelJob cancel;
+  cancel.job = *sleeper;
+  ASSERT_TRUE(c->Call<p::Ok>(cancel, milliseconds(2000)).ok());
+  // Metrics and status over HTTP: ended jobs by how they ended (the names of
+  // `aryl jobs`), live ones by state, no series that could only read 0.
+  Result<std::pair<int, std::string>> metrics = aryl::Status::Unavailable("not scraped");
+  ASSERT_TRUE(WaitFor([&] {
+    metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+    return metrics.ok() && metrics->second.find("aryl_jobs_finished_total{state=\"cancelled\"} 1\n") != std::string::npos;
+  }, 5)) << (metrics.ok() ? metrics->second : metrics.status().ToString());
+  const std::string& text = metrics->second;
+  EXPECT_NE(text.find("aryl_jobs_finished_total{state=\"failed\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("aryl_jobs_finished_total{state=\"completed\"}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("aryl_jobs_finished_total{state=\"finished\"}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\naryl_jobs_finished_total "), std::string::npos) << "a stray unlabelled series\n" << text;
+  EXPECT_EQ(text.find("aryl_jobs{state=\"completed\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("aryl_jobs{state=\"queued\"} 0\n"), std::string::npos) << text;
   EXPECT_NE(metrics->second.find("aryl_round_seconds_bucket"), std::string::npos);
   auto status = daemon::HttpGet("127.0.0.1", http_port_, "/status");
   ASSERT_TRUE(status.ok());

@@ -166,10 +166,15 @@ Status Daemon::Impl::Reload() {
 }
 
 void Daemon::Impl::DeclareMetrics() {
-  std::vector<std::string> states;  // every state's series exists from the start, at 0
-  for (int st = 0; st <= static_cast<int>(p::JobState::kCancelled); ++st)
-    states.push_back("state=\"" + std::string(p::ToString(static_cast<p::JobState>(st))) + "\"");
-  metrics.DeclareGauge("aryl_jobs", "Jobs by state", states);
+  // Every live state's series exists from the start, at 0. Ended jobs are
+  // not live: they are counted by aryl_jobs_finished_total, by their end.
+  std::vector<std::string> states, ends;
+  for (int st = 0; st <= static_cast<int>(p::JobState::kCancelled); ++st) {
+    auto state = static_cast<p::JobState>(st);
+    bool ended = state == p::JobState::kCompleted || state == p::JobState::kFailed || state == p::JobState::kCancelled;
+    (ended ? ends : states).push_back("state=\"" + std::string(p::ToString(state)) + "\"");
+  }
+  metrics.DeclareGauge("aryl_jobs", "Live jobs by state (ended ones: aryl_jobs_finished_total)", states);
   metrics.DeclareGauge("aryl_gpus", "GPUs (slots) by pool and use",
                        {"pool=\"training\",use=\"used\"", "pool=\"training\",use=\"free\"",
                         "pool=\"inference\",use=\"used\"", "pool=\"inference\",use=\"free\""});
@@ -182,7 +187,7 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareCounter("aryl_preemptions_total", "Preemptions executed");
   metrics.DeclareCounter("aryl_speed_fits_total", "Refits of a job's speed model from its measured step times");
   metrics.DeclareCounter("aryl_jobs_submitted_total", "Jobs submitted");
-  metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that reached a terminal state, by state");
+  metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that ended, by how (completed, failed, cancelled)", ends);
   metrics.DeclareCounter("aryl_reclaims_total", "Servers reclaimed by inference");
   metrics.DeclareCounter("aryl_reclaims_late_total", "Reclaimed servers emptied after their deadline");
   metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid, undecodable frames included");

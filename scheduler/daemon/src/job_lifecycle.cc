@@ -15,10 +15,11 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
   ClearWorkers(j);
   ARYL_RETURN_IF_ERROR(Journal(j.rec.id, std::string(JobStateName(state)), message, {{"exit_code", exit_code}}));
   ARYL_RETURN_IF_ERROR(SaveJob(j));
-  metrics.Inc("aryl_jobs_finished_total", "state=\"" + std::string(JobStateName(state)) + "\"");
   p::JobState ps = state == JobState::kFinished ? p::JobState::kCompleted
                    : state == JobState::kFailed ? p::JobState::kFailed
                                                 : p::JobState::kCancelled;
+  // The state names of `aryl jobs` (completed, failed, cancelled).
+  metrics.Inc("aryl_jobs_finished_total", "state=\"" + std::string(p::ToString(ps)) + "\"");
   Notify(j, ps, message, true);
   spdlog::info("job {} {}: {}", j.rec.id, JobStateName(state), message);
   return Status::Ok();

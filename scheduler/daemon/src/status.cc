@@ -32,7 +32,7 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
     for (const auto& [id, w] : live->workers)
       if (!w.leaving) r.workers++;
     r.step = live->step;
-    r.steps_per_second = live->rate;
+    r.steps_per_second = r.workers > 0 ? live->rate : 0;  // a queued job's last rate is not its rate
     r.rescales = live->rescales;
     r.generation = live->generation;
     if (rec.state == JobState::kQueued && !live->workers.empty()) r.state = p::JobState::kPreempted;
@@ -154,6 +154,7 @@ void Daemon::Impl::PublishClusterSeries() {
     JobSeries js{id, j.rec.name, 0, j.rate, j.last_resize_pause, j.preemptions, j.rescales, j.measured_rate,
                  PredictedRate(j)};
     for (const auto& [wid, w] : j.workers) js.workers += !w.leaving;
+    if (js.workers == 0) js.steps_per_second = js.measured_steps_per_second = 0;
     s.jobs.push_back(std::move(js));
   }
   for (const auto& row : NodeRows())
