@@ -10,6 +10,11 @@ namespace p = aryl::protocol;
 namespace aryl::cli {
 namespace {
 
+// A job that never reported progress (a torchrun script without step= lines,
+// a job not started yet) has no step and no rate: "unknown", not 0.
+bool ProgressUnknown(const p::JobRow& r) { return r.step == 0 && r.steps_per_second == 0; }
+
+
 std::string Size(const p::JobRow& r) {
   std::string range = r.min_workers == r.max_workers ? std::to_string(r.min_workers)
                                                      : std::to_string(r.min_workers) + "-" + std::to_string(r.max_workers);
@@ -77,7 +82,10 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
             << "submitted  " << FormatTime(row.submit_time, c.out.utc) << " (" << Age(row.submit_time) << " ago)\n"
             << "size       " << Size(row) << (row.gpu_type.empty() ? "" : " on " + Printable(row.gpu_type)) << "\n"
             << "generation " << row.generation << ", " << row.rescales << " rescales\n"
-            << "progress   step " << row.step << ", " << Fixed(row.steps_per_second) << " steps/s\n";
+            << "progress   "
+            << (ProgressUnknown(row) ? std::string("unknown (no step reported)")
+                                     : "step " + std::to_string(row.step) + ", " + Fixed(row.steps_per_second) + " steps/s")
+            << "\n";
   std::string placement;
   for (const auto& pr : reply->placement) placement += (placement.empty() ? "" : ", ") + Printable(pr.agent_id) + ":" + std::to_string(pr.workers);
   std::cout << "placement  " << (placement.empty() ? "-" : placement) << "\n";
@@ -110,7 +118,8 @@ std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& o
            {"SUBMITTED", true}, {"AGE"}});
   for (const auto& r : rows) {
     t.Add({std::to_string(r.job), Printable(r.name), Printable(r.owner), std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
-           std::to_string(r.generation), std::to_string(r.step), Fixed(r.steps_per_second), std::to_string(r.rescales),
+           std::to_string(r.generation), ProgressUnknown(r) ? "unknown" : std::to_string(r.step),
+           ProgressUnknown(r) ? "unknown" : Fixed(r.steps_per_second), std::to_string(r.rescales),
            FormatTime(r.submit_time, out.utc), Age(r.submit_time)});
   }
   return t.Render(out);

@@ -150,6 +150,9 @@ TEST_F(CliTest, JobCommands) {
   Out st = Aryl({"status", id});
   ASSERT_EQ(st.code, 0);
   EXPECT_NE(st.text.find("sleep 30"), std::string::npos) << st.text;
+  // `sleep` prints no step= lines: its progress is unknown, not step 0.
+  EXPECT_NE(st.text.find("progress   unknown"), std::string::npos) << st.text;
+  EXPECT_NE(jobs.text.find("unknown"), std::string::npos) << jobs.text;
   Out cancel = Aryl({"cancel", id});
   EXPECT_EQ(cancel.code, 0) << cancel.text;
   Out again = Aryl({"cancel", id});

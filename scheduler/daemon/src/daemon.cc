@@ -99,8 +99,11 @@ Status Daemon::Impl::LoadState() {
   for (auto& rec : live) {
     std::string where = "table jobs, job " + std::to_string(rec.id);
     Job j;
+    j.last_start = rec.start_time;  // a process of its own: the first start is as good as any
     auto old = jobs.find(rec.id);
     if (old != jobs.end()) {  // what only memory knows
+      j.last_start = old->second.last_start;
+      j.master_port = old->second.master_port;
       j.watchers = old->second.watchers;
       j.output = old->second.output;
       j.step = old->second.step;

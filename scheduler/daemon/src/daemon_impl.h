@@ -137,6 +137,7 @@ class Daemon::Impl {
     int starts = 0;
     int failures = 0;
     int master_port = 0;  // this start's MASTER_PORT (memory only)
+    double last_start = 0;  // wall time of this start (rec.start_time is the first; memory only)
     std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
     bool completing = false;  // a worker exited 0 on its own: the job is done
     double completing_since = 0;

@@ -240,7 +240,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
 // workers of a completed job that linger are stopped.
 void Daemon::Impl::ConvergeTick(double now) {
   for (auto& [jid, j] : jobs) {
-    if (j.resize_pending && (j.runtime || WallNow() - j.rec.start_time >= kKindDetectSeconds)) {
+    if (j.resize_pending && (j.runtime || WallNow() - j.last_start >= kKindDetectSeconds)) {
       j.resize_pending = false;
       pending_converge.insert(jid);
     }

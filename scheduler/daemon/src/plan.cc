@@ -134,7 +134,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
             auto d = desired.find(e.first);
             return d != desired.end() && d->second >= e.second;
           });
-          if (!j.spec.elastic && grows_only && WallNow() - j.rec.start_time < kKindDetectSeconds) {
+          if (!j.spec.elastic && grows_only && WallNow() - j.last_start < kKindDetectSeconds) {
             j.resize_pending = true;  // ConvergeTick, once the kind is known
             return Status::Ok();
           }
@@ -439,7 +439,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     j.starts++;
     j.restarting = false;
     j.completing = false;
-    j.rec.start_time = WallNow();
+    j.last_start = WallNow();
+    if (j.rec.start_time <= 0) j.rec.start_time = j.last_start;  // the first start, kept (describe's "Started")
   }
   std::string master_node = members.empty() ? "" : j.workers[members[0]].agent;
   std::string master_host = nodes.count(master_node) ? nodes[master_node].host : "127.0.0.1";

@@ -256,7 +256,7 @@ struct JobDescription {
   std::string checkpoint_dir{};
   std::string model{};
   double total_work = 0;
-  double start_time = 0;  // last start; 0: never started
+  double start_time = 0;  // first start; 0: never started
   double end_time = 0;    // 0: not over
   std::optional<std::int64_t> exit_code{};
   std::string message{};
