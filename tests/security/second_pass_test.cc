@@ -5,6 +5,7 @@
 // configuration that gives a user key the agent role.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -194,6 +195,25 @@ TEST_F(SecurityTest, PerUserSubmissionLimits) {
   ASSERT_FALSE(fast.ok());
   EXPECT_NE(fast.status().message().find("--submit-rate-per-user"), std::string::npos) << fast.status();
   EXPECT_GE(Metric("aryl_refused_requests_total"), 2);
+}
+
+// /status stays bounded however many jobs there are: it lists the first
+// --status-max-jobs and says how many it left out.
+TEST_F(SecurityTest, StatusIsBounded) {
+  StartScheduler({"--status-max-jobs", "3"});
+  StartAgent("a", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Submit(*c, {"sleep", "60"}, 1).ok());
+  nlohmann::json st;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = daemon::HttpGet("127.0.0.1", http_port_, "/status", 3);
+    if (!r.ok()) return false;
+    st = nlohmann::json::parse(r->second, nullptr, false);
+    return !st.is_discarded() && st.value("jobs_total", 0) == 5;
+  }, 5)) << st.dump();
+  EXPECT_EQ(st["jobs"].size(), 3u) << st.dump();
+  EXPECT_EQ(st.value("jobs_truncated", 0), 2) << st.dump();
 }
 
 // A configuration in which a user key would hold the agent role does not

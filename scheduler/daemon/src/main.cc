@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
       ("port-range", "Ports jobs listen on (LO-HI): each start's MASTER_PORT, for torchrun's TCPStore and the "
                      "runtime's job store; keep it out of net.ipv4.ip_local_port_range",
        cxxopts::value<std::string>()->default_value(d.port_range))
+      ("status-max-jobs", "/status lists at most this many live jobs (with jobs_total and jobs_truncated; 0: all)",
+       cxxopts::value<int>()->default_value(std::to_string(d.status_max_jobs)))
       ("max-jobs-per-user", "A user's queued and running jobs at most (operators: no limit; 0: none)",
        cxxopts::value<int>()->default_value(std::to_string(d.max_jobs_per_user)))
       ("submit-rate-per-user", "A user's submissions a second, sustained (operators: no limit; 0: none)",
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   d.speed = r["speed"].as<std::string>();
   d.port_range = r["port-range"].as<std::string>();
   d.max_jobs_per_user = r["max-jobs-per-user"].as<int>();
+  d.status_max_jobs = r["status-max-jobs"].as<int>();
   d.submit_rate_per_user = r["submit-rate-per-user"].as<double>();
   d.submit_burst_per_user = r["submit-burst-per-user"].as<int>();
   d.inference_demand = r["inference-demand"].as<std::string>();
@@ -135,6 +138,7 @@ int main(int argc, char** argv) {
   if (auto pr = aryl::ParsePortRange(d.port_range); !pr.ok())
     aryl::FlagError(prog, "--port-range", d.port_range, pr.status().message());
   aryl::RequireAtLeast(prog, "--max-jobs-per-user", d.max_jobs_per_user, 0);
+  aryl::RequireAtLeast(prog, "--status-max-jobs", d.status_max_jobs, 0);
   aryl::RequireAtLeast(prog, "--submit-rate-per-user", d.submit_rate_per_user, 0);
   aryl::RequireAtLeast(prog, "--submit-burst-per-user", d.submit_burst_per_user, 1);
   aryl::RequireAbove(prog, "--agent-timeout", d.agent_timeout, 0);

@@ -100,12 +100,16 @@ json Daemon::Impl::Summary() {
     auto row = Row(job.rec, &job);
     std::string st(p::ToString(row.state));
     counts[st] = counts.value(st, 0) + 1;
+    if (opt.status_max_jobs > 0 && jobs_arr.size() >= static_cast<std::size_t>(opt.status_max_jobs)) continue;
     jobs_arr.push_back({{"job", id}, {"name", row.name}, {"state", st}, {"workers", row.workers},
                         {"min", row.min_workers}, {"max", row.max_workers}, {"step", row.step},
                         {"loss", job.loss}, {"steps_per_second", row.steps_per_second},
                         {"rescales", row.rescales}, {"generation", row.generation}});
   }
   j["jobs_by_state"] = counts;
+  // Bounded (--status-max-jobs): the lowest ids; `aryl jobs` pages through all.
+  if (jobs_arr.size() < jobs.size()) j["jobs_truncated"] = jobs.size() - jobs_arr.size();
+  j["jobs_total"] = jobs.size();
   j["jobs"] = jobs_arr;
   j["rescales"] = metrics.Value("aryl_rescales_total");
   j["preemptions"] = metrics.Value("aryl_preemptions_total");

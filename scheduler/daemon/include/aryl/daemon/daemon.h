@@ -72,6 +72,8 @@ struct DaemonOptions {
   // docs/security.md): live (queued or running) jobs, and a token bucket of
   // submit_rate per second holding up to submit_burst. 0: no limit.
   int max_jobs_per_user = 10000;
+  // /status and the status summary list at most this many live jobs (0: all).
+  int status_max_jobs = 1000;
   double submit_rate_per_user = 100;
   int submit_burst_per_user = 1000;
   // FILE or daily:... (aryl-sim's format), or prometheus:URL?query=PROMQL
