@@ -1,5 +1,6 @@
 // aryl submit | jobs | status | cancel.
 #include <iostream>
+#include <optional>
 
 #include "aryl/flags.h"
 #include "commands.h"
@@ -38,15 +39,39 @@ int Submit(const cxxopts::ParseResult& r, const Client& c) {
   return 0;
 }
 
+// The job state named `text` ("running", "completed", ...), or a usage error
+// that lists the states.
+p::JobState StateOrExit(const std::string& program, const std::string& text) {
+  std::string known;
+  for (int st = 0; st <= static_cast<int>(p::JobState::kCancelled); ++st) {
+    auto state = static_cast<p::JobState>(st);
+    if (p::ToString(state) == text) return state;
+    known += (known.empty() ? "" : ", ") + std::string(p::ToString(state));
+  }
+  FlagError(program, "--state", text, "unknown state (known: " + known + ")");
+}
+
 int Jobs(const cxxopts::ParseResult& r, const Client& c) {
   p::ListJobs m;
   m.include_finished = r.count("all") > 0;
+  // Filters as squeue's --state/--user/--name: on the rows the scheduler lets
+  // this caller see. An ended state lists ended jobs without --all.
+  std::optional<p::JobState> state;
+  if (r.count("state")) {
+    state = StateOrExit(c.program, r["state"].as<std::string>());
+    m.include_finished |= *state == p::JobState::kCompleted || *state == p::JobState::kFailed ||
+                          *state == p::JobState::kCancelled;
+  }
+  const std::string owner = r.count("owner") ? r["owner"].as<std::string>() : "";
+  const std::string name = r.count("name") ? r["name"].as<std::string>() : "";
   // Page by page (each reply well under the frame limit), into one listing.
   p::JobsReply all;
   while (true) {
     auto reply = c.Call<p::JobsReply>(m);
     if (!reply.ok()) return Fail(c.program, reply.status());
-    all.jobs.insert(all.jobs.end(), reply->jobs.begin(), reply->jobs.end());
+    for (const auto& row : reply->jobs)
+      if ((!state || row.state == *state) && (owner.empty() || row.owner == owner) && (name.empty() || row.name == name))
+        all.jobs.push_back(row);
     if (!reply->more || reply->jobs.empty()) break;
     m.after = reply->jobs.back().job;
   }
@@ -101,13 +126,24 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
   return 0;
 }
 
+// cancel JOB [JOB...]: each in turn, every answer printed; exit 1 if any failed.
 int Cancel(const cxxopts::ParseResult& r, const Client& c) {
-  p::CancelJob m;
-  m.job = JobOf(r, c);
-  auto reply = c.Call<p::Ok>(m);
-  if (!reply.ok()) return Fail(c.program, reply.status());
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
-  else std::cout << reply->message << "\n";
+  if (!r.count("jobs")) UsageError(c.program, "missing JOB");
+  std::vector<std::uint64_t> ids;
+  for (const auto& text : r["jobs"].as<std::vector<std::string>>()) ids.push_back(ParseJobIdOrExit(c.program, text));
+  int code = 0;
+  for (auto id : ids) {
+    p::CancelJob m;
+    m.job = id;
+    auto reply = c.Call<p::Ok>(m);
+    if (!reply.ok()) {
+      code = Fail(c.program, reply.status());
+      continue;
+    }
+    if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+    else std::cout << reply->message << "\n";
+  }
+  return code;
   return 0;
 }
 
@@ -129,10 +165,22 @@ std::vector<Command> JobCommands() {
   return {
       {"submit", "[--name N] (--workers N | --min A --max B) [--gpu-type T] -- CMD ARGS...",
        "submit a job and print its id", true, AddJobFlags, Submit},
-      {"jobs", "[--all]", "list jobs (--all: finished ones too)", true,
-       [](cxxopts::Options& o) { o.add_options()("all", "Include finished, failed and cancelled jobs"); }, Jobs},
+      {"jobs", "[--all] [--state S] [--owner O] [--name N]", "list jobs (--all: finished ones too)", true,
+       [](cxxopts::Options& o) {
+         o.add_options()("all", "Include finished, failed and cancelled jobs")(
+             "state", "Only jobs in this state (queued, running, ..., completed, failed, cancelled)",
+             cxxopts::value<std::string>())("owner", "Only this owner's jobs", cxxopts::value<std::string>())(
+             "name", "Only jobs of this name", cxxopts::value<std::string>());
+       },
+       Jobs},
       {"status", "JOB", "one job: state, size, placement, exit code", true, JobArg, StatusCmd},
-      {"cancel", "JOB", "cancel a job", true, JobArg, Cancel},
+      {"cancel", "JOB [JOB...]", "cancel jobs", true,
+       [](cxxopts::Options& o) {
+         o.add_options()("jobs", "Job ids", cxxopts::value<std::vector<std::string>>());
+         o.parse_positional({"jobs"});
+         o.positional_help("JOB [JOB...]");
+       },
+       Cancel},
   };
 }
 

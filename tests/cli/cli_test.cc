@@ -153,8 +153,27 @@ TEST_F(CliTest, JobCommands) {
   // `sleep` prints no step= lines: its progress is unknown, not step 0.
   EXPECT_NE(st.text.find("progress   unknown"), std::string::npos) << st.text;
   EXPECT_NE(jobs.text.find("unknown"), std::string::npos) << jobs.text;
+  // Filters, as squeue's: by state, owner and name.
+  Out running = Aryl({"jobs", "--state", "running", "--name", "sleeper"});
+  EXPECT_NE(running.text.find("sleeper"), std::string::npos) << running.text;
+  Out none = Aryl({"jobs", "--owner", "nobody-else"});
+  EXPECT_EQ(none.text.find("sleeper"), std::string::npos) << none.text;
+  Out bad_state = Aryl({"jobs", "--state", "sleeping"});
+  EXPECT_EQ(bad_state.code, 2);
+  EXPECT_NE(bad_state.text.find("known: queued"), std::string::npos) << bad_state.text;
   Out cancel = Aryl({"cancel", id});
   EXPECT_EQ(cancel.code, 0) << cancel.text;
+  Out cancelled = Aryl({"jobs", "--state", "cancelled"});
+  EXPECT_NE(cancelled.text.find("sleeper"), std::string::npos) << "an ended state lists ended jobs\n" << cancelled.text;
+  // Several ids at once; one that fails makes the exit 1, the others are still cancelled.
+  Out two = Aryl({"submit", "--workers", "1", "--", "sleep", "30"});
+  ASSERT_EQ(two.code, 0) << two.text;
+  std::string id2 = two.text.substr(0, two.text.find('\n'));
+  Out many = Aryl({"cancel", id2, "999"});
+  EXPECT_EQ(many.code, 1) << many.text;
+  EXPECT_NE(many.text.find("999"), std::string::npos) << many.text;
+  Out st2 = Aryl({"status", id2});
+  EXPECT_NE(st2.text.find("cancelled"), std::string::npos) << st2.text;
   Out again = Aryl({"cancel", id});
   EXPECT_EQ(again.code, 1);
   EXPECT_NE(again.text.find("already cancelled"), std::string::npos) << again.text;

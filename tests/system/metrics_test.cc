@@ -21,6 +21,7 @@
 #include "aryl/daemon/cluster_series.h"
 #include "aryl/daemon/http_server.h"
 #include "aryl/daemon/metrics.h"
+#include "aryl/protocol/messages.h"
 #include "prom_check.h"
 
 namespace aryl::daemon {
@@ -217,6 +218,25 @@ TEST(PrometheusMetrics, SchedulerScrapePassesPromtool) {
   EXPECT_EQ(rc, 0) << out << "\n" << text;
 }
 #endif
+
+// Every kind the scheduler writes to its event journal (the literal kind of
+// each Journal(...) call in its sources) is one `aryl events --kind` accepts.
+TEST(EventKinds, EveryKindTheSchedulerWritesIsListed) {
+  const std::regex call(R"re(\bJournal\(\s*[^",;()]+(?:\([^()]*\))?,\s*"([a-z_]+)")re");
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(ARYL_SOURCE_DIR) / "scheduler/daemon/src")) {
+    if (e.path().extension() != ".cc") continue;
+    std::ifstream in(e.path());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it) {
+      ++found;
+      EXPECT_TRUE(protocol::IsEventKind((*it)[1].str())) << (*it)[1] << " in " << e.path().filename();
+    }
+  }
+  EXPECT_GE(found, 15) << "the pattern no longer matches the scheduler's Journal calls";
+}
 
 }  // namespace
 }  // namespace aryl::daemon
