@@ -337,7 +337,11 @@ class TorchrunRestart(unittest.TestCase):
                 "c, r = int(os.environ['TORCHELASTIC_RESTART_COUNT']), int(os.environ['RANK'])\n"
                 "names = ('TORCHELASTIC_MAX_RESTARTS', 'ROLE_RANK', 'ROLE_WORLD_SIZE', 'GROUP_WORLD_SIZE', 'MASTER_PORT')\n"
                 "open(f'rank{r}-start{c}', 'w').write(' '.join(os.environ[n] for n in names))\n"
-                "if c == 0 and r == 1: sys.exit(3)\n"
+                "if c == 0 and r == 1:\n"
+                "    for _ in range(600):  # fail only once rank 0 has started (its file is there)\n"
+                "        if os.path.exists('rank0-start0'): break\n"
+                "        time.sleep(0.05)\n"
+                "    sys.exit(3)\n"
                 "if c == 0: time.sleep(120)  # waits for its failed peer, as in a collective\n")
         for limit, expected_rc in ((1, 0), (0, 3)):
             cwd = self.run_dir(f"limit{limit}")
