@@ -41,6 +41,9 @@
 #include "log_reader.h"
 #include "run_as.h"
 
+static_assert(std::string_view(aryl::protocol::kDefaultSchedulerEndpoint) == "ipc:///run/aryl/scheduler.sock",
+              "AgentOptions::scheduler's default is the scheduler's");
+
 namespace aryl::agent {
 
 namespace p = aryl::protocol;
@@ -157,6 +160,7 @@ class Agent::Impl {
   std::unique_ptr<StoreProbe> probe;  // the relay's queries, off the loop (store_probe.h)
   std::string store_endpoint;  // this agent's store; empty without a relay
   std::optional<UserMap> user_map;  // --run-as: workers run as their owner's account
+  std::function<bool(const std::string&)> worker_env;  // --worker-env (null: all)
 
   // The worker channel (protocol steps 12-16): a ROUTER on an ipc:// endpoint
   // in the log directory (ARYL_AGENT_ENDPOINT). The server thread answers
@@ -188,7 +192,7 @@ class Agent::Impl {
     uid_t self_uid = ::geteuid();
     std::map<std::string, Issued> issued;
     std::optional<p::Message> Refusal(const p::ReplyTo& from, const p::Message& m) const {
-      auto uid = PeerUid(from.peer.address);
+      const auto& uid = from.peer.uid;
       if (!uid || *uid == self_uid) return std::nullopt;
       std::optional<p::JobId> job;
       std::visit([&](const auto& x) {
@@ -306,7 +310,7 @@ class Agent::Impl {
   }
 
   Status StartWorkerChannel() {
-    ARYL_ASSIGN_OR_RETURN(fs::path path, WorkerSocketPath(opt.log_dir, opt.id, user_map.has_value()));
+    ARYL_ASSIGN_OR_RETURN(fs::path path, WorkerSocketPath(opt.log_dir, opt.id, WorkersMayRunAsOthers()));
     std::error_code ec;
     fs::remove(path, ec);  // a socket file left by an agent that died
     p::Server::Options so;
@@ -340,7 +344,7 @@ class Agent::Impl {
     worker_socket_path = path.string();
     // Workers of other accounts must reach the socket; who may say what is
     // checked per message (Channel::Refusal).
-    if (user_map) ARYL_RETURN_IF_ERROR(MakeSocketReachable(path));
+    if (WorkersMayRunAsOthers()) ARYL_RETURN_IF_ERROR(MakeSocketReachable(path));
     return Status::Ok();
   }
 
@@ -411,6 +415,29 @@ class Agent::Impl {
     return false;
   }
 
+
+  // The account a job's workers run as; nullopt: the agent's own. With
+  // --run-as, the one mapped to the job's owner. Without it, a job whose owner
+  // the scheduler knows by uid (keyless ipc://) runs as that uid: a root agent
+  // switches to it; any other agent runs only its own account's and root's jobs
+  // (another account's would gain the agent's rights).
+  bool WorkersMayRunAsOthers() const { return user_map.has_value() || ::geteuid() == 0; }
+  Result<std::optional<Account>> AccountFor(const p::StartWorkers& m) const {
+    if (user_map) {
+      ARYL_ASSIGN_OR_RETURN(Account a, user_map->Lookup(m.owner.value_or("local")));
+      return std::optional<Account>(a);
+    }
+    // root's jobs may run with any account's rights, as may the agent's own.
+    if (!m.owner_uid || *m.owner_uid == 0 || static_cast<uid_t>(*m.owner_uid) == ::geteuid())
+      return std::optional<Account>();
+    if (::geteuid() != 0)
+      return Status::PermissionDenied("job of uid " + std::to_string(*m.owner_uid) + " ('" +
+                                      m.owner.value_or("?") + "'): this agent runs as uid " +
+                                      std::to_string(::geteuid()) +
+                                      " and cannot start workers as another account (run aryl-agent as root)");
+    ARYL_ASSIGN_OR_RETURN(Account a, ResolveAccount(static_cast<uid_t>(*m.owner_uid)));
+    return std::optional<Account>(a);
+  }
   void OnStart(const p::StartWorkers& m) {
     Status v = m.Validate();
     if (!v.ok()) {
@@ -427,8 +454,8 @@ class Agent::Impl {
     // A refused environment fails every worker's start, like an exec error.
     Status env_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
     std::optional<Account> account;
-    if (user_map && env_ok.ok()) {
-      auto a = user_map->Lookup(m.owner.value_or("local"));
+    if (env_ok.ok()) {
+      auto a = AccountFor(m);
       if (a.ok()) {
         account = *a;
       } else {
@@ -449,6 +476,7 @@ class Agent::Impl {
       LaunchSpec spec;
       spec.argv = m.argv;
       spec.cwd = m.cwd;
+      spec.inherit = worker_env;
       spec.env = m.env;
       spec.env["ARYL_JOB_ID"] = std::to_string(m.job);
       spec.env["ARYL_WORKER_ID"] = std::to_string(wp.worker);
@@ -1001,9 +1029,11 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     ARYL_ASSIGN_OR_RETURN(impl->user_map, UserMap::Load(options.run_as));
     spdlog::info("workers run as their owner's account ({} mappings in {})", impl->user_map->size(), options.run_as);
   } else if (::geteuid() == 0) {
-    spdlog::warn("running as root without --run-as: every job's workers run as root (docs/security.md)");
+    spdlog::warn("running as root without --run-as: a local user's job (keyless ipc:// scheduler) runs as its "
+                 "owner's account, every other job's workers run as root (docs/security.md)");
   }
   impl->opt = options;
+  impl->worker_env = WorkerEnvFilter(options.worker_env);
   ARYL_RETURN_IF_ERROR(impl->StartWorkerChannel());
   spdlog::info("worker channel on {}", impl->worker_endpoint);
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));

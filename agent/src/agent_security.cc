@@ -49,6 +49,14 @@ Result<std::string> AgentRoute(const std::string& id) {
   return id + "#" + random.substr(0, 16);
 }
 
+std::function<bool(const std::string&)> WorkerEnvFilter(const std::string& list) {
+  if (list == "all") return nullptr;
+  protocol::EnvPolicy keep;
+  keep.deny = {"*"};
+  keep.allow = protocol::EnvPolicy::ParseList(list.empty() ? kDefaultWorkerEnv : list);
+  return [keep](const std::string& name) { return keep.Allows(name); };
+}
+
 Status CheckJobEnv(const std::map<std::string, std::string>& env, const std::string& deny,
                    const std::string& allow) {
   return protocol::EnvPolicy::FromFlags(deny, allow).Check(env);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -11,6 +12,22 @@
 #include "aryl/status.h"
 
 namespace aryl::agent {
+
+// What a worker inherits of the agent's environment by default (the agent's
+// --worker-env): the search path, locale and time zone, where temporaries and
+// libraries are, and the settings of the libraries a training job uses
+// (CUDA, NCCL, Gloo, OpenMP, MKL, torch) and of Aryl's runtime. Nothing else of
+// the agent's (a service manager's sockets, an operator's credentials, ssh
+// agents) reaches a job; the job's own env, the ARYL_* of its rank and, with
+// run-as, HOME, USER and LOGNAME of its account come on top.
+inline constexpr const char* kDefaultWorkerEnv =
+    "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TERM,TMPDIR,LD_LIBRARY_PATH,PYTHONPATH,PYTHONHOME,"
+    "CUDA_*,NCCL_*,GLOO_*,NVIDIA_*,OMP_*,MKL_*,KMP_*,TORCH_*,ARYL_LOG,ARYL_BACKEND,ARYL_COLLECTIVE_TIMEOUT_MS,"
+    "ARYL_RENDEZVOUS_TIMEOUT_MS,ARYL_FAULT_SETTLE_MS,ARYL_POLL_MS,ARYL_WAIT_WORKERS_MS,ASAN_OPTIONS,"
+    "UBSAN_OPTIONS,LSAN_OPTIONS";
+
+// The names of --worker-env (empty: kDefaultWorkerEnv) as a test; null for "all".
+std::function<bool(const std::string&)> WorkerEnvFilter(const std::string& list);
 
 // Creates `dir` (and parents) when missing and sets mode 0700 on it.
 Status MakePrivateDir(const std::filesystem::path& dir);

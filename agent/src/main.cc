@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   cxxopts::Options options("aryl-agent", "Aryl's agent: runs training workers on one server.");
   aryl::agent::AgentOptions a;
   options.add_options()
-      ("scheduler", "Scheduler endpoint (default: $ARYL_SCHEDULER or tcp://127.0.0.1:7117)",
+      ("scheduler", "Scheduler endpoint (default: $ARYL_SCHEDULER or ipc:///run/aryl/scheduler.sock)",
        cxxopts::value<std::string>()->default_value(std::getenv("ARYL_SCHEDULER") ? std::getenv("ARYL_SCHEDULER") : a.scheduler))
       ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
       ("host", "Address other servers reach this one at: its workers' Gloo pairs, its store, MASTER_ADDR (default: the address of the interface that routes to the scheduler)", cxxopts::value<std::string>()->default_value(""))
@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
       ("env-deny", "Job env variables refused: comma list of NAME or PREFIX* (default: LD_*, PYTHONPATH, ...; "
                    "'none': refuse nothing)", cxxopts::value<std::string>()->default_value(""))
       ("env-allow", "Exceptions to --env-deny (comma list)", cxxopts::value<std::string>()->default_value(""))
+      ("worker-env", "The agent's own variables workers inherit: comma list of NAME or PREFIX* (default: PATH, "
+                     "locale, TMPDIR, LD_LIBRARY_PATH, PYTHONPATH, CUDA_*, NCCL_*, GLOO_*, ...; 'all': every one)",
+       cxxopts::value<std::string>()->default_value(""))
       ("run-as", "As root: file of '<owner> <account>' lines; each job's workers run as its owner's account "
                  "('*' maps the rest; an unmapped owner's workers are refused)",
        cxxopts::value<std::string>()->default_value(""))
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
   a.cluster_id = r["cluster-id"].as<std::string>();
   a.env_deny = r["env-deny"].as<std::string>();
   a.env_allow = r["env-allow"].as<std::string>();
+  a.worker_env = r["worker-env"].as<std::string>();
   a.run_as = r["run-as"].as<std::string>();
   if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
   if (a.store_port < 0 || a.store_port > 65535) aryl::UsageError("aryl-agent", "--store-port must be in [0, 65535]");

@@ -71,7 +71,9 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);
     auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq == std::string::npos) continue;
+    std::string name = kv.substr(0, eq);
+    if (!spec.inherit || spec.inherit(name)) env[name] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : spec.env) {
     if (k.empty() || k.find('=') != std::string::npos) {

@@ -12,13 +12,9 @@
 
 namespace aryl::agent {
 
-Result<Account> ResolveAccount(const std::string& name) {
-  struct passwd pw{};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  int rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
-  if (rc != 0) return Status::IoError("look up account '" + name + "': " + std::strerror(rc));
-  if (!found) return Status::NotFound("no local account '" + name + "'");
+namespace {
+
+Result<Account> FromPasswd(const struct passwd& pw, const std::string& what) {
   Account a;
   a.name = pw.pw_name;
   a.home = pw.pw_dir ? pw.pw_dir : "/";
@@ -29,11 +25,33 @@ Result<Account> ResolveAccount(const std::string& name) {
   if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
     groups.resize(n);
     if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0)
-      return Status::IoError("groups of account '" + name + "': too many");
+      return Status::IoError("groups of " + what + ": too many");
   }
   groups.resize(n);
   a.credentials.groups = groups;
   return a;
+}
+
+}  // namespace
+
+Result<Account> ResolveAccount(const std::string& name) {
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0) return Status::IoError("look up account '" + name + "': " + std::strerror(rc));
+  if (!found) return Status::NotFound("no local account '" + name + "'");
+  return FromPasswd(pw, "account '" + name + "'");
+}
+
+Result<Account> ResolveAccount(uid_t uid) {
+  struct passwd pw{};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found);
+  if (rc != 0) return Status::IoError("look up uid " + std::to_string(uid) + ": " + std::strerror(rc));
+  if (!found) return Status::NotFound("no local account has uid " + std::to_string(uid));
+  return FromPasswd(pw, "uid " + std::to_string(uid));
 }
 
 Result<UserMap> UserMap::Load(const std::string& path) {
@@ -80,21 +98,6 @@ Result<Account> UserMap::Lookup(const std::string& owner) const {
   if (fallback_) return *fallback_;
   return Status::PermissionDenied("owner '" + owner + "' has no local account in the agent's --run-as map (" +
                                   origin_ + ")");
-}
-
-std::optional<uid_t> PeerUid(const std::string& address) {
-  // "<host>:<uid>:<gid>:<pid>": the uid is the third field from the end.
-  size_t c3 = address.rfind(':');
-  if (c3 == std::string::npos || c3 == 0) return std::nullopt;
-  size_t c2 = address.rfind(':', c3 - 1);
-  if (c2 == std::string::npos || c2 == 0) return std::nullopt;
-  size_t c1 = address.rfind(':', c2 - 1);
-  if (c1 == std::string::npos) return std::nullopt;
-  std::string_view uid_text(address.data() + c1 + 1, c2 - c1 - 1);
-  unsigned long uid = 0;
-  auto [p, ec] = std::from_chars(uid_text.data(), uid_text.data() + uid_text.size(), uid);
-  if (ec != std::errc() || p != uid_text.data() + uid_text.size() || uid_text.empty()) return std::nullopt;
-  return static_cast<uid_t>(uid);
 }
 
 }  // namespace aryl::agent

@@ -48,9 +48,7 @@ class UserMap {
 
 // The local account `name` with its groups (getpwnam_r, getgrouplist).
 Result<Account> ResolveAccount(const std::string& name);
-
-// The uid in a ZeroMQ ipc peer address ("<host>:<uid>:<gid>:<pid>", SO_PEERCRED);
-// nullopt when the address carries no credentials.
-std::optional<uid_t> PeerUid(const std::string& address);
+// The local account with uid `uid`, with its groups (getpwuid_r).
+Result<Account> ResolveAccount(uid_t uid);
 
 }  // namespace aryl::agent

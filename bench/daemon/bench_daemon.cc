@@ -41,6 +41,7 @@
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
 #include "bench_daemon.h"
+#include "flood.h"
 
 using namespace std::chrono;
 
@@ -86,17 +87,27 @@ int Bench::Run() {
   char tmpl[] = "/tmp/aryl-bench-daemon-XXXXXX";
   std::string dir = mkdtemp(tmpl);
   std::string state = dir + "/state.db", log = dir + "/scheduler.log";
-  int port = FreePort();
-  endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
+  // A flood needs users told apart: the keyless ipc:// socket (uids).
+  if (opt_.flood > 0) {
+    std::filesystem::permissions(dir, std::filesystem::perms(0755));
+    endpoint_ = "ipc://" + dir + "/scheduler.sock";
+  } else {
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(FreePort());
+  }
+  std::string hb = std::to_string(opt_.heartbeat), to = std::to_string(opt_.agent_timeout);
+  std::vector<std::string> sargs = {opt_.scheduler, "--endpoint", endpoint_, "--state", state, "--http-port", "-1",
+                                    "--heartbeat", hb, "--agent-timeout", to};
+  if (opt_.flood == 0) sargs.push_back("--insecure");
+  sargs.insert(sargs.end(), opt_.scheduler_args.begin(), opt_.scheduler_args.end());
+  std::vector<char*> cargs;
+  for (auto& a : sargs) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     FILE* f = std::freopen(log.c_str(), "w", stdout);
     (void)f;
     dup2(fileno(stdout), 2);
-    std::string hb = std::to_string(opt_.heartbeat), to = std::to_string(opt_.agent_timeout);
-    std::string ep = "tcp://127.0.0.1:" + std::to_string(port);
-    execl(opt_.scheduler.c_str(), opt_.scheduler.c_str(), "--endpoint", ep.c_str(), "--state", state.c_str(),
-          "--http-port", "-1", "--heartbeat", hb.c_str(), "--agent-timeout", to.c_str(), nullptr);
+    execv(cargs[0], cargs.data());
     std::perror("exec aryl-scheduler");
     _exit(127);
   }
@@ -147,6 +158,17 @@ int Bench::Run() {
   for (int s = 0; s < opt_.threads; ++s) threads.emplace_back([this, s] { ShardLoop(s); });
   if (opt_.churn > 0) threads.emplace_back([this] { ChurnLoop(); });
   threads.emplace_back([this] { SubmitLoop(); });
+  // The flood starts once the agents that join at once are in.
+  pid_t flooder = -1, victim = -1;
+  std::string flood_out = dir + "/flood.txt", victim_out = dir + "/victim.txt";
+  if (opt_.flood > 0) {
+    while (reg_.ms.size() < static_cast<size_t>(std::max(1, opt_.agents / 4)) && Since(t0_) < 30)
+      std::this_thread::sleep_for(milliseconds(50));
+    victim = SpawnAs(opt_.victim_uid, victim_out,
+                     {"--victim-child", endpoint_, std::to_string(opt_.duration - Since(t0_) - 2), "0.05"});
+    flooder = SpawnAs(opt_.flood_uid, flood_out,
+                      {"--flood-child", endpoint_, std::to_string(opt_.flood), std::to_string(opt_.flood_threads)});
+  }
   std::string peak_rss;
   auto done_at = Clock::time_point::max();
   long long max_held = 0;  // core_events rows at once (sampled every 0.5 s)
@@ -156,8 +178,10 @@ int Bench::Run() {
     max_held = std::max(max_held, Count(db, "SELECT count(*) FROM core_events"));
     peak_rss = ProcField(pid, "VmHWM");
     // After the probes registered, let the cluster run a little longer.
-    if (submissions_done_ && reg_probe_.ms.size() >= static_cast<size_t>(opt_.probe) && done_at == Clock::time_point::max())
-      done_at = Clock::now() + seconds(5);
+    bool flood_done = opt_.flood == 0 || (waitpid(victim, nullptr, WNOHANG) == victim && (victim = -1, true));
+    if (submissions_done_ && flood_done && reg_probe_.ms.size() >= static_cast<size_t>(opt_.probe) &&
+        done_at == Clock::time_point::max())
+      done_at = Clock::now() + seconds(opt_.flood > 0 ? 0 : 5);
     if (Clock::now() >= done_at) break;
     std::this_thread::sleep_for(milliseconds(500));
   }
@@ -169,6 +193,11 @@ int Bench::Run() {
   long long node_failed = Count(db, "SELECT count(*) FROM events WHERE kind='node_failed'");
   stop_ = true;
   for (auto& t : threads) t.join();
+  for (pid_t child : {flooder, victim})
+    if (child > 0) {
+      kill(child, SIGTERM);
+      waitpid(child, nullptr, 0);
+    }
   long long core_rows = Count(db, "SELECT count(*) FROM core_events");
   long long event_rows = Count(db, "SELECT count(*) FROM events");
   long long appended = Count(db, "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'core_events'");
@@ -213,6 +242,14 @@ int Bench::Run() {
   std::printf("  log: 'disagree' %d, 'does not expect' %d, 'stopped heartbeating' %d\n", CountInFile(log, "disagree"),
               CountInFile(log, "does not expect"), CountInFile(log, "stopped heartbeating"));
   auto [replace_total, replace_same] = bench::ReplaceGenerations(log);
+  if (opt_.flood > 0) {
+    std::ifstream f(flood_out), v(victim_out);
+    std::string line;
+    while (std::getline(f, line)) std::printf("  %s\n", line.c_str());
+    while (std::getline(v, line)) std::printf("  %s\n", line.c_str());
+    auto [snapshots, worst_ms] = bench::Snapshots(log);
+    std::printf("  core snapshots %d, slowest %.1f ms (written on the serving thread)\n", snapshots, worst_ms);
+  }
   std::printf("  churn: %ld crashes, %ld partitions, %ld rejoins (outage %.1f s)\n", c_.crashes.load(),
               c_.partitions.load(), c_.rejoins.load(),
               opt_.down_seconds > 0 ? opt_.down_seconds : 2 * opt_.agent_timeout);
@@ -248,6 +285,10 @@ int Bench::Run() {
 
 int main(int argc, char** argv) {
   bench::Options o;
+  if (argc >= 5 && std::string(argv[1]) == "--flood-child")
+    return bench::FloodChild(argv[2], std::stol(argv[3]), std::stoi(argv[4]));
+  if (argc >= 5 && std::string(argv[1]) == "--victim-child")
+    return bench::VictimChild(argv[2], std::stod(argv[3]), std::stod(argv[4]));
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -273,11 +314,15 @@ int main(int argc, char** argv) {
       else if (a == "--cluster-id") o.cluster_id = val();
       else if (a == "--churn") o.churn = std::stod(val());
       else if (a == "--down-seconds") o.down_seconds = std::stod(val());
+      else if (a == "--flood") o.flood = std::stol(val());
+      else if (a == "--flood-threads") o.flood_threads = std::max(1, std::stoi(val()));
+      else if (a == "--scheduler-arg") o.scheduler_args.push_back(val());
       else {
         std::fprintf(stderr,
                      "usage: bench_daemon [--scheduler PATH] [--agents N] [--slots N] [--jobs N] [--probe N]\n"
                      "  [--threads N] [--submit-seconds S] [--duration S] [--work-seconds S] [--heartbeat S]\n"
-                     "  [--agent-timeout S] [--cluster-id ID] [--churn S] [--down-seconds S] [--keep]\n");
+                     "  [--agent-timeout S] [--cluster-id ID] [--churn S] [--down-seconds S] [--keep]\n"
+                     "  [--flood N [--flood-threads N]] [--scheduler-arg ARG]...\n");
         return 2;
       }
     } catch (const std::exception&) {

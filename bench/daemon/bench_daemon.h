@@ -31,6 +31,13 @@ struct Options {
   std::string cluster_id = "default";  // the scheduler's --cluster-id
   double churn = 0;          // mean seconds between agent outages (0: none)
   double down_seconds = 0;   // length of one outage (0: 2 x agent timeout)
+  // --flood N (flood.h): the scheduler listens keyless on ipc:// and a user of
+  // uid flood_uid sends N submits from flood_threads connections while a user
+  // of uid victim_uid lists its jobs every 50 ms.
+  long flood = 0;
+  int flood_threads = 8;
+  unsigned flood_uid = 65534, victim_uid = 65533;
+  std::vector<std::string> scheduler_args;  // --scheduler-arg, passed on
 };
 
 struct SimWorker {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <tuple>
@@ -126,6 +127,22 @@ inline std::pair<int, int> ReplaceGenerations(const std::string& path) {
     last[job] = placement;
   }
   return {total, same};
+}
+
+// The core snapshots the scheduler logged ("core journal: N rows replaced by a
+// snapshot of B bytes in X ms"): how many, and the slowest in ms.
+inline std::pair<int, double> Snapshots(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  int n = 0;
+  double worst = 0;
+  while (std::getline(f, line)) {
+    auto at = line.find("bytes in ");
+    if (line.find("core journal: ") == std::string::npos || at == std::string::npos) continue;
+    ++n;
+    worst = std::max(worst, std::atof(line.c_str() + at + 9));
+  }
+  return {n, worst};
 }
 
 }  // namespace bench

@@ -18,7 +18,10 @@
 // most workers), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
 // get torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...;
 // aryl/torchrun_env.h); `aryl-run --help` prints the whole mapping.
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -261,13 +264,19 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<aryl::agent::Agent>> agents;
   std::vector<std::thread> agent_threads;
   std::string log_dir;
+  std::string standalone_dir;  // holds the standalone scheduler's socket
   if (standalone) {
     fs::path work = r["work-dir"].as<std::string>();
     std::error_code ec;
     fs::create_directories(work, ec);
     if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": " + ec.message());
     aryl::daemon::DaemonOptions d;
-    d.endpoint = "tcp://127.0.0.1:*";
+    // A socket in a fresh 0700 directory: only this account reaches the
+    // standalone scheduler (a tcp:// port would let any local account submit).
+    std::string sock_dir = (fs::temp_directory_path() / "aryl-run-XXXXXX").string();
+    if (!::mkdtemp(sock_dir.data())) aryl::UsageError(kProg, "mkdtemp " + sock_dir + ": " + std::strerror(errno));
+    standalone_dir = sock_dir;
+    d.endpoint = "ipc://" + sock_dir + "/scheduler.sock";
     d.state_path = r["state"].as<std::string>();
     if (d.state_path.empty()) {
       d.state_path = (work / "state.db").string();
@@ -312,6 +321,10 @@ int main(int argc, char** argv) {
     for (auto& a : agents) a->Stop();
     for (auto& t : agent_threads) t.join();
     if (daemon) daemon->Stop();
+    if (!standalone_dir.empty()) {
+      std::error_code rm;
+      fs::remove_all(standalone_dir, rm);
+    }
     return code;
   };
 

@@ -1,6 +1,6 @@
 // Client settings for `aryl` and `aryl-run`, layered as kubectl does with
 // kubeconfig (later wins):
-//   1. built-in defaults (tcp://127.0.0.1:7117, no CURVE, 3 s timeout)
+//   1. built-in defaults (ipc:///run/aryl/scheduler.sock, no CURVE, 3 s timeout)
 //   2. /etc/aryl/aryl.toml
 //   3. ~/.config/aryl/config ($XDG_CONFIG_HOME/aryl/config)
 //      ($ARYL_CONFIG=FILE replaces 2 and 3 with FILE)
@@ -13,12 +13,13 @@
 
 #include <string>
 
+#include "aryl/protocol/transport.h"
 #include "aryl/result.h"
 
 namespace aryl::cli {
 
 struct ClientSettings {
-  std::string scheduler = "tcp://127.0.0.1:7117";
+  std::string scheduler = protocol::kDefaultSchedulerEndpoint;
   std::string curve_key;
   std::string curve_server_key;
   double timeout = 3;

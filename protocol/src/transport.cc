@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -63,6 +64,26 @@ std::string Printable(std::string_view id) {
   }
   return out;
 }
+
+}  // namespace
+
+std::optional<std::uint32_t> IpcPeerUid(const std::string& address) {
+  // "<host>:<uid>:<gid>:<pid>": the uid is the third field from the end.
+  size_t c3 = address.rfind(':');
+  if (c3 == std::string::npos || c3 == 0) return std::nullopt;
+  size_t c2 = address.rfind(':', c3 - 1);
+  if (c2 == std::string::npos || c2 == 0) return std::nullopt;
+  size_t c1 = address.rfind(':', c2 - 1);
+  if (c1 == std::string::npos) return std::nullopt;
+  std::string_view uid_text(address.data() + c1 + 1, c2 - c1 - 1);
+  unsigned long uid = 0;
+  auto [p, ec] = std::from_chars(uid_text.data(), uid_text.data() + uid_text.size(), uid);
+  if (ec != std::errc() || p != uid_text.data() + uid_text.size() || uid_text.empty() || uid > 0xffffffffUL)
+    return std::nullopt;
+  return static_cast<std::uint32_t>(uid);
+}
+
+namespace {
 
 std::string MessageProperty(zmq::message_t& msg, const char* name) {
   const char* v = zmq_msg_gets(msg.handle(), name);
@@ -130,6 +151,7 @@ class Server::Impl {
   std::unique_ptr<ZapAuthenticator> zap;
   zmq::socket_t router, wake_rx, wake_tx;
   std::string endpoint;
+  bool ipc = false;  // peers carry SO_PEERCRED credentials (Peer::uid)
   ino_t ipc_inode = 0;  // the ipc:// socket file this server created
 
   std::mutex tx_mu;  // guards wake_tx and outbox
@@ -177,6 +199,7 @@ class Server::Impl {
         return FromZmq("bind '" + options.endpoint + "'", e);
       }
       endpoint = router.get(zmq::sockopt::last_endpoint);
+      ipc = endpoint.rfind("ipc://", 0) == 0;
       struct stat st {};
       if (endpoint.rfind("ipc://", 0) == 0 && endpoint.size() > 6 && endpoint[6] != '@' &&
           ::stat(endpoint.c_str() + 6, &st) == 0)
@@ -277,6 +300,7 @@ class Server::Impl {
     ++received;
     from.peer.address = MessageProperty(parts[2], "Peer-Address");
     from.peer.user_id = MessageProperty(parts[2], "User-Id");
+    if (ipc) from.peer.uid = IpcPeerUid(from.peer.address);
     std::optional<Message> reply;
     try {
       reply = handler(from, std::move(*msg));

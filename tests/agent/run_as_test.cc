@@ -11,6 +11,7 @@
 
 #include "../../agent/src/run_as.h"
 #include "aryl/agent/process.h"
+#include "aryl/protocol/transport.h"
 
 namespace aryl::agent {
 namespace {
@@ -53,11 +54,12 @@ TEST(UserMap, ErrorsNameFileAndLine) {
 }
 
 TEST(PeerUid, ParsesZeroMqIpcAddress) {
-  EXPECT_EQ(PeerUid("localhost:65534:65534:4242"), std::optional<uid_t>(65534));
-  EXPECT_EQ(PeerUid("host:with:colons:0:0:1"), std::optional<uid_t>(0));
-  EXPECT_EQ(PeerUid(""), std::nullopt);
-  EXPECT_EQ(PeerUid("127.0.0.1"), std::nullopt);
-  EXPECT_EQ(PeerUid("localhost:x:0:1"), std::nullopt);
+  using aryl::protocol::IpcPeerUid;
+  EXPECT_EQ(IpcPeerUid("localhost:65534:65534:4242"), std::optional<std::uint32_t>(65534));
+  EXPECT_EQ(IpcPeerUid("host:with:colons:0:0:1"), std::optional<std::uint32_t>(0));
+  EXPECT_EQ(IpcPeerUid(""), std::nullopt);
+  EXPECT_EQ(IpcPeerUid("127.0.0.1"), std::nullopt);
+  EXPECT_EQ(IpcPeerUid("localhost:x:0:1"), std::nullopt);
 }
 
 std::string WaitRead(const fs::path& path, ProcessLauncher& l) {

@@ -114,8 +114,8 @@ TEST_F(ChaosTest, SecondSchedulerOnOneStateFileRefuses) {
       << Logs();
   pid_t first = scheduler_pid_;
   agent::LaunchSpec spec;
-  spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(FreePort()), "--state",
-               (dir_ / "state.db").string()};
+  spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:" + std::to_string(FreePort()), "--insecure",
+               "--state", (dir_ / "state.db").string()};
   spec.stdout_path = (dir_ / "second.log").string();
   spec.stderr_path = (dir_ / "second.err").string();
   auto second = launcher_.Launch(spec);
@@ -146,7 +146,7 @@ TEST_F(ChaosTest, CorruptStateValueIsAClearError) {
   std::string sql = "sqlite3 '" + (dir_ / "state.db").string() + "' \"UPDATE meta SET value='abc' WHERE key='epoch';\"";
   ASSERT_EQ(std::system(sql.c_str()), 0);
   agent::LaunchSpec spec;
-  spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", endpoint_, "--state", (dir_ / "state.db").string()};
+  spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", endpoint_, "--insecure", "--state", (dir_ / "state.db").string()};
   spec.stdout_path = (dir_ / "corrupt.log").string();
   spec.stderr_path = (dir_ / "corrupt.err").string();
   auto pid = launcher_.Launch(spec);

@@ -87,7 +87,7 @@ one_run() {
   local dir="$1" fault="$2"
   rm -rf "$dir"
   mkdir -p "$dir/logs"
-  "$SCHED" --endpoint "tcp://127.0.0.1:*" --state "$dir/state.db" --http-port 0 --heartbeat 0.2 \
+  "$SCHED" --endpoint "tcp://127.0.0.1:*" --insecure --state "$dir/state.db" --http-port 0 --heartbeat 0.2 \
     --agent-timeout 3 >"$dir/scheduler.log" 2>&1 &
   PIDS+=($!)
   disown $!

@@ -32,7 +32,7 @@ class CliTest : public ::testing::Test {
     fs::create_directories(dir_);
     launcher_ = new agent::ProcessLauncher();
     agent::LaunchSpec s;
-    s.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:*", "--state", (dir_ / "state.db").string(),
+    s.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:*", "--insecure", "--state", (dir_ / "state.db").string(),
               "--http-port", "-1", "--heartbeat", "0.2", "--agent-timeout", "2"};
     s.stdout_path = (dir_ / "scheduler.log").string();
     ASSERT_TRUE(launcher_->Launch(s).ok());

@@ -108,22 +108,69 @@ TEST_F(SecurityTest, WorkersGetOnlyStandardFdsAndTheAgentCleansUp) {
   ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
   // What a process the worker starts holds (the shell itself juggles fds for
   // its redirections): listed by another process, into the worker's log.
-  auto job = Submit(*c, {"sh", "-c", "sleep 2 & ls /proc/$!/fd; wait"}, 1);
+  auto job = Submit(*c, {"sh", "-c", "echo $ARYL_AGENT_ENDPOINT; sleep 2 & ls /proc/$!/fd; wait"}, 1);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 20)) << Logs();
   const fs::path out = dir_ / "logs-a" / ("job-" + std::to_string(*job)) / "worker-0.out";
   std::set<std::string> fds;
   std::istringstream in(ReadFile(out));
+  std::string endpoint;
+  in >> endpoint;
   for (std::string fd; in >> fd;) fds.insert(fd);
   EXPECT_EQ(fds, (std::set<std::string>{"0", "1", "2"})) << ReadFile(out);
-  const fs::path socket_dir = dir_ / "logs-a" / ".agent-a";
-  ASSERT_TRUE(fs::exists(socket_dir)) << "the agent's worker socket directory";
+  ASSERT_EQ(endpoint.rfind("ipc://", 0), 0u) << ReadFile(out);
+  const fs::path socket_dir = fs::path(endpoint.substr(6)).parent_path();
+  ASSERT_TRUE(fs::exists(socket_dir)) << "the agent's worker socket directory " << socket_dir;
   launcher_.Signal(agent, SIGTERM);
   ASSERT_TRUE(WaitFor([&] {
     launcher_.Poll();
     return !launcher_.Running(agent);
   }, 10));
   EXPECT_FALSE(fs::exists(socket_dir));
+}
+
+// A worker inherits only the documented part of the agent's environment
+// (agent_security.h kDefaultWorkerEnv): library settings such as NCCL_* pass,
+// anything else of the agent's (a credential, a service manager's socket)
+// does not; --worker-env all keeps the older whole inheritance.
+TEST_F(SecurityTest, WorkersInheritOnlyTheDocumentedEnvironment) {
+  StartScheduler();
+  ::setenv("ARYL_TEST_AGENT_SECRET", "hunter2", 1);
+  ::setenv("NOTIFY_SOCKET", "/run/systemd/notify", 1);
+  ::setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  StartAgent("a", 1);
+  StartAgent("b", 1, "training", {"--worker-env", "all"});
+  ::unsetenv("ARYL_TEST_AGENT_SECRET");
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("NCCL_SOCKET_IFNAME");
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  auto submit_env = [&] {
+    p::SubmitJob m;
+    m.argv = {"sh", "-c", "env; sleep 3"};  // both run at once, one on each agent
+    m.workers = 1;
+    auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->job : 0;
+  };
+  p::JobId j1 = submit_env(), j2 = submit_env();
+  ASSERT_TRUE(WaitState(*c, j1, p::JobState::kCompleted, 20)) << Logs();
+  ASSERT_TRUE(WaitState(*c, j2, p::JobState::kCompleted, 20)) << Logs();
+  // Each agent ran one of the two (one slot each).
+  std::string clean, all;
+  for (const std::string node : {"a", "b"})
+    for (p::JobId j : {j1, j2}) {
+      fs::path out = dir_ / ("logs-" + node) / ("job-" + std::to_string(j)) / "worker-0.out";
+      if (fs::exists(out)) (node == "a" ? clean : all) = "\n" + ReadFile(out);
+    }
+  ASSERT_FALSE(clean.empty()) << Logs();
+  ASSERT_FALSE(all.empty()) << Logs();
+  EXPECT_EQ(clean.find("ARYL_TEST_AGENT_SECRET"), std::string::npos) << clean;
+  EXPECT_EQ(clean.find("NOTIFY_SOCKET"), std::string::npos) << clean;
+  EXPECT_NE(clean.find("\nNCCL_SOCKET_IFNAME=lo\n"), std::string::npos) << clean;
+  EXPECT_NE(clean.find("\nPATH="), std::string::npos) << clean;
+  EXPECT_NE(clean.find("\nARYL_RANK=0\n"), std::string::npos) << clean;
+  EXPECT_NE(all.find("ARYL_TEST_AGENT_SECRET=hunter2"), std::string::npos) << all;
 }
 
 // A user key that sends heartbeats under the routing id of a stopped agent

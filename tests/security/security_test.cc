@@ -20,21 +20,28 @@ using securitytest::Mode;
 using securitytest::SecurityTest;
 
 
-// Without CURVE the scheduler listens on loopback only: a wildcard endpoint is
-// refused unless --insecure, which warns.
-TEST_F(SecurityTest, NoCurveMeansLoopbackOnly) {
-  EXPECT_EQ(daemon::DaemonOptions{}.endpoint.rfind("tcp://127.0.0.1:", 0), 0u);
-  agent::LaunchSpec spec;
-  spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://0.0.0.0:" + std::to_string(port_), "--state",
-               (dir_ / "state.db").string(), "--http-port", "-1"};
-  spec.stdout_path = (dir_ / "refused.log").string();
-  auto pid = launcher_.Launch(spec);
-  ASSERT_TRUE(pid.ok());
-  ASSERT_TRUE(WaitFor([&] {
-    launcher_.Poll();
-    return !launcher_.Running(*pid);
-  }, 10)) << "the scheduler accepted a non-loopback endpoint without CURVE";
-  EXPECT_NE(ReadFile(dir_ / "refused.log").find("--insecure"), std::string::npos) << ReadFile(dir_ / "refused.log");
+// Without CURVE the scheduler listens on a local ipc:// socket, where the kernel
+// names each caller's uid: any tcp:// endpoint, loopback included (where every
+// local account would have every role), is refused unless --insecure.
+TEST_F(SecurityTest, NoCurveMeansLocalSocketOnly) {
+  EXPECT_EQ(daemon::DaemonOptions{}.endpoint, "ipc:///run/aryl/scheduler.sock");
+  for (const std::string host : {"0.0.0.0", "127.0.0.1"}) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://" + host + ":" + std::to_string(port_), "--state",
+                 (dir_ / "state.db").string(), "--http-port", "-1"};
+    spec.stdout_path = (dir_ / ("refused-" + host + ".log")).string();
+    auto pid = launcher_.Launch(spec);
+    ASSERT_TRUE(pid.ok());
+    std::optional<int> code;
+    ASSERT_TRUE(WaitFor([&] {
+      for (const auto& e : launcher_.Poll()) code = e.exit_code;
+      return !launcher_.Running(*pid);
+    }, 10)) << "the scheduler accepted " << host << " without CURVE";
+    EXPECT_EQ(code, 2);
+    std::string log = ReadFile(spec.stdout_path);
+    EXPECT_NE(log.find("--insecure"), std::string::npos) << log;
+    EXPECT_NE(log.find("ipc://"), std::string::npos) << log;
+  }
   // An unauthenticated client cannot submit to a CURVE scheduler.
   MakeKeys();
   StartScheduler(CurveFlags());
@@ -207,7 +214,15 @@ TEST_F(SecurityTest, StateAndSocketPermissions) {
   std::string log = ReadFile(dir_ / "agent-a.log");
   ASSERT_TRUE(std::regex_search(log, m, std::regex("worker channel on ipc://(\\S+)"))) << log;
   fs::path sock = std::string(m[1]);
-  EXPECT_EQ(Mode(sock.parent_path()), 0700u) << sock;
+  if (::geteuid() == 0) {
+    // A root agent may run workers as other accounts (keyless local users): no
+    // listing of the directory, a socket they can reach, and every message
+    // checked against the uid its identity was issued to.
+    EXPECT_EQ(Mode(sock.parent_path()), 0711u) << sock;
+    EXPECT_EQ(Mode(sock), 0666u) << sock;
+  } else {
+    EXPECT_EQ(Mode(sock.parent_path()), 0700u) << sock;
+  }
 }
 
 // A job's env values reach neither the event journal nor `aryl status`.

@@ -4,6 +4,7 @@
 // the fault tests (tests/chaos). Needs ARYL_SCHEDULER_BIN and ARYL_AGENT_BIN.
 #pragma once
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -85,6 +86,11 @@ class LiveCluster : public ::testing::Test {
                  "--state", state_path_.empty() ? (dir_ / "state.db").string() : state_path_, "--http-port", std::to_string(http_port_),
                  "--heartbeat", "0.2", "--agent-timeout", "3", "--agent-lease", agent_lease_, "--stop-grace", "2",
                  "--log-level", "debug"};
+    // Keyless tcp:// is refused without --insecure (authz.h); tests with keys
+    // must not get it, since it also admits --curve-allow.
+    if (std::find(extra.begin(), extra.end(), "--curve-key") == extra.end() &&
+        std::find(extra.begin(), extra.end(), "--insecure") == extra.end())
+      spec.argv.push_back("--insecure");
     spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
     spec.stdout_path = (dir_ / "scheduler.log").string();
     auto pid = launcher_.Launch(spec);

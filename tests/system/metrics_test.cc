@@ -179,7 +179,7 @@ TEST(PrometheusMetrics, SchedulerScrapePassesPromtool) {
   fs::create_directories(dir);
   agent::ProcessLauncher launcher;
   agent::LaunchSpec s;
-  s.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:*", "--state", (dir / "state.db").string(),
+  s.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://127.0.0.1:*", "--insecure", "--state", (dir / "state.db").string(),
             "--http-port", "0", "--http-address", "127.0.0.1"};
   s.stdout_path = (dir / "scheduler.log").string();
   ASSERT_TRUE(launcher.Launch(s).ok());

@@ -2,8 +2,15 @@
 // message type, run by Handle before the message's handler.
 #include "authz.h"
 
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "aryl/protocol/security.h"
 #include "daemon_impl.h"
@@ -103,6 +110,33 @@ bool IsLocalEndpoint(const std::string& endpoint) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+// The directory of an ipc:// socket exists (created 0755 when missing) so that
+// the bind succeeds and every local account can reach the socket.
+Status PrepareIpcSocketDir(const std::string& endpoint) {
+  std::string path = endpoint.substr(6);
+  if (path.empty() || path[0] == '@') return Status::Ok();  // abstract namespace
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) return Status::Ok();
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return Status::Ok();
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Status::PermissionDenied("cannot create the directory of " + endpoint + ": " + ec.message() +
+                                    " (run as root, or give --endpoint ipc://<a writable dir>/scheduler.sock)");
+  if (::chmod(dir.c_str(), 0755) != 0)
+    return Status::IoError("chmod 755 '" + dir.string() + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+Status OpenIpcSocket(const std::string& endpoint) {
+  std::string path = endpoint.substr(6);
+  if (path.empty() || path[0] == '@') return Status::Ok();
+  // Every local account may connect: the scheduler tells them apart by uid.
+  if (::chmod(path.c_str(), 0666) != 0)
+    return Status::IoError("chmod 666 '" + path + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
 // --- the daemon's checks ------------------------------------------------------------------
 
 Status Daemon::Impl::SetUpCurve(p::Server::Options& so) {
@@ -110,16 +144,21 @@ Status Daemon::Impl::SetUpCurve(p::Server::Options& so) {
   if (opt.curve_secret_key.empty()) {
     if (lists || !opt.curve_allow.empty())
       return Status::InvalidArgument("--curve-agents/--curve-users/--curve-operators/--curve-allow need --curve-key");
-    if (!IsLocalEndpoint(opt.endpoint)) {
-      if (!opt.insecure)
-        return Status::InvalidArgument(
-            "refusing to listen on " + opt.endpoint +
-            " without CURVE: anyone who reaches it could run commands on every agent. Bind 127.0.0.1, "
-            "give --curve-key with role lists (docs/security.md), or pass --insecure");
-      spdlog::warn("INSECURE: listening on {} without CURVE (--insecure): anyone who reaches it can submit "
-                   "jobs, impersonate agents and run commands on every agent",
-                   opt.endpoint);
+    if (opt.endpoint.rfind("ipc://", 0) == 0) {
+      peer_credentials = true;
+      return PrepareIpcSocketDir(opt.endpoint);
     }
+    if (opt.endpoint.rfind("inproc://", 0) == 0) return Status::Ok();  // this process only
+    if (!opt.insecure)
+      return Status::InvalidArgument(
+          "refusing to listen on " + opt.endpoint + " without CURVE: " +
+          (IsLocalEndpoint(opt.endpoint) ? "every local account" : "anyone who reaches it") +
+          " could submit as any user and register as an agent (run commands as the agents' account, read "
+          "other jobs' secrets). Listen on an ipc:// socket (the default; local users are told apart by their "
+          "uid), give --curve-key with role lists (docs/security.md), or pass --insecure");
+    spdlog::warn("INSECURE: listening on {} without CURVE (--insecure): anyone who reaches it can submit "
+                 "jobs, impersonate agents and run commands on every agent",
+                 opt.endpoint);
     return Status::Ok();
   }
   if (!lists && opt.curve_allow.empty())
@@ -148,7 +187,28 @@ Status Daemon::Impl::SetUpCurve(p::Server::Options& so) {
 }
 
 
+Identity LocalIdentity(std::uint32_t uid, std::uint32_t self) {
+  Identity id;
+  id.uid = uid;
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  id.name = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found ? std::string(pw.pw_name)
+                                                                                 : "uid-" + std::to_string(uid);
+  id.roles = uid == 0 || uid == self ? kAgentRole | kUserRole | kOperatorRole : kUserRole;
+  return id;
+}
+
 Identity Daemon::Impl::Caller(const p::ReplyTo& from) const {
+  if (!roles && peer_credentials) {
+    if (!from.peer.uid) return Identity{"unidentified local peer", 0, true};
+    auto it = local_identities.find(*from.peer.uid);
+    if (it == local_identities.end() || local_identities.size() > 4096) {
+      if (local_identities.size() > 4096) local_identities.clear();
+      it = local_identities.emplace(*from.peer.uid, LocalIdentity(*from.peer.uid, ::geteuid())).first;
+    }
+    return it->second;
+  }
   if (!roles) return Identity{};
   auto id = roles->Find(from.peer.user_id);
   if (!id) return Identity{"unknown key " + from.peer.user_id.substr(0, 8), 0, true};
@@ -252,6 +312,8 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
         } else if constexpr (std::is_same_v<T, p::SubmitJob>) {
           if (auto r = need(kUserRole | kOperatorRole, "user")) return r;
           m.owner = who.name;
+          m.owner_uid.reset();
+          if (who.uid) m.owner_uid = *who.uid;
           return std::nullopt;
         } else if constexpr (std::is_same_v<T, p::JobStatus> || std::is_same_v<T, p::CancelJob> ||
                              std::is_same_v<T, p::WatchJob>) {

@@ -16,8 +16,13 @@
 //  4. --curve-allow (the older single list): every role, agent ids not bound to
 //     keys. Refused unless --insecure (then the scheduler warns at start).
 //  An agent key may not also be in the user or operator list.
-// Without CURVE (loopback development mode) every caller is "local" with every
-// role and agent ids are not bound.
+// Without CURVE on an ipc:// endpoint (the default) local callers are told apart
+// by their uid (SO_PEERCRED, protocol::Peer::uid): root and the scheduler's own
+// account have every role (agent ids not bound); every other account is a user
+// named by its login name, and its jobs carry its uid (SubmitJob::owner_uid) so
+// that a root agent runs them as that account.
+// Without CURVE on tcp:// (--insecure only) or inproc:// (in-process tests)
+// every caller is "local" with every role and agent ids are not bound.
 //
 // A list is a directory of NAME.pub files (aryl keygen) or a file of
 // "NAME KEY" lines ('#' comments). A key in several lists has every role it is
@@ -42,6 +47,7 @@ struct Identity {
   std::string name = "local";
   unsigned roles = kAgentRole | kUserRole | kOperatorRole;
   bool agent_bound = false;  // an agent id must equal `name`
+  std::optional<std::uint32_t> uid{};  // told apart by uid (keyless ipc://)
   bool Has(unsigned role) const { return (roles & role) != 0; }
 };
 
@@ -64,6 +70,15 @@ class KeyRoles {
   std::map<std::string, Identity> by_key_;
   bool legacy_ = false;
 };
+
+// The identity of a local caller with uid `uid` on a keyless ipc:// endpoint
+// (see above); `self` is the scheduler's own uid.
+Identity LocalIdentity(std::uint32_t uid, std::uint32_t self);
+
+// Keyless ipc://: the socket's directory exists before the bind (0755 when
+// created), and the bound socket is 0666.
+Status PrepareIpcSocketDir(const std::string& endpoint);
+Status OpenIpcSocket(const std::string& endpoint);
 
 // Whether a ZeroMQ endpoint only accepts connections from this host
 // (127.0.0.0/8, ::1, localhost, ipc://, inproc://).

@@ -263,6 +263,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
                         p::Server::Start(so, [raw](const p::ReplyTo& from, p::Message msg) {
                           return raw->Handle(from, std::move(msg));
                         }));
+  if (impl->peer_credentials) ARYL_RETURN_IF_ERROR(OpenIpcSocket(impl->server->endpoint()));
   if (options.http_port >= 0) {
     ARYL_ASSIGN_OR_RETURN(impl->http, HttpServer::Start(options.http_address, options.http_port,
                                                         [raw](const std::string& path) -> HttpResponse {

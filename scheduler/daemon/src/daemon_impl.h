@@ -215,6 +215,8 @@ class Daemon::Impl {
   Metrics metrics;
   std::string public_key;
   std::optional<KeyRoles> roles;  // with CURVE (authz.h)
+  bool peer_credentials = false;  // keyless ipc://: callers told apart by uid
+  mutable std::map<std::uint32_t, Identity> local_identities;  // by uid (Caller)
   std::string store_key;          // the cluster's rendezvous-store key (store.h)
 
   double epoch = 0;              // wall time of core time 0

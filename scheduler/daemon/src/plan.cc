@@ -510,6 +510,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.store_endpoint = store_ep;
     sw.store_prefix = store_key;
     sw.owner = j.spec.owner.value_or("local");
+    sw.owner_uid = j.spec.owner_uid;
     sw.restart_count = j.starts - 1;
     Push(agent, sw);
   }

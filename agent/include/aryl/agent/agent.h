@@ -51,7 +51,7 @@
 namespace aryl::agent {
 
 struct AgentOptions {
-  std::string scheduler = "tcp://127.0.0.1:7117";
+  std::string scheduler = "ipc:///run/aryl/scheduler.sock";  // protocol::kDefaultSchedulerEndpoint
   std::string id;                 // default: the host name
   std::string host;               // address peers use to reach this server; default: the route to the scheduler
   std::string pool = "training";  // training | inference
@@ -68,6 +68,9 @@ struct AgentOptions {
   // Job environment policy (agent_security.h): comma lists of names or "PREFIX*".
   std::string env_deny;   // empty: the default list (LD_*, PYTHONPATH, ...); "none": nothing
   std::string env_allow;  // exceptions to env_deny
+  // Which of the agent's own variables workers inherit (agent_security.h):
+  // comma list of NAME or PREFIX*; empty: kDefaultWorkerEnv; "all": every one.
+  std::string worker_env;
   // Run-as-user (agent as root): file of "<owner> <account>" lines; empty: workers
   // run as the agent's own user.
   std::string run_as;

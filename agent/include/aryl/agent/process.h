@@ -2,8 +2,8 @@
 //
 // Each worker is fork/exec'ed into its own process group (setpgid), so that a
 // stop reaches the whole tree a training script may spawn, with stdout and
-// stderr redirected to its own log files, the agent's environment plus the
-// ARYL_* variables of its rank, and PR_SET_PDEATHSIG=SIGKILL: when the agent
+// stderr redirected to its own log files, the agent's environment (or the part
+// LaunchSpec::inherit keeps) plus the ARYL_* variables of its rank, and PR_SET_PDEATHSIG=SIGKILL: when the agent
 // dies, its workers die with it instead of holding GPUs nobody manages.
 // An exec failure (missing binary, no permission) is reported by Launch
 // itself through a close-on-exec pipe, not as a mysterious exit 127.
@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -39,7 +40,9 @@ struct Credentials {
 
 struct LaunchSpec {
   std::vector<std::string> argv;              // argv[0] is looked up in PATH when it has no '/'
-  std::map<std::string, std::string> env;     // added to (and overriding) the agent's environment
+  std::map<std::string, std::string> env;     // added to (and overriding) the inherited environment
+  // Which of the launcher's own variables the child inherits; null: all.
+  std::function<bool(const std::string& name)> inherit;
   std::string cwd;                            // empty: the agent's
   std::string stdout_path;                    // empty: /dev/null
   std::string stderr_path;                    // empty: same file as stdout

@@ -263,7 +263,7 @@ struct JobRow {
   double steps_per_second = 0;
   double submit_time = 0;  // seconds since the Unix epoch
   std::int64_t rescales = 0;
-  std::string owner{};  // the submitting key's name ("local" without CURVE)
+  std::string owner{};  // the submitter: its key's name, its login (keyless ipc://), or "local" (--insecure)
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -430,6 +430,11 @@ struct StartWorkers {
   // The job's owner (the submitting key's name): an agent running as root
   // with --run-as starts the workers as the local account mapped to it.
   std::optional<std::string> owner{};
+  // The owner's uid when the scheduler told local users apart by their uid
+  // (keyless ipc://, SO_PEERCRED): a root agent without --run-as starts the
+  // workers as that account; an agent that cannot switch accounts refuses
+  // another uid's workers.
+  std::optional<std::int64_t> owner_uid{};
   // Times the job's worker group was started before this start (torchrun's
   // TORCHELASTIC_RESTART_COUNT); unset = 0.
   std::optional<std::int64_t> restart_count{};
@@ -446,6 +451,7 @@ struct StartWorkers {
     v("store_endpoint", store_endpoint, {.non_empty = true});
     v("store_prefix", store_prefix);
     v("owner", owner);
+    v("owner_uid", owner_uid, {.min = 0, .max = 4294967295LL});
     v("restart_count", restart_count, {.min = 0});
   }
   Status Validate() const;  // argv[0] non-empty, every started worker is a member
@@ -603,6 +609,9 @@ struct SubmitJob {
   // Set by the scheduler from the submitting key's name; what a client sends is
   // replaced. Optional so that submissions stored before owners existed decode.
   std::optional<std::string> owner{};
+  // Set by the scheduler to the submitter's uid when it tells local users apart
+  // by uid (keyless ipc://); cleared otherwise. What a client sends is replaced.
+  std::optional<std::int64_t> owner_uid{};
   // How the job changes size: "inplace" (it links the runtime) or "restart"
   // (torchrun style: all workers stopped and started again at the new size).
   // Unset: inplace once the runtime's first report arrives, restart until then.
@@ -615,6 +624,7 @@ struct SubmitJob {
   void Visit(V& v) {
     v("name", name);
     v("owner", owner);
+    v("owner_uid", owner_uid, {.min = 0, .max = 4294967295LL});
     v("workers", workers, {.min = 1, .max = 65536});
     v("min_workers", min_workers, {.min = 1, .max = 65536});
     v("max_workers", max_workers, {.min = 1, .max = 65536});

@@ -81,12 +81,26 @@ struct CurveClientKeys {
   std::string server_public_key{};
 };
 
+// Where the scheduler listens and its clients connect by default: a local
+// socket whose peers the kernel identifies by uid (SO_PEERCRED), so that a
+// keyless install tells local users apart (docs/security.md). Reaching the
+// scheduler from other servers takes tcp:// with CURVE keys.
+inline constexpr const char* kDefaultSchedulerEndpoint = "ipc:///run/aryl/scheduler.sock";
+
 // Who sent a frame to a Server.
 struct Peer {
   std::string identity{};  // ROUTER routing id (Client::Options::identity or random)
   std::string address{};   // remote IP for tcp://, empty for inproc/ipc
   std::string user_id{};   // CURVE: the client's public key (Z85); empty without CURVE
+  // ipc:// only: the connecting process's uid as the kernel reported it at
+  // connect (SO_PEERCRED, from libzmq's "<host>:<uid>:<gid>:<pid>" address);
+  // nullopt on every other transport.
+  std::optional<std::uint32_t> uid{};
 };
+
+// The uid in a libzmq ipc peer address ("<host>:<uid>:<gid>:<pid>"); nullopt
+// when it is not one. Only meaningful for an ipc:// server (Peer::uid).
+std::optional<std::uint32_t> IpcPeerUid(const std::string& address);
 
 // A received message's return address; keep it to reply later (Server::Reply).
 struct ReplyTo {

@@ -38,9 +38,9 @@
 namespace aryl::daemon {
 
 struct DaemonOptions {
-  // Loopback by default: without CURVE anyone who reaches the endpoint can run
-  // commands on every agent (docs/security.md).
-  std::string endpoint = "tcp://127.0.0.1:7117";
+  // A local ipc:// socket by default, its callers told apart by uid; tcp://
+  // needs CURVE keys or `insecure` (docs/security.md).
+  std::string endpoint = protocol::kDefaultSchedulerEndpoint;
   std::string state_path = "aryl-state.db";  // ":memory:" for tests without restarts
   std::string http_address = "127.0.0.1";
   int http_port = -1;                    // -1: no HTTP endpoint; 0: any free port
