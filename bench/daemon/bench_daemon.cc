@@ -248,7 +248,7 @@ int Bench::Run() {
     while (std::getline(f, line)) std::printf("  %s\n", line.c_str());
     while (std::getline(v, line)) std::printf("  %s\n", line.c_str());
     auto [snapshots, worst_ms] = bench::Snapshots(log);
-    std::printf("  core snapshots %d, slowest %.1f ms (written on the serving thread)\n", snapshots, worst_ms);
+    std::printf("  core snapshots %d, slowest %.1f ms of the serving thread\n", snapshots, worst_ms);
   }
   std::printf("  churn: %ld crashes, %ld partitions, %ld rejoins (outage %.1f s)\n", c_.crashes.load(),
               c_.partitions.load(), c_.rejoins.load(),

@@ -284,5 +284,30 @@ TEST_F(StateStoreTest, MigratesSchema1Journal) {
   EXPECT_EQ(old->front().data, "{}");
 }
 
+// A snapshot taken at a journal row replaces that row and the ones before it,
+// never rows appended after it (the daemon encodes snapshots off the serving
+// thread while rows keep coming).
+TEST_F(StateStoreTest, SnapshotReplacesOnlyTheRowsItCovers) {
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*s)->AppendCoreEvent(i, "row" + std::to_string(i)).ok());
+  auto upto = (*s)->LastCoreEventSeq();
+  ASSERT_TRUE(upto.ok()) << upto.status();
+  ASSERT_TRUE((*s)->AppendCoreEvent(4, "row4").ok());
+  ASSERT_TRUE((*s)->SaveCoreSnapshot("image-at-3", *upto).ok());
+  auto rows = (*s)->CoreEvents();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].second, "row4");
+  auto snap = (*s)->CoreSnapshot();
+  ASSERT_TRUE(snap.ok() && snap->has_value());
+  EXPECT_EQ(**snap, "image-at-3");
+  // Without a bound every row goes, as before.
+  ASSERT_TRUE((*s)->SaveCoreSnapshot("image-at-4").ok());
+  rows = (*s)->CoreEvents();
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(rows->empty());
+}
+
 }  // namespace
 }  // namespace aryl::daemon

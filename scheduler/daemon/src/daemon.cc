@@ -163,6 +163,7 @@ Status Daemon::Impl::LoadState() {
 }
 
 Status Daemon::Impl::Reload() {
+  pending_snapshot.reset();  // taken from the memory being thrown away
   ARYL_RETURN_IF_ERROR(LoadState());
   core.reset();
   return RebuildCore(std::nullopt);

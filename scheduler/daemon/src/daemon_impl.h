@@ -27,6 +27,7 @@
 #include <cmath>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -269,10 +270,23 @@ class Daemon::Impl {
   Status JoinCore(std::unique_ptr<s::Scheduler>& into, const s::ServerSpec& spec, double t);
   Status AppendCoreRow(double t, const std::string& body);  // counts journal_rows
   // Replaces the journal with a snapshot of the core (core_journal.h).
+  // At once, on the serving thread (a GPU type new to the cluster).
   Status SnapshotCore();
-  void MaybeSnapshot();  // SnapshotCore once journal_rows reach the option
+  // Once journal_rows reach the option: the core's image is taken here and
+  // encoded on a helper thread; PollSnapshot saves it when ready.
+  void MaybeSnapshot();
+  void PollSnapshot(bool wait = false);
   std::int64_t journal_rows = 0;    // core_events rows since the snapshot
   std::size_t snapshot_bytes = 0;   // size of the last snapshot written
+  struct PendingSnapshot {
+    // SnapshotToJson of the image, and the speed models' JSON as they were.
+    std::future<Result<std::pair<std::string, std::string>>> text;
+    std::int64_t upto = 0;                  // the last core_events row it covers
+    std::int64_t rows = 0;                  // journal rows it replaces
+    std::chrono::steady_clock::time_point taken;
+    double image_ms = 0;                    // serving-thread time at the image
+  };
+  std::optional<PendingSnapshot> pending_snapshot;
   static s::ServerSpec CoreSpec(const Node& n);
   s::SchedulerConfig CoreConfig() const;
 

@@ -114,11 +114,23 @@ Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
   return out;
 }
 
-Status StateStore::SaveCoreSnapshot(const std::string& body) {
+Status StateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
   return Batch([&]() -> Status {
     ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
-    return Exec("DELETE FROM core_events;");
+    if (!upto) return Exec("DELETE FROM core_events;");
+    Stmt q(db_, "DELETE FROM core_events WHERE seq <= ?;");
+    ARYL_RETURN_IF_ERROR(q.status("prepare delete core events"));
+    q.Bind(1, *upto);
+    return q.Done("delete core events");
   });
+}
+
+Result<std::int64_t> StateStore::LastCoreEventSeq() {
+  Stmt q(db_, "SELECT coalesce(max(seq), 0) FROM core_events;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare last core event"));
+  int rc = q.Step();
+  if (rc != SQLITE_ROW) return q.Error("last core event", rc);
+  return q.Int(0);
 }
 
 Result<std::optional<std::string>> StateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }

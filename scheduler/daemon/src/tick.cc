@@ -18,6 +18,7 @@ void Daemon::Impl::Tick() {
   DemandTick(now);
   LogRelayTick(now);
   RoundTick();
+  PollSnapshot();
   // The status snapshot: within 0.1 s of a change, every 0.5 s otherwise, and
   // never more than 5% of this thread's time however many jobs it lists.
   double every = std::max(snapshot_dirty ? 0.1 : 0.5, 20 * publish_seconds);

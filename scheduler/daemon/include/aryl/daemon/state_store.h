@@ -146,7 +146,11 @@ class StateStore {
   // Replaces every core_events row so far with `body`, a snapshot of the core
   // those rows built (one transaction): the journal is the snapshot, then the
   // rows after it. CoreSnapshot is nullopt until the first one.
-  Status SaveCoreSnapshot(const std::string& body);
+  // With `upto`, only the rows up to that seq are replaced: the snapshot was
+  // taken there, and rows appended since stay (they follow it).
+  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt);
+  // The seq of the newest core_events row (0: none).
+  Result<std::int64_t> LastCoreEventSeq();
   Result<std::optional<std::string>> CoreSnapshot();
 
   // --- key/value (counters that must survive a restart) ---
