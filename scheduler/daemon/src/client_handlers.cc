@@ -157,15 +157,28 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListJobs& 
       reply.more = more || (static_cast<int>(reply.jobs.size()) == limit && !page->empty() && after != page->back().id);
       if (!more || static_cast<int>(reply.jobs.size()) == limit) break;
     }
-  } else {
+  } else if (who.Has(kOperatorRole)) {
     for (auto it = jobs.upper_bound(m.after); it != jobs.end(); ++it) {
-      p::JobRow row = Row(it->second.rec, &it->second);
-      if (!visible(row)) continue;
       if (static_cast<int>(reply.jobs.size()) == limit) {
         reply.more = true;
         break;
       }
-      reply.jobs.push_back(std::move(row));
+      reply.jobs.push_back(Row(it->second.rec, &it->second));
+    }
+  } else {
+    // A user's own live jobs, from the per-owner index: the cost is the page's,
+    // not the cluster's queue.
+    auto own = live_by_owner.find(who.name);
+    if (own != live_by_owner.end()) {
+      for (auto id = own->second.upper_bound(m.after); id != own->second.end(); ++id) {
+        auto it = jobs.find(*id);
+        if (it == jobs.end()) continue;
+        if (static_cast<int>(reply.jobs.size()) == limit) {
+          reply.more = true;
+          break;
+        }
+        reply.jobs.push_back(Row(it->second.rec, &it->second));
+      }
     }
   }
   return reply;

@@ -6,8 +6,10 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
   p::JobRow r;
   r.job = rec.id;
   r.name = rec.name;
-  auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
-  if (spec.ok()) {
+  // A live job's spec is decoded already; only ended ones are read back.
+  Result<p::SubmitJob> decoded = live ? Result<p::SubmitJob>(Status::NotFound("")) : p::DecodeAs<p::SubmitJob>(rec.spec_json);
+  const p::SubmitJob* spec = live ? &live->spec : decoded.ok() ? &*decoded : nullptr;
+  if (spec) {
     r.min_workers = spec->workers.value_or(spec->min_workers.value_or(1));
     r.max_workers = spec->workers.value_or(spec->max_workers.value_or(1));
     r.gpu_type = spec->gpu_type;
