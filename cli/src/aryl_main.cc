@@ -3,13 +3,56 @@
 // Exit codes: 0 ok, 1 the scheduler said no or could not be reached, 2 bad usage.
 #include <csignal>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "aryl/flags.h"
 #include "aryl/version.h"
 #include "commands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+// `aryl --scheduler X jobs` as kubectl takes it: the client's flags may come
+// before the command; they are moved after its words, where cxxopts parses
+// them. Flags that take a value take the next word unless given as --flag=V.
+std::vector<char*> CommandFirst(int argc, char** argv) {
+  static const char* const kWithValue[] = {"--scheduler", "--timeout", "--curve-key", "--curve-server-key",
+                                           "--log-level"};
+  std::vector<char*> globals;
+  int i = 1;
+  while (i < argc && argv[i][0] == '-' && std::string(argv[i]) != "--") {
+    std::string a = argv[i];
+    bool value = a.find('=') == std::string::npos;
+    bool known = false;
+    for (const char* f : kWithValue) known |= a == f || a.rfind(std::string(f) + "=", 0) == 0;
+    if (!known) break;  // --help, --version, or not a client flag: left as given
+    globals.push_back(argv[i++]);
+    if (value && i < argc) globals.push_back(argv[i++]);
+  }
+  std::vector<char*> out = {argv[0]};
+  if (globals.empty()) {
+    out.insert(out.end(), argv + 1, argv + argc);
+    return out;
+  }
+  // The command's words: one, or two when the second is not a flag ("pool reclaim").
+  int words = i < argc ? 1 : 0;
+  if (i + 1 < argc && argv[i + 1][0] != '-') {
+    const std::string two = std::string(argv[i]) + " " + argv[i + 1];
+    for (const auto& c : aryl::cli::Commands()) words = c.name == two ? 2 : words;
+  }
+  out.insert(out.end(), argv + i, argv + i + words);
+  out.insert(out.end(), globals.begin(), globals.end());
+  out.insert(out.end(), argv + i + words, argv + argc);
+  return out;
+}
+
+}  // namespace
+
+int main(int raw_argc, char** raw_argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  std::vector<char*> args = CommandFirst(raw_argc, raw_argv);
+  int argc = static_cast<int>(args.size());
+  char** argv = args.data();
   if (argc < 2) {
     std::cerr << aryl::cli::UsageText();
     return 2;

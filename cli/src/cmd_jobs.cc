@@ -123,6 +123,7 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
             << "env        " << (env.empty() ? "-" : env) << "\n";
   if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
   if (!reply->message.empty()) std::cout << "message    " << Printable(reply->message) << "\n";
+  if (!reply->pending_reason.empty()) std::cout << "pending    " << Printable(reply->pending_reason) << "\n";
   return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "aryl/hash.h"
+
 namespace aryl {
 namespace {
 
@@ -20,14 +22,6 @@ constexpr char kMagic[8] = {'A', 'R', 'Y', 'L', 'C', 'K', 'P', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 8 + 4 + 8 + 8;
 
-uint64_t Fnv1a64(std::string_view data) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 template <typename T>
 void Put(std::string& out, T v) {

@@ -220,6 +220,18 @@ TEST_F(CliTest, NoScheduler) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 4.0);
 }
 
+// The client's flags may come before the command, as kubectl takes them.
+TEST_F(CliTest, ClientFlagsBeforeTheCommand) {
+  Out o = Aryl({"--scheduler", endpoint_, "--timeout=3", "jobs", "--all"}, false);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("JOB  NAME"), std::string::npos) << o.text;
+  Out two = Aryl({"--scheduler=" + endpoint_, "nodes"}, false);
+  EXPECT_EQ(two.code, 0) << two.text;
+  Out nowhere = Aryl({"--scheduler", "tcp://127.0.0.1:1", "--timeout", "0.5", "jobs"}, false);
+  EXPECT_EQ(nowhere.code, 1) << nowhere.text;
+  EXPECT_NE(nowhere.text.find("tcp://127.0.0.1:1"), std::string::npos) << nowhere.text;
+}
+
 // keygen writes a 0600 secret key and refuses to overwrite it.
 TEST_F(CliTest, Keygen) {
   fs::path keys = dir_ / "keys";

@@ -225,7 +225,8 @@ TEST_F(SecurityTest, StateAndSocketPermissions) {
   }
 }
 
-// A job's env values reach neither the event journal nor `aryl status`.
+// A job's env values reach neither the event journal nor `aryl status`; the
+// submit row is a summary for people, without the client's idempotency token.
 TEST_F(SecurityTest, SecretEnvNotInJournal) {
   StartScheduler();
   StartAgent("a", 1);
@@ -235,6 +236,7 @@ TEST_F(SecurityTest, SecretEnvNotInJournal) {
   m.argv = {"true"};
   m.workers = 1;
   m.env = {{"API_TOKEN", "hunter2-s3cr3t"}};
+  m.client_token = "tok-5f3e9c0d1e7b4a65";
   auto job = c->Call<p::SubmitReply>(m, milliseconds(3000));
   ASSERT_TRUE(job.ok()) << job.status();
   auto st = Status(*c, job->job);
@@ -245,13 +247,19 @@ TEST_F(SecurityTest, SecretEnvNotInJournal) {
   ASSERT_EQ(sqlite3_open_v2((dir_ / "state.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
   sqlite3_busy_timeout(db, 5000);
   sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*), sum(instr(detail || data, 'hunter2') > 0), sum(instr(detail, 'API_TOKEN') > 0) FROM events",
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*), sum(instr(detail || data, 'hunter2') > 0), sum(instr(detail, 'API_TOKEN') > 0), "
+                                   "sum(instr(detail || data, 'tok-5f3e') > 0), "
+                                   "(SELECT detail FROM events WHERE kind = 'submit') FROM events",
                                -1, &q, nullptr),
             SQLITE_OK) << sqlite3_errmsg(db);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
   EXPECT_GT(sqlite3_column_int(q, 0), 0);
   EXPECT_EQ(sqlite3_column_int(q, 1), 0) << "the secret value is in the event journal";
   EXPECT_GT(sqlite3_column_int(q, 2), 0) << "the variable's name should stay";
+  EXPECT_EQ(sqlite3_column_int(q, 3), 0) << "the client token is in the event journal";
+  const char* submit = reinterpret_cast<const char*>(sqlite3_column_text(q, 4));
+  ASSERT_NE(submit, nullptr);
+  EXPECT_EQ(std::string(submit), "true: 1 worker, gpu any, argv: true, env: API_TOKEN, owner local");
   sqlite3_finalize(q);
   sqlite3_close(db);
 }

@@ -128,6 +128,31 @@ TEST_F(SystemTest, JobLifecycle) {
   EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
 }
 
+// A queued job says why it waits, as Slurm's REASON: here capacity, with the
+// free slots against its size and the jobs queued before it.
+TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  auto big = Submit(*c, {"sleep", "30"}, 2);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_TRUE(WaitState(*c, *big, p::JobState::kRunning, 20)) << Logs();
+  auto one = Submit(*c, {"true"}, 1);
+  auto two = Submit(*c, {"true"}, 2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  auto s1 = Status(*c, *one), s2 = Status(*c, *two), sb = Status(*c, *big);
+  ASSERT_TRUE(s1.ok() && s2.ok() && sb.ok());
+  EXPECT_EQ(s1->pending_reason, "waiting for capacity: needs 1 worker, 0 of 2 slots free; 0 queued before it");
+  EXPECT_EQ(s2->pending_reason, "waiting for capacity: needs 2 workers, 0 of 2 slots free; 1 queued before it");
+  EXPECT_EQ(sb->pending_reason, "") << "a running job waits for nothing";
+  for (p::JobId j : {*big, *one, *two}) {
+    p::CancelJob cancel;
+    cancel.job = j;
+    (void)c->Call<p::Ok>(cancel, milliseconds(2000));
+  }
+}
+
 // aryl-run submits, streams, and exits with the job's exit code; a job's 2
 // (python3 with a missing script) is the job's, not aryl-run's usage error.
 TEST_F(SystemTest, ArylRunExitCode) {

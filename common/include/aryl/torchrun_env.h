@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "aryl/hash.h"
+
 namespace aryl {
 
 struct TorchrunPlacement {
@@ -48,8 +50,7 @@ inline void SetTorchrunEnv(std::map<std::string, std::string>& env, const Torchr
 // carry it, and job 1 of two clusters on one machine (aryl-run --standalone
 // twice) does not get the same port.
 inline int TorchrunMasterPort(uint64_t job, int64_t generation, std::string_view cluster = {}) {
-  uint64_t salt = 0xCBF29CE484222325ull;  // FNV-1a
-  for (unsigned char c : cluster) salt = (salt ^ c) * 0x100000001B3ull;
+  uint64_t salt = Fnv1a64(cluster);
   uint64_t h = (job * 0x9E3779B97F4A7C15ull) ^ (uint64_t(generation) * 0xC2B2AE3D27D4EB4Full) ^ salt;
   return 29500 + int((h >> 17) % 20000);
 }

@@ -108,7 +108,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
   Status refused;
   Status st = Transaction("submit", [&]() -> Status {
     ARYL_ASSIGN_OR_RETURN(id, store->InsertJob(rec));
-    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + RedactedForJournal(m)));
+    ARYL_RETURN_IF_ERROR(store->AppendEvent(WallNow(), id, "submit", rec.name + ": " + SubmitSummary(m)));
     rec.id = id;
     spec.id = id;
     Job j;
@@ -210,6 +210,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
   }
   if (IsTerminal(rec.state)) reply.exit_code = std::clamp(rec.exit_code, 0, 255);
   reply.message = rec.message;
+  if (it != jobs.end() && rec.state == JobState::kQueued && it->second.workers.empty())
+    reply.pending_reason = PendingReason(it->second);
   return p::Message(reply);
 }
 

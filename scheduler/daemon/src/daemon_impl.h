@@ -404,6 +404,10 @@ class Daemon::Impl {
 
   // --- status.cc
   p::JobRow Row(const JobRecord& rec, const Job* live);
+  // Why a queued job without workers waits (status.cc), as Slurm's REASON:
+  // no node of its type, too few slots in the cluster, a node's lease, or
+  // capacity (free slots against its minimum, jobs queued before it).
+  std::string PendingReason(const Job& j) const;
   std::vector<p::NodeRow> NodeRows();
   json Summary();
   // Builds the /status snapshot and the gauges: O(nodes + live jobs). The

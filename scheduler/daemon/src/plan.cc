@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "core_journal.h"
+#include "aryl/hash.h"
 #include "daemon_impl.h"
 
 namespace aryl::daemon {
@@ -321,8 +322,7 @@ std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::s
 // one something on this machine listens on now.
 int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
   const bool local = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
-  std::uint64_t salt = 0xCBF29CE484222325ull;  // FNV-1a of the endpoint
-  for (unsigned char c : server ? server->endpoint() : opt.endpoint) salt = (salt ^ c) * 0x100000001B3ull;
+  std::uint64_t salt = Fnv1a64(server ? server->endpoint() : opt.endpoint);
   salt ^= j.rec.id * 0x9E3779B97F4A7C15ull ^ std::uint64_t(j.starts) * 0xC2B2AE3D27D4EB4Full;
   auto taken = [&](int port) {
     for (const auto& [id, other] : jobs)

@@ -28,10 +28,27 @@ Status RestrictStateFiles(const std::string& path) {
   return Status::Ok();
 }
 
-std::string RedactedForJournal(const protocol::SubmitJob& m) {
-  protocol::SubmitJob copy = m;
-  for (auto& [name, value] : copy.env) value = "<redacted>";
-  return protocol::Encode(copy);
+std::string SubmitSummary(const protocol::SubmitJob& m) {
+  std::string s;
+  if (m.workers) s = std::to_string(*m.workers) + (*m.workers == 1 ? " worker" : " workers");
+  else s = std::to_string(m.min_workers.value_or(1)) + "-" + std::to_string(m.max_workers.value_or(1)) + " workers";
+  s += m.elastic ? " (" + *m.elastic + ")" : "";
+  s += ", gpu " + (m.gpu_type.empty() ? std::string("any") : m.gpu_type);
+  if (!m.model.empty()) s += ", model " + m.model;
+  if (m.total_work > 0) s += ", " + std::to_string(static_cast<long long>(m.total_work)) + " steps";
+  std::string argv;
+  for (const auto& a : m.argv) argv += (argv.empty() ? "" : " ") + a;
+  if (argv.size() > 512) argv = argv.substr(0, 509) + "...";
+  s += ", argv: " + argv;
+  if (!m.env.empty()) {
+    s += ", env:";
+    for (const auto& [name, value] : m.env) s += " " + name;
+  }
+  if (!m.cwd.empty()) s += ", cwd " + m.cwd;
+  if (!m.checkpoint_dir.empty()) s += ", checkpoints " + m.checkpoint_dir;
+  if (m.max_restarts) s += ", max restarts " + std::to_string(*m.max_restarts);
+  s += ", owner " + m.owner.value_or("local");
+  return s;
 }
 
 }  // namespace aryl::daemon

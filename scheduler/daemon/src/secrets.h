@@ -17,8 +17,10 @@ namespace aryl::daemon {
 Status PrepareStateFile(const std::string& path);
 // Sets mode 0600 on `path` and its -wal/-shm files that exist (older files).
 Status RestrictStateFiles(const std::string& path);
-// The submission as the event journal records it: env values replaced by
-// "<redacted>" (names kept).
-std::string RedactedForJournal(const protocol::SubmitJob& m);
+// The submission as the event journal records it, for people: size, GPU type,
+// model and steps, argv (at most 512 bytes), env names (never values), working
+// and checkpoint directories, restarts, owner. Not the client's idempotency
+// token or the message's framing.
+std::string SubmitSummary(const protocol::SubmitJob& m);
 
 }  // namespace aryl::daemon

@@ -1,3 +1,4 @@
+#include "aryl/duration.h"
 #include "daemon_impl.h"
 
 namespace aryl::daemon {
@@ -40,6 +41,42 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
     if (rec.state == JobState::kQueued && !live->workers.empty()) r.state = p::JobState::kPreempted;
   }
   return r;
+}
+
+std::string Daemon::Impl::PendingReason(const Job& j) const {
+  const auto& spec = j.spec;
+  const int need = static_cast<int>(spec.workers.value_or(spec.min_workers.value_or(1)));
+  const std::string type = spec.gpu_type.empty() ? "" : " of type " + spec.gpu_type;
+  const std::string workers = std::to_string(need) + (need == 1 ? " worker" : " workers");
+  if (WallNow() < j.restart_not_before)
+    return "waiting for node " + j.lease_node + "'s lease to run out (its agent may still run this job's workers) until " +
+           FormatDuration(j.restart_not_before - WallNow()) + " from now";
+  // Slots a training job may use: training nodes and loaned inference nodes.
+  std::map<std::string, int> used;
+  for (const auto& [id, other] : jobs)
+    for (const auto& [wid, w] : other.workers)
+      if (!w.leaving) used[w.agent]++;
+  int usable = 0, free = 0;
+  for (const auto& [id, n] : nodes) {
+    if (!n.connected || n.drained || n.removed) continue;
+    if (n.pool != p::Pool::kTraining && n.loan_state != "loaned") continue;
+    if (!spec.gpu_type.empty() && n.gpu_type != spec.gpu_type) continue;
+    usable += n.slots;
+    auto u = used.find(n.id);
+    free += std::max(0, n.slots - (u == used.end() ? 0 : u->second));
+  }
+  if (usable == 0) return "no connected training node" + type;
+  if (usable < need)
+    return "needs " + workers + type + "; the connected training nodes have " +
+           std::to_string(usable) + " slots";
+  int ahead = 0;
+  for (const auto& [id, other] : jobs)
+    ahead += id < j.rec.id && other.rec.state == JobState::kQueued && other.workers.empty();
+  if (free < need)
+    return "waiting for capacity: needs " + workers + type + ", " + std::to_string(free) +
+           " of " + std::to_string(usable) + " slots free; " + std::to_string(ahead) + " queued before it";
+  return "waiting for the scheduler's next round (" + std::to_string(free) + " slots free" + type + "; " +
+         std::to_string(ahead) + " queued before it)";
 }
 
 std::vector<p::NodeRow> Daemon::Impl::NodeRows() {

@@ -709,6 +709,9 @@ struct JobStatusReply {
   std::string message{};                    // last state change's reason
   std::int64_t rank0_worker = -1;           // the worker that is rank 0 now; -1: none
   std::vector<std::string> env_names{};     // the job's environment, names only
+  // A queued job without workers: why it waits (capacity, its GPU type, a
+  // node's lease, ...); empty otherwise.
+  std::string pending_reason{};
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -718,6 +721,7 @@ struct JobStatusReply {
     v("message", message);
     v("rank0_worker", rank0_worker, {.min = -1});
     v("env_names", env_names);
+    v("pending_reason", pending_reason);
   }
   bool operator==(const JobStatusReply&) const = default;
 };

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "aryl/hash.h"
+
 namespace aryl::sim {
 
 // SplitMix64 finalizer: a bijective 64-bit mix.
@@ -22,12 +24,7 @@ constexpr std::uint64_t Mix64(std::uint64_t z) {
 
 // FNV-1a over the bytes, then mixed with `seed`: a stable hash of a name.
 inline std::uint64_t HashName(std::string_view s, std::uint64_t seed = 0) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return Mix64(h ^ Mix64(seed));
+  return Mix64(Fnv1a64(s) ^ Mix64(seed));
 }
 
 // Uniform double in [0, 1) from 53 random bits.
