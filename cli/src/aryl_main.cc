@@ -88,6 +88,15 @@ int main(int raw_argc, char** raw_argv) {
                                  "' (try aryl --help)");
   }
   const std::string prog = "aryl " + found->name;
+  // "aryl status -1": cxxopts would take "-1" for an unknown option '1'; a
+  // negative number where a JOB goes is a bad job id, said as such.
+  if (found->synopsis.find("JOB") != std::string::npos)
+    for (int i = 1 + words; i < argc && std::string(argv[i]) != "--"; ++i) {
+      std::string a = argv[i], before = argv[i - 1];
+      bool negative = a.size() > 1 && a[0] == '-' && a.find_first_not_of("0123456789", 1) == std::string::npos;
+      if (negative && (i == 1 + words || before[0] != '-'))
+        aryl::UsageError(prog, "JOB '" + a + "': not a job id (a whole number >= 1)");
+    }
   cxxopts::Options options = aryl::cli::CommandOptions(*found);
   // cxxopts skips argv[0]: parse from the last word of the command name.
   auto r = aryl::ParseFlagsOrExit(options, argc - words, argv + words);

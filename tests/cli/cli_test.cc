@@ -124,6 +124,11 @@ TEST_F(CliTest, UsageErrors) {
   Out bad_id = Aryl({"status", "abc"});
   EXPECT_EQ(bad_id.code, 2);
   EXPECT_NE(bad_id.text.find("JOB 'abc': not a job id"), std::string::npos) << bad_id.text;
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"status", "-1"}, {"cancel", "3", "-7"}}) {
+    Out negative = Aryl(cmd);
+    EXPECT_EQ(negative.code, 2) << negative.text;
+    EXPECT_NE(negative.text.find("JOB '" + cmd.back() + "': not a job id"), std::string::npos) << negative.text;
+  }
   Out bad_deadline = Aryl({"pool", "reclaim", "1", "--deadline", "soon"});
   EXPECT_EQ(bad_deadline.code, 2);
 }
