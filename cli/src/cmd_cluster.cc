@@ -17,14 +17,14 @@ int Nodes(const cxxopts::ParseResult& r, const Client& c) {
   if (!args.empty()) FlagError(c.program, "ACTION", args.front(), "expected drain, resume or remove (or nothing, to list)");
   auto reply = c.Call<p::NodesReply>(p::ListNodes{});
   if (!reply.ok()) return Fail(c.program, reply.status());
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump(2) << "\n";
+  if (IsDocument(c.out.format)) PrintDocument(p::ToJson(*reply), c.out.format, 2);
   else std::cout << NodesTable(reply->nodes, c.out);
   return 0;
 }
 
 int PrintOk(const Result<p::Ok>& reply, const Client& c) {
   if (!reply.ok()) return Fail(c.program, reply.status());
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+  if (IsDocument(c.out.format)) PrintDocument(p::ToJson(*reply), c.out.format, -1);
   else std::cout << reply->message << "\n";
   return 0;
 }

@@ -61,8 +61,8 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   m.job = ParseJobIdOrExit(c.program, r["args"].as<std::vector<std::string>>()[0]);
   auto d = c.Call<p::JobDescription>(m);
   if (!d.ok()) return Fail(c.program, d.status());
-  if (c.out.format == Format::kJson) {
-    std::cout << p::ToJson(*d).dump(2) << "\n";
+  if (IsDocument(c.out.format)) {
+    PrintDocument(p::ToJson(*d), c.out.format, 2);
     return 0;
   }
   const auto& row = d->row;
@@ -140,8 +140,8 @@ int DescribeNode(const cxxopts::ParseResult& r, const Client& c) {
   if (m.node.empty()) FlagError(c.program, "NAME", m.node, "a node name is not empty");
   auto d = c.Call<p::NodeDescription>(m);
   if (!d.ok()) return Fail(c.program, d.status());
-  if (c.out.format == Format::kJson) {
-    std::cout << p::ToJson(*d).dump(2) << "\n";
+  if (IsDocument(c.out.format)) {
+    PrintDocument(p::ToJson(*d), c.out.format, 2);
     return 0;
   }
   const auto& n = d->row;

@@ -34,7 +34,7 @@ int Submit(const cxxopts::ParseResult& r, const Client& c) {
   auto reply = c.Call<p::SubmitReply>(m);
   for (int retry = 0; retry < 2 && !reply.ok() && reply.status().IsTimeout(); ++retry) reply = c.Call<p::SubmitReply>(m);
   if (!reply.ok()) return Fail(prog, reply.status());
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+  if (IsDocument(c.out.format)) PrintDocument(p::ToJson(*reply), c.out.format, -1);
   else std::cout << reply->job << "\n";
   return 0;
 }
@@ -75,7 +75,7 @@ int Jobs(const cxxopts::ParseResult& r, const Client& c) {
     if (!reply->more || reply->jobs.empty()) break;
     m.after = reply->jobs.back().job;
   }
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(all).dump(2) << "\n";
+  if (IsDocument(c.out.format)) PrintDocument(p::ToJson(all), c.out.format, 2);
   else std::cout << JobsTable(all.jobs, c.out);
   return 0;
 }
@@ -96,8 +96,8 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
   m.job = JobOf(r, c);
   auto reply = c.Call<p::JobStatusReply>(m);
   if (!reply.ok()) return Fail(c.program, reply.status());
-  if (c.out.format == Format::kJson) {
-    std::cout << p::ToJson(*reply).dump(2) << "\n";
+  if (IsDocument(c.out.format)) {
+    PrintDocument(p::ToJson(*reply), c.out.format, 2);
     return 0;
   }
   const auto& row = reply->row;
@@ -141,7 +141,7 @@ int Cancel(const cxxopts::ParseResult& r, const Client& c) {
       code = Fail(c.program, reply.status());
       continue;
     }
-    if (c.out.format == Format::kJson) std::cout << p::ToJson(*reply).dump() << "\n";
+    if (IsDocument(c.out.format)) PrintDocument(p::ToJson(*reply), c.out.format, -1);
     else std::cout << reply->message << "\n";
   }
   return code;

@@ -56,8 +56,13 @@ int Logs(const cxxopts::ParseResult& r, const Client& c) {
       continue;
     }
     worker = chunk->worker;
-    if (c.out.format == Format::kJson) {
-      if (!chunk->data.data.empty()) std::cout << p::ToJson(*chunk).dump() << "\n" << std::flush;
+    if (IsDocument(c.out.format)) {
+      // One document a chunk: JSON lines, or YAML documents after "---".
+      if (!chunk->data.data.empty()) {
+        if (c.out.format == Format::kYaml) std::cout << "---\n";
+        PrintDocument(p::ToJson(*chunk), c.out.format, -1);
+        std::cout << std::flush;
+      }
     } else {
       std::fwrite(chunk->data.data.data(), 1, chunk->data.data.size(), stdout);
       std::fflush(stdout);
@@ -118,7 +123,7 @@ int Events(const cxxopts::ParseResult& r, const Client& c) {
     if (limit > 0 && static_cast<long long>(all.events.size()) >= limit) break;
     m.after = reply->next_after;
   }
-  if (c.out.format == Format::kJson) std::cout << p::ToJson(all).dump(2) << "\n";
+  if (IsDocument(c.out.format)) PrintDocument(p::ToJson(all), c.out.format, 2);
   else std::cout << EventsTable(all.events, c.out).Render(c.out);
   return 0;
 }

@@ -31,7 +31,7 @@ int Top(const cxxopts::ParseResult& r, const Client& c) {
     auto nodes = (*client)->Call<p::NodesReply>(p::ListNodes{}, timeout);
     auto jobs = (*client)->Call<p::JobsReply>(p::ListJobs{}, timeout);
     std::ostringstream os;
-    const bool json = c.out.format == Format::kJson;
+    const bool json = IsDocument(c.out.format);
     if (!json) {
       if (tty && !once) os << "\033[H\033[2J";
       else if (!first) os << "\n";
@@ -41,7 +41,7 @@ int Top(const cxxopts::ParseResult& r, const Client& c) {
       os << "aryl top: scheduler " << c.scheduler << " not answering ("
          << (!status.ok() ? status.status() : !nodes.ok() ? nodes.status() : jobs.status()).ToString() << ")\n";
     } else if (json) {
-      os << status->summary.dump() << "\n";
+      os << (c.out.format == Format::kYaml ? "---\n" + ToYaml(status->summary) : status->summary.dump() + "\n");
     } else {
       const auto& s = status->summary;
       os << "aryl top - " << c.scheduler << "  " << FormatTime(static_cast<double>(std::time(nullptr)), c.out.utc)

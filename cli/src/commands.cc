@@ -20,7 +20,7 @@ void AddClientFlags(cxxopts::Options& o, const ClientSettings& d) {
        cxxopts::value<std::string>()->default_value(d.curve_key))
       ("curve-server-key", "Scheduler CURVE public key file (config curve_server_key, $ARYL_CURVE_SERVER_KEY)",
        cxxopts::value<std::string>()->default_value(d.curve_server_key))
-      ("o,output", "Output: table, wide or json", cxxopts::value<std::string>()->default_value("table"))
+      ("o,output", "Output: table, wide, json, yaml, csv (every column) or name (the first column)", cxxopts::value<std::string>()->default_value("table"))
       ("json", "Same as -o json")
       ("no-headers", "Tables without their header line")
       ("utc", "Times in UTC instead of the local zone");
@@ -79,7 +79,7 @@ Client ReadClient(const std::string& program, const cxxopts::ParseResult& r) {
   c.curve_server_key = r["curve-server-key"].as<std::string>();
   std::string format = r["output"].as<std::string>();
   auto f = ParseFormat(format);
-  if (!f.ok()) FlagError(program, "-o", format, "expected table, wide or json");
+  if (!f.ok()) FlagError(program, "-o", format, "expected table, wide, json, yaml, csv or name");
   c.out.format = *f;
   if (r.count("json")) c.out.format = Format::kJson;
   c.out.headers = r.count("no-headers") == 0;
@@ -96,7 +96,7 @@ std::string UsageText() {
     s += left + c.summary + "\n";
   }
   s += "client flags: --scheduler EP, --timeout S, --curve-key F, --curve-server-key F,\n"
-       "  -o table|wide|json, --no-headers, --utc; defaults from ~/.config/aryl/config or\n"
+       "  -o table|wide|json|yaml|csv|name, --no-headers, --utc; defaults from ~/.config/aryl/config or\n"
        "  /etc/aryl/aryl.toml, then $ARYL_SCHEDULER, $ARYL_CURVE_KEY, $ARYL_CURVE_SERVER_KEY\n"
        "run 'aryl COMMAND --help' for a command's flags; 'aryl --version' for the build\n";
   return s;

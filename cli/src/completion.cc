@@ -71,7 +71,7 @@ std::string BashCompletion() {
   }
   os << "  esac\n"
         "  case $prev in\n"
-        "    -o|--output) COMPREPLY=($(compgen -W \"table wide json\" -- \"$cur\")); return ;;\n"
+        "    -o|--output) COMPREPLY=($(compgen -W \"table wide json yaml csv name\" -- \"$cur\")); return ;;\n"
         "    --log-level) COMPREPLY=($(compgen -W \"trace debug info warn error critical off\" -- \"$cur\")); return ;;\n"
         "  esac\n"
         "  local flags=\"\" words=\"\"\n"
@@ -127,7 +127,7 @@ std::string ZshCompletion() {
     os << "    \"" << c.name << "\") _arguments";
     for (const auto& f : FlagsOf(c)) {
       os << " '" << f.name << "[" << ZshText(f.help) << "]";
-      if (f.name == "-o" || f.name == "--output") os << ":format:(table wide json)";
+      if (f.name == "-o" || f.name == "--output") os << ":format:(table wide json yaml csv name)";
       else if (f.takes_value) os << ":value:_files";
       os << "'";
     }

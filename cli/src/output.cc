@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <ctime>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 namespace aryl::cli {
@@ -14,7 +16,10 @@ Result<Format> ParseFormat(const std::string& text) {
   if (text == "table") return Format::kTable;
   if (text == "wide") return Format::kWide;
   if (text == "json") return Format::kJson;
-  return Status::InvalidArgument("-o '" + text + "': expected table, wide or json");
+  if (text == "yaml") return Format::kYaml;
+  if (text == "csv") return Format::kCsv;
+  if (text == "name") return Format::kName;
+  return Status::InvalidArgument("-o '" + text + "': expected table, wide, json, yaml, csv or name");
 }
 
 bool StdoutIsTty() {
@@ -30,7 +35,88 @@ void Table::Add(std::vector<std::string> cells) {
   rows_.push_back(std::move(cells));
 }
 
+namespace {
+
+std::string CsvCell(const std::string& c) {
+  if (c.find_first_of(",\"\r\n") == std::string::npos) return c;
+  std::string q = "\"";
+  for (char ch : c) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+bool PlainKey(const std::string& k) {
+  if (k.empty()) return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
+  return !std::isdigit(static_cast<unsigned char>(k[0]));
+}
+
+bool Leaf(const nlohmann::json& v) { return !v.is_structured() || v.empty(); }
+
+std::string YamlScalar(const nlohmann::json& v) {
+  if (v.is_object()) return "{}";
+  if (v.is_array()) return "[]";
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void YamlBlock(const nlohmann::json& v, int indent, std::string& out) {
+  const std::string pad(indent, ' ');
+  if (v.is_object()) {
+    for (const auto& [k, x] : v.items()) {
+      out += pad + (PlainKey(k) ? k : nlohmann::json(k).dump()) + ":";
+      if (Leaf(x)) {
+        out += " " + YamlScalar(x) + "\n";
+      } else {
+        out += "\n";
+        YamlBlock(x, indent + 2, out);
+      }
+    }
+    return;
+  }
+  for (const auto& x : v) {
+    if (Leaf(x)) {
+      out += pad + "- " + YamlScalar(x) + "\n";
+    } else if (x.is_object()) {
+      // The object's first key goes on the dash's line.
+      std::string inner;
+      YamlBlock(x, indent + 2, inner);
+      out += pad + "- " + inner.substr(indent + 2);
+    } else {
+      out += pad + "-\n";
+      YamlBlock(x, indent + 2, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::string ToYaml(const nlohmann::json& doc) {
+  if (Leaf(doc)) return YamlScalar(doc) + "\n";
+  std::string out;
+  YamlBlock(doc, 0, out);
+  return out;
+}
+
+void PrintDocument(const nlohmann::json& doc, Format format, int indent) {
+  if (format == Format::kYaml) std::cout << ToYaml(doc);
+  else std::cout << doc.dump(indent) << "\n";
+}
+
 std::string Table::Render(const OutputOptions& out) const {
+  if (out.format == Format::kCsv || out.format == Format::kName) {
+    std::ostringstream os;
+    if (out.format == Format::kCsv && out.headers)
+      for (size_t i = 0; i < columns_.size(); ++i) os << (i ? "," : "") << CsvCell(columns_[i].name) << (i + 1 == columns_.size() ? "\n" : "");
+    for (const auto& r : rows_) {
+      if (out.format == Format::kName) {
+        os << (r.empty() ? "" : r[0]) << "\n";
+        continue;
+      }
+      for (size_t i = 0; i < r.size(); ++i) os << (i ? "," : "") << CsvCell(r[i]);
+      os << "\n";
+    }
+    return os.str();
+  }
   std::vector<size_t> shown;
   for (size_t i = 0; i < columns_.size(); ++i)
     if (!columns_[i].wide || out.format == Format::kWide) shown.push_back(i);

@@ -1,7 +1,11 @@
-// How `aryl` prints: -o table|wide|json, --no-headers, times in the local zone
-// (or UTC with --utc), and terminal control codes only when stdout is a TTY.
+// How `aryl` prints: -o table|wide|json|yaml|csv|name, --no-headers, times in
+// the local zone (or UTC with --utc), and terminal control codes only when
+// stdout is a TTY. json and yaml print the reply's document (PrintDocument);
+// csv and name print a command's table (every column as RFC 4180 CSV; the
+// first column only, one value a line, for `xargs` and `$(...)`).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -9,7 +13,10 @@
 
 namespace aryl::cli {
 
-enum class Format { kTable, kWide, kJson };
+enum class Format { kTable, kWide, kJson, kYaml, kCsv, kName };
+
+// json or yaml: the command prints its reply as a document, not a table.
+inline bool IsDocument(Format f) { return f == Format::kJson || f == Format::kYaml; }
 
 struct OutputOptions {
   Format format = Format::kTable;
@@ -17,8 +24,15 @@ struct OutputOptions {
   bool utc = false;
 };
 
-// "table", "wide" or "json"; anything else is an InvalidArgument naming it.
+// "table", "wide", "json", "yaml", "csv" or "name"; anything else is an
+// InvalidArgument naming it.
 Result<Format> ParseFormat(const std::string& text);
+
+// `doc` as JSON (`indent` < 0: one line) or, with Format::kYaml, as YAML (block
+// style; every string double-quoted, so that YAML reads back exactly the JSON
+// value), then a newline, on stdout.
+void PrintDocument(const nlohmann::json& doc, Format format, int indent = 2);
+std::string ToYaml(const nlohmann::json& doc);
 
 // True when stdout is a terminal (and $TERM is not "dumb").
 bool StdoutIsTty();

@@ -275,9 +275,29 @@ TEST_F(CliTest, OutputFormats) {
   Out local = Aryl({"status", id}, true, {{"TZ", "UTC+5"}});
   ASSERT_EQ(local.code, 0);
   EXPECT_EQ(local.text.find("Z ("), std::string::npos) << local.text;
-  Out bad = Aryl({"jobs", "-o", "yaml"});
+  // csv: every column, the header first; name: the first column only.
+  Out csv = Aryl({"jobs", "-o", "csv"});
+  ASSERT_EQ(csv.code, 0) << csv.text;
+  EXPECT_EQ(csv.text.rfind("JOB,NAME,OWNER,STATE,SIZE,GPU-TYPE,", 0), 0u) << csv.text;
+  EXPECT_NE(csv.text.find("\n" + id + ",fmt,"), std::string::npos) << csv.text;
+  Out names = Aryl({"jobs", "-o", "name"});
+  ASSERT_EQ(names.code, 0) << names.text;
+  EXPECT_EQ(names.text, id + "\n");
+  // yaml: the same document as json, read back by a YAML parser.
+  Out ys = Aryl({"status", id, "-o", "yaml"}), js1 = Aryl({"status", id, "-o", "json"});
+  ASSERT_EQ(ys.code, 0) << ys.text;
+  ASSERT_EQ(js1.code, 0) << js1.text;
+  std::ofstream(dir_ / "status.yaml") << ys.text;
+  std::ofstream(dir_ / "status.json") << js1.text;
+  const std::string same = "/usr/bin/python3 -c \"import json, sys, yaml; "
+                           "a = yaml.safe_load(open(sys.argv[1])); b = json.load(open(sys.argv[2])); "
+                           "a['row'].pop('submit_time'); b['row'].pop('submit_time'); "
+                           "sys.exit(0 if a == b else 1)\" " +
+                           (dir_ / "status.yaml").string() + " " + (dir_ / "status.json").string();
+  EXPECT_EQ(std::system(same.c_str()), 0) << ys.text << js1.text;
+  Out bad = Aryl({"jobs", "-o", "xml"});
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.text.find("-o 'yaml'"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("-o 'xml'"), std::string::npos) << bad.text;
   Out cancel = Aryl({"cancel", id});
   EXPECT_EQ(cancel.code, 0) << cancel.text;
 }
