@@ -415,13 +415,14 @@ class Agent::Impl {
     return false;
   }
 
-
+  // Whether workers may run as other accounts than the agent's (the worker
+  // channel's socket must then be reachable by them).
+  bool WorkersMayRunAsOthers() const { return user_map.has_value() || ::geteuid() == 0; }
   // The account a job's workers run as; nullopt: the agent's own. With
   // --run-as, the one mapped to the job's owner. Without it, a job whose owner
   // the scheduler knows by uid (keyless ipc://) runs as that uid: a root agent
   // switches to it; any other agent runs only its own account's and root's jobs
   // (another account's would gain the agent's rights).
-  bool WorkersMayRunAsOthers() const { return user_map.has_value() || ::geteuid() == 0; }
   Result<std::optional<Account>> AccountFor(const p::StartWorkers& m) const {
     if (user_map) {
       ARYL_ASSIGN_OR_RETURN(Account a, user_map->Lookup(m.owner.value_or("local")));

@@ -36,7 +36,10 @@ int main(int argc, char** argv) {
       "ballast-mb", "an extra, untrained parameter of this size (large all-reduces)",
       cxxopts::value<int>()->default_value("0"))(
       "out", "final parameters file (rank 0)", cxxopts::value<std::string>()->default_value(""))(
-      "samples-dir", "per-worker committed samples", cxxopts::value<std::string>()->default_value(""));
+      "samples-dir", "per-worker committed samples", cxxopts::value<std::string>()->default_value(""))(
+      "exit-rank", "this rank returns 0 from main at --exit-step (an early clean exit)",
+      cxxopts::value<int>()->default_value("-1"))(
+      "exit-step", "the step of --exit-rank's early exit", cxxopts::value<int64_t>()->default_value("0"));
   auto flags = aryl::ParseFlagsOrExit(options, argc, argv);
   const int64_t steps = flags["steps"].as<int64_t>();
   const int64_t n = flags["dataset"].as<int64_t>();
@@ -71,7 +74,13 @@ int main(int argc, char** argv) {
   }
   int sleep_ms = flags["sleep-ms"].as<int>();
   const int sleep_us_per_sample = flags["sleep-us-per-sample"].as<int>();
+  const int exit_rank = flags["exit-rank"].as<int>();
+  const int64_t exit_step = flags["exit-step"].as<int64_t>();
   while (rt.Step(state) && state.step() < steps) {
+    if (rt.Rank() == exit_rank && state.step() == exit_step) {
+      std::printf("early exit at step=%lld\n", (long long)state.step());
+      return 0;  // the Runtime reports "completed" as it goes out of scope
+    }
     auto batch = sampler.Local(rt.Rank(), rt.WorldSize());
     auto idx = torch::tensor(batch.indices, torch::kInt64);
     opt->zero_grad();

@@ -128,6 +128,50 @@ TEST_F(SystemTest, JobLifecycle) {
   EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
 }
 
+// An early clean exit is a leave, not the job's end: rank 1 of a 1..2-worker
+// job returns 0 at step 20 of 150 (the runtime reports "completed"); rank 0
+// regroups and trains on; the scheduler sees its steps go on, journals
+// left_early, grows the job back to 2 workers, and the job completes.
+TEST_F(SystemTest, EarlyCleanExitIsALeaveAndTheJobGrowsBack) {
+  StartScheduler();
+  StartAgent("a", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  p::SubmitJob m;
+  m.name = "early";
+  m.argv = {ARYL_RT_TEST_WORKER, "--steps", "150", "--global-batch", "24", "--dataset", "240", "--sleep-ms", "40",
+            "--exit-rank", "1", "--exit-step", "20"};
+  m.min_workers = 1;
+  m.max_workers = 2;
+  m.elastic = "inplace";
+  m.total_work = 150;
+  m.env["ARYL_COLLECTIVE_TIMEOUT_MS"] = "20000";
+  m.env["ARYL_FAULT_SETTLE_MS"] = "500";
+  auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const p::JobId job = r->job;
+  auto events = [&](const std::string& kind) {
+    p::ListEvents q;
+    q.job = job;
+    q.kind = kind;
+    auto e = c->Call<p::EventsReply>(q, milliseconds(2000));
+    return e.ok() ? e->events : std::vector<p::EventRow>{};
+  };
+  ASSERT_TRUE(WaitFor([&] { return !events("left_early").empty(); }, 60)) << Logs();
+  // Grown back: two workers again while it still runs.
+  ASSERT_TRUE(WaitFor([&] {
+    auto st = Status(*c, job);
+    return st.ok() && (st->row.workers == 2 || st->row.state == p::JobState::kCompleted);
+  }, 60)) << Logs();
+  auto st = Status(*c, job);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->row.workers, 2) << "the job ended before it grew back" << Logs();
+  ASSERT_TRUE(WaitState(*c, job, p::JobState::kCompleted, 90)) << Logs();
+  st = Status(*c, job);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->exit_code, 0);
+}
+
 // A queued job says why it waits, as Slurm's REASON: here capacity, with the
 // free slots against its size and the jobs queued before it.
 TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {

@@ -129,6 +129,7 @@ Status Daemon::Impl::LoadState() {
       j.preemptions = w.value("preemptions", std::int64_t{0});
       j.home_store = w.value("home_store", std::string("none"));
       j.completing = w.value("completing", false);
+      j.completing_step = w.value("completing_step", std::int64_t{0});
       j.runtime = w.value("runtime", false);
       j.restarting = w.value("restarting", false);
       j.restarts = w.value("restarts", 0);

@@ -76,6 +76,12 @@ inline constexpr double kKindDetectSeconds = 15;
 // after another worker of its job was lost is that loss's knock-on: the
 // runtime's timeouts (30 s by default) with a margin.
 inline constexpr double kKnockOnSeconds = 60;
+// A job one of whose workers said "completed" is not done when its peers then
+// report more than this many steps past that worker's end: it left early.
+inline constexpr std::int64_t kLeftEarlySteps = 1;
+// ... within this long: the time for its peers to regroup and step (the
+// runtime's fault settle, 2 s by default, and a rendezvous).
+inline constexpr double kLeftEarlySeconds = 30;
 // An agent's log disk with less free than this is full (Heartbeat::log_free_bytes).
 inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 
@@ -142,6 +148,9 @@ class Daemon::Impl {
     std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
     bool completing = false;  // a worker exited 0 on its own: the job is done
     double completing_since = 0;
+    // The job's step when a worker said "completed": progress past it means
+    // that worker left early and its peers go on (On(JobProgress)).
+    std::int64_t completing_step = 0;
     // Who the job's failure report names: the worker whose own end began
     // `completing` (its peers' failures often follow from it: a collective
     // whose peer is gone), and the worker whose end fails the job (the first

@@ -81,6 +81,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     // job is done once its other workers are gone.
     j.completing = true;
     j.completing_since = WallNow();
+    j.completing_step = j.step;
     j.first_end = end;
   }
   if (j.completing) {
@@ -218,6 +219,28 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
     if (m.step == 0 && m.remaining_work == 0) return std::nullopt;  // the hello, no progress yet
   }
   j.step = m.step;
+  // An early clean exit is a leave, not the job's end: one rank said
+  // "completed" (SystemExit(0) at step 300, say) and its peers, regrouped, go
+  // on training. Once they report steps past the step of that exit, the job is
+  // no longer completing: it goes on without that worker and may grow back
+  // into its slot. When every rank ends at its last step (or stops early on
+  // its own), no step follows, and the job completes as before.
+  if (j.completing && !j.workers.empty() && !j.RestartsToResize() && m.step > j.completing_step + kLeftEarlySteps) {
+    j.completing = false;
+    const std::string who = j.first_end ? j.first_end->Who() : "a worker";
+    Status st = Transaction("left early", [&]() -> Status {
+      ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "left_early",
+                                   who + " ended at step " + std::to_string(j.completing_step) +
+                                       " and its peers went on to step " + std::to_string(m.step) +
+                                       ": it left; the job goes on and may grow back",
+                                   {{"step", j.completing_step}, {"peers_step", m.step}}));
+      return SaveJob(j);
+    });
+    if (!st.ok()) spdlog::warn("job {}: {}", m.job, st.ToString());
+    spdlog::info("job {}: {} ended early (step {}); its peers are at step {}: a leave, not the job's end", m.job, who,
+                 j.completing_step, m.step);
+    pending_converge.insert(j.rec.id);
+  }
   j.loss = std::isnan(m.loss) ? 0 : m.loss;
   j.rate = m.steps_per_second;
   if (m.stats) {
@@ -274,9 +297,12 @@ void Daemon::Impl::ConvergeTick(double now) {
       pending_converge.insert(jid);  // again on a later tick
     }
   }
-  // Jobs whose workers said they are done but some linger: stop the rest.
+  // Jobs whose workers said they are done but some linger: stop the rest. An
+  // in-place job's peers get kLeftEarlySeconds to show, by their steps, that
+  // the worker left early (On(JobProgress)).
   for (auto& [jid, j] : jobs) {
-    if (j.completing && now - j.completing_since > opt.stop_grace) {
+    const double grace = j.RestartsToResize() ? opt.stop_grace : std::max(opt.stop_grace, kLeftEarlySeconds);
+    if (j.completing && now - j.completing_since > grace) {
       StopJobWorkers(j, false, "the job completed");
       j.completing_since = now + 3600;  // once
     }

@@ -219,6 +219,7 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["preemptions"] = j.preemptions;
   w["home_store"] = j.home_store;
   w["completing"] = j.completing;
+  w["completing_step"] = j.completing_step;
   w["runtime"] = j.runtime;
   w["restarting"] = j.restarting;
   w["restarts"] = j.restarts;
