@@ -90,7 +90,7 @@ TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
   ExpectUsageError({ARYL_BIN, "pool", "reclaim", "1", "--scheduler", kNowhere, "--deadline", "nan"}, "--deadline", "nan");
   ExpectUsageError({ARYL_BIN, "pool", "reclaim", "1", "--scheduler", kNowhere, "--deadline", "inf"}, "--deadline", "inf");
   ExpectUsageError({ARYL_BIN, "top", "--scheduler", kNowhere, "--interval", "0"}, "--interval", "0");
-  ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "-o", "yaml"}, "-o", "yaml");
+  ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "-o", "xml"}, "-o", "xml");
   ExpectUsageError({ARYL_BIN, "nodes", "--scheduler", kNowhere, "evict"}, "ACTION", "evict");
   // A good value gets past the checks and fails on the missing scheduler instead.
   RunResult ok = Exec({ARYL_BIN, "pool", "reclaim", "2", "--scheduler", kNowhere, "--timeout", "0.3"});
