@@ -203,8 +203,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
   }
   for (const auto& [node, n] : placement) reply.placement.push_back({node, n});
   if (it != jobs.end()) reply.rank0_worker = RankZero(it->second);
-  auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json);
-  if (spec.ok()) {
+  std::optional<p::SubmitJob> stored;
+  if (const p::SubmitJob* spec = SpecOf(rec, it != jobs.end() ? &it->second : nullptr, stored)) {
     reply.argv = spec->argv;
     for (const auto& [name, value] : spec->env) reply.env_names.push_back(name);  // never the values
   }

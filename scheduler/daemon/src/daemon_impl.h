@@ -413,6 +413,11 @@ class Daemon::Impl {
 
   // --- status.cc
   p::JobRow Row(const JobRecord& rec, const Job* live);
+  // A job's submission: the live job's decoded spec, else `rec`'s stored one
+  // decoded into `stored`; null when that does not decode.
+  static const p::SubmitJob* SpecOf(const JobRecord& rec, const Job* live, std::optional<p::SubmitJob>& stored);
+  // Slots held by staying workers, per node, in one pass over the jobs.
+  std::map<std::string, std::set<int>> SlotsInUse() const;
   // Why a queued job without workers waits (status.cc), as Slurm's REASON:
   // no node of its type, too few slots in the cluster, a node's lease, or
   // capacity (free slots against its minimum, jobs queued before it).

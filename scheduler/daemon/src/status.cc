@@ -3,14 +3,28 @@
 
 namespace aryl::daemon {
 
+const p::SubmitJob* Daemon::Impl::SpecOf(const JobRecord& rec, const Job* live, std::optional<p::SubmitJob>& stored) {
+  if (live) return &live->spec;  // decoded already
+  auto decoded = p::DecodeAs<p::SubmitJob>(rec.spec_json);
+  if (!decoded.ok()) return nullptr;
+  stored = std::move(*decoded);
+  return &*stored;
+}
+
+std::map<std::string, std::set<int>> Daemon::Impl::SlotsInUse() const {
+  std::map<std::string, std::set<int>> used;
+  for (const auto& [jid, j] : jobs)
+    for (const auto& [wid, w] : j.workers)
+      if (!w.leaving) used[w.agent].insert(w.slot);
+  return used;
+}
+
 p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
   p::JobRow r;
   r.job = rec.id;
   r.name = rec.name;
-  // A live job's spec is decoded already; only ended ones are read back.
-  Result<p::SubmitJob> decoded = live ? Result<p::SubmitJob>(Status::NotFound("")) : p::DecodeAs<p::SubmitJob>(rec.spec_json);
-  const p::SubmitJob* spec = live ? &live->spec : decoded.ok() ? &*decoded : nullptr;
-  if (spec) {
+  std::optional<p::SubmitJob> stored;
+  if (const p::SubmitJob* spec = SpecOf(rec, live, stored)) {
     r.min_workers = spec->workers.value_or(spec->min_workers.value_or(1));
     r.max_workers = spec->workers.value_or(spec->max_workers.value_or(1));
     r.gpu_type = spec->gpu_type;
@@ -52,10 +66,7 @@ std::string Daemon::Impl::PendingReason(const Job& j) const {
     return "waiting for node " + j.lease_node + "'s lease to run out (its agent may still run this job's workers) until " +
            FormatDuration(j.restart_not_before - WallNow()) + " from now";
   // Slots a training job may use: training nodes and loaned inference nodes.
-  std::map<std::string, int> used;
-  for (const auto& [id, other] : jobs)
-    for (const auto& [wid, w] : other.workers)
-      if (!w.leaving) used[w.agent]++;
+  const auto used = SlotsInUse();
   int usable = 0, free = 0;
   for (const auto& [id, n] : nodes) {
     if (!n.connected || n.drained || n.removed) continue;
@@ -63,7 +74,7 @@ std::string Daemon::Impl::PendingReason(const Job& j) const {
     if (!spec.gpu_type.empty() && n.gpu_type != spec.gpu_type) continue;
     usable += n.slots;
     auto u = used.find(n.id);
-    free += std::max(0, n.slots - (u == used.end() ? 0 : u->second));
+    free += std::max(0, n.slots - (u == used.end() ? 0 : static_cast<int>(u->second.size())));
   }
   if (usable == 0) return "no connected training node" + type;
   if (usable < need)
@@ -80,11 +91,7 @@ std::string Daemon::Impl::PendingReason(const Job& j) const {
 }
 
 std::vector<p::NodeRow> Daemon::Impl::NodeRows() {
-  // Slots held by staying workers, per node, in one pass over the jobs.
-  std::map<std::string, std::set<int>> used;
-  for (const auto& [jid, j] : jobs)
-    for (const auto& [wid, w] : j.workers)
-      if (!w.leaving) used[w.agent].insert(w.slot);
+  const auto used = SlotsInUse();
   std::vector<p::NodeRow> rows;
   for (const auto& [id, n] : nodes) {
     if (n.removed) continue;
