@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <random>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "aryl/port_range.h"
 #include "aryl/agent/process.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
@@ -33,17 +35,15 @@ namespace p = aryl::protocol;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
+// A port for a test's scheduler or HTTP endpoint: below the kernel's
+// ephemeral range (32768-60999) and the schedulers' MASTER_PORT range
+// (20000-32767), so that no other test's outgoing connection or bind to port 0
+// (an agent's store, a Gloo pair) can take it between this pick and the bind;
+// a random start, so that concurrent tests seldom try the same ports.
 inline int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  static std::mt19937_64 rng{std::random_device{}()};
+  auto port = PickPort(PortRange{10000, 19999}, rng(), [](int p) { return !PortBindable(p); });
+  return port.value_or(10000);
 }
 
 inline std::string ReadFile(const fs::path& path) {
