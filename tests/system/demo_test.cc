@@ -17,23 +17,14 @@
 
 #include "aryl/agent/process.h"
 #include "aryl/daemon/http_server.h"
+#include "test_port.h"
 
 namespace aryl {
 namespace {
 
 namespace fs = std::filesystem;
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using livetest::FreePort;
 
 std::string ReadAll(const fs::path& dir) {
   std::string out;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <random>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -23,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "aryl/port_range.h"
 #include "aryl/agent/process.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
+#include "test_port.h"
 
 namespace aryl::livetest {
 
@@ -34,17 +33,6 @@ namespace fs = std::filesystem;
 namespace p = aryl::protocol;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-// A port for a test's scheduler or HTTP endpoint: below the kernel's
-// ephemeral range (32768-60999) and the schedulers' MASTER_PORT range
-// (20000-32767), so that no other test's outgoing connection or bind to port 0
-// (an agent's store, a Gloo pair) can take it between this pick and the bind;
-// a random start, so that concurrent tests seldom try the same ports.
-inline int FreePort() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  auto port = PickPort(PortRange{10000, 19999}, rng(), [](int p) { return !PortBindable(p); });
-  return port.value_or(10000);
-}
 
 inline std::string ReadFile(const fs::path& path) {
   std::ifstream in(path);
