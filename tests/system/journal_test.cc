@@ -26,7 +26,7 @@ long long Query(const fs::path& db_path, const std::string& sql) {
 class JournalTest : public LiveCluster {};
 
 // 120 short jobs make hundreds of journal rows; with a snapshot every 30 rows
-// the journal never holds many more than 30. Then, with one job running and
+// the journal never holds more than about twice 30. Then, with one job running and
 // one queued, SIGKILL and restart the scheduler: it restores the snapshot and
 // the rows after it, the running job keeps its workers and generation, the
 // queued one stays queued and starts once the first one's slots are free.
@@ -51,9 +51,13 @@ TEST_F(JournalTest, BoundedAndRestartRebuildsFromSnapshotAndTail) {
   long long history = Query(db, "SELECT seq FROM sqlite_sequence WHERE name = 'core_events'");
   std::printf("core journal: %lld rows appended in all, at most %lld held at once\n", history, max_rows);
   EXPECT_GE(history, 2 * 120) << "every job makes at least a submit and a finish row";
-  // A snapshot follows the durable step that brought the journal to kEvery
-  // rows, so it holds at most the rows of one step more.
-  EXPECT_LE(max_rows, kEvery + 10) << Logs();
+  // A snapshot is taken after the durable step that brought the journal to
+  // kEvery rows and lands (its rows deleted) at the first tick after a helper
+  // thread encoded it (core_journal.cc, MaybeSnapshot): the rows appended
+  // meanwhile, a tick's worth and more on a loaded machine (46 seen under
+  // ctest -j2 beside a build), stay until the next one. Without snapshots the
+  // journal would hold all of the history (hundreds of rows).
+  EXPECT_LE(max_rows, 2 * kEvery + 10) << Logs();
   EXPECT_EQ(Query(db, "SELECT count(*) FROM meta WHERE key = 'core_snapshot'"), 1);
 
   auto running = Submit(*c, {"sleep", "60"}, 4);
