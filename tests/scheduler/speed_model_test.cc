@@ -239,6 +239,31 @@ TEST(SpeedModelTest, RepeatedSamplesRefitOnlyWhenTheyDisagree) {
   EXPECT_NEAR(1 / models.Throughput(1, "A100", 1, 8), std::sqrt(0.5 * 1.5), 1e-3);
 }
 
+TEST(SpeedModelTest, NewConfigurationRefitsOnlyWhenTheFitMissesIt) {
+  // A job that scales as the optimistic prior says: its second size is
+  // predicted to within its noise, kept and not refitted; a size where it
+  // stops scaling is.
+  SpeedModels models(Options());
+  ASSERT_TRUE(models.AddJob(1, "").ok());
+  auto at = [](int workers, double step) {
+    StepSample s;
+    s.gpu_type = "A100";
+    s.workers = workers;
+    s.local_batch = 1.0 / workers;
+    s.step_time = step;
+    s.spread = 0.05 * step;
+    s.count = 10;
+    return s;
+  };
+  EXPECT_TRUE(*models.AddSample(1, at(1, 1.0)));  // the first always fits
+  EXPECT_FALSE(*models.AddSample(1, at(2, 0.5)));
+  EXPECT_EQ(models.Find(1)->samples().size(), 2u);
+  EXPECT_EQ(models.Find(1)->fits(), 1);
+  EXPECT_TRUE(*models.AddSample(1, at(4, 0.5)));  // predicted 0.25
+  EXPECT_EQ(models.Find(1)->fits(), 2);
+  EXPECT_NEAR(1 / models.Throughput(1, "A100", 4, 8), 0.5, 0.05);
+}
+
 TEST(SpeedModelTest, JsonRoundTripAnswersTheSame) {
   // The journal form restores samples, fits and the cluster's knowledge exactly.
   const SpeedParams truth = Truth();

@@ -58,11 +58,22 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
   ARYL_RETURN_IF_ERROR(ValidateStepSample(sample));
   auto it = std::find_if(samples_.begin(), samples_.end(),
                          [&](const StepSample& s) { return SameConfig(s, sample); });
+  // Off the current fit by more than the sample's noise: a fit that already
+  // predicts a measurement to within its noise has nothing to learn from it
+  // worth a refit (the sample is kept for the next one).
+  auto off = [&](const StepSample& s) {
+    const double predicted = params_.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch);
+    const double sigma = std::max(
+        kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
+    return std::fabs(std::log(predicted / s.step_time)) > sigma;
+  };
   bool due = false;
   if (it == samples_.end()) {
     samples_.push_back(sample);
     fitted_count_.push_back(0);
-    due = true;
+    // A new configuration: refit unless the fit (not the bare prior) already
+    // predicts it.
+    due = fits_ == 0 || off(sample);
   } else {
     // Count-weighted means of log step time and of relative spread.
     const double n0 = it->count, n1 = sample.count, n = n0 + n1;
@@ -74,12 +85,7 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
     const auto i = static_cast<std::size_t>(it - samples_.begin());
     // Doubled since the last fit, and the fit no longer matches it to within
     // its noise (a repeat that agrees with the fit changes nothing worth a refit).
-    const double predicted =
-        params_.StepTime(it->gpu_type, it->workers, it->nodes, it->local_batch);
-    const double sigma = std::max(
-        kMinSampleSigma, it->spread / it->step_time / std::sqrt(static_cast<double>(it->count)));
-    due =
-        it->count >= 2 * fitted_count_[i] && std::fabs(std::log(predicted / it->step_time)) > sigma;
+    due = it->count >= 2 * fitted_count_[i] && off(*it);
   }
   if (!due) return false;
   ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds,

@@ -12,8 +12,9 @@
 //      finished jobs; else OptimisticParams().
 //   3. Each measured summary: models.AddSample(id, sample). It merges the
 //      sample with earlier ones at the same configuration and refits when the
-//      configuration is new, or its step count has doubled since the last fit
-//      and the fit is off the merged median by more than its noise;
+//      fit is off the sample's (merged) median by more than its noise: at a
+//      configuration new to the job at once, at a known one once its step
+//      count has doubled since the last fit (the first sample always fits);
 //      it returns true when the fit changed. Then
 //      Scheduler::RefreshSpeed(time, id) makes the core read the new curve
 //      (knapsack values, reclaim costs, finish estimates, migration checks).
