@@ -1,4 +1,4 @@
-// aryl nodes [drain|resume|remove NAME] | pool offer | pool reclaim | keygen.
+// aryl nodes [drain [--now]|resume|remove NAME] | pool offer | pool reclaim | keygen.
 #include <iostream>
 
 #include "aryl/flags.h"
@@ -99,8 +99,15 @@ std::string NodesTable(const std::vector<p::NodeRow>& nodes, const OutputOptions
 std::vector<Command> ClusterCommands() {
   return {
       {"nodes", "", "agents: pool, loan state, slots in use", true, Positional("ACTION"), Nodes},
-      {"nodes drain", "NAME", "no new workers on NAME; its workers move off (or are preempted with a checkpoint)", true,
-       Positional("NAME"), [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("drain", r, c); }},
+      {"nodes drain", "NAME [--now]",
+       "no new workers on NAME; its jobs run to their end (--now: its workers move off at once, checkpointed)", true,
+       [](cxxopts::Options& o) {
+         Positional("NAME")(o);
+         o.add_options()("now", "Move its workers off now (shrink, or preempt with a checkpoint)");
+       },
+       [](const cxxopts::ParseResult& r, const Client& c) {
+         return NodeAction(r["now"].as<bool>() ? "drain-now" : "drain", r, c);
+       }},
       {"nodes resume", "NAME", "make a drained node schedulable again", true, Positional("NAME"),
        [](const cxxopts::ParseResult& r, const Client& c) { return NodeAction("resume", r, c); }},
       {"nodes remove", "NAME", "forget a disconnected node (listings, capacity)", true, Positional("NAME"),

@@ -592,8 +592,8 @@ std::string WorkerEnd::How() const {
 }
 
 Status NodeCommand::Validate() const {
-  if (action != "drain" && action != "resume" && action != "remove")
-    return FieldError("action", "expected drain, resume or remove, got \"" + action + "\"");
+  if (action != "drain" && action != "drain-now" && action != "resume" && action != "remove")
+    return FieldError("action", "expected drain, drain-now, resume or remove, got \"" + action + "\"");
   return Status::Ok();
 }
 

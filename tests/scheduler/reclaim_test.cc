@@ -300,6 +300,29 @@ TEST(ReclaimTest, AJobLeftToFinishThatSlipsLeavesBeforeTheDeadline) {
   EXPECT_DOUBLE_EQ(h.job(1).remaining_work, 2000);  // nothing lost
 }
 
+TEST(ReclaimTest, AReclaimMetLateIsRecordedAndTheStateStillRestores) {
+  // The driver sends nothing until after the deadline (no Tick at
+  // NextWakeup): the job leaves and the server is returned at the first event
+  // after it, late. The record says so; the state is consistent, and an
+  // image of it restores.
+  Harness h(Servers(0, 1));
+  h.Loan({0});
+  h.Submit(Inelastic(1, 8, 800));  // left to finish: done by t=100
+  Reclaim r;
+  r.count = 1;
+  r.deadline = 300;
+  EXPECT_TRUE(h.Send(r).empty());
+  Plan p = h.Send(JobProgress{1, 2000}, 400);  // it slipped, and nobody asked
+  EXPECT_EQ(Count(p, ActionType::kReturnServer), 1);
+  const ReclaimRecord& rec = h.state().reclaims().back();
+  EXPECT_DOUBLE_EQ(rec.met_time, 400);
+  EXPECT_FALSE(rec.met()) << "late";
+  EXPECT_TRUE(h.state().CheckInvariants().ok()) << h.state().CheckInvariants().ToString();
+  auto restored = Scheduler::Restore("aryl", h.scheduler().Snapshot(), testing::Catalog(), h.state().config());
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_DOUBLE_EQ((*restored)->state().reclaims().back().met_time, 400);
+}
+
 TEST(ReclaimTest, WithoutLettingJobsFinishEveryServerIsReturnedAtOnce) {
   // reclaim_lets_jobs_finish = false (the daemon): the same reclaim preempts J1.
   SchedulerConfig c;

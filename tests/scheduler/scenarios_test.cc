@@ -170,5 +170,44 @@ TEST(ScenarioTest, ServerFailureShrinksElasticAndPreemptsInelastic) {
   EXPECT_EQ(h.job(2).status, JobStatus::kRunning);
 }
 
+TEST(ScenarioTest, CordonedServerLetsItsJobsFinishAndTakesNoNewOnes) {
+  // An operator's drain that waits (ServerCordoned): the jobs on the server
+  // keep their workers there, nothing new goes there, an elastic job there
+  // does not grow; lifting it makes the server schedulable again.
+  Harness h(Servers(2, 0));
+  h.Submit(Inelastic(1, 4, kLong), 0);
+  ServerId cordoned = h.job(1).placement.begin()->first;
+  const ServerId other = cordoned == 0 ? 1 : 0;
+  Plan plan = h.Send(ServerCordoned{cordoned, true}, 1);
+  EXPECT_EQ(plan.actions.size(), 0u);
+  EXPECT_TRUE(h.state().server(cordoned)->cordoned);
+  EXPECT_EQ(h.job(1).status, JobStatus::kRunning);
+  EXPECT_EQ(h.job(1).placement, (Placement{{cordoned, 4}}));
+  h.Submit(Inelastic(2, 4, kLong), 2);  // fits beside job 1, but not there
+  EXPECT_EQ(h.job(2).placement, (Placement{{other, 4}}));
+  h.Submit(Inelastic(3, 8, kLong), 3);  // needs a whole server: waits
+  EXPECT_EQ(h.job(3).status, JobStatus::kQueued);
+  h.Send(JobFinished{2}, 4);
+  EXPECT_EQ(h.job(3).placement, (Placement{{other, 8}}));
+  h.Send(ServerCordoned{cordoned, false}, 5);
+  h.Submit(Inelastic(4, 4, kLong), 6);
+  EXPECT_EQ(h.job(4).placement, (Placement{{cordoned, 4}}));
+}
+
+TEST(ScenarioTest, ElasticJobOnACordonedServerDoesNotGrowThere) {
+  Harness h(Servers(1, 0));
+  h.Submit(Elastic(1, 2, 8, kLong), 0);
+  ASSERT_EQ(h.job(1).workers, 8);
+  h.Send(ServerCordoned{0, true}, 1);
+  h.Send(JobProgress{1, kLong}, 2);
+  EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
+  h.Send(ServerFailed{0}, 3);  // a failure still moves its workers off
+  EXPECT_EQ(h.job(1).status, JobStatus::kQueued);
+  h.Send(ServerRecovered{0}, 4);
+  EXPECT_EQ(h.job(1).status, JobStatus::kQueued) << "still cordoned";
+  h.Send(ServerCordoned{0, false}, 5);
+  EXPECT_EQ(h.job(1).status, JobStatus::kRunning);
+}
+
 }  // namespace
 }  // namespace aryl::sched

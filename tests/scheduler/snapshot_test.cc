@@ -18,6 +18,7 @@ void ExpectSameImage(const StateImage& a, const StateImage& b) {
     EXPECT_EQ(x.spec.name, y.spec.name);
     EXPECT_EQ(x.state, y.state);
     EXPECT_EQ(x.failed, y.failed);
+    EXPECT_EQ(x.cordoned, y.cordoned);
     EXPECT_EQ(x.type, y.type);
     EXPECT_EQ(x.used, y.used);
     EXPECT_EQ(x.jobs, y.jobs);
@@ -62,7 +63,7 @@ std::string PlanText(const Plan& p) {
 }
 
 // A random but valid event for `s`: submissions, finishes, progress, server
-// failures and recoveries, loans and reclaims, ticks.
+// failures and recoveries, cordons, loans and reclaims, ticks.
 Event RandomEvent(const Scheduler& s, std::mt19937& rng, double t, JobId* next_job) {
   const ClusterState& st = s.state();
   std::vector<JobId> active(st.running().begin(), st.running().end());
@@ -86,6 +87,8 @@ Event RandomEvent(const Scheduler& s, std::mt19937& rng, double t, JobId* next_j
     if (!held.empty()) return {t, ServersLoaned{{held[rng() % held.size()]}}};
   }
   if (kind == 8 && !st.LoanedServers().empty()) return {t, Reclaim{1, {}, t + 30}};
+  // Cordons lifted more often than placed, so that the cluster keeps room.
+  if (kind == 9 && (sv.cordoned || rng() % 3 == 0)) return {t, ServerCordoned{sv.spec.id, !sv.cordoned}};
   return {t, Tick{}};
 }
 

@@ -613,7 +613,7 @@ TEST_F(SystemTest, NodesDrainResumeRemove) {
   auto job = Submit(*c, {"sleep", "60"}, 0, 1, 4);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(WaitFor([&] { auto r = Status(*c, *job); return r.ok() && r->row.workers == 4; }, 15)) << Logs();
-  auto drain = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "drain"}, milliseconds(2000));
+  auto drain = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "drain-now"}, milliseconds(2000));
   ASSERT_TRUE(drain.ok()) << drain.status();
   ASSERT_TRUE(WaitFor([&] {
     auto r = Status(*c, *job);
@@ -647,6 +647,77 @@ TEST_F(SystemTest, NodesDrainResumeRemove) {
   nodes = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
   ASSERT_TRUE(nodes.ok());
   for (const auto& n : nodes->nodes) EXPECT_NE(n.agent_id, "b");
+}
+
+// drain (without --now) is Slurm's DRAIN: the job on the node runs to its end
+// there with the same workers (no preemption, no new generation), nothing new
+// goes there, and once it is empty the node shows drained, also after a
+// scheduler restart, until resume.
+TEST_F(SystemTest, DrainLetsRunningJobsFinish) {
+  StartScheduler();
+  StartAgent("a", 2);
+  StartAgent("b", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  auto first = Submit(*c, {"sleep", "4"}, 2);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::string node;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *first);
+    if (!r.ok() || r->row.state != p::JobState::kRunning || r->placement.empty()) return false;
+    node = r->placement.front().agent_id;
+    return true;
+  }, 10)) << Logs();
+  const std::string other = node == "a" ? "b" : "a";
+  auto drain = c->Call<p::Ok>(p::NodeCommand{.node = node, .action = "drain"}, milliseconds(2000));
+  ASSERT_TRUE(drain.ok()) << drain.status();
+  EXPECT_NE(drain->message.find("running jobs finish"), std::string::npos) << drain->message;
+  auto state_of = [&](const std::string& id) {
+    auto n = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+    if (n.ok())
+      for (const auto& x : n->nodes)
+        if (x.agent_id == id) return x.state;
+    return p::NodeState::kDisconnected;
+  };
+  EXPECT_EQ(state_of(node), p::NodeState::kDraining);
+  auto second = Submit(*c, {"sleep", "1"}, 2);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, *second);
+    return r.ok() && r->row.state != p::JobState::kQueued;
+  }, 10)) << Logs();
+  auto r2 = Status(*c, *second);
+  ASSERT_TRUE(r2.ok());
+  for (const auto& pl : r2->placement) EXPECT_EQ(pl.agent_id, other) << "nothing new on a draining node";
+  auto mid = Status(*c, *first);
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->row.state, p::JobState::kRunning);
+  EXPECT_EQ(mid->row.generation, 1) << "not moved";
+  ASSERT_TRUE(WaitState(*c, *first, p::JobState::kCompleted, 20)) << Logs();
+  auto done = Status(*c, *first);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->row.generation, 1) << "ran to its end where it was";
+  ASSERT_TRUE(WaitFor([&] { return state_of(node) == p::NodeState::kDrained; }, 5)) << Logs();
+  EXPECT_FALSE(Submit(*c, {"true"}, 4).ok()) << "a drained node's slots are not capacity";
+
+  Kill(scheduler_pid_);
+  fs::rename(dir_ / "scheduler.log", dir_ / "scheduler-1.log");
+  StartScheduler();
+  c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  EXPECT_EQ(state_of(node), p::NodeState::kDrained) << "a drain survives a restart";
+  auto third = Submit(*c, {"sleep", "1"}, 2);
+  ASSERT_TRUE(third.ok()) << third.status();
+  ASSERT_TRUE(WaitState(*c, *third, p::JobState::kCompleted, 20)) << Logs();
+  auto r3 = Status(*c, *third);
+  ASSERT_TRUE(r3.ok());
+  for (const auto& pl : r3->placement) EXPECT_EQ(pl.agent_id, other);
+
+  ASSERT_TRUE(c->Call<p::Ok>(p::NodeCommand{.node = node, .action = "resume"}, milliseconds(2000)).ok());
+  EXPECT_EQ(state_of(node), p::NodeState::kAvailable);
+  auto big = Submit(*c, {"true"}, 4);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_TRUE(WaitState(*c, *big, p::JobState::kCompleted, 20)) << Logs();
 }
 
 // Listings come in pages; a missing program's exec error reaches the job's status.

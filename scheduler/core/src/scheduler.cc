@@ -177,6 +177,10 @@ Status Scheduler::Impl::Validate(const Event& e) const {
                                               " has not failed");
           }
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, ServerCordoned>) {
+          if (!st.server(body.server))
+            return Status::NotFound("cordon of unknown server " + std::to_string(body.server));
+          return Status::Ok();
         } else {
           return Status::Ok();
         }
@@ -343,6 +347,8 @@ Result<Plan> Scheduler::Apply(const Event& event) {
           return st.MarkFailed(body.server);
         } else if constexpr (std::is_same_v<T, ServerRecovered>) {
           return st.MarkRecovered(body.server);
+        } else if constexpr (std::is_same_v<T, ServerCordoned>) {
+          return st.SetCordoned(body.server, body.cordoned);
         } else {
           return Status::Ok();  // Tick
         }

@@ -84,9 +84,9 @@ std::vector<ServerId> ClusterState::LoanedServers() const {
 }
 
 bool ClusterState::OnDraining(const JobInfo& job) const {
-  if (draining_.empty()) return false;
+  if (draining_.empty() && cordoned_ == 0) return false;
   for (const auto& [sid, n] : job.placement) {
-    if (servers_[server_index(sid)].draining()) return true;
+    if (servers_[server_index(sid)].holds_in_place()) return true;
   }
   return false;
 }
@@ -489,6 +489,16 @@ Status ClusterState::MarkRecovered(ServerId id) {
   ServerInfo& s = servers_[i];
   if (!s.failed) return Status::FailedPrecondition(ServerName(id) + " has not failed");
   s.failed = false;
+  return Status::Ok();
+}
+
+Status ClusterState::SetCordoned(ServerId id, bool cordoned) {
+  int i = server_index(id);
+  if (i < 0) return Status::NotFound("cordon of unknown " + ServerName(id));
+  ServerInfo& s = servers_[i];
+  if (s.cordoned == cordoned) return Status::Ok();
+  s.cordoned = cordoned;
+  cordoned_ += cordoned ? 1 : -1;
   return Status::Ok();
 }
 

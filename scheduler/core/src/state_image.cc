@@ -42,6 +42,8 @@ Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<c
     to.loaned_seconds = from.loaned_seconds;
     to.return_by = from.return_by;
     to.reclaim_record = from.reclaim_record;
+    to.cordoned = from.cordoned;
+    state.cordoned_ += from.cordoned;
     if (from.draining() && (from.reclaim_record < 0 || from.reclaim_record >= static_cast<int>(image.reclaims.size())))
       return Status::Corruption(who + ": draining for reclaim " + std::to_string(from.reclaim_record) + " of " +
                                 std::to_string(image.reclaims.size()));

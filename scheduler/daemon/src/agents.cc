@@ -73,12 +73,16 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
         pending_converge.insert(jid);
       }
     }
-    if (is_new) return AddServer(n);
-    if (core && (restarted || !was_connected) && !n.drained) {
-      const auto* info = core->state().server(n.server_id);
-      if (info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "agent back");
+    if (is_new) {
+      ARYL_RETURN_IF_ERROR(AddServer(n));
+      return SyncCordon(n);
     }
-    return Status::Ok();
+    // A node drained --now stays failed; a drained one is back, still cordoned.
+    if (core && (restarted || !was_connected) && !(n.drained && n.drain_now)) {
+      const auto* info = core->state().server(n.server_id);
+      if (info && info->failed) ARYL_RETURN_IF_ERROR(Feed(s::ServerRecovered{n.server_id}, "agent back"));
+    }
+    return SyncCordon(n);
   });
   if (!st.ok()) {
     // Nothing of the registration happened; the agent tries again.
@@ -247,23 +251,34 @@ std::int64_t Daemon::Impl::RankZero(const Job& j) {
   return -1;
 }
 
-// drain: the node takes no new workers and its workers move off as on a
-// planned shrink or a preemption (the core sees the server as failed while the
-// agent stays connected, so leavers go at a step boundary, with a checkpoint);
-// resume: schedulable again; remove: forget a disconnected node. Each is
-// idempotent and survives a scheduler restart (meta table).
+// drain: the node takes no new workers; the jobs on it run to their end (the
+// core sees its server cordoned; Slurm's DRAIN). drain-now: its workers also
+// move off at once, as on a planned shrink or a preemption (the core sees the
+// server failed while the agent stays connected, so leavers go at a step
+// boundary, with a checkpoint). resume: schedulable again. remove: forget a
+// disconnected node. Each is idempotent and survives a scheduler restart
+// (meta table; the cordon also in the core journal).
+Status Daemon::Impl::SyncCordon(const Node& n) {
+  const auto* info = core ? core->state().server(n.server_id) : nullptr;
+  if (!info || info->cordoned == n.drained) return Status::Ok();
+  return Feed(s::ServerCordoned{n.server_id, n.drained}, n.drained ? "drain " + n.id : "resume " + n.id);
+}
+
 Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& action) {
   auto it = nodes.find(name);
   if (it == nodes.end() || it->second.removed) return Status::NotFound("no node named '" + name + "'");
   Node& n = it->second;
-  if (action == "drain") {
-    if (n.drained) return Status::Ok();
-    return Transaction("drain " + name, [&]() -> Status {
+  if (action == "drain" || action == "drain-now") {
+    const bool now = action == "drain-now";
+    if (n.drained && (n.drain_now || !now)) return Status::Ok();
+    return Transaction(action + " " + name, [&]() -> Status {
       n.drained = true;
-      ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "1"));
-      ARYL_RETURN_IF_ERROR(Journal(0, "drain", name, json::object(), {name}));
+      n.drain_now = now;
+      ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, now ? "1" : "wait"));
+      ARYL_RETURN_IF_ERROR(Journal(0, "drain", name, json{{"now", now}}, {name}));
+      ARYL_RETURN_IF_ERROR(SyncCordon(n));
       const auto* info = core ? core->state().server(n.server_id) : nullptr;
-      if (info && !info->failed) return Feed(s::ServerFailed{n.server_id}, "drain " + name);
+      if (now && info && !info->failed) return Feed(s::ServerFailed{n.server_id}, "drain --now " + name);
       return Status::Ok();
     });
   }
@@ -271,8 +286,10 @@ Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& 
     if (!n.drained) return Status::FailedPrecondition("node '" + name + "' is not drained");
     return Transaction("resume " + name, [&]() -> Status {
       n.drained = false;
+      n.drain_now = false;
       ARYL_RETURN_IF_ERROR(store->SetMeta("drained/" + name, "0"));
       ARYL_RETURN_IF_ERROR(Journal(0, "resume", name, json::object(), {name}));
+      ARYL_RETURN_IF_ERROR(SyncCordon(n));
       const auto* info = core ? core->state().server(n.server_id) : nullptr;
       if (n.connected && info && info->failed) return Feed(s::ServerRecovered{n.server_id}, "resume " + name);
       return Status::Ok();

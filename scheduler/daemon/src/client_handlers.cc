@@ -247,7 +247,9 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::NodeCommand& m)
   }
   snapshot_dirty = true;
   p::Ok ok;
-  ok.message = "node " + m.node + ": " + m.action + (m.action == "drain" ? "ing" : "d");
+  ok.message = "node " + m.node + ": " + (m.action == "drain"       ? "draining (running jobs finish there)"
+                                          : m.action == "drain-now" ? "draining (its workers move off now)"
+                                                                    : m.action + "d");
   return p::Message(ok);
 }
 

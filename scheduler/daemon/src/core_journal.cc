@@ -57,6 +57,8 @@ json EventJson(const s::EventBody& body) {
           return {{"type", "reclaim"}, {"count", e.count}, {"servers", e.servers}, {"deadline", e.deadline}};
         if constexpr (std::is_same_v<T, s::ServerFailed>) return {{"type", "failed"}, {"server", e.server}};
         if constexpr (std::is_same_v<T, s::ServerRecovered>) return {{"type", "recovered"}, {"server", e.server}};
+        if constexpr (std::is_same_v<T, s::ServerCordoned>)
+          return {{"type", "cordoned"}, {"server", e.server}, {"cordoned", e.cordoned}};
         if constexpr (std::is_same_v<T, s::Tick>) return {{"type", "tick"}};
         if constexpr (std::is_same_v<T, s::JobRescaleKnown>)
           return {{"type", "rescale_kind"}, {"job", e.job}, {"restart", e.rescale == s::Rescale::kRestart}};
@@ -84,6 +86,8 @@ Result<s::EventBody> EventFromParsed(const json& j) {
   if (type == "failed") return s::EventBody(s::ServerFailed{j.at("server").get<s::ServerId>()});
   if (type == "recovered") return s::EventBody(s::ServerRecovered{j.at("server").get<s::ServerId>()});
   if (type == "tick") return s::EventBody(s::Tick{});
+  if (type == "cordoned")
+    return s::EventBody(s::ServerCordoned{j.at("server").get<s::ServerId>(), j.at("cordoned").get<bool>()});
   if (type == "rescale_kind")
     return s::EventBody(s::JobRescaleKnown{j.at("job").get<s::JobId>(),
                                            j.at("restart").get<bool>() ? s::Rescale::kRestart : s::Rescale::kInPlace});

@@ -122,7 +122,7 @@ json ServerJson(const s::ServerInfo& v) {
           {"busy", N(v.busy_gpu_seconds, "busy_gpu_seconds")}, {"loaned", N(v.loaned_seconds, "loaned_seconds")},
           // kNever (infinity) is not JSON: a server that is not draining has no "return_by".
           {"return_by", v.draining() ? json(N(v.return_by, "return_by")) : json(nullptr)},
-          {"reclaim_record", v.reclaim_record}};
+          {"reclaim_record", v.reclaim_record}, {"cordoned", v.cordoned}};
 }
 
 s::ServerInfo ServerFrom(const json& x) {
@@ -143,6 +143,7 @@ s::ServerInfo ServerFrom(const json& x) {
   v.loaned_seconds = x.at("loaned").get<double>();
   if (!x.at("return_by").is_null()) v.return_by = x.at("return_by").get<double>();
   v.reclaim_record = x.at("reclaim_record").get<int>();
+  v.cordoned = x.value("cordoned", false);  // absent in snapshots from before drains let jobs finish
   return v;
 }
 

@@ -89,7 +89,9 @@ Status Daemon::Impl::LoadState() {
     n.loan_state = r.loan_state;
     ARYL_ASSIGN_OR_RETURN(auto drained, store->GetMeta("drained/" + r.name));
     ARYL_ASSIGN_OR_RETURN(auto removed, store->GetMeta("removed/" + r.name));
-    n.drained = drained && *drained == "1";
+    // "1": drain --now (and drains from before drains let jobs finish); "wait": drain.
+    n.drained = drained && (*drained == "1" || *drained == "wait");
+    n.drain_now = drained && *drained == "1";
     n.removed = removed && *removed == "1";
     loaded_by_server[n.server_id] = n.id;
     loaded_nodes[n.id] = n;

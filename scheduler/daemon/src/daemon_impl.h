@@ -122,7 +122,11 @@ class Daemon::Impl {
     bool log_disk_full = false;  // its last heartbeat said its log disk is full (memory only)
     std::string store_endpoint;
     std::string loan_state = "available";  // available | held | loaned
-    bool drained = false;  // an operator took it out of service (nodes drain)
+    // An operator took it out of service (nodes drain): no new workers. With
+    // drain_now its workers were moved off at once (the core sees it failed);
+    // without, the jobs on it run to their end (the core sees it cordoned).
+    bool drained = false;
+    bool drain_now = false;
     bool removed = false;  // an operator forgot it (nodes remove); known again when its agent registers
     std::string route;                     // routing id it registered from (authz.cc)
   };
@@ -371,6 +375,9 @@ class Daemon::Impl {
   // --- agents.cc
   // Operator commands (drain | resume | remove), persisted in the meta table.
   Status NodeCommandFor(const std::string& node, const std::string& action);
+  // Makes the core's cordon of n's server agree with n.drained (a no-op when
+  // it does, or when the core does not know the server yet).
+  Status SyncCordon(const Node& n);
   // The worker id of rank 0 among the job's staying workers; -1 when none.
   static std::int64_t RankZero(const Job& j);
   std::optional<p::Message> On(const p::ReplyTo& from, p::AgentRegister& m);

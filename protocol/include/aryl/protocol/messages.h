@@ -753,8 +753,9 @@ struct NodesReply {
   bool operator==(const NodesReply&) const = default;
 };
 
-// Operators take a node out of service or back: "drain" (no new workers; its
-// workers are checkpointed and moved off, as on a preemption notice), "resume"
+// Operators take a node out of service or back: "drain" (no new workers; the
+// jobs on it run to their end), "drain-now" (no new workers, and its workers
+// are checkpointed and moved off at once, as on a preemption notice), "resume"
 // (schedulable again) or "remove" (forget a node that is not connected: it no
 // longer counts toward capacity or shows in listings; it is known again if its
 // agent registers) ⇠ Ok.

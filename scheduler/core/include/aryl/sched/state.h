@@ -107,12 +107,18 @@ struct ServerInfo {
   // go there; it is returned when it empties, by `return_by` at the latest.
   Seconds return_by = kNever;
   int reclaim_record = -1;      // index into ClusterState::reclaims() while draining
+  // An operator's drain that lets jobs finish (ServerCordoned): no new workers,
+  // the jobs there keep their placement until they end.
+  bool cordoned = false;
 
   int free() const { return spec.gpus - used; }
   bool draining() const { return return_by < kNever; }
+  // Jobs on it keep the workers they have but get no new ones here: a
+  // reclaimed server they are left to finish on, or a cordoned one.
+  bool holds_in_place() const { return !failed && (draining() || cordoned); }
   // Training may place new workers here now.
   bool usable() const {
-    return !failed && !draining() &&
+    return !failed && !draining() && !cordoned &&
            (state == ServerState::kAvailable || state == ServerState::kLoaned);
   }
   bool loaned() const { return state == ServerState::kLoaned; }
@@ -192,7 +198,8 @@ class ClusterState {
   std::vector<ServerId> HeldServers() const;
   // Servers being reclaimed while jobs finish on them (ServerInfo::draining).
   const std::vector<ServerId>& draining() const { return draining_; }
-  // Whether `job` has workers on a draining server.
+  // Whether `job` has workers on a draining or cordoned server (it is left
+  // to finish where it is).
   bool OnDraining(const JobInfo& job) const;
   int total_gpus() const;
   int used_gpus() const;
@@ -266,6 +273,7 @@ class ClusterState {
   Status LoanServer(ServerId id);
   Status MarkFailed(ServerId id);
   Status MarkRecovered(ServerId id);
+  Status SetCordoned(ServerId id, bool cordoned);
   // Adds a server, failed (out of service) until MarkRecovered: a cluster
   // that grows without rebuilding the state. Its GPU type must be one the
   // cluster has (FailedPrecondition otherwise: a new type changes every job's
@@ -326,6 +334,7 @@ class ClusterState {
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
   std::vector<ServerId> draining_;
+  int cordoned_ = 0;  // servers with ServerInfo::cordoned
   // A number unique to this instance: a copy gets a new one.
   struct InstanceId {
     std::uint64_t value = Next();

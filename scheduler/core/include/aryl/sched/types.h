@@ -120,11 +120,16 @@ struct ServersLoaned { std::vector<ServerId> servers; };
 struct Reclaim { int count = 0; std::vector<ServerId> servers; Seconds deadline = 0; };
 struct ServerFailed { ServerId server = 0; };
 struct ServerRecovered { ServerId server = 0; };
+// An operator's drain that lets running jobs finish (Slurm's DRAIN, kubectl's
+// cordon): while `cordoned`, no new workers go to the server; the jobs there
+// keep their placement (they may shrink, not grow or move) until they end.
+// `cordoned = false` lifts it. Idempotent.
+struct ServerCordoned { ServerId server = 0; bool cordoned = true; };
 struct Tick {};
 
 using EventBody = std::variant<JobSubmitted, JobFinished, JobCancelled, JobProgress,
                                ServersLoaned, Reclaim, ServerFailed, ServerRecovered, Tick,
-                               JobRescaleKnown>;
+                               JobRescaleKnown, ServerCordoned>;
 
 struct Event {
   Seconds time = 0;
