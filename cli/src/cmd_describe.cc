@@ -111,13 +111,17 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   }
   Section(os, std::string("Placement history") + (d->history_truncated ? " (newest only)" : ""), history,
           d->history.empty(), c.out);
-  Table rescales({{"TIME"}, {"GEN"}, {"FROM"}, {"TO"}, {"PLANNED"}, {"PAUSE-S"}, {"DETECT-S", true}, {"AGREE-S", true},
-                  {"RENDEZVOUS-S", true}, {"COMMUNICATOR-S", true}, {"TRANSFER-S", true}});
+  Table rescales({{"TIME"}, {"KIND"}, {"GEN"}, {"FROM"}, {"TO"}, {"PLANNED"}, {"PAUSE-S"}, {"DETECT-S", true},
+                  {"AGREE-S", true}, {"RENDEZVOUS-S", true}, {"COMMUNICATOR-S", true}, {"TRANSFER-S", true}});
   for (const auto& x : d->rescales) {
-    rescales.Add({FormatTime(x.time, utc), std::to_string(x.generation), std::to_string(x.from_workers),
-                  std::to_string(x.to_workers), x.planned ? "yes" : "no (fault)", Fixed(x.phases.total, 3),
-                  Fixed(x.phases.detect, 3), Fixed(x.phases.agree, 3), Fixed(x.phases.rendezvous, 3),
-                  Fixed(x.phases.communicator, 3), Fixed(x.phases.state_transfer, 3)});
+    // A restart has one number: stop to the new group's first step.
+    const bool restart = x.kind == "restart";
+    auto phase = [&](double v) { return restart ? std::string("-") : Fixed(v, 3); };
+    rescales.Add({FormatTime(x.time, utc), restart ? "restart" : "in-place", std::to_string(x.generation),
+                  std::to_string(x.from_workers), x.to_workers > 0 ? std::to_string(x.to_workers) : "-",
+                  x.planned ? "yes" : "no (fault)", x.pause_known ? Fixed(x.phases.total, 3) : "unknown",
+                  phase(x.phases.detect), phase(x.phases.agree), phase(x.phases.rendezvous),
+                  phase(x.phases.communicator), phase(x.phases.state_transfer)});
   }
   Section(os, "Rescales", rescales, d->rescales.empty(), c.out);
   Table preempt({{"TIME"}, {"REASON"}});

@@ -720,6 +720,53 @@ TEST_F(SystemTest, DrainLetsRunningJobsFinish) {
   ASSERT_TRUE(WaitState(*c, *big, p::JobState::kCompleted, 20)) << Logs();
 }
 
+// A restart-kind job (a program without the runtime) grows 2 -> 4 onto a
+// lent server by stopping and starting every worker: describe lists that
+// rescale with its kind, sizes and the pause from the stop to the new group's
+// first step=N line.
+TEST_F(SystemTest, RestartRescaleShowsItsPauseInDescribe) {
+  StartScheduler();
+  StartAgent("t", 2);
+  StartAgent("i", 2, "inference");
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  p::SubmitJob m;
+  m.argv = {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo step=$i; i=$((i+1)); sleep 0.05; done"};
+  m.min_workers = 1;
+  m.max_workers = 4;
+  m.elastic = "restart";
+  auto sub = c->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_TRUE(sub.ok()) << sub.status();
+  const p::JobId job = sub->job;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, job);
+    return r.ok() && r->row.workers == 2 && r->row.step > 0;
+  }, 15)) << Logs();
+  p::PoolOffer offer;
+  offer.servers = {"i"};
+  ASSERT_TRUE(c->Call<p::Ok>(offer, milliseconds(3000)).ok());
+  p::Rescale seen;
+  ASSERT_TRUE(WaitFor([&] {
+    p::DescribeJob q;
+    q.job = job;
+    auto d = c->Call<p::JobDescription>(q, milliseconds(3000));
+    if (!d.ok()) return false;
+    for (const auto& r : d->rescales)
+      if (r.kind == "restart" && r.pause_known) {
+        seen = r;
+        return true;
+      }
+    return false;
+  }, 30)) << Logs();
+  EXPECT_EQ(seen.from_workers, 2);
+  EXPECT_EQ(seen.to_workers, 4);
+  EXPECT_TRUE(seen.planned);
+  EXPECT_GT(seen.phases.total, 0);
+  EXPECT_LT(seen.phases.total, 20);
+  EXPECT_GE(seen.generation, 2);
+  ASSERT_TRUE(c->Call<p::Ok>(p::CancelJob{.job = job}, milliseconds(3000)).ok());
+}
+
 // Listings come in pages; a missing program's exec error reaches the job's status.
 TEST_F(SystemTest, PagedListingAndExecError) {
   StartScheduler();

@@ -166,6 +166,14 @@ class Daemon::Impl {
     std::int64_t rescales = 0;
     std::int64_t preemptions = 0;
     double last_resize_pause = 0;  // as the runtime last measured it (memory only)
+    // A restart's pause, from the stop of every worker to the first step the
+    // new group reports (journaled as restart_report; memory only: a restart
+    // under way when the scheduler restarts goes unmeasured).
+    double restart_stopped_at = 0;    // wall time of the stop; 0: none under way
+    std::int64_t restart_from = 0;    // workers before it
+    std::int64_t restart_to = 0;      // workers of the new group, once started
+    std::int64_t restart_generation = 0;  // the new group's, once started
+    bool restart_planned = true;          // a resize, not a failure
     // Restart elasticity (SubmitJob::elastic): `runtime` once the program was
     // seen to link the runtime; `restarting` while every worker is being
     // stopped to start the group again (a resize or a failure); `restarts`
@@ -348,7 +356,7 @@ class Daemon::Impl {
   void ClearWorkers(Job& j);
   void IndexWorkers();  // rebuilds workers_on from jobs
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
-  Status Restart(Job& j, const std::string& reason);  // stop all workers, then start them again
+  Status Restart(Job& j, const std::string& reason, bool planned = true);  // stop all workers, then start them again
   Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).
@@ -375,6 +383,7 @@ class Daemon::Impl {
   // --- agents.cc
   // Operator commands (drain | resume | remove), persisted in the meta table.
   Status NodeCommandFor(const std::string& node, const std::string& action);
+  void RestartMeasured(Job& j);
   // Makes the core's cordon of n's server agree with n.drained (a no-op when
   // it does, or when the core does not know the server yet).
   Status SyncCordon(const Node& n);

@@ -119,7 +119,8 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
                                   " restarts used)");
     }
     j.restarts++;
-    return Restart(j, failure + "; restart " + std::to_string(j.restarts) + " of " + std::to_string(limit));
+    return Restart(j, failure + "; restart " + std::to_string(j.restarts) + " of " + std::to_string(limit),
+                   /*planned=*/false);
   }
   if (kind == ExitKind::kFailed) {
     // The program failed on purpose (its exit code, its own report, or it could
@@ -207,6 +208,25 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
   return std::nullopt;
 }
 
+// The first step of the group a restart started: the restart's pause (stop
+// of every worker to that step, in the scheduler's wall time; for programs
+// that report steps only by printing step=N, as late as the agent relays it).
+void Daemon::Impl::RestartMeasured(Job& j) {
+  const double pause = std::max(0.0, WallNow() - j.restart_stopped_at);
+  (void)Journal(j.rec.id, "restart_report",
+                "generation " + std::to_string(j.restart_generation) + " " + std::to_string(j.restart_from) + "->" +
+                    std::to_string(j.restart_to) + " pause " + FormatDuration(pause) + " (restart" +
+                    (j.restart_planned ? ")" : " after a failure)"),
+                {{"generation", j.restart_generation}, {"from_workers", j.restart_from},
+                 {"to_workers", j.restart_to}, {"pause", pause}, {"planned", j.restart_planned}},
+                JobNodes(j));
+  metrics.Observe("aryl_resize_pause_seconds", pause);
+  j.last_resize_pause = pause;
+  j.restart_stopped_at = 0;
+  j.restart_generation = j.restart_from = j.restart_to = 0;
+  snapshot_dirty = true;
+}
+
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;
@@ -219,6 +239,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
     if (m.step == 0 && m.remaining_work == 0) return std::nullopt;  // the hello, no progress yet
   }
   j.step = m.step;
+  if (j.restart_generation > 0 && m.step > 0) RestartMeasured(j);
   // An early clean exit is a leave, not the job's end: one rank said
   // "completed" (SystemExit(0) at step 300, say) and its peers, regrouped, go
   // on training. Once they report steps past the step of that exit, the job is

@@ -171,6 +171,48 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
                 std::max(0.0, Get<double>(ph, "state_transfer", 0)), std::max(0.0, Get<double>(ph, "total", 0))};
     d.rescales.push_back(r);
   }
+  // Restarts (restart-kind jobs, and restarts after failures): each stop row,
+  // with the pause its restart_report measured (the report that follows it
+  // before the next stop), else unknown; sizes from the report, else from
+  // the stop and the next start.
+  auto stops = newest("restart");
+  if (!stops.ok()) return Err(stops.status());
+  auto measured = newest("restart_report");
+  if (!measured.ok()) return Err(measured.status());
+  for (std::size_t i = 0; i < stops->size(); ++i) {
+    const EventRecord& e = (*stops)[i];
+    const std::int64_t next_stop = i + 1 < stops->size() ? (*stops)[i + 1].seq : INT64_MAX;
+    json data = ParseData(e.data);
+    p::Rescale r;
+    r.kind = "restart";
+    r.time = std::max(0.0, e.time);
+    r.from_workers = std::max<std::int64_t>(0, Get<std::int64_t>(data, "workers", 0));
+    r.pause_known = false;
+    for (const auto& h : placements) {
+      if (h.seq <= e.seq || h.seq >= next_stop || h.kind != "start") continue;
+      json hd = ParseData(h.data);
+      r.generation = std::max<std::int64_t>(0, Get<std::int64_t>(hd, "generation", 0));
+      std::int64_t n = 0;
+      for (const auto& pr : PlacementRows(hd.value("placement", json::object()))) n += pr.workers;
+      r.to_workers = n;
+      break;
+    }
+    for (const auto& m : *measured) {
+      if (m.seq <= e.seq || m.seq >= next_stop) continue;
+      json md = ParseData(m.data);
+      r.generation = std::max<std::int64_t>(0, Get<std::int64_t>(md, "generation", r.generation));
+      r.to_workers = std::max<std::int64_t>(0, Get<std::int64_t>(md, "to_workers", r.to_workers));
+      r.planned = Get<bool>(md, "planned", true);
+      r.phases.total = std::max(0.0, Get<double>(md, "pause", 0));
+      r.pause_known = true;
+      break;
+    }
+    if (!r.pause_known) r.planned = e.detail.rfind("resize", 0) == 0;
+    r.store_generation = r.generation;
+    d.rescales.push_back(r);
+  }
+  std::sort(d.rescales.begin(), d.rescales.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+  KeepNewest(d.rescales, p::kMaxDescribeRows);
   auto preempts = newest("preempt");
   if (!preempts.ok()) return Err(preempts.status());
   for (const auto& e : *preempts) d.preemptions.push_back({std::max(0.0, e.time), "", -1, e.detail});

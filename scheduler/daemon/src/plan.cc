@@ -438,6 +438,10 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
 
   if (fresh) {
     j.starts++;
+    if (j.restarting && j.restart_stopped_at > 0) {
+      j.restart_generation = j.generation;
+      j.restart_to = static_cast<std::int64_t>(members.size());
+    }
     j.restarting = false;
     j.completing = false;
     j.last_start = WallNow();
@@ -533,13 +537,17 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
 // group again at the core's placement, with fresh torchrun variables and
 // TORCHELASTIC_RESTART_COUNT one higher. Exits meanwhile are planned
 // (ClassifyExit). A restart asked for while one is under way joins it.
-Status Daemon::Impl::Restart(Job& j, const std::string& reason) {
+Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
   if (j.workers.empty()) {
     pending_converge.insert(j.rec.id);
     return Status::Ok();
   }
   if (!j.restarting) {
     j.restarting = true;
+    j.restart_stopped_at = WallNow();
+    j.restart_from = static_cast<std::int64_t>(j.workers.size());
+    j.restart_to = j.restart_generation = 0;
+    j.restart_planned = planned;
     StopJobWorkers(j, false, "restart: " + reason);
     ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}}, JobNodes(j)));
     Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);

@@ -63,7 +63,7 @@ inline constexpr std::string_view kEventKinds[] = {
     "submit",  "start",      "resize",    "resize_report", "preempt", "worker_exit", "checkpoint",
     "finished", "failed",    "cancelled", "register",      "node_failed", "drain",   "resume",
     "remove",  "loan",       "reclaim",   "reclaimed",     "return",  "restart",     "lease_wait",
-    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early"};
+    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report"};
 bool IsEventKind(std::string_view kind);
 
 // One journal row. `data` holds the row's facts as JSON (generation,
@@ -131,6 +131,12 @@ struct Rescale {
   std::int64_t to_workers = 0;
   bool planned = true;
   PhaseTimings phases{};
+  // in_place: the runtime's measured phases. restart: every worker stopped
+  // and started again; phases.total is the pause from the stop to the new
+  // group's first reported step, and the other phases are 0. pause_known
+  // false: no step was reported after it (yet).
+  std::string kind = "in_place";
+  bool pause_known = true;
   template <typename V>
   void Visit(V& v) {
     v("time", time, {.min = 0});
@@ -140,6 +146,8 @@ struct Rescale {
     v("to_workers", to_workers, {.min = 0});
     v("planned", planned);
     v("phases", phases);
+    v("kind", kind);
+    v("pause_known", pause_known);
   }
   bool operator==(const Rescale&) const = default;
 };
