@@ -3,11 +3,13 @@ the torchrun way: rank 0 saves model, optimizer and step to --checkpoint (in the
 working directory) every --checkpoint-every steps; every start resumes from it.
 Each step trains on the same global batch whatever the world size (an equal
 shard per rank; DDP averages the gradients), so a run restarted at other sizes
-ends with the parameters of a fixed-size run.
+ends with the parameters of a fixed-size run. The labels come from a fixed
+linear teacher, so there is something to learn: the loss falls from about
+1.3 to about 0.15 over the 200 default steps.
 
 Rank 0 appends one line per start to starts.log (TORCHELASTIC_RESTART_COUNT,
 WORLD_SIZE, the step it resumed from) and one per step to steps.log (step,
-world size, time), keeps progress.txt at the newest step, and saves the final
+world size, time, loss), keeps progress.txt at the newest step, and saves the final
 parameters to final.pt."""
 import argparse
 import os
@@ -50,10 +52,11 @@ if rank == 0:
         f.write(f"restart_count={os.environ['TORCHELASTIC_RESTART_COUNT']} world={world} step={start} "
                 f"pid={os.getpid()} time={time.time():.3f} marker={os.environ.get('DDP_MARKER', '')}\n")
 shard = args.global_batch // world
+teacher = torch.randn(16, 4, generator=torch.Generator().manual_seed(7))  # what the labels follow
 for step in range(start, args.steps):
     g = torch.Generator().manual_seed(1000 + step)
     x = torch.randn(args.global_batch, 16, generator=g)
-    y = torch.randint(0, 4, (args.global_batch,), generator=g)
+    y = (x @ teacher).argmax(1)
     opt.zero_grad()
     loss = F.cross_entropy(ddp(x[rank * shard:(rank + 1) * shard]), y[rank * shard:(rank + 1) * shard])
     loss.backward()
@@ -66,7 +69,7 @@ for step in range(start, args.steps):
                 {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": done}, p))
         write_atomically("progress.txt", lambda p: open(p, "w").write(f"{done} {world} {time.time():.3f}\n"))
         with open("steps.log", "a") as f:
-            f.write(f"{done} {world} {time.time():.3f}\n")
+            f.write(f"{done} {world} {time.time():.3f} {loss.item():.5f}\n")
     if args.sleep_ms:
         time.sleep(args.sleep_ms / 1000)
 if rank == 0:

@@ -324,6 +324,11 @@ class TorchrunRestart(unittest.TestCase):
         steps = [line.split() for line in read(os.path.join(cwd, "steps.log")).splitlines()]
         pauses = [float(b[2]) - float(a[2]) for a, b in zip(steps, steps[1:]) if a[1] != b[1]]
         self.assertEqual(len(pauses), 2, steps)
+        # It trained something (its labels follow a teacher): the last steps'
+        # loss is well under the first steps'.
+        first = sum(float(s[3]) for s in steps[:10]) / 10
+        last = sum(float(s[3]) for s in steps[-10:]) / 10
+        self.assertLess(last, 0.5 * first, f"loss {first:.3f} -> {last:.3f}")
         sys.stderr.write(f"restart pauses: {' '.join(f'{p:.2f}' for p in pauses)} s (2->4, 4->2)\n")
         final = torch.load(os.path.join(cwd, "final.pt"))
         for i, (a, b) in enumerate(zip(reference, final)):
