@@ -8,6 +8,8 @@ else()
   set(_etc ${CMAKE_INSTALL_PREFIX}/etc)
   set(_unitdir ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
 endif()
+# The units read their env files where this install put them.
+set(ARYL_ETCDIR ${_etc})
 set(ARYL_BINDIR ${CMAKE_INSTALL_PREFIX}/${ARYL_INSTALL_BINDIR})
 set(ARYL_DOCDIR ${CMAKE_INSTALL_PREFIX}/${ARYL_INSTALL_DOCDIR})
 set(_tmp ${ARYL_BINARY_DIR}/deploy/systemd)

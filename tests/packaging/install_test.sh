@@ -84,5 +84,9 @@ if ls "$build"/python/aryl/_aryl*.so >/dev/null 2>&1; then
   grep -q "aryl from $venv/" <<<"$out" || grep -rq "aryl from $venv/" "$scratch/run/logs" ||
     { printf '%s\n' "$out" | tail -20; fail "the job's output does not show the venv's aryl"; }
   echo "python module OK: $where"
+  # Units of a non-/usr prefix read the env files installed under it.
+  grep -q "^EnvironmentFile=-$venv/etc/aryl/scheduler.env\$" "$venv/lib/systemd/system/aryl-scheduler.service" ||
+    fail "the prefix's scheduler unit does not read $venv/etc/aryl/scheduler.env"
+  [ -f "$venv/etc/aryl/scheduler.env" ] || fail "no $venv/etc/aryl/scheduler.env"
 fi
 echo "install tree OK: ${#expect[@]} paths checked"
