@@ -13,11 +13,13 @@ set(ARYL_ETCDIR ${_etc})
 set(ARYL_BINDIR ${CMAKE_INSTALL_PREFIX}/${ARYL_INSTALL_BINDIR})
 set(ARYL_DOCDIR ${CMAKE_INSTALL_PREFIX}/${ARYL_INSTALL_DOCDIR})
 set(_tmp ${ARYL_BINARY_DIR}/deploy/systemd)
-foreach(_unit aryl-scheduler aryl-agent)
+# One part per package (ArylInstall.cmake): each daemon's unit and env file,
+# the client's aryl.toml.
+if(ARYL_SYSTEM_PART STREQUAL "scheduler" OR ARYL_SYSTEM_PART STREQUAL "agent")
+  set(_unit aryl-${ARYL_SYSTEM_PART})
   configure_file(${ARYL_SOURCE_DIR}/deploy/systemd/${_unit}.service.in ${_tmp}/${_unit}.service @ONLY)
-endforeach()
-file(INSTALL DESTINATION ${_unitdir} TYPE FILE
-  FILES ${_tmp}/aryl-scheduler.service ${_tmp}/aryl-agent.service)
-file(INSTALL DESTINATION ${_etc}/aryl TYPE FILE
-  FILES ${ARYL_SOURCE_DIR}/deploy/etc/aryl.toml ${ARYL_SOURCE_DIR}/deploy/etc/scheduler.env
-        ${ARYL_SOURCE_DIR}/deploy/etc/agent.env)
+  file(INSTALL DESTINATION ${_unitdir} TYPE FILE FILES ${_tmp}/${_unit}.service)
+  file(INSTALL DESTINATION ${_etc}/aryl TYPE FILE FILES ${ARYL_SOURCE_DIR}/deploy/etc/${ARYL_SYSTEM_PART}.env)
+elseif(ARYL_SYSTEM_PART STREQUAL "tools")
+  file(INSTALL DESTINATION ${_etc}/aryl TYPE FILE FILES ${ARYL_SOURCE_DIR}/deploy/etc/aryl.toml)
+endif()
