@@ -720,6 +720,23 @@ TEST_F(SystemTest, DrainLetsRunningJobsFinish) {
   ASSERT_TRUE(WaitState(*c, *big, p::JobState::kCompleted, 20)) << Logs();
 }
 
+// A drained inference server is not lent to training until it is resumed.
+TEST_F(SystemTest, DrainedInferenceServerIsNotOffered) {
+  StartScheduler();
+  StartAgent("i", 2, "inference");
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  ASSERT_TRUE(c->Call<p::Ok>(p::NodeCommand{.node = "i", .action = "drain"}, milliseconds(2000)).ok());
+  p::PoolOffer offer;
+  offer.servers = {"i"};
+  auto refused = c->Call<p::Ok>(offer, milliseconds(2000));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("drained"), std::string::npos) << refused.status();
+  ASSERT_TRUE(c->Call<p::Ok>(p::NodeCommand{.node = "i", .action = "resume"}, milliseconds(2000)).ok());
+  auto lent = c->Call<p::Ok>(offer, milliseconds(2000));
+  EXPECT_TRUE(lent.ok()) << lent.status();
+}
+
 // A restart-kind job (a program without the runtime) grows 2 -> 4 onto a
 // lent server by stopping and starting every worker: describe lists that
 // rescale with its kind, sizes and the pause from the stop to the new group's

@@ -11,6 +11,8 @@ Status Daemon::Impl::Offer(const std::vector<std::string>& names) {
       return Status::InvalidArgument("'" + name + "' is a training server; only inference servers can be offered");
     if (it->second.loan_state == "loaned") return Status::FailedPrecondition("'" + name + "' is already loaned");
     if (!it->second.connected) return Status::Unavailable("'" + name + "' is not connected");
+    if (it->second.drained)
+      return Status::FailedPrecondition("'" + name + "' is drained (aryl nodes resume " + name + " first)");
     ids.push_back(it->second.server_id);
   }
   ARYL_RETURN_IF_ERROR(Transaction("pool offer", [&]() -> Status {
@@ -102,8 +104,8 @@ void Daemon::Impl::DemandTick(double now) {
       continue;
     }
     held++;
-    // Only servers whose previous reclaim is complete.
-    if (!draining && std::none_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == id; }))
+    // Only servers whose previous reclaim is complete, and not drained.
+    if (!draining && !nodes[id].drained && std::none_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == id; }))
       offerable.push_back(id);
   }
   InferencePool pool{static_cast<int>(inference.size()), held, static_cast<int>(offerable.size())};
