@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda (cuda: ARYL_BACKEND=nccl)")
     ap.add_argument("--out", default="", help="rank 0 saves the final parameters here (torch.save)")
     ap.add_argument("--samples-dir", default="", help="each worker appends its committed samples here")
+    ap.add_argument("--loop", choices=["steps", "epochs"], default="steps",
+                    help="steps: one rt.step() per loop turn; epochs: a DataLoader over sampler.epoch_batches()")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -77,7 +79,9 @@ def main():
         samples = open(os.path.join(args.samples_dir, f"{rt.worker_id}.txt"), "a")
     progress = ProgressPrinter(args.log_every)
     announced = False
-    while rt.step(state) and state.step < args.steps:
+    if args.loop == "epochs":
+        epoch_loop(args, rt, state, model, opt, sampler, x, y, samples, progress)
+    while args.loop == "steps" and rt.step(state) and state.step < args.steps:
         if not announced and rt.rank == 0:
             print(f"start worker={rt.worker_id} world={rt.world_size} gen={rt.generation} step={state.step}",
                   flush=True)
@@ -99,6 +103,36 @@ def main():
             samples.flush()
         if rt.rank == 0:
             progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, batch.global_size)
+    finish(args, rt, state, model)
+
+
+def epoch_loop(args, rt, state, model, opt, sampler, x, y, samples, progress):
+    """The same training in the usual epoch shape: a DataLoader whose batch sampler yields this
+    rank's share of each step, one rt.step() per batch."""
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_sampler=sampler.epoch_batches())
+    ok = rt.step(state)  # joins the group or restores the state
+    while ok and state.step < args.steps:
+        for xb, yb in loader:
+            indices, epoch = sampler.local(rt.rank, rt.world_size), sampler.epoch  # what this batch is
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            loss.backward()
+            if args.sleep_ms:
+                time.sleep(args.sleep_ms / 1000)
+            if rt.all_reduce_gradients(model):  # False: a peer failed, the step is replayed
+                opt.step()
+                rt.report_loss(loss.item())
+                if samples:
+                    samples.write(f"{state.step} {epoch} {os.getpid()} {' '.join(map(str, indices))}\n")
+                    samples.flush()
+                if rt.rank == 0:
+                    progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, sampler.global_batch(rt.world_size))
+            ok = rt.step(state)  # commits the step, applies resizes
+            if not ok or state.step >= args.steps:
+                break
+
+
+def finish(args, rt, state, model):
     if rt.ok and state.step >= args.steps and rt.rank == 0:
         # params: the sum of |w|, to compare a run with a fixed-size one (as the C++ example does)
         params = sum(p.detach().abs().sum().item() for p in model.parameters())

@@ -45,13 +45,15 @@ class ElasticSampler(torch.utils.data.Sampler):
     As a torch.utils.data batch sampler, iterating yields one list: this
     rank's share of the current step (the rank and world of the last
     Runtime.step() that tracked it), so `DataLoader(ds, batch_sampler=sampler)`
-    gives one batch per step.
+    gives one batch per step. For the usual epoch loop (`for x, y in loader:`
+    with one Runtime.step() per batch), use `batch_sampler=sampler.epoch_batches()`.
     """
 
     def __init__(self, dataset_size, batch_size, seed=0, shuffle=True, linear_scaling=False, reference_world=1):
         self._s = _aryl.ElasticSampler(int(dataset_size), int(batch_size), int(seed), shuffle, linear_scaling,
                                        reference_world)
         self._rank, self._world = 0, 1
+        self._binds = 0  # Runtime.step() calls that bound it (epoch_batches checks them)
 
     def local(self, rank, world):
         """This step's sample indices for `rank` of `world`."""
@@ -68,6 +70,29 @@ class ElasticSampler(torch.utils.data.Sampler):
     def learning_rate_scale(self, world):
         return self._s.learning_rate_scale(world)
 
+    def global_batch(self, world=None):
+        """Samples per step at `world` workers (default: the world of the last Runtime.step()):
+        the batch_size given (fixed global batch), or batch_size x world / reference_world
+        (linear_scaling). A per-device batch b of a torchrun script at w ranks is a global batch of b x w."""
+        return self._s.global_batch(self._world if world is None else int(world))
+
+    def steps_per_epoch(self, world=None):
+        """Steps in a whole epoch at `world` (the last one may be shorter)."""
+        return -(-self.dataset_size // self.global_batch(world))
+
+    def steps_left_in_epoch(self, world=None):
+        """Steps from the current position to the end of its epoch, at `world`."""
+        return -(-(self.dataset_size - self.cursor) // self.global_batch(world))
+
+    def epoch_batches(self):
+        """A batch sampler for the epoch loop: `DataLoader(ds, batch_sampler=sampler.epoch_batches())`
+        yields this rank's share of each step until the epoch ends, and its len() is the steps left
+        in the epoch. Call Runtime.step(state) once before the loop (it joins or restores) and once
+        at the end of each batch's body (it commits the step and applies resizes): each batch is
+        taken at the rank and world of the Runtime.step() before it. With num_workers=0 only (a
+        prefetching loader would take batches before the resize that changes them)."""
+        return _EpochBatches(self)
+
     @property
     def epoch(self):
         return self._s.epoch
@@ -82,12 +107,36 @@ class ElasticSampler(torch.utils.data.Sampler):
 
     def _bind(self, rank, world):
         self._rank, self._world = rank, world
+        self._binds += 1
 
     def __iter__(self):
         yield self.local(self._rank, self._world)
 
     def __len__(self):
         return 1
+
+
+class _EpochBatches:
+    """ElasticSampler.epoch_batches(): this rank's share of each step of the current epoch."""
+
+    def __init__(self, sampler):
+        self._s = sampler
+
+    def __len__(self):
+        return self._s.steps_left_in_epoch()
+
+    def __iter__(self):
+        s = self._s
+        if s._binds == 0:
+            raise RuntimeError("aryl.ElasticSampler.epoch_batches(): call Runtime.step(state) once before the "
+                               "loop (it joins the group or restores the state)")
+        epoch, seen = s.epoch, None
+        while s.epoch == epoch:
+            if s._binds == seen:
+                raise RuntimeError("aryl.ElasticSampler.epoch_batches(): no Runtime.step(state) since the last "
+                                   "batch; call it once at the end of each batch's loop body")
+            seen = s._binds
+            yield s.local(s._rank, s._world)
 
 
 class ElasticState:

@@ -34,7 +34,7 @@ def read(path):
         return f.read()
 
 
-def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_ms=0, dropout=0.0):
+def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_ms=0, dropout=0.0, loop="steps"):
     """Runs elastic_mlp.py under aryl-rt-launch; returns (launcher output, params, samples dir)."""
     out_dir = os.path.join(tmp, name)
     samples = os.path.join(out_dir, "samples")
@@ -45,7 +45,7 @@ def run_example(tmp, name, workers, steps, schedule="", optimizer="adam", sleep_
         cmd += ["--schedule", schedule]
     cmd += ["--", sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--optimizer",
             optimizer, "--sleep-ms", str(sleep_ms), "--out", final, "--samples-dir", samples,
-            "--dropout", str(dropout)] + MODEL
+            "--dropout", str(dropout), "--loop", loop] + MODEL
     proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
     logs = "".join(f"==== {f}\n" + read(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir))
                    if f.endswith(".log"))
@@ -73,10 +73,10 @@ class ResizeMatchesFixedRun(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def check(self, optimizer, schedule, steps, expected_workers, dropout=0.0):
+    def check(self, optimizer, schedule, steps, expected_workers, dropout=0.0, loop="steps"):
         _, reference, _ = run_example(self.tmp, "fixed", 2, steps, optimizer=optimizer, dropout=dropout)
         output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=25,
-                                                  dropout=dropout)
+                                                  dropout=dropout, loop=loop)
         # Every planned change took effect while training.
         worlds = [w for _, w in (item.split(":") for item in schedule.split(","))]
         for world in worlds:
@@ -122,6 +122,11 @@ class ResizeMatchesFixedRun(unittest.TestCase):
 
     def test_adamw_2_4_2(self):
         self.check("adamw", "10:4,20:2", 300, 4)
+
+    def test_epoch_loop_adam_2_4_1_2(self):
+        # The usual epoch shape (DataLoader over sampler.epoch_batches(), one rt.step() per batch),
+        # resized in place: the fixed step loop's parameters, every sample once per epoch.
+        self.check("adam", "10:4,20:1,30:2", 300, 5, loop="epochs")
 
 
 class UnderArylRun(unittest.TestCase):
@@ -445,6 +450,23 @@ class InProcess(unittest.TestCase):
             self.train(b, opt_b)
             for pa, pb in zip(a.parameters(), b.parameters()):
                 self.assertTrue(torch.equal(pa, pb), name)
+
+    def test_epoch_batches_helpers_and_misuse(self):
+        s = aryl.ElasticSampler(100, 32, seed=1)
+        self.assertEqual(s.global_batch(), 32)
+        self.assertEqual(s.steps_per_epoch(), 4)  # 32, 32, 32, 4
+        self.assertEqual(s.steps_left_in_epoch(4), 4)
+        lin = aryl.ElasticSampler(100, 8, seed=1, linear_scaling=True)
+        self.assertEqual(lin.global_batch(4), 32)  # per-device 8 at 4 ranks
+        batches = s.epoch_batches()
+        self.assertEqual(len(batches), 4)
+        with self.assertRaisesRegex(RuntimeError, "once before the loop"):
+            next(iter(batches))
+        s._bind(0, 1)  # as Runtime.step() does
+        it = iter(batches)
+        self.assertEqual(len(next(it)), 32)
+        with self.assertRaisesRegex(RuntimeError, "no Runtime.step"):
+            next(it)
 
     def test_module_mismatch_is_reported(self):
         data = aryl.ElasticState(model=torch.nn.Linear(4, 3)).serialize()
