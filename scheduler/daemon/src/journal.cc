@@ -207,7 +207,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
       r.pause_known = true;
       break;
     }
-    if (!r.pause_known) r.planned = e.detail.rfind("resize", 0) == 0;
+    if (!r.pause_known) r.planned = Get<bool>(data, "planned", true);
     r.store_generation = r.generation;
     d.rescales.push_back(r);
   }

@@ -549,7 +549,8 @@ Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
     j.restart_to = j.restart_generation = 0;
     j.restart_planned = planned;
     StopJobWorkers(j, false, "restart: " + reason);
-    ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}}, JobNodes(j)));
+    ARYL_RETURN_IF_ERROR(
+        Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}, {"planned", planned}}, JobNodes(j)));
     Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);
     spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(), reason);
   }
