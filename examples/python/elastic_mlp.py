@@ -78,10 +78,25 @@ def main():
     if args.samples_dir:
         samples = open(os.path.join(args.samples_dir, f"{rt.worker_id}.txt"), "a")
     progress = ProgressPrinter(args.log_every)
+    loop = epoch_loop if args.loop == "epochs" else step_loop
+    loop(args, rt, state, model, opt, sampler, x, y, lambda *a: committed(rt, state, samples, progress, *a))
+    finish(args, rt, state, model)
+
+
+def committed(rt, state, samples, progress, loss, epoch, indices, global_size):
+    """After a step's optimizer update, before the rt.step() that commits it."""
+    rt.report_loss(loss)
+    if samples:
+        samples.write(f"{state.step} {epoch} {os.getpid()} {' '.join(map(str, indices))}\n")
+        samples.flush()
+    if rt.rank == 0:
+        progress.step(state.step + 1, loss, rt.world_size, rt.generation, global_size)
+
+
+def step_loop(args, rt, state, model, opt, sampler, x, y, done):
+    """One rt.step() per loop turn; the batch from sampler.local_batch()."""
     announced = False
-    if args.loop == "epochs":
-        epoch_loop(args, rt, state, model, opt, sampler, x, y, samples, progress)
-    while args.loop == "steps" and rt.step(state) and state.step < args.steps:
+    while rt.step(state) and state.step < args.steps:
         if not announced and rt.rank == 0:
             print(f"start worker={rt.worker_id} world={rt.world_size} gen={rt.generation} step={state.step}",
                   flush=True)
@@ -97,16 +112,10 @@ def main():
         if not rt.all_reduce_gradients(model, batch.weight):
             continue  # a peer failed: step abandoned, replayed after recovery
         opt.step()
-        rt.report_loss(loss.item())
-        if samples:
-            samples.write(f"{state.step} {batch.epoch} {os.getpid()} {' '.join(map(str, batch.indices))}\n")
-            samples.flush()
-        if rt.rank == 0:
-            progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, batch.global_size)
-    finish(args, rt, state, model)
+        done(loss.item(), batch.epoch, batch.indices, batch.global_size)
 
 
-def epoch_loop(args, rt, state, model, opt, sampler, x, y, samples, progress):
+def epoch_loop(args, rt, state, model, opt, sampler, x, y, done):
     """The same training in the usual epoch shape: a DataLoader whose batch sampler yields this
     rank's share of each step, one rt.step() per batch."""
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_sampler=sampler.epoch_batches())
@@ -121,12 +130,7 @@ def epoch_loop(args, rt, state, model, opt, sampler, x, y, samples, progress):
                 time.sleep(args.sleep_ms / 1000)
             if rt.all_reduce_gradients(model):  # False: a peer failed, the step is replayed
                 opt.step()
-                rt.report_loss(loss.item())
-                if samples:
-                    samples.write(f"{state.step} {epoch} {os.getpid()} {' '.join(map(str, indices))}\n")
-                    samples.flush()
-                if rt.rank == 0:
-                    progress.step(state.step + 1, loss.item(), rt.world_size, rt.generation, sampler.global_batch(rt.world_size))
+                done(loss.item(), epoch, indices, sampler.global_batch(rt.world_size))
             ok = rt.step(state)  # commits the step, applies resizes
             if not ok or state.step >= args.steps:
                 break

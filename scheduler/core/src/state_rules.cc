@@ -191,7 +191,7 @@ Status ClusterState::CheckInvariants() const {
       int i = server_index(sid);
       if (i < 0 || n <= 0) return Status::Internal(who + ": bad placement entry");
       const ServerInfo& s = servers_[i];
-      if (!s.usable() && !(s.draining() && s.loaned() && !s.failed) && !(s.cordoned && !s.failed)) {
+      if (!s.usable() && !s.holds_in_place()) {
         return Status::Internal(who + ": workers on " + ServerName(sid) +
                                 " which is not usable (held, returned or failed)");
       }

@@ -187,6 +187,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
     r.kind = "restart";
     r.time = std::max(0.0, e.time);
     r.from_workers = std::max<std::int64_t>(0, Get<std::int64_t>(data, "workers", 0));
+    r.planned = Get<bool>(data, "planned", true);
     r.pause_known = false;
     for (const auto& h : placements) {
       if (h.seq <= e.seq || h.seq >= next_stop || h.kind != "start") continue;
@@ -202,12 +203,10 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
       json md = ParseData(m.data);
       r.generation = std::max<std::int64_t>(0, Get<std::int64_t>(md, "generation", r.generation));
       r.to_workers = std::max<std::int64_t>(0, Get<std::int64_t>(md, "to_workers", r.to_workers));
-      r.planned = Get<bool>(md, "planned", true);
       r.phases.total = std::max(0.0, Get<double>(md, "pause", 0));
       r.pause_known = true;
       break;
     }
-    if (!r.pause_known) r.planned = Get<bool>(data, "planned", true);
     r.store_generation = r.generation;
     d.rescales.push_back(r);
   }
