@@ -147,15 +147,38 @@ class ChaosTest : public LiveCluster {
     return last_rank0_agent_;
   }
 
-  void Record(bool ok, std::int64_t steps_lost, double max_pause) {
+  // "done steps=" lines printed by any worker of the job: one per copy that
+  // finished training.
+  int DoneLines(p::JobId job) {
+    int n = 0;
+    for (const auto& path : WorkerOutputs(job)) {
+      std::istringstream in(ReadFile(path));
+      std::string line;
+      while (std::getline(in, line)) n += line.rfind("done steps=", 0) == 0;
+    }
+    return n;
+  }
+
+  void ExpectCompletedOnce(p::Client& c, p::JobId job, double timeout_s, bool extra_ok = true) {
+    p::JobState end = FollowToEnd(c, job, timeout_s);
+    Outcome o = ReadOutcome(job);
+    int done = DoneLines(job);
+    Record(end == p::JobState::kCompleted && o.done_steps == kSteps && done == 1 && extra_ok, o.steps_lost,
+           max_pause_s_);
+    EXPECT_EQ(p::ToString(end), "completed") << Logs();
+    EXPECT_EQ(o.done_steps, kSteps) << Logs();
+    EXPECT_EQ(done, 1) << "copies of the job that finished training: " << done << "\n" << Logs();
+  }
+
+  void Record(bool ok, std::int64_t steps_lost, double max_pause, const std::string& extra_json = "") {
     result_recorded_ = true;
     const char* file = std::getenv("ARYL_CHAOS_RESULTS");
     if (!file || !*file) return;
     std::FILE* f = std::fopen(file, "a");
     if (!f) return;
-    std::fprintf(f, "{\"fault\":\"%s\",\"ok\":%s,\"steps_lost\":%lld,\"max_pause_s\":%.2f}\n",
+    std::fprintf(f, "{\"fault\":\"%s\",\"ok\":%s,\"steps_lost\":%lld,\"max_pause_s\":%.2f%s%s}\n",
                  ::testing::UnitTest::GetInstance()->current_test_info()->name(), ok ? "true" : "false",
-                 static_cast<long long>(steps_lost), max_pause);
+                 static_cast<long long>(steps_lost), max_pause, extra_json.empty() ? "" : ",", extra_json.c_str());
     std::fclose(f);
   }
 

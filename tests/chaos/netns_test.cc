@@ -53,18 +53,6 @@ class NetnsChaos : public ChaosTest {
     return pid.ok() ? *pid : 0;
   }
 
-  // "done steps=" lines printed by any worker of the job: one per copy that
-  // finished training.
-  int DoneLines(p::JobId job) {
-    int n = 0;
-    for (const auto& path : WorkerOutputs(job)) {
-      std::istringstream in(ReadFile(path));
-      std::string line;
-      while (std::getline(in, line)) n += line.rfind("done steps=", 0) == 0;
-    }
-    return n;
-  }
-
   // What the workers of agent `id` wrote to stderr for the job.
   std::string WorkerErrors(const std::string& id, p::JobId job) {
     std::string out;
@@ -73,17 +61,6 @@ class NetnsChaos : public ChaosTest {
     for (const auto& f : fs::directory_iterator(jd))
       if (f.path().extension() == ".err") out += ReadFile(f.path());
     return out;
-  }
-
-  void ExpectCompletedOnce(p::Client& c, p::JobId job, double timeout_s, bool extra_ok = true) {
-    p::JobState end = FollowToEnd(c, job, timeout_s);
-    Outcome o = ReadOutcome(job);
-    int done = DoneLines(job);
-    Record(end == p::JobState::kCompleted && o.done_steps == kSteps && done == 1 && extra_ok, o.steps_lost,
-           max_pause_s_);
-    EXPECT_EQ(p::ToString(end), "completed") << Logs();
-    EXPECT_EQ(o.done_steps, kSteps) << Logs();
-    EXPECT_EQ(done, 1) << "copies of the job that finished training: " << done << "\n" << Logs();
   }
 
   std::unique_ptr<Netns> net_;

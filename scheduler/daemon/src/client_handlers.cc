@@ -15,11 +15,26 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
       Identity who = Caller(from);
       if ((who.roles & kAgentRole) && (!who.agent_bound || who.name == nit->first)) Heard(nit->second);
     }
+    if (Frozen()) return WhileFrozen(from, msg);
     return std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
   } catch (const std::exception& e) {
     spdlog::error("handling {}: {}", p::TypeName(msg), e.what());
     return p::Message(p::Error::FromStatus(Status::Internal(e.what())));
   }
+}
+
+// Frozen (leadership.h): no decision, nothing journaled. Agents' heartbeats
+// are acked so their workers keep training through an etcd outage (their
+// lease); everything else is refused with a reason to retry.
+std::optional<p::Message> Daemon::Impl::WhileFrozen(const p::ReplyTo& from, const p::Message& msg) {
+  if (auto* hb = std::get_if<p::Heartbeat>(&msg)) {
+    auto it = nodes.find(hb->agent_id);
+    if (it != nodes.end() && it->second.connected && from.peer.identity == it->second.route)
+      SendNow(from.peer.identity, p::HeartbeatAck{hb->seq, opt.agent_lease, scheduler_epoch});
+    return std::nullopt;
+  }
+  return Err(Status::Unavailable("this scheduler cannot decide now (" + leadership->Why() +
+                                 "); retry in a few seconds"));
 }
 
 std::optional<Status> Daemon::Impl::UserLimitRefusal(const std::string& owner) {

@@ -32,9 +32,11 @@ Result<double> ParseStoredNumber(const std::string& where, const std::string& te
 }  // namespace
 
 Status Daemon::Impl::Init() {
-  ARYL_RETURN_IF_ERROR(PrepareStateFile(opt.state_path));
-  ARYL_ASSIGN_OR_RETURN(store, StateStore::Open(opt.state_path));
-  ARYL_RETURN_IF_ERROR(RestrictStateFiles(opt.state_path));
+  if (!store) {
+    ARYL_RETURN_IF_ERROR(PrepareStateFile(opt.state_path));
+    ARYL_ASSIGN_OR_RETURN(store, StateStore::Open(opt.state_path));
+    ARYL_RETURN_IF_ERROR(RestrictStateFiles(opt.state_path));
+  }
   ARYL_ASSIGN_OR_RETURN(auto sk, store->GetMeta("store_key"));
   if (sk) {
     store_key = *sk;
@@ -59,7 +61,7 @@ Status Daemon::Impl::Init() {
   ARYL_RETURN_IF_ERROR(LoadState());
   ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
   started_at = WallNow();
-  spdlog::info("state {}: {} nodes, {} live jobs; core {}", opt.state_path, nodes.size(), jobs.size(),
+  spdlog::info("state {}: {} nodes, {} live jobs; core {}", store->location(), nodes.size(), jobs.size(),
                core ? "rebuilt from the journal" : "waits for the first agent");
   return Status::Ok();
 }
@@ -217,6 +219,10 @@ void Daemon::Impl::DeclareMetrics() {
   for (int st = 0; st <= static_cast<int>(p::NodeState::kDrained); ++st)
     node_states.emplace_back(p::ToString(static_cast<p::NodeState>(st)));
   cluster_series = std::make_unique<ClusterSeries>(metrics, node_states);
+  if (leadership) {
+    metrics.DeclareGauge("aryl_leader", "1 while this scheduler leads and may decide; 0 frozen (etcd unreachable)");
+    metrics.DeclareGauge("aryl_leader_term", "The leader's term: the etcd leader key's create revision");
+  }
   metrics.DeclareHistogram("aryl_round_seconds", "Scheduling round time (core Handle + plan execution)",
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5});
 }
@@ -246,9 +252,14 @@ std::shared_ptr<const s::ThroughputCatalog> Daemon::Impl::Catalog() {
 Daemon::Daemon(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Daemon::~Daemon() { Stop(); }
 
-Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) {
+Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) { return Start(std::move(options), nullptr, nullptr); }
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique_ptr<StateStore> store,
+                                              std::shared_ptr<Leadership> leadership) {
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
+  impl->store = std::move(store);
+  impl->leadership = std::move(leadership);
   auto ports = ParsePortRange(options.port_range);
   if (!ports.ok()) return Status::InvalidArgument("--port-range '" + options.port_range + "': " + ports.status().message());
   impl->ports = *ports;
@@ -296,7 +307,8 @@ int Daemon::http_port() const { return impl_->http ? impl_->http->port() : -1; }
 const std::string& Daemon::public_key() const { return impl_->public_key; }
 
 void Daemon::Run(const std::atomic<bool>& stop) {
-  while (!stop && impl_->server) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!stop && impl_->server && !(impl_->leadership && impl_->leadership->Deposed()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 void Daemon::Stop() {

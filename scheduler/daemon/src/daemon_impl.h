@@ -43,6 +43,7 @@
 #include "aryl/daemon/http_server.h"
 #include "aryl/daemon/metrics.h"
 #include "aryl/daemon/prometheus_demand.h"
+#include "aryl/daemon/leadership.h"
 #include "aryl/daemon/state_store.h"
 #include "aryl/duration.h"
 #include "aryl/port_range.h"
@@ -232,6 +233,12 @@ class Daemon::Impl {
   std::map<std::string, Bucket> submit_buckets;
   std::optional<Status> UserLimitRefusal(const std::string& owner);
   std::unique_ptr<StateStore> store;
+  // HA (leadership.h): null with SQLite. While it cannot decide the daemon is
+  // frozen: heartbeats are acked, everything else refused with "retry".
+  std::shared_ptr<Leadership> leadership;
+  bool Frozen() const { return leadership && !leadership->CanDecide(); }
+  std::optional<p::Message> WhileFrozen(const p::ReplyTo& from, const p::Message& msg);
+  bool was_frozen = false;
   std::unique_ptr<p::Server> server;
   std::unique_ptr<HttpServer> http;
   Metrics metrics;

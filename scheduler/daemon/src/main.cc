@@ -7,6 +7,7 @@
 
 #include "aryl/daemon/daemon.h"
 #include "aryl/daemon/demand_control.h"
+#include "aryl/daemon/ha.h"
 #include "aryl/flags.h"
 #include "aryl/port_range.h"
 #include "aryl/sched/policy.h"
@@ -22,7 +23,18 @@ int main(int argc, char** argv) {
   aryl::daemon::DaemonOptions d;
   options.add_options()
       ("endpoint", "ZeroMQ endpoint for agents and clients", cxxopts::value<std::string>()->default_value(d.endpoint))
-      ("state", "SQLite state file (WAL); survives restarts", cxxopts::value<std::string>()->default_value(d.state_path))
+      ("state", "Where the state lives: a SQLite file (WAL), or etcd://H1:2379,H2:2379,H3:2379/PREFIX shared with "
+                "standby schedulers, one of which leads (docs/operations.md, \"High availability\")",
+       cxxopts::value<std::string>()->default_value(d.state_path))
+      ("advertise", "With etcd state: the endpoint clients and agents reach this scheduler at, which standbys "
+                    "tell them (default: --endpoint)", cxxopts::value<std::string>()->default_value(""))
+      ("lease-ttl", "With etcd state: seconds of the leader's etcd lease; a dead leader is replaced after about "
+                    "this long", cxxopts::value<int>()->default_value("3"))
+      ("etcd-timeout", "With etcd state: seconds per etcd request", cxxopts::value<double>()->default_value("2"))
+      ("etcd-ca", "With etcd state over https://: the CA file that signed etcd's certificates",
+       cxxopts::value<std::string>()->default_value(""))
+      ("etcd-cert", "With etcd state: this scheduler's TLS client certificate", cxxopts::value<std::string>()->default_value(""))
+      ("etcd-key", "With etcd state: the key of --etcd-cert", cxxopts::value<std::string>()->default_value(""))
       ("http-port", "Port for Prometheus /metrics and JSON /status (-1: off, 0: any)",
        cxxopts::value<int>()->default_value("9117"))
       ("http-address", "Address the HTTP endpoint binds", cxxopts::value<std::string>()->default_value(d.http_address))
@@ -169,9 +181,29 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
   aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);
 
+  aryl::daemon::HaOptions ha;
+  ha.lease_ttl = r["lease-ttl"].as<int>();
+  ha.advertise = r["advertise"].as<std::string>();
+  ha.etcd_timeout = r["etcd-timeout"].as<double>();
+  ha.etcd_ca = r["etcd-ca"].as<std::string>();
+  ha.etcd_cert = r["etcd-cert"].as<std::string>();
+  ha.etcd_key = r["etcd-key"].as<std::string>();
+  if (ha.lease_ttl < 1 || ha.lease_ttl > 300)
+    aryl::FlagError(prog, "--lease-ttl", std::to_string(ha.lease_ttl), "must be in [1, 300] s");
+  aryl::RequireAbove(prog, "--etcd-timeout", ha.etcd_timeout, 0);
+
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
+  if (aryl::daemon::IsEtcdStateUrl(d.state_path)) {
+    ha.state_url = d.state_path;
+    aryl::Status st = aryl::daemon::RunHighlyAvailable(d, ha, g_stop);
+    if (!st.ok()) {
+      std::cerr << "aryl-scheduler: error: " << st.ToString() << "\n";
+      return aryl::StartupExitCode(st);
+    }
+    return 0;
+  }
   auto daemon = aryl::daemon::Daemon::Start(d);
   if (!daemon.ok()) {
     std::cerr << "aryl-scheduler: error: " << daemon.status().ToString() << "\n";

@@ -122,6 +122,8 @@ json Daemon::Impl::Summary() {
   j["epoch"] = scheduler_epoch;
   j["policy"] = opt.policy;
   j["uptime_seconds"] = WallNow() - started_at;
+  j["state"] = store->location();
+  if (leadership) j["ha"] = json::parse(leadership->StatusJson());
   json pools = json::object();
   int loaned = 0;
   for (const auto& row : NodeRows()) {

@@ -8,6 +8,23 @@ namespace aryl::daemon {
 // since the last, then the published status.
 void Daemon::Impl::Tick() {
   double now = WallNow();
+  if (leadership) {
+    metrics.Set("aryl_leader", "", leadership->CanDecide() ? 1 : 0);
+    metrics.Set("aryl_leader_term", "", static_cast<double>(leadership->term()));
+  }
+  if (Frozen()) {
+    if (!was_frozen) spdlog::error("not deciding: {}", leadership->Why());
+    was_frozen = true;
+    // Agents' last heartbeats are not judged while frozen: a thaw gives each
+    // one agent timeout from now.
+    return;
+  }
+  if (was_frozen) {
+    was_frozen = false;
+    spdlog::info("deciding again (term {})", leadership->term());
+    for (auto& [id, n] : nodes)
+      if (n.connected) Heard(n);
+  }
   // Frames the transport refused (undecodable, bad envelope) are bad requests too.
   std::uint64_t rejected = server->stats().rejected;
   if (rejected > rejected_counted) metrics.Inc("aryl_bad_requests_total", "", double(rejected - rejected_counted));

@@ -37,6 +37,9 @@
 
 namespace aryl::daemon {
 
+class Leadership;
+class StateStore;
+
 struct DaemonOptions {
   // A local ipc:// socket by default, its callers told apart by uid; tcp://
   // needs CURVE keys or `insecure` (docs/security.md).
@@ -107,6 +110,12 @@ struct DaemonOptions {
 class Daemon {
  public:
   static Result<std::unique_ptr<Daemon>> Start(DaemonOptions options);
+  // With a store already open (the etcd backend: options.state_path is not
+  // read) and the leadership it decides under (leadership.h): the daemon
+  // decides only while leadership->CanDecide(), and Run returns once it is
+  // Deposed().
+  static Result<std::unique_ptr<Daemon>> Start(DaemonOptions options, std::unique_ptr<StateStore> store,
+                                               std::shared_ptr<Leadership> leadership);
   ~Daemon();  // Stop()
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -116,7 +125,8 @@ class Daemon {
   // The public key clients need (empty without CURVE).
   const std::string& public_key() const;
 
-  // Blocks until `stop` becomes true (checked every 100 ms) or Stop().
+  // Blocks until `stop` becomes true (checked every 100 ms), Stop(), or the
+  // leadership it was started with is lost.
   void Run(const std::atomic<bool>& stop);
   void Stop();
 

@@ -1,4 +1,7 @@
-// StateStore: the scheduler daemon's durable state in one SQLite file (WAL mode).
+// StateStore: the scheduler daemon's durable state, behind one interface with
+// two backends: one SQLite file (WAL mode) on the head node, or an etcd
+// cluster shared by a leader and its standbys (docs/operations.md, "High
+// availability").
 //
 // What survives a crash of aryl-scheduler (SIGKILL included):
 //   jobs        every job ever submitted: its spec (JSON, opaque here), its state,
@@ -34,8 +37,6 @@
 
 #include "aryl/result.h"
 #include "aryl/status.h"
-
-struct sqlite3;
 
 namespace aryl::daemon {
 
@@ -93,80 +94,79 @@ struct EventFilter {
   bool newest_first = false;
 };
 
+// The interface every backend implements (one folder per backend under
+// src/state/): SQLite on one head node (state/sqlite, the default) and etcd
+// for a replicated, leader-fenced control plane (state/etcd).
 class StateStore {
  public:
   static constexpr int kSchemaVersion = 2;  // 2: events name their nodes and carry data
 
-  // Opens (creating when missing) the store at `path`; ":memory:" for tests.
-  // Fails with Corruption when the file is not an Aryl store, FailedPrecondition
-  // when it was written by a newer schema or another process holds it: one
-  // scheduler per state file, enforced by an exclusive flock on "<path>.lock"
-  // that the kernel releases when its holder dies (SIGKILL included).
+  // Opens (creating when missing) the SQLite store at `path`; ":memory:" for
+  // tests. Fails with Corruption when the file is not an Aryl store,
+  // FailedPrecondition when it was written by a newer schema or another
+  // process holds it: one scheduler per state file, enforced by an exclusive
+  // flock on "<path>.lock" that the kernel releases when its holder dies
+  // (SIGKILL included). The etcd backend is opened by the leader election
+  // (state/etcd/etcd_state_store.h), which owns the fencing term.
   static Result<std::unique_ptr<StateStore>> Open(const std::string& path);
-  ~StateStore();
-  StateStore(const StateStore&) = delete;
-  StateStore& operator=(const StateStore&) = delete;
+  virtual ~StateStore() = default;
 
-  int schema_version() const { return schema_version_; }
-  const std::string& path() const { return path_; }
+  virtual int schema_version() const = 0;
+  // Where the state lives, for logs and status: a path or etcd://.../prefix.
+  virtual std::string location() const = 0;
 
   // Runs `body` in one transaction; rolls back when it returns an error.
-  Status Batch(const std::function<Status()>& body);
+  virtual Status Batch(const std::function<Status()>& body) = 0;
 
   // --- jobs ---
-  // Inserts a new job and returns its id. When `job.client_token` is not empty and
-  // a job with that token exists, returns AlreadyExists whose message is the id.
-  Result<std::uint64_t> InsertJob(const JobRecord& job);
-  Result<std::optional<std::uint64_t>> FindJobByToken(const std::string& token);
+  // Inserts a new job and returns its id (or uses `job.id` when not 0). When
+  // `job.client_token` is not empty and a job with that token exists, returns
+  // AlreadyExists whose message is the id.
+  virtual Result<std::uint64_t> InsertJob(const JobRecord& job) = 0;
+  virtual Result<std::optional<std::uint64_t>> FindJobByToken(const std::string& token) = 0;
   // Overwrites state, times, generation, exit code, message and placement.
-  Status UpdateJob(const JobRecord& job);
-  Result<JobRecord> GetJob(std::uint64_t id);
+  virtual Status UpdateJob(const JobRecord& job) = 0;
+  virtual Result<JobRecord> GetJob(std::uint64_t id) = 0;
   // Jobs with id > `after`, oldest first, at most `limit` (< 0: all);
   // `only_live` keeps queued and running ones.
-  Result<std::vector<JobRecord>> ListJobs(bool only_live = false, std::uint64_t after = 0, int limit = -1);
-  Result<std::uint64_t> MaxJobId();
+  virtual Result<std::vector<JobRecord>> ListJobs(bool only_live = false, std::uint64_t after = 0,
+                                                  int limit = -1) = 0;
+  virtual Result<std::uint64_t> MaxJobId() = 0;
 
   // --- nodes ---
-  Status UpsertNode(const NodeRecord& node);
-  Result<std::vector<NodeRecord>> ListNodes();
+  virtual Status UpsertNode(const NodeRecord& node) = 0;
+  virtual Result<std::vector<NodeRecord>> ListNodes() = 0;
 
   // --- journal ---
-  Status AppendEvent(double time, std::uint64_t job, const std::string& kind,
-                     const std::string& detail);
-  // Appends `e` (its seq is ignored) with its nodes and data.
-  Status AppendEvent(const EventRecord& e);
+  Status AppendEvent(double time, std::uint64_t job, const std::string& kind, const std::string& detail);
+  // Appends `e` with its nodes and data; e.seq 0 takes the next seq (a
+  // replica restoring rows passes theirs).
+  virtual Status AppendEvent(const EventRecord& e) = 0;
   // Events with seq > after, oldest first; job 0 means every job.
-  Result<std::vector<EventRecord>> Events(std::uint64_t job = 0, std::int64_t after = 0,
-                                          int limit = 1000);
-  Result<std::vector<EventRecord>> Events(const EventFilter& filter);
+  Result<std::vector<EventRecord>> Events(std::uint64_t job = 0, std::int64_t after = 0, int limit = 1000);
+  virtual Result<std::vector<EventRecord>> Events(const EventFilter& filter) = 0;
 
   // --- core journal (replayed into the scheduling core on restart) ---
-  Status AppendCoreEvent(double time, const std::string& body);
-  Result<std::vector<std::pair<double, std::string>>> CoreEvents();
+  virtual Status AppendCoreEvent(double time, const std::string& body) = 0;
+  virtual Result<std::vector<std::pair<double, std::string>>> CoreEvents() = 0;
   // Replaces every core_events row so far with `body`, a snapshot of the core
   // those rows built (one transaction): the journal is the snapshot, then the
   // rows after it. CoreSnapshot is nullopt until the first one.
   // With `upto`, only the rows up to that seq are replaced: the snapshot was
   // taken there, and rows appended since stay (they follow it).
-  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt);
+  virtual Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) = 0;
   // The seq of the newest core_events row (0: none).
-  Result<std::int64_t> LastCoreEventSeq();
-  Result<std::optional<std::string>> CoreSnapshot();
+  virtual Result<std::int64_t> LastCoreEventSeq() = 0;
+  virtual Result<std::optional<std::string>> CoreSnapshot() = 0;
 
   // --- key/value (counters that must survive a restart) ---
-  Status SetMeta(const std::string& key, const std::string& value);
-  Result<std::optional<std::string>> GetMeta(const std::string& key);
+  virtual Status SetMeta(const std::string& key, const std::string& value) = 0;
+  virtual Result<std::optional<std::string>> GetMeta(const std::string& key) = 0;
 
- private:
+ protected:
   StateStore() = default;
-  Status Exec(const char* sql);
-  Status Migrate();
-
-  sqlite3* db_ = nullptr;
-  int lock_fd_ = -1;  // flock on "<path>.lock", held while open
-  std::string path_;
-  int schema_version_ = 0;
-  int batch_depth_ = 0;
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
 };
 
 }  // namespace aryl::daemon

@@ -4,32 +4,23 @@
 
 #include <map>
 
-#include "aryl/daemon/state_store.h"
+#include "sqlite_state_store.h"
 #include "sqlite_stmt.h"
 
 namespace aryl::daemon {
 
 using internal::Stmt;
 
-Status StateStore::AppendEvent(double time, std::uint64_t job, const std::string& kind,
-                               const std::string& detail) {
-  EventRecord e;
-  e.time = time;
-  e.job = job;
-  e.kind = kind;
-  e.detail = detail;
-  return AppendEvent(e);
-}
-
-Status StateStore::AppendEvent(const EventRecord& e) {
+Status SqliteStateStore::AppendEvent(const EventRecord& e) {
   return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO events(time, job_id, kind, detail, data) VALUES(?, ?, ?, ?, ?);");
+    Stmt q(db_, "INSERT INTO events(seq, time, job_id, kind, detail, data) VALUES(?, ?, ?, ?, ?, ?);");
     ARYL_RETURN_IF_ERROR(q.status("prepare append event"));
-    q.Bind(1, e.time);
-    q.Bind(2, static_cast<std::int64_t>(e.job));
-    q.Bind(3, e.kind);
-    q.Bind(4, e.detail);
-    q.Bind(5, e.data.empty() ? std::string("{}") : e.data);
+    if (e.seq > 0) q.Bind(1, e.seq); else q.BindNull(1);
+    q.Bind(2, e.time);
+    q.Bind(3, static_cast<std::int64_t>(e.job));
+    q.Bind(4, e.kind);
+    q.Bind(5, e.detail);
+    q.Bind(6, e.data.empty() ? std::string("{}") : e.data);
     ARYL_RETURN_IF_ERROR(q.Done("append event"));
     if (e.nodes.empty()) return Status::Ok();
     std::int64_t seq = sqlite3_last_insert_rowid(db_);
@@ -45,15 +36,7 @@ Status StateStore::AppendEvent(const EventRecord& e) {
   });
 }
 
-Result<std::vector<EventRecord>> StateStore::Events(std::uint64_t job, std::int64_t after, int limit) {
-  EventFilter f;
-  f.job = job;
-  f.after = after;
-  f.limit = limit;
-  return Events(f);
-}
-
-Result<std::vector<EventRecord>> StateStore::Events(const EventFilter& f) {
+Result<std::vector<EventRecord>> SqliteStateStore::Events(const EventFilter& f) {
   std::string sql = "SELECT seq, time, job_id, kind, detail, data FROM events WHERE seq > ?";
   if (f.before > 0) sql += " AND seq < ?";
   if (f.job != 0) sql += " AND job_id = ?";
@@ -94,7 +77,7 @@ Result<std::vector<EventRecord>> StateStore::Events(const EventFilter& f) {
   return out;
 }
 
-Status StateStore::AppendCoreEvent(double time, const std::string& body) {
+Status SqliteStateStore::AppendCoreEvent(double time, const std::string& body) {
   return Batch([&]() -> Status {
     Stmt q(db_, "INSERT INTO core_events(time, body) VALUES(?, ?);");
     ARYL_RETURN_IF_ERROR(q.status("prepare append core event"));
@@ -104,7 +87,7 @@ Status StateStore::AppendCoreEvent(double time, const std::string& body) {
   });
 }
 
-Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
+Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents() {
   Stmt q(db_, "SELECT time, body FROM core_events ORDER BY seq;");
   ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
   std::vector<std::pair<double, std::string>> out;
@@ -114,7 +97,7 @@ Result<std::vector<std::pair<double, std::string>>> StateStore::CoreEvents() {
   return out;
 }
 
-Status StateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
+Status SqliteStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
   return Batch([&]() -> Status {
     ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
     if (!upto) return Exec("DELETE FROM core_events;");
@@ -125,7 +108,7 @@ Status StateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::
   });
 }
 
-Result<std::int64_t> StateStore::LastCoreEventSeq() {
+Result<std::int64_t> SqliteStateStore::LastCoreEventSeq() {
   Stmt q(db_, "SELECT coalesce(max(seq), 0) FROM core_events;");
   ARYL_RETURN_IF_ERROR(q.status("prepare last core event"));
   int rc = q.Step();
@@ -133,6 +116,23 @@ Result<std::int64_t> StateStore::LastCoreEventSeq() {
   return q.Int(0);
 }
 
-Result<std::optional<std::string>> StateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
+Result<std::int64_t> SqliteStateStore::LastEventSeq() {
+  Stmt q(db_, "SELECT coalesce(max(seq), 0) FROM events;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare last event"));
+  int rc = q.Step();
+  if (rc != SQLITE_ROW) return q.Error("last event", rc);
+  return q.Int(0);
+}
+
+Status SqliteStateStore::RestoreCoreEvent(std::int64_t seq, double time, const std::string& body) {
+  Stmt q(db_, "INSERT INTO core_events(seq, time, body) VALUES(?, ?, ?);");
+  ARYL_RETURN_IF_ERROR(q.status("prepare restore core event"));
+  q.Bind(1, seq);
+  q.Bind(2, time);
+  q.Bind(3, body);
+  return q.Done("restore core event");
+}
+
+Result<std::optional<std::string>> SqliteStateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
 
 }  // namespace aryl::daemon

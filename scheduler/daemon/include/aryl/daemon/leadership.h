@@ -1,0 +1,37 @@
+// Leadership: what a scheduler that shares its state with standbys asks before
+// it decides (docs/architecture.md, "High availability").
+//
+// With the SQLite backend there is one scheduler and no Leadership (null): it
+// always decides. With etcd (state/etcd/leader_election.h), the daemon:
+//  1. decides (handles events, runs rounds, answers submissions) only while
+//     CanDecide(): its lease on the leader key is surely still valid;
+//  2. while it cannot (etcd unreachable, quorum lost), answers heartbeats so
+//     agents keep their workers, refuses everything else with Unavailable
+//     "retry", and journals nothing: it is frozen, not deposed;
+//  3. stops (Daemon::Run returns) once Deposed(): its lease expired at etcd or
+//     a fenced write found another leader; the process goes back to standby.
+// Every command to agents carries term() (the leader key's create revision),
+// so agents refuse a deposed leader's late commands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace aryl::daemon {
+
+class Leadership {
+ public:
+  virtual ~Leadership() = default;
+  virtual std::uint64_t term() const = 0;
+  virtual bool CanDecide() const = 0;
+  virtual bool Deposed() const = 0;
+  // A fenced write found the leader key changed: leadership is lost for good.
+  virtual void MarkDeposed(const std::string& why) = 0;
+  // Why it cannot decide now ("" when it can), for refusals and logs.
+  virtual std::string Why() const = 0;
+  // For `aryl status` and /status: {"mode", "term", "leader", "lease_ttl",
+  // "etcd": [{"endpoint", "healthy", "round_trip_ms", "error"}], ...}.
+  virtual std::string StatusJson() const = 0;
+};
+
+}  // namespace aryl::daemon

@@ -1,0 +1,333 @@
+#include "state/etcd/etcd_state_store.h"
+
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "state/sqlite/sqlite_state_store.h"
+
+namespace aryl::daemon {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string Pad(std::uint64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+json JobJson(const JobRecord& j) {
+  return {{"id", j.id},           {"name", j.name},           {"client_token", j.client_token},
+          {"spec", j.spec_json},  {"state", JobStateName(j.state)}, {"submit_time", j.submit_time},
+          {"start_time", j.start_time}, {"end_time", j.end_time}, {"generation", j.generation},
+          {"exit_code", j.exit_code}, {"message", j.message},    {"placement", j.placement},
+          {"workers", j.workers_json}};
+}
+
+Result<JobRecord> JobFromJson(const json& x) {
+  JobRecord j;
+  j.id = x.at("id").get<std::uint64_t>();
+  j.name = x.at("name").get<std::string>();
+  j.client_token = x.at("client_token").get<std::string>();
+  j.spec_json = x.at("spec").get<std::string>();
+  ARYL_ASSIGN_OR_RETURN(j.state, ParseJobState(x.at("state").get<std::string>()));
+  j.submit_time = x.at("submit_time").get<double>();
+  j.start_time = x.at("start_time").get<double>();
+  j.end_time = x.at("end_time").get<double>();
+  j.generation = x.at("generation").get<std::uint64_t>();
+  j.exit_code = x.at("exit_code").get<int>();
+  j.message = x.at("message").get<std::string>();
+  j.placement = x.at("placement").get<std::map<std::string, int>>();
+  j.workers_json = x.at("workers").get<std::string>();
+  return j;
+}
+
+}  // namespace
+
+EtcdStateStore::~EtcdStateStore() = default;
+
+std::string EtcdStateStore::Key(std::string_view table, std::string_view name) const {
+  std::string k = opt_.prefix;
+  k += "s/";
+  k += table;
+  k += '/';
+  k += name;
+  return k;
+}
+
+Result<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(std::shared_ptr<etcd::Client> client, Options options) {
+  if (options.prefix.empty() || options.prefix.back() != '/')
+    return Status::InvalidArgument("etcd state prefix '" + options.prefix + "' must end with '/'");
+  std::unique_ptr<EtcdStateStore> s(new EtcdStateStore());
+  s->client_ = std::move(client);
+  s->opt_ = std::move(options);
+  ARYL_ASSIGN_OR_RETURN(s->index_, SqliteStateStore::Open(":memory:"));
+  ARYL_RETURN_IF_ERROR(s->Load());
+  ARYL_ASSIGN_OR_RETURN(auto version, s->index_->GetMeta("schema_version"));
+  // The index's own schema_version row is ours; a newer one read from etcd
+  // replaced it and is refused.
+  if (version && *version != std::to_string(kSchemaVersion)) {
+    int v = std::atoi(version->c_str());
+    if (v > kSchemaVersion)
+      return Status::FailedPrecondition(s->opt_.location + " has schema version " + *version +
+                                        " but this aryl-scheduler supports up to " + std::to_string(kSchemaVersion) +
+                                        "; upgrade Aryl");
+  }
+  return s;
+}
+
+Status EtcdStateStore::Load() {
+  const std::string begin = opt_.prefix + "s/";
+  const std::string end = etcd::PrefixEnd(begin);
+  std::map<std::string, std::string> chunks;  // snapshot chunk key -> value
+  std::string head;
+  std::string from = begin;
+  std::int64_t revision = 0;
+  return index_->Batch([&]() -> Status {
+    for (;;) {
+      etcd::RangeOptions ro;
+      ro.limit = 1000;
+      ro.revision = revision;
+      ARYL_ASSIGN_OR_RETURN(auto page, client_->Range(from, end, ro));
+      if (revision == 0) revision = page.revision;  // every page at the first one's revision
+      for (const auto& kv : page.kvs) {
+        Status st = Apply(kv, &chunks, &head);
+        if (!st.ok()) return st.WithContext(opt_.location + ": key '" + kv.key + "'");
+        ++loaded_keys_;
+      }
+      if (!page.more || page.kvs.empty()) break;
+      from = page.kvs.back().key + '\0';
+    }
+    if (head.empty()) return Status::Ok();
+    json h;
+    try {
+      h = json::parse(head);
+      snapshot_id_ = h.at("id").get<std::int64_t>();
+      int n = h.at("chunks").get<int>();
+      std::string body;
+      for (int k = 0; k < n; ++k) {
+        auto it = chunks.find(Key("snap", Pad(snapshot_id_) + "/" + Pad(k)));
+        if (it == chunks.end())
+          return Status::Corruption(opt_.location + ": core snapshot " + std::to_string(snapshot_id_) + " lacks chunk " +
+                                    std::to_string(k) + " of " + std::to_string(n));
+        body += it->second;
+      }
+      return index_->SetMeta("core_snapshot", body);
+    } catch (const std::exception& e) {
+      return Status::Corruption(opt_.location + ": snapshot head '" + head.substr(0, 200) + "': " + e.what());
+    }
+  });
+}
+
+Status EtcdStateStore::Apply(const etcd::KeyValue& kv, std::map<std::string, std::string>* chunks,
+                             std::string* head) {
+  std::string_view rest(kv.key);
+  rest.remove_prefix(opt_.prefix.size() + 2);  // "s/"
+  auto slash = rest.find('/');
+  if (slash == std::string_view::npos) return Status::Corruption("not an Aryl state key");
+  std::string_view table = rest.substr(0, slash), name = rest.substr(slash + 1);
+  try {
+    if (table == "meta") return index_->SetMeta(std::string(name), kv.value);
+    if (table == "snap") {
+      if (name == "head") *head = kv.value;
+      else (*chunks)[kv.key] = kv.value;
+      return Status::Ok();
+    }
+    json x = json::parse(kv.value);
+    if (table == "job") {
+      ARYL_ASSIGN_OR_RETURN(JobRecord j, JobFromJson(x));
+      return index_->InsertJob(j).status();
+    }
+    if (table == "node") {
+      NodeRecord n{x.at("name").get<std::string>(),   x.at("pool").get<std::string>(),
+                   x.at("gpu_type").get<std::string>(), x.at("gpus").get<int>(),
+                   x.at("loan_state").get<std::string>(), x.at("server_id").get<std::uint32_t>()};
+      return index_->UpsertNode(n);
+    }
+    if (table == "event") {
+      EventRecord e{x.at("seq").get<std::int64_t>(), x.at("time").get<double>(), x.at("job").get<std::uint64_t>(),
+                    x.at("kind").get<std::string>(), x.at("detail").get<std::string>(),
+                    x.at("nodes").get<std::vector<std::string>>(), x.at("data").get<std::string>()};
+      return index_->AppendEvent(e);
+    }
+    if (table == "core") {
+      std::uint64_t seq = std::stoull(std::string(name));
+      return index_->RestoreCoreEvent(static_cast<std::int64_t>(seq), x.at("time").get<double>(),
+                                      x.at("body").get<std::string>());
+    }
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("bad value: ") + e.what());
+  }
+  return Status::Corruption("unknown table '" + std::string(table) + "'");
+}
+
+Status EtcdStateStore::Batch(const std::function<Status()>& body) {
+  if (depth_ > 0) return body();
+  if (reload_) {
+    // A batch split over several etcd transactions failed half-way: etcd
+    // holds what the index rolled back. Read it again before going on.
+    ARYL_ASSIGN_OR_RETURN(index_, SqliteStateStore::Open(":memory:"));
+    loaded_keys_ = 0;
+    ARYL_RETURN_IF_ERROR(Load());
+    reload_ = false;
+  }
+  pending_.clear();
+  Status st = index_->Batch([&]() -> Status {
+    ++depth_;
+    Status s = body();
+    --depth_;
+    if (!s.ok()) return s;
+    return Flush();
+  });
+  pending_.clear();
+  return st;
+}
+
+Status EtcdStateStore::Write(const std::function<Status()>& apply) { return Batch(apply); }
+
+Status EtcdStateStore::Flush() {
+  if (pending_.empty()) return Status::Ok();
+  std::size_t i = 0;
+  while (i < pending_.size()) {
+    etcd::TxnRequest txn;
+    if (opt_.term > 0) {
+      etcd::Compare c;
+      c.key = opt_.prefix + "leader";
+      c.target = etcd::Compare::Target::kCreate;
+      c.result = etcd::Compare::Result::kEqual;
+      c.number = opt_.term;
+      txn.compare.push_back(c);
+    }
+    std::size_t bytes = 0;
+    while (i < pending_.size() && txn.success.size() < opt_.max_txn_ops) {
+      std::size_t b = pending_[i].key.size() + pending_[i].value.size() + pending_[i].range_end.size() + 16;
+      if (!txn.success.empty() && bytes + b > opt_.max_txn_bytes) break;
+      bytes += b;
+      txn.success.push_back(std::move(pending_[i++]));
+    }
+    auto result = client_->Txn(txn);
+    if (!result.ok()) {
+      if (i > txn.success.size()) reload_ = true;  // an earlier transaction of this batch landed
+      return result.status();
+    }
+    ++transactions_;
+    if (!result->succeeded) {
+      std::string why = "the leader key " + opt_.prefix + "leader is no longer this scheduler's (term " +
+                        std::to_string(opt_.term) + "): another scheduler leads";
+      if (opt_.on_deposed) opt_.on_deposed(why);
+      return Status::FailedPrecondition("not the leader: " + why);
+    }
+  }
+  return Status::Ok();
+}
+
+Status EtcdStateStore::PutJob(std::uint64_t id) {
+  ARYL_ASSIGN_OR_RETURN(JobRecord rec, index_->GetJob(id));
+  pending_.push_back(etcd::Op::Put(Key("job", Pad(id)), JobJson(rec).dump()));
+  return Status::Ok();
+}
+
+Result<std::uint64_t> EtcdStateStore::InsertJob(const JobRecord& job) {
+  std::uint64_t id = 0;
+  ARYL_RETURN_IF_ERROR(Write([&]() -> Status {
+    ARYL_ASSIGN_OR_RETURN(id, index_->InsertJob(job));
+    return PutJob(id);
+  }));
+  return id;
+}
+
+Result<std::optional<std::uint64_t>> EtcdStateStore::FindJobByToken(const std::string& token) {
+  return index_->FindJobByToken(token);
+}
+
+Status EtcdStateStore::UpdateJob(const JobRecord& job) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->UpdateJob(job));
+    return PutJob(job.id);
+  });
+}
+
+Result<JobRecord> EtcdStateStore::GetJob(std::uint64_t id) { return index_->GetJob(id); }
+Result<std::vector<JobRecord>> EtcdStateStore::ListJobs(bool only_live, std::uint64_t after, int limit) {
+  return index_->ListJobs(only_live, after, limit);
+}
+Result<std::uint64_t> EtcdStateStore::MaxJobId() { return index_->MaxJobId(); }
+
+Status EtcdStateStore::UpsertNode(const NodeRecord& n) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->UpsertNode(n));
+    json x = {{"name", n.name},   {"pool", n.pool},           {"gpu_type", n.gpu_type},
+              {"gpus", n.gpus},   {"loan_state", n.loan_state}, {"server_id", n.server_id}};
+    pending_.push_back(etcd::Op::Put(Key("node", n.name), x.dump()));
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<NodeRecord>> EtcdStateStore::ListNodes() { return index_->ListNodes(); }
+
+Status EtcdStateStore::AppendEvent(const EventRecord& e) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->AppendEvent(e));
+    std::int64_t seq = e.seq;
+    if (seq <= 0) {
+      ARYL_ASSIGN_OR_RETURN(seq, index_->LastEventSeq());
+    }
+    json x = {{"seq", seq},       {"time", e.time},     {"job", e.job},
+              {"kind", e.kind},   {"detail", e.detail}, {"nodes", e.nodes},
+              {"data", e.data.empty() ? std::string("{}") : e.data}};
+    pending_.push_back(etcd::Op::Put(Key("event", Pad(static_cast<std::uint64_t>(seq))), x.dump()));
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<EventRecord>> EtcdStateStore::Events(const EventFilter& f) { return index_->Events(f); }
+
+Status EtcdStateStore::AppendCoreEvent(double time, const std::string& body) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->AppendCoreEvent(time, body));
+    ARYL_ASSIGN_OR_RETURN(std::int64_t seq, index_->LastCoreEventSeq());
+    json x = {{"time", time}, {"body", body}};
+    pending_.push_back(etcd::Op::Put(Key("core", Pad(static_cast<std::uint64_t>(seq))), x.dump()));
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<std::pair<double, std::string>>> EtcdStateStore::CoreEvents() { return index_->CoreEvents(); }
+
+Status EtcdStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->SaveCoreSnapshot(body, upto));
+    const std::int64_t id = snapshot_id_ + 1;
+    int chunks = 0;
+    for (std::size_t at = 0; at < body.size() || chunks == 0; at += kSnapshotChunkBytes, ++chunks)
+      pending_.push_back(etcd::Op::Put(Key("snap", Pad(id) + "/" + Pad(chunks)), body.substr(at, kSnapshotChunkBytes)));
+    // The rows it replaces, and every older snapshot's chunks ("snap/head"
+    // sorts after every chunk key, so the range stops short of it).
+    const std::string core = Key("core", "");
+    pending_.push_back(etcd::Op::Delete(core, upto ? Key("core", Pad(static_cast<std::uint64_t>(*upto) + 1))
+                                                   : etcd::PrefixEnd(core)));
+    pending_.push_back(etcd::Op::Delete(Key("snap", ""), Key("snap", Pad(id))));
+    json head = {{"id", id}, {"chunks", chunks}, {"bytes", body.size()}};
+    pending_.push_back(etcd::Op::Put(Key("snap", "head"), head.dump()));
+    snapshot_id_ = id;
+    return Status::Ok();
+  });
+}
+
+Result<std::int64_t> EtcdStateStore::LastCoreEventSeq() { return index_->LastCoreEventSeq(); }
+Result<std::optional<std::string>> EtcdStateStore::CoreSnapshot() { return index_->CoreSnapshot(); }
+
+Status EtcdStateStore::SetMeta(const std::string& key, const std::string& value) {
+  return Write([&]() -> Status {
+    ARYL_RETURN_IF_ERROR(index_->SetMeta(key, value));
+    pending_.push_back(etcd::Op::Put(Key("meta", key), value));
+    return Status::Ok();
+  });
+}
+
+Result<std::optional<std::string>> EtcdStateStore::GetMeta(const std::string& key) { return index_->GetMeta(key); }
+
+}  // namespace aryl::daemon

@@ -1,0 +1,112 @@
+// EtcdStateStore: the StateStore on an etcd cluster, written only by the
+// leader and fenced by its term (docs/architecture.md, "High availability").
+//
+// Layout under the prefix P (keys sorted as etcd sorts them, bytewise):
+//   P/leader                 the leader's record, bound to its lease (leader_election.h)
+//   P/s/core/<seq>           {"time","body"}: a core journal row (20-digit seq)
+//   P/s/event/<seq>          {"seq","time","job","kind","detail","nodes","data"}
+//   P/s/job/<id>             the whole JobRecord with its placement, as JSON
+//   P/s/meta/<key>           the value as it is
+//   P/s/node/<name>          the NodeRecord as JSON
+//   P/s/snap/head            {"id","chunks","bytes"}: the core snapshot in force
+//   P/s/snap/<id>/<k>        its k-th chunk (at most kSnapshotChunkBytes)
+//
+// How it works:
+//  1. Open (by a scheduler that just won the election) reads every P/s/ key
+//     in pages at one revision into a local in-memory SQLite store, the
+//     index, which answers every query (the same SQL as the SQLite backend).
+//  2. A mutating call applies itself to the index inside an index
+//     transaction and queues the etcd operations it implies; at the end of
+//     the outermost Batch (or of the call itself) they go to etcd as
+//     transactions whose one comparison is "P/leader's create_revision is my
+//     term". Only then does the index transaction commit; any failure rolls
+//     it back, so the index never holds what etcd does not.
+//  3. A comparison that fails means another scheduler leads: on_deposed is
+//     called and the write fails with FailedPrecondition. etcd unreachable or
+//     without quorum: Unavailable; the caller retries once it is back.
+//  4. A batch goes as one etcd transaction when it fits (max_txn_ops, etcd's
+//     --max-txn-ops, default 128; max_txn_bytes under --max-request-bytes),
+//     else as several in order. The core snapshot is written chunks first and
+//     its head last, in the last transaction with the removal of the rows it
+//     replaces, so a reader sees the old snapshot or the new one, never half.
+//
+// Thread safety: not thread-safe, like every StateStore.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aryl/daemon/state_store.h"
+#include "state/etcd/etcd_client.h"
+
+namespace aryl::daemon {
+
+class SqliteStateStore;
+
+class EtcdStateStore final : public StateStore {
+ public:
+  static constexpr std::size_t kSnapshotChunkBytes = 512 * 1024;
+  struct Options {
+    std::string location;        // the etcd:// URL, for logs and status
+    std::string prefix;          // "/aryl/": ends with '/'
+    std::int64_t term = 0;       // the leader key's create revision (0: unfenced, tests only)
+    std::function<void(const std::string&)> on_deposed;
+    std::size_t max_txn_ops = 128;
+    std::size_t max_txn_bytes = 1 << 20;
+  };
+  static Result<std::unique_ptr<EtcdStateStore>> Open(std::shared_ptr<etcd::Client> client, Options options);
+  ~EtcdStateStore() override;
+
+  int schema_version() const override { return kSchemaVersion; }
+  std::string location() const override { return opt_.location; }
+  Status Batch(const std::function<Status()>& body) override;
+
+  Result<std::uint64_t> InsertJob(const JobRecord& job) override;
+  Result<std::optional<std::uint64_t>> FindJobByToken(const std::string& token) override;
+  Status UpdateJob(const JobRecord& job) override;
+  Result<JobRecord> GetJob(std::uint64_t id) override;
+  Result<std::vector<JobRecord>> ListJobs(bool only_live = false, std::uint64_t after = 0, int limit = -1) override;
+  Result<std::uint64_t> MaxJobId() override;
+  Status UpsertNode(const NodeRecord& node) override;
+  Result<std::vector<NodeRecord>> ListNodes() override;
+  using StateStore::AppendEvent;
+  using StateStore::Events;
+  Status AppendEvent(const EventRecord& e) override;
+  Result<std::vector<EventRecord>> Events(const EventFilter& filter) override;
+  Status AppendCoreEvent(double time, const std::string& body) override;
+  Result<std::vector<std::pair<double, std::string>>> CoreEvents() override;
+  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) override;
+  Result<std::int64_t> LastCoreEventSeq() override;
+  Result<std::optional<std::string>> CoreSnapshot() override;
+  Status SetMeta(const std::string& key, const std::string& value) override;
+  Result<std::optional<std::string>> GetMeta(const std::string& key) override;
+
+  // Keys read at Open and etcd transactions written since (for tests, metrics).
+  std::size_t loaded_keys() const { return loaded_keys_; }
+  std::uint64_t transactions() const { return transactions_; }
+
+ private:
+  EtcdStateStore() = default;
+  Status Load();
+  Status Apply(const etcd::KeyValue& kv, std::map<std::string, std::string>* chunks, std::string* head);
+  // Runs `apply` (index writes that queue etcd ops) as one step: flushed at
+  // once unless inside a Batch.
+  Status Write(const std::function<Status()>& apply);
+  Status Flush();
+  Status PutJob(std::uint64_t id);
+  std::string Key(std::string_view table, std::string_view name) const;
+
+  std::shared_ptr<etcd::Client> client_;
+  Options opt_;
+  std::unique_ptr<SqliteStateStore> index_;
+  std::vector<etcd::Op> pending_;
+  int depth_ = 0;
+  bool reload_ = false;  // etcd may hold more than the index: Load again
+  std::int64_t snapshot_id_ = 0;
+  std::size_t loaded_keys_ = 0;
+  std::uint64_t transactions_ = 0;
+};
+
+}  // namespace aryl::daemon

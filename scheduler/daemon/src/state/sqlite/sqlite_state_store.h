@@ -1,0 +1,66 @@
+// SqliteStateStore: the StateStore in one SQLite file (WAL mode), the default
+// backend for a scheduler on one head node. Also the etcd backend's local
+// index: it keeps the rows the leader wrote in an in-memory SQLite store and
+// answers every query from there (state/etcd/etcd_state_store.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "aryl/daemon/state_store.h"
+
+struct sqlite3;
+
+namespace aryl::daemon {
+
+class SqliteStateStore final : public StateStore {
+ public:
+  static Result<std::unique_ptr<SqliteStateStore>> Open(const std::string& path);
+  ~SqliteStateStore() override;
+
+  int schema_version() const override { return schema_version_; }
+  std::string location() const override { return path_; }
+  Status Batch(const std::function<Status()>& body) override;
+
+  Result<std::uint64_t> InsertJob(const JobRecord& job) override;
+  Result<std::optional<std::uint64_t>> FindJobByToken(const std::string& token) override;
+  Status UpdateJob(const JobRecord& job) override;
+  Result<JobRecord> GetJob(std::uint64_t id) override;
+  Result<std::vector<JobRecord>> ListJobs(bool only_live = false, std::uint64_t after = 0, int limit = -1) override;
+  Result<std::uint64_t> MaxJobId() override;
+
+  Status UpsertNode(const NodeRecord& node) override;
+  Result<std::vector<NodeRecord>> ListNodes() override;
+
+  using StateStore::AppendEvent;
+  using StateStore::Events;
+  Status AppendEvent(const EventRecord& e) override;
+  Result<std::vector<EventRecord>> Events(const EventFilter& filter) override;
+
+  Status AppendCoreEvent(double time, const std::string& body) override;
+  Result<std::vector<std::pair<double, std::string>>> CoreEvents() override;
+  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) override;
+  Result<std::int64_t> LastCoreEventSeq() override;
+  Result<std::optional<std::string>> CoreSnapshot() override;
+
+  Status SetMeta(const std::string& key, const std::string& value) override;
+  Result<std::optional<std::string>> GetMeta(const std::string& key) override;
+
+  // For a replica (the etcd backend's index): the seq of the newest event row
+  // (0: none), and a core journal row restored with the seq it had.
+  Result<std::int64_t> LastEventSeq();
+  Status RestoreCoreEvent(std::int64_t seq, double time, const std::string& body);
+
+ private:
+  SqliteStateStore() = default;
+  Status Exec(const char* sql);
+  Status Migrate();
+
+  sqlite3* db_ = nullptr;
+  int lock_fd_ = -1;  // flock on "<path>.lock", held while open
+  std::string path_;
+  int schema_version_ = 0;
+  int batch_depth_ = 0;
+};
+
+}  // namespace aryl::daemon

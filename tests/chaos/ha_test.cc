@@ -1,0 +1,240 @@
+// Fault tests of the highly available control plane: a real three-member etcd
+// cluster on loopback (tests/system/etcd_cluster.h), two aryl-schedulers
+// sharing its prefix, real agents and an elastic_mlp job training on them.
+// What must hold (docs/architecture.md, "High availability"): a standby leads
+// within a few seconds of the leader's death, the job keeps its workers (the
+// same processes: no worker is started again) and trains to its end once;
+// a submission made during the failover lands exactly once; a leader paused
+// past its lease finds itself deposed; a lost etcd quorum freezes the
+// scheduler (it says so) while the workers keep training, and scheduling
+// resumes when the quorum is back.
+//
+// Needs etcd (Debian etcd-server): without it each test skips and says why.
+#include <cmath>
+
+#include "chaos_fixture.h"
+#include "etcd_cluster.h"
+
+namespace aryl {
+namespace {
+
+using namespace aryl::chaostest;  // NOLINT
+
+constexpr int kLeaseTtl = 2;
+
+class HaChaos : public ChaosTest {
+ protected:
+  void SetUp() override {
+    ChaosTest::SetUp();
+    if (!fs::exists("/usr/bin/etcd")) {
+      result_recorded_ = true;
+      GTEST_SKIP() << "etcd is not installed (Debian package etcd-server; ./dev installs it)";
+    }
+    Status st = etcd_.Start(3);
+    ASSERT_TRUE(st.ok()) << st << "\n" << etcd_.Log(0);
+    for (int i = 0; i < 2; ++i) {
+      ports_[i] = FreePort();
+      http_[i] = FreePort();
+      endpoints_[i] = "tcp://127.0.0.1:" + std::to_string(ports_[i]);
+    }
+    endpoint_ = endpoints_[0] + "," + endpoints_[1];  // what agents are given
+    agent_lease_ = "60";
+  }
+
+  pid_t StartHaScheduler(int i) {
+    agent::LaunchSpec spec;
+    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", endpoints_[i], "--state", etcd_.EtcdUrl("aryl-ha"),
+                 "--lease-ttl", std::to_string(kLeaseTtl), "--etcd-timeout", "1", "--http-port",
+                 std::to_string(http_[i]), "--heartbeat", "0.2", "--agent-timeout", "3", "--agent-lease",
+                 agent_lease_, "--stop-grace", "2", "--insecure", "--log-level", "debug"};
+    spec.stdout_path = (dir_ / ("scheduler-" + std::to_string(i) + ".log")).string();
+    auto pid = launcher_.Launch(spec);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    pids_[i] = pid.ok() ? *pid : 0;
+    return pids_[i];
+  }
+
+  // The scheduler that answers as leader now (-1: none), and a client to it.
+  int Leader(std::unique_ptr<p::Client>* client = nullptr) {
+    for (int i = 0; i < 2; ++i) {
+      if (!alive_[i]) continue;
+      p::Client::Options o;
+      o.endpoint = endpoints_[i];
+      auto c = p::Client::Connect(o);
+      if (!c.ok()) continue;
+      auto r = (*c)->Call<p::NodesReply>(p::ListNodes{}, milliseconds(400));
+      if (r.ok()) {
+        if (client) *client = std::move(*c);
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  int WaitLeader(double timeout_s, std::unique_ptr<p::Client>* client = nullptr) {
+    int who = -1;
+    WaitFor([&] { return (who = Leader(client)) >= 0; }, timeout_s);
+    return who;
+  }
+
+  // Two schedulers (0 leads), agents a1 and a2 of 2 slots, and a training job
+  // on all 4 workers past step 50.
+  void StartTrainingHa(std::unique_ptr<p::Client>* c, p::JobId* job) {
+    StartHaScheduler(0);
+    ASSERT_EQ(WaitLeader(20, c), 0) << Logs();
+    StartHaScheduler(1);
+    StartAgent("a1", 2);
+    StartAgent("a2", 2);
+    ASSERT_TRUE(WaitAgents(**c, 2, 20)) << Logs();
+    auto submitted = SubmitTraining(**c, 1, 4, /*sleep_ms=*/15);
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    *job = *submitted;
+    ASSERT_TRUE(WaitTraining(**c, *job, 4, 50, 90)) << Logs();
+  }
+
+  // Jobs the leader lists with this name.
+  int JobsNamed(p::Client& c, const std::string& name) {
+    auto r = c.Call<p::JobsReply>(p::ListJobs{}, milliseconds(2000));
+    if (!r.ok()) return -1;
+    int n = 0;
+    for (const auto& row : r->jobs) n += row.name == name;
+    return n;
+  }
+
+  std::string Logs() {
+    return LiveCluster::Logs() + "\n==== etcd member 0\n" + etcd_.Log(0).substr(0, 4000);
+  }
+
+  livetest::EtcdCluster etcd_;
+  int ports_[2] = {0, 0}, http_[2] = {0, 0};
+  std::string endpoints_[2];
+  pid_t pids_[2] = {0, 0};
+  bool alive_[2] = {true, true};
+};
+
+// SIGKILL of the leader: the standby leads within the lease TTL plus an
+// election, the job keeps its four worker processes and ends once, and a
+// submission sent (with its client token, as aryl-run does) while nobody led
+// is accepted exactly once.
+TEST_F(HaChaos, LeaderKilledStandbyTakesOver) {
+  std::unique_ptr<p::Client> c;
+  p::JobId job = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingHa(&c, &job));
+  int starts = WorkerStarts(job);
+  c.reset();
+  auto t0 = Clock::now();
+  Kill(pids_[0]);
+  alive_[0] = false;
+  // The retrying client: the same SubmitJob, same token, to every endpoint
+  // until one accepts it.
+  p::SubmitJob m;
+  m.argv = {"/bin/sh", "-c", "sleep 1"};
+  m.workers = 1;
+  m.name = "during-failover";
+  m.client_token = "failover-token-1";
+  double accepted_at = -1;
+  for (int attempt = 0; attempt < 200 && accepted_at < 0; ++attempt) {
+    for (int i = 0; i < 2 && accepted_at < 0; ++i) {
+      p::Client::Options o;
+      o.endpoint = endpoints_[i];
+      auto cl = p::Client::Connect(o);
+      if (!cl.ok()) continue;
+      auto r = (*cl)->Call<p::SubmitReply>(m, milliseconds(300));
+      if (r.ok()) accepted_at = std::chrono::duration<double>(Clock::now() - t0).count();
+      // A refusal says why: the standby names the leader, or says there is none yet.
+      else EXPECT_TRUE(r.status().IsUnavailable() || r.status().IsTimeout()) << r.status();
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_GE(accepted_at, 0) << "no scheduler took the submission\n" << Logs();
+  int leader = WaitLeader(10, &c);
+  double failover_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(leader, 1) << Logs();
+  std::printf("failover: the standby answered as leader %.2f s after the SIGKILL (submission accepted at %.2f s)\n",
+              failover_s, accepted_at);
+  EXPECT_LT(accepted_at, kLeaseTtl + 6.0) << Logs();
+  // The same submission once more, as a client that timed out would resend it.
+  auto again = c->Call<p::SubmitReply>(m, milliseconds(2000));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(JobsNamed(*c, "during-failover"), 1) << Logs();
+  p::JobState end = FollowToEnd(*c, job, 180);
+  Outcome o = ReadOutcome(job);
+  int done = DoneLines(job);
+  bool same = WorkerStarts(job) == starts;
+  Record(end == p::JobState::kCompleted && o.done_steps == kSteps && done == 1 && same, o.steps_lost, max_pause_s_,
+         "\"failover_s\":" + std::to_string(accepted_at));
+  EXPECT_EQ(p::ToString(end), "completed") << Logs();
+  EXPECT_EQ(done, 1) << Logs();
+  EXPECT_TRUE(same) << "workers were started again after the failover\n" << Logs();
+  EXPECT_EQ(o.steps_lost, 0) << Logs();
+}
+
+// SIGSTOP of the leader for longer than its lease, then SIGCONT: the standby
+// leads meanwhile; the old leader finds its lease gone and steps down to a
+// standby; no worker is started twice and the job ends once.
+TEST_F(HaChaos, PausedLeaderIsDeposed) {
+  std::unique_ptr<p::Client> c;
+  p::JobId job = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingHa(&c, &job));
+  int starts = WorkerStarts(job);
+  c.reset();
+  ASSERT_EQ(::kill(pids_[0], SIGSTOP), 0);
+  alive_[0] = false;
+  int leader = WaitLeader(kLeaseTtl + 10, &c);
+  ASSERT_EQ(leader, 1) << Logs();
+  std::this_thread::sleep_for(milliseconds(1000));
+  ::kill(pids_[0], SIGCONT);
+  alive_[0] = true;
+  // The old leader is a standby now: it answers with the leader's address.
+  std::string log0;
+  ASSERT_TRUE(WaitFor([&] {
+    log0 = ReadFile(dir_ / "scheduler-0.log");
+    return log0.find("standby again") != std::string::npos;
+  }, 15)) << Logs();
+  p::Client::Options o;
+  o.endpoint = endpoints_[0];
+  auto old = p::Client::Connect(o);
+  ASSERT_TRUE(old.ok());
+  auto r = (*old)->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(endpoints_[1]), std::string::npos) << r.status();
+  EXPECT_EQ(Leader(), 1);
+  ExpectCompletedOnce(*c, job, 180, WorkerStarts(job) == starts);
+  EXPECT_EQ(WorkerStarts(job), starts) << "workers were started again\n" << Logs();
+}
+
+// One etcd member killed: nothing changes. Two of three: the leader stops
+// deciding and says so while the job keeps training past the agents' lease;
+// with the members back, it decides again without a restart.
+TEST_F(HaChaos, QuorumLostFreezesThenResumes) {
+  agent_lease_ = "8";
+  std::unique_ptr<p::Client> c;
+  p::JobId job = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingHa(&c, &job));
+  int starts = WorkerStarts(job);
+  etcd_.Kill(2);
+  auto one = Submit(*c, {"/bin/sh", "-c", "sleep 0.5"}, 1);
+  ASSERT_TRUE(one.ok()) << "one etcd member down must not matter: " << one.status() << "\n" << Logs();
+  etcd_.Kill(1);
+  // Frozen: requests are refused with the reason, heartbeats still acked.
+  std::string why;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+    if (r.ok()) return false;
+    why = r.status().message();
+    return r.status().IsUnavailable();
+  }, 15)) << Logs();
+  EXPECT_NE(why.find("cannot decide"), std::string::npos) << why;
+  std::this_thread::sleep_for(milliseconds(10000));  // past the agents' 8 s lease
+  ASSERT_TRUE(etcd_.Restart(1).ok()) << etcd_.Log(1);
+  ASSERT_TRUE(etcd_.Restart(2).ok()) << etcd_.Log(2);
+  std::unique_ptr<p::Client> c2;
+  ASSERT_GE(WaitLeader(30, &c2), 0) << Logs();
+  auto two = Submit(*c2, {"/bin/sh", "-c", "sleep 0.5"}, 1);
+  EXPECT_TRUE(two.ok()) << two.status() << "\n" << Logs();
+  ExpectCompletedOnce(*c2, job, 180, WorkerStarts(job) == starts);
+  EXPECT_EQ(WorkerStarts(job), starts) << "workers were started again after the quorum loss\n" << Logs();
+}
+
+}  // namespace
+}  // namespace aryl

@@ -1,0 +1,193 @@
+// The etcd backend of the StateStore (EtcdStateStore) and the leader election
+// against a real etcd member on loopback: what one leader writes another reads
+// back whole; a write under a stale term fails and changes nothing; the
+// snapshot survives in chunks; a standby leads once the leader resigns or its
+// lease runs out.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "etcd_cluster.h"
+#include "state/etcd/etcd_client.h"
+#include "state/etcd/etcd_state_store.h"
+#include "state/etcd/leader_election.h"
+
+namespace aryl::daemon {
+namespace {
+
+using livetest::EtcdCluster;
+
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdCluster::Available()) GTEST_SKIP() << EtcdCluster::kMissing;
+    ASSERT_TRUE(etcd_.Start(1).ok()) << etcd_.Log(0);
+    auto url = etcd::ParseEtcdUrl(etcd_.EtcdUrl("aryl-store-test"));
+    ASSERT_TRUE(url.ok()) << url.status();
+    url_ = *url;
+    etcd::ClientOptions o;
+    o.endpoints = url_.endpoints;
+    auto c = etcd::Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+
+  // Makes this test the leader: a leader key, and its create revision.
+  std::int64_t Lead() {
+    etcd::TxnRequest txn;
+    txn.success.push_back(etcd::Op::Put(url_.prefix + "leader", "{\"endpoint\":\"test\"}"));
+    auto r = client_->Txn(txn);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->revision : 0;
+  }
+
+  Result<std::unique_ptr<EtcdStateStore>> Open(std::int64_t term, std::string* deposed = nullptr) {
+    EtcdStateStore::Options o;
+    o.location = "test";
+    o.prefix = url_.prefix;
+    o.term = term;
+    o.on_deposed = [deposed](const std::string& why) {
+      if (deposed) *deposed = why;
+    };
+    o.max_txn_bytes = 64 * 1024;  // so the big snapshot needs several transactions
+    return EtcdStateStore::Open(client_, o);
+  }
+
+  EtcdCluster etcd_;
+  etcd::EtcdUrl url_;
+  std::shared_ptr<etcd::Client> client_;
+};
+
+TEST_F(EtcdStoreTest, WhatOneLeaderWritesTheNextReadsBack) {
+  std::int64_t term = Lead();
+  auto s = Open(term);
+  ASSERT_TRUE(s.ok()) << s.status();
+  JobRecord j;
+  j.name = "train";
+  j.client_token = "u\x1ftok";
+  j.spec_json = "{\"argv\":[\"x\"]}";
+  j.submit_time = 1234.5;
+  auto id = (*s)->InsertJob(j);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE((*s)->Batch([&]() -> Status {
+    JobRecord r = *(*s)->GetJob(*id);
+    r.state = JobState::kRunning;
+    r.generation = 3;
+    r.placement = {{"a1", 2}, {"a2", 1}};
+    r.workers_json = "{\"next_worker\":3}";
+    ARYL_RETURN_IF_ERROR((*s)->UpdateJob(r));
+    ARYL_RETURN_IF_ERROR((*s)->UpsertNode({"a1", "training", "cpu", 2, "available", 1}));
+    EventRecord e;
+    e.time = 10;
+    e.job = *id;
+    e.kind = "start";
+    e.detail = "started";
+    e.nodes = {"a1", "a2"};
+    e.data = "{\"workers\":3}";
+    ARYL_RETURN_IF_ERROR((*s)->AppendEvent(e));
+    for (int i = 0; i < 5; ++i) ARYL_RETURN_IF_ERROR((*s)->AppendCoreEvent(i, "row" + std::to_string(i)));
+    return (*s)->SetMeta("epoch", "42.5");
+  }).ok());
+  ASSERT_TRUE((*s)->SaveCoreSnapshot(std::string(300 * 1024, 'S'), 3).ok());
+  ASSERT_TRUE((*s)->AppendCoreEvent(6, "row-after").ok());
+  EXPECT_GT((*s)->transactions(), 0u);
+
+  auto again = Open(term);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto& t = **again;
+  auto job = t.GetJob(*id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->name, "train");
+  EXPECT_EQ(job->state, JobState::kRunning);
+  EXPECT_EQ(job->generation, 3u);
+  EXPECT_EQ(job->placement, (std::map<std::string, int>{{"a1", 2}, {"a2", 1}}));
+  EXPECT_EQ(job->submit_time, 1234.5);
+  EXPECT_EQ(*t.FindJobByToken("u\x1ftok"), std::optional<std::uint64_t>(*id));
+  auto nodes = t.ListNodes();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].server_id, 1u);
+  auto events = t.Events(*id);
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].nodes, (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ((*events)[0].data, "{\"workers\":3}");
+  EXPECT_EQ(**t.GetMeta("epoch"), "42.5");
+  EXPECT_EQ(**t.CoreSnapshot(), std::string(300 * 1024, 'S'));
+  auto core = t.CoreEvents();
+  ASSERT_EQ(core->size(), 3u);  // seqs 4..6: 1..3 are in the snapshot
+  EXPECT_EQ((*core)[0].second, "row3");
+  EXPECT_EQ((*core)[2].second, "row-after");
+  EXPECT_EQ(*t.CoreEvents(), *(*s)->CoreEvents());  // etcd holds what the leader's index holds
+  // New rows continue the sequences.
+  auto id2 = t.InsertJob(JobRecord{.name = "second", .spec_json = "{}"});
+  ASSERT_TRUE(id2.ok());
+  EXPECT_EQ(*id2, *id + 1);
+  // The retry of a submission finds the first job.
+  JobRecord dup = j;
+  EXPECT_TRUE(t.InsertJob(dup).status().code() == Status::Code::kAlreadyExists);
+}
+
+TEST_F(EtcdStoreTest, StaleTermWritesNothing) {
+  std::int64_t term = Lead();
+  std::string deposed;
+  auto s = Open(term, &deposed);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->SetMeta("k", "1").ok());
+  // Another scheduler takes over: the key is deleted and created again.
+  ASSERT_TRUE(client_->Delete(url_.prefix + "leader").ok());
+  std::int64_t newer = Lead();
+  ASSERT_GT(newer, term);
+  Status st = (*s)->SetMeta("k", "2");
+  EXPECT_EQ(st.code(), Status::Code::kFailedPrecondition) << st;
+  EXPECT_NE(deposed.find("another scheduler leads"), std::string::npos) << deposed;
+  EXPECT_EQ(**(*s)->GetMeta("k"), "1");  // the index rolled back
+  auto fresh = Open(newer);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(**(*fresh)->GetMeta("k"), "1");
+}
+
+TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {
+  auto make = [&](const std::string& name) {
+    ElectionOptions o;
+    o.prefix = url_.prefix;
+    o.endpoint = "tcp://" + name + ":7117";
+    o.name = name;
+    o.ttl_seconds = 2;
+    return std::make_shared<LeaderElection>(client_, o);
+  };
+  std::atomic<bool> stop{false};
+  auto a = make("a");
+  ASSERT_TRUE(a->Campaign(stop, nullptr).ok());
+  EXPECT_TRUE(a->CanDecide());
+  auto b = make("b");
+  std::atomic<bool> b_won{false};
+  std::string seen;
+  std::thread tb([&] {
+    if (b->Campaign(stop, [&](const std::string& e, std::uint64_t) { seen = e; }).ok()) b_won = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(b_won);
+  auto t0 = std::chrono::steady_clock::now();
+  a->Resign();
+  tb.join();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(b_won);
+  EXPECT_EQ(seen, "tcp://a:7117");
+  EXPECT_LT(took, 1.5) << "a resignation is seen through the watch, not after the TTL";
+  EXPECT_GT(b->term(), a->term());
+  EXPECT_FALSE(a->CanDecide());
+
+  // b dies without resigning (its keep-alive stops): a leads once b's lease expires.
+  std::uint64_t b_term = b->term();
+  b.reset();
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a->Campaign(stop, nullptr).ok());
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(a->term(), b_term);
+  EXPECT_LT(took, 2 + 3.0);
+  std::printf("leadership moved %.2f s after the leader's keep-alive stopped (TTL 2 s)\n", took);
+}
+
+}  // namespace
+}  // namespace aryl::daemon
