@@ -31,6 +31,7 @@
 #include "aryl/clock.h"
 #include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
+#include "aryl/protocol/scheduler_client.h"
 #include "aryl/protocol/security.h"
 #include "aryl/protocol/store.h"
 #include "aryl/protocol/transport.h"
@@ -135,14 +136,18 @@ class Agent::Impl {
   };
 
   AgentOptions opt;
-  std::unique_ptr<p::Client> client;
+  std::unique_ptr<p::SchedulerClient> client;  // the leader among --scheduler's list
+  bool several_schedulers = false;             // --scheduler lists more than one
   ProcessLauncher launcher;
   std::map<pid_t, Worker> workers;
   std::atomic<bool> stop{false};
   std::atomic<int> running{0};
   bool registered = false;
+  bool ever_registered = false;  // this process has registered with some leader
+  bool frozen_leader = false;    // registered stands for "heartbeating a frozen leader"
   double heartbeat_interval = 1.0;
   double last_heartbeat = 0;
+  double last_ack = 0;  // the newest registration or HeartbeatAck taken (monotonic)
   double last_register_try = -10;
   double last_progress = 0;
   std::uint64_t seq = 0;
@@ -153,6 +158,9 @@ class Agent::Impl {
   // NewGeneration below it was overtaken (a queued message from before a
   // restart elsewhere) and is refused.
   std::map<p::JobId, std::int64_t> newest_generation;
+  // Term fencing (messages.h): the highest scheduler term seen here; commands
+  // and acknowledgements of a lower one come from a deposed leader.
+  std::uint64_t term = 0;
   std::uint64_t scheduler_epoch = 0;
   p::Pool pool = p::Pool::kTraining;
   bool gpus = false;
@@ -381,10 +389,27 @@ class Agent::Impl {
     auto reply = client->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt.request_timeout * 1000)));
     if (!reply.ok()) {
       if (reply.status().IsTimeout()) spdlog::debug("register: scheduler not reachable yet");
-      else spdlog::error("register refused: {}", reply.status().ToString());
+      else if (p::IsStandbyError(reply.status())) spdlog::info("register: {}", reply.status().message());
+      else if (p::IsFrozenError(reply.status()) && ever_registered) {
+        // The leader is there but cannot decide (etcd unreachable): it still
+        // acks the heartbeats of the agents it knows, which keeps the
+        // workers' lease. Go on heartbeating; register once it decides again.
+        spdlog::warn("register: {}; heartbeating on", reply.status().message());
+        registered = true;
+        frozen_leader = true;
+        last_ack = Now();
+      } else spdlog::error("register refused: {}", reply.status().ToString());
+      return;
+    }
+    if (Deposed(reply->term, "agent_registered")) {
+      // A leader that lost its term answered; its successor is elsewhere in the list.
+      (void)client->Failover("it answered with the deposed term " + std::to_string(reply->term));
       return;
     }
     registered = true;
+    ever_registered = true;
+    frozen_leader = false;
+    last_ack = Now();
     lease.Renew(sent, reply->lease_seconds);
     if (!reply->store_key.empty()) p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, reply->store_key});
     heartbeat_interval = reply->heartbeat_interval_seconds;
@@ -392,7 +417,8 @@ class Agent::Impl {
       spdlog::info("scheduler restarted; re-registered with {} running workers", workers.size());
     }
     scheduler_epoch = reply->scheduler_epoch;
-    spdlog::info("registered with {} as {} ({} {} x{})", opt.scheduler, opt.id, opt.pool, opt.gpu_type, opt.slots);
+    spdlog::info("registered with {} as {} ({} {} x{}, term {})", client->endpoint(), opt.id, opt.pool, opt.gpu_type,
+                 opt.slots, reply->term);
     last_heartbeat = 0;
   }
 
@@ -413,6 +439,36 @@ class Agent::Impl {
     it->second = generation;
     if (newest_generation.size() > 100000) newest_generation.erase(newest_generation.begin());
     return false;
+  }
+
+  // Term fencing (messages.h, "Term fencing"): whether a message of scheduler
+  // term `t` comes from a deposed leader. Term 0 (a scheduler that stamps
+  // none) passes only while no term was seen. Otherwise remembers `t`.
+  bool Deposed(std::uint64_t t, std::string_view what) {
+    if (t == 0 ? term == 0 : t >= term) {
+      term = std::max(term, t);
+      return false;
+    }
+    if (t == 0)
+      spdlog::warn("{} without a term refused: term {} was seen here (a scheduler that stamps no term)", what, term);
+    else
+      spdlog::warn("{} of term {} refused: term {} was seen here (a deposed scheduler)", what, t, term);
+    return true;
+  }
+
+  // The term a scheduler → agent message carries; nullopt for messages without one.
+  static std::optional<std::uint64_t> TermOf(const p::Message& msg) {
+    return std::visit([](const auto& m) -> std::optional<std::uint64_t> {
+      if constexpr (requires { m.term; }) return m.term;
+      return std::nullopt;
+    }, msg);
+  }
+  static std::string Describe(const p::Message& msg) {
+    return std::visit([](const auto& m) {
+      std::string what(std::decay_t<decltype(m)>::kType);
+      if constexpr (requires { m.job; }) what = "job " + std::to_string(m.job) + ": " + what;
+      return what;
+    }, msg);
   }
 
   // Whether workers may run as other accounts than the agent's (the worker
@@ -605,12 +661,16 @@ class Agent::Impl {
   }
 
   void OnPush(const p::Message& msg) {
+    if (auto t = TermOf(msg); t && Deposed(*t, Describe(msg))) return;
     if (auto* m = std::get_if<p::StartWorkers>(&msg)) return OnStart(*m);
     if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
     if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
     if (auto* m = std::get_if<p::LogRead>(&msg)) return Send(ReadWorkerLog(opt.log_dir, opt.id, *m));
     if (auto* a = std::get_if<p::HeartbeatAck>(&msg)) {
-      if (a->scheduler_epoch == scheduler_epoch) lease.Acked(a->seq, a->lease_seconds);
+      if (a->scheduler_epoch == scheduler_epoch) {
+        lease.Acked(a->seq, a->lease_seconds);
+        last_ack = Now();
+      }
       return;
     }
     if (auto* a = std::get_if<p::WorkerExitAck>(&msg)) {
@@ -622,7 +682,12 @@ class Agent::Impl {
       return PushToWorkers(m->job, "", *m);
     }
     if (auto* e = std::get_if<p::Error>(&msg)) {
-      if (e->code == Status::Code::kFailedPrecondition) {
+      if (p::IsStandbyError(*e)) {
+        // The leader moved; registering asks this standby, which names it.
+        spdlog::info("scheduler {}: {}; registering again", client->endpoint(), e->message);
+        registered = false;
+        last_register_try = -10;
+      } else if (e->code == Status::Code::kFailedPrecondition) {
         spdlog::info("scheduler does not know this agent ({}); registering again", e->message);
         registered = false;
         last_register_try = -10;
@@ -633,6 +698,9 @@ class Agent::Impl {
     }
     spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
   }
+
+  // How long without a HeartbeatAck before the agent looks for another leader.
+  double AckTimeout() const { return std::max(3 * heartbeat_interval, 2.0); }
 
   // statvfs of the log directory, at most every 5 s (it is on the loop).
   std::int64_t LogFreeBytes() {
@@ -937,6 +1005,17 @@ class Agent::Impl {
   Status Run() {
     while (!stop) {
       double now = Now();
+      if (registered && several_schedulers && now - last_ack > AckTimeout()) {
+        // The leader went quiet: another scheduler of the list may lead now.
+        // The workers keep running; the lease bounds for how long.
+        char why[64];
+        std::snprintf(why, sizeof why, "no heartbeat ack for %.1f s", now - last_ack);
+        spdlog::warn("{}; registering again through the scheduler list", why);
+        Status moved = client->Failover(why);
+        if (!moved.ok()) spdlog::error("scheduler failover: {}", moved.ToString());
+        registered = false;
+        last_register_try = -10;
+      }
       if (!registered && now - last_register_try > 1.0) Register();
       if (registered && now - last_heartbeat >= heartbeat_interval) {
         last_heartbeat = now;
@@ -980,8 +1059,10 @@ Agent::~Agent() = default;
 Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   auto impl = std::make_unique<Impl>();
   if (options.id.empty()) options.id = HostName();
+  auto schedulers = p::ParseSchedulerEndpoints(options.scheduler);
+  if (!schedulers.ok()) return schedulers.status().WithContext("--scheduler");
   if (options.host.empty()) {
-    auto routed = RouteAddressTo(options.scheduler);
+    auto routed = RouteAddressTo(schedulers->front());
     options.host = routed ? *routed : HostName();
     spdlog::info("--host not given: peers reach this server at {} ({})", options.host,
                  routed ? "the address of the interface that routes to the scheduler" : "the host name");
@@ -1003,8 +1084,11 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   std::error_code ec;
   fs::create_directories(options.log_dir, ec);
   if (ec) return Status::IoError("log dir " + options.log_dir + ": " + ec.message());
-  p::Client::Options co;
-  co.endpoint = options.scheduler;
+  p::SchedulerClient::Options co;
+  co.endpoints = *schedulers;
+  // A registration may not hold up the loop (workers, the lease) for longer
+  // than one request: the next one, a second later, goes on from where it moved.
+  co.total_timeout = milliseconds(static_cast<int>(options.request_timeout * 1000));
   ARYL_ASSIGN_OR_RETURN(co.identity, AgentRoute(options.id));
   if (!options.curve_key.empty() || !options.curve_server_key.empty()) {
     if (options.curve_key.empty() || options.curve_server_key.empty())
@@ -1013,7 +1097,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     ARYL_ASSIGN_OR_RETURN(auto server_pub, p::LoadPublicKey(options.curve_server_key));
     co.curve = p::CurveClientKeys{kp.public_key, kp.secret_key, server_pub};
   }
-  ARYL_ASSIGN_OR_RETURN(impl->client, p::Client::Connect(co));
+  impl->several_schedulers = schedulers->size() > 1;
+  ARYL_ASSIGN_OR_RETURN(impl->client, p::SchedulerClient::Connect(co));
   impl->relay = MakeStoreRelay();
   // The store answers only requests with a job's token, once the scheduler
   // has given this agent the cluster's store key (Register).

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   cxxopts::Options options("aryl-agent", "Aryl's agent: runs training workers on one server.");
   aryl::agent::AgentOptions a;
   options.add_options()
-      ("scheduler", "Scheduler endpoint (default: $ARYL_SCHEDULER or ipc:///run/aryl/scheduler.sock)",
+      ("scheduler", "Scheduler endpoint, or every scheduler of a highly available install as a comma list "
+                    "(tcp://a:7117,tcp://b:7117; default: $ARYL_SCHEDULER or ipc:///run/aryl/scheduler.sock)",
        cxxopts::value<std::string>()->default_value(std::getenv("ARYL_SCHEDULER") ? std::getenv("ARYL_SCHEDULER") : a.scheduler))
       ("id", "Agent id (unique per server; default: host name)", cxxopts::value<std::string>()->default_value(""))
       ("host", "Address other servers reach this one at: its workers' Gloo pairs, its store, MASTER_ADDR (default: the address of the interface that routes to the scheduler)", cxxopts::value<std::string>()->default_value(""))

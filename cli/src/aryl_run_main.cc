@@ -4,7 +4,7 @@
 // seconds for it to stop. When a worker fails the job, its last stderr lines
 // are printed, read from its agent through the scheduler (as `aryl logs`).
 //
-//   aryl-run [--scheduler tcp://head:7117] [--name N] (--workers 4 | --min 2 --max 8)
+//   aryl-run [--scheduler tcp://head:7117[,tcp://head2:7117]] [--name N] (--workers 4 | --min 2 --max 8)
 //            [--gpu-type A100] [--checkpoint-dir D] -- ./train args...
 //   aryl-run --standalone --slots 4 [--loan-slots 4 --inference-demand daily:...] -- ./train ...
 //
@@ -18,6 +18,12 @@
 // most workers), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
 // get torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...;
 // aryl/torchrun_env.h); `aryl-run --help` prints the whole mapping.
+//
+// With several schedulers (--scheduler tcp://a:7117,tcp://b:7117, a highly
+// available install) every request goes to whichever leads
+// (protocol/scheduler_client.h): the submission is resent with the same client
+// token, so a change of leader never makes a second job, and the watch, the
+// status polls and the cancel follow the leader to wherever it moves.
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -95,7 +101,7 @@ std::vector<std::string> LastLines(const std::string& text, std::size_t n, bool 
 // Prints why `end` failed job `job`: its stderr's last lines, fetched from
 // its agent through the scheduler (bounded: two calls of kCallTimeout), and
 // where the rest is (`more`).
-void ReportFailure(aryl::protocol::Client& client, p::JobId job, const p::WorkerEnd& end, const std::string& more) {
+void ReportFailure(aryl::protocol::SchedulerClient& client, p::JobId job, const p::WorkerEnd& end, const std::string& more) {
   p::JobLogs m;
   m.job = job;
   m.rank = end.rank;
@@ -179,7 +185,9 @@ int main(int argc, char** argv) {
   // Defaults: ~/.config/aryl/config or /etc/aryl/aryl.toml, then the environment (client_config.h).
   const aryl::cli::ClientSettings& defaults = aryl::cli::ClientDefaultsOrExit(kProg);
   o.add_options()
-      ("scheduler", "Scheduler endpoint", cxxopts::value<std::string>()->default_value(defaults.scheduler))
+      ("scheduler", "Scheduler endpoint, or every scheduler as a comma list: tcp://a:7117,tcp://b:7117 "
+                    "(config scheduler, $ARYL_SCHEDULER)",
+       cxxopts::value<std::string>()->default_value(defaults.scheduler))
       ("quiet", "Do not print state changes")
       ("cancel-grace", "Seconds to wait for the job to stop after Ctrl-C/SIGTERM cancels it (then exit 202)",
        cxxopts::value<double>()->default_value("30"))
@@ -256,6 +264,8 @@ int main(int argc, char** argv) {
   const bool scheduler_given = r.count("scheduler") > 0;
   std::string follow_logs = r["follow-logs"].as<std::string>();
   std::string endpoint = r["scheduler"].as<std::string>();
+  if (auto list = p::ParseSchedulerEndpoints(endpoint); !list.ok())
+    aryl::FlagError(kProg, "--scheduler", endpoint, list.status().message());
   std::string curve_key = r["curve-key"].as<std::string>();
   std::string curve_server_key = r["curve-server-key"].as<std::string>();
 
@@ -328,21 +338,26 @@ int main(int argc, char** argv) {
     return code;
   };
 
-  auto client = aryl::cli::ConnectScheduler(endpoint, curve_key, curve_server_key);
+  // Each request tries for kCallTimeout at most, moving along the list; the
+  // loops below ask again, from wherever the last request moved to.
+  auto client = aryl::cli::ConnectScheduler(endpoint, curve_key, curve_server_key, kCallTimeout);
   if (!client.ok()) return shutdown(aryl::cli::Fail(kProg, client.status(), kExitNotSubmitted));
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGPIPE, SIG_IGN);
 
   // Submit; in standalone mode the agents may still be registering. A timed-out
-  // submission is resent with the same token, so it never creates a second job.
+  // submission is resent with the same token, so it never creates a second job;
+  // so is one that found only standbys (an election, for up to ~30 s).
   m.client_token = aryl::cli::NewClientToken();
   aryl::Result<p::SubmitReply> submitted = aryl::Status::Unavailable("not submitted");
-  int timeouts = 0;
+  int timeouts = 0, elections = 0;
+  const auto per_try = aryl::cli::PerTryTimeout(kCallTimeout, (*client)->endpoints().size());
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
-    submitted = (*client)->Call<p::SubmitReply>(m, milliseconds(3000));
+    submitted = (*client)->Call<p::SubmitReply>(m, per_try);
     if (submitted.ok()) break;
     if (submitted.status().IsTimeout() && ++timeouts < 3) continue;
+    if (p::IsStandbyError(submitted.status()) && ++elections < 10) continue;
     if (!(submitted.status().IsUnavailable() && standalone)) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
@@ -365,7 +380,7 @@ int main(int argc, char** argv) {
                 << aryl::FormatDuration(cancel_grace) << " for it to stop)\n";
       p::CancelJob c;
       c.job = job;
-      auto rc = (*client)->Call<p::Ok>(c, kCallTimeout);
+      auto rc = (*client)->Call<p::Ok>(c, per_try);
       if (!rc.ok()) std::cerr << kProg << ": cancel: " << rc.status().ToString() << "\n";
     }
     if (g_interrupts > 2) {
@@ -375,17 +390,19 @@ int main(int argc, char** argv) {
     if (cancelling_since &&
         std::chrono::steady_clock::now() - *cancelling_since > std::chrono::duration<double>(cancel_grace)) {
       std::cerr << kProg << ": job " << job << " was not seen to stop within " << aryl::FormatDuration(cancel_grace)
-                << " of the cancel (is the scheduler at " << endpoint
+                << " of the cancel (is the scheduler at " << (*client)->endpoint()
                 << " reachable?); its end is unknown: check it with aryl status " << job << "\n";
       break;
     }
-    // (Re)watch every few seconds: survives a scheduler restart.
+    // (Re)watch every few seconds: survives a scheduler restart and a change
+    // of leader (the request moves to the new one; a watch there sends the
+    // job's state at once, or its final event when it is over).
     auto now = std::chrono::steady_clock::now();
     if (now - last_watch > std::chrono::seconds(3)) {
       last_watch = now;
       p::WatchJob w;
       w.job = job;
-      (void)(*client)->Call<p::Ok>(w, milliseconds(1000));
+      (void)(*client)->Call<p::Ok>(w, std::min(per_try, milliseconds(1000)));
     }
     if (!follow_logs.empty()) {
       // Rank 0's output, wherever rank 0 is now (it moves when its worker is lost).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "aryl/flags.h"
+#include "aryl/protocol/scheduler_client.h"
 
 namespace aryl::cli {
 namespace {
@@ -71,6 +72,10 @@ Status ApplyConfigText(const std::string& text, const std::string& path, ClientS
     }
     if (key == "scheduler" || key == "curve_key" || key == "curve_server_key") {
       if (!str) return Status::InvalidArgument(where + key + ": expected a quoted string, got " + value);
+      if (key == "scheduler") {
+        auto list = protocol::ParseSchedulerEndpoints(*str);
+        if (!list.ok()) return Status::InvalidArgument(where + "scheduler: " + list.status().message());
+      }
       (key == "scheduler" ? s.scheduler : key == "curve_key" ? s.curve_key : s.curve_server_key) = *str;
     } else if (key == "timeout") {
       std::string num = Trim(value.substr(0, value.find('#')));
@@ -108,7 +113,11 @@ Result<ClientSettings> LoadClientSettings() {
     text << f.rdbuf();
     ARYL_RETURN_IF_ERROR(ApplyConfigText(text.str(), files[i], s));
   }
-  if (!Env("ARYL_SCHEDULER").empty()) s.scheduler = Env("ARYL_SCHEDULER");
+  if (!Env("ARYL_SCHEDULER").empty()) {
+    s.scheduler = Env("ARYL_SCHEDULER");
+    auto list = protocol::ParseSchedulerEndpoints(s.scheduler);
+    if (!list.ok()) return Status::InvalidArgument("$ARYL_SCHEDULER: " + list.status().message());
+  }
   if (!Env("ARYL_CURVE_KEY").empty()) s.curve_key = Env("ARYL_CURVE_KEY");
   if (!Env("ARYL_CURVE_SERVER_KEY").empty()) s.curve_server_key = Env("ARYL_CURVE_SERVER_KEY");
   return s;

@@ -8,7 +8,9 @@
 //   5. flags (--scheduler, --curve-key, --curve-server-key, --timeout)
 // The files hold `key = "value"` lines (a TOML subset): scheduler, curve_key,
 // curve_server_key, timeout; `#` starts a comment. Anything else is an error
-// naming file:line.
+// naming file:line. `scheduler` (like $ARYL_SCHEDULER and --scheduler) is one
+// endpoint or, for a highly available install, every scheduler as a comma
+// list ("tcp://a:7117,tcp://b:7117"): requests go to whichever leads.
 #pragma once
 
 #include <string>
@@ -19,7 +21,7 @@
 namespace aryl::cli {
 
 struct ClientSettings {
-  std::string scheduler = protocol::kDefaultSchedulerEndpoint;
+  std::string scheduler = protocol::kDefaultSchedulerEndpoint;  // one endpoint or a comma list
   std::string curve_key;
   std::string curve_server_key;
   double timeout = 3;

@@ -39,9 +39,9 @@ int Logs(const cxxopts::ParseResult& r, const Client& c) {
   const bool follow = r.count("follow") > 0;
   double interval = r["interval"].as<double>();
   RequireAtLeast(c.program, "--interval", interval, 0.05);
-  auto client = ConnectScheduler(c.scheduler, c.curve_key, c.curve_server_key);
+  auto client = c.Connect();
   if (!client.ok()) return Fail(c.program, client.status());
-  auto timeout = std::chrono::milliseconds(static_cast<int>(c.timeout * 1000));
+  auto timeout = c.per_try();
   std::signal(SIGINT, [](int) { g_stop = true; });
   std::optional<p::WorkerId> worker;
   while (!g_stop) {

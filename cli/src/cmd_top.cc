@@ -21,10 +21,10 @@ int Top(const cxxopts::ParseResult& r, const Client& c) {
   RequireAtLeast(c.program, "--interval", interval, 0.1);
   bool once = r.count("once") > 0;
   const bool tty = StdoutIsTty();
-  auto client = ConnectScheduler(c.scheduler, c.curve_key, c.curve_server_key);
+  auto client = c.Connect();
   if (!client.ok()) return Fail(c.program, client.status());
   std::signal(SIGINT, [](int) { g_stop = true; });
-  auto timeout = std::chrono::milliseconds(static_cast<int>(c.timeout * 1000));
+  auto timeout = c.per_try();
   bool first = true;
   while (!g_stop) {
     auto status = (*client)->Call<p::StatusReply>(p::StatusRequest{}, timeout);
@@ -44,7 +44,7 @@ int Top(const cxxopts::ParseResult& r, const Client& c) {
       os << (c.out.format == Format::kYaml ? "---\n" + ToYaml(status->summary) : status->summary.dump() + "\n");
     } else {
       const auto& s = status->summary;
-      os << "aryl top - " << c.scheduler << "  " << FormatTime(static_cast<double>(std::time(nullptr)), c.out.utc)
+      os << "aryl top - " << (*client)->endpoint() << "  " << FormatTime(static_cast<double>(std::time(nullptr)), c.out.utc)
          << "  policy " << s.value("policy", "?") << "  rescales " << s.value("rescales", 0.0) << "  preemptions "
          << s.value("preemptions", 0.0) << "  reclaims " << s.value("reclaims", 0.0) << " (late "
          << s.value("reclaims_late", 0.0) << ")\n\n";

@@ -14,7 +14,8 @@ namespace {
 
 void AddClientFlags(cxxopts::Options& o, const ClientSettings& d) {
   o.add_options("client")
-      ("scheduler", "Scheduler endpoint (config scheduler, $ARYL_SCHEDULER)", cxxopts::value<std::string>()->default_value(d.scheduler))
+      ("scheduler", "Scheduler endpoint, or every scheduler as a comma list: tcp://a:7117,tcp://b:7117 "
+                    "(config scheduler, $ARYL_SCHEDULER)", cxxopts::value<std::string>()->default_value(d.scheduler))
       ("timeout", "Seconds to wait for the scheduler (> 0)", cxxopts::value<double>()->default_value(Fixed(d.timeout, 3)))
       ("curve-key", "Client CURVE secret key file (config curve_key, $ARYL_CURVE_KEY)",
        cxxopts::value<std::string>()->default_value(d.curve_key))
@@ -72,6 +73,8 @@ Client ReadClient(const std::string& program, const cxxopts::ParseResult& r) {
   Client c;
   c.program = program;
   c.scheduler = r["scheduler"].as<std::string>();
+  if (auto list = protocol::ParseSchedulerEndpoints(c.scheduler); !list.ok())
+    FlagError(program, "--scheduler", c.scheduler, list.status().message());
   c.timeout = r["timeout"].as<double>();
   RequireAbove(program, "--timeout", c.timeout, 0);
   if (c.timeout > 86400) FlagError(program, "--timeout", Fixed(c.timeout, 0), "must be at most 86400 (a day)");
@@ -95,7 +98,7 @@ std::string UsageText() {
     else left += "\n" + std::string(34, ' ');
     s += left + c.summary + "\n";
   }
-  s += "client flags: --scheduler EP, --timeout S, --curve-key F, --curve-server-key F,\n"
+  s += "client flags: --scheduler EP[,EP...], --timeout S, --curve-key F, --curve-server-key F,\n"
        "  -o table|wide|json|yaml|csv|name, --no-headers, --utc; defaults from ~/.config/aryl/config or\n"
        "  /etc/aryl/aryl.toml, then $ARYL_SCHEDULER, $ARYL_CURVE_KEY, $ARYL_CURVE_SERVER_KEY\n"
        "run 'aryl COMMAND --help' for a command's flags; 'aryl --version' for the build\n";

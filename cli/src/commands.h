@@ -27,12 +27,24 @@ struct Client {
   std::string curve_key, curve_server_key;
   OutputOptions out;
 
+  std::chrono::milliseconds total() const { return std::chrono::milliseconds(static_cast<std::int64_t>(timeout * 1000)); }
+  // One try's share of --timeout over the --scheduler list (PerTryTimeout).
+  std::chrono::milliseconds per_try() const {
+    auto list = protocol::ParseSchedulerEndpoints(scheduler);
+    return PerTryTimeout(total(), list.ok() ? list->size() : 1);
+  }
+  // A connection to the scheduler (the leader of the --scheduler list); a
+  // request through it tries for at most --timeout.
+  Result<std::unique_ptr<protocol::SchedulerClient>> Connect() const {
+    return ConnectScheduler(scheduler, curve_key, curve_server_key, total());
+  }
+
   // One request/reply with the scheduler.
   template <typename T>
   Result<T> Call(const protocol::Message& req) const {
-    auto client = ConnectScheduler(scheduler, curve_key, curve_server_key);
+    auto client = Connect();
     if (!client.ok()) return client.status();
-    return (*client)->Call<T>(req, std::chrono::milliseconds(static_cast<int>(timeout * 1000)));
+    return (*client)->Call<T>(req, per_try());
   }
 };
 

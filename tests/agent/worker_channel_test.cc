@@ -6,6 +6,7 @@
 #include <functional>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "aryl/agent/agent.h"
 #include "aryl/protocol/generation.h"
 #include "aryl/protocol/messages.h"
+#include "aryl/protocol/scheduler_client.h"
 #include "aryl/protocol/store.h"
 #include "aryl/protocol/transport.h"
 
@@ -47,10 +49,11 @@ std::string ReadFile(const fs::path& path) {
 // Plays the scheduler: answers AgentRegister and keeps what the agent sends.
 class FakeScheduler {
  public:
-  FakeScheduler() {
+  // `term`: the term its AgentRegistered carries.
+  explicit FakeScheduler(std::uint64_t term = 0) {
     p::Server::Options o;
     o.endpoint = "tcp://127.0.0.1:*";
-    auto s = p::Server::Start(o, [this](const p::ReplyTo& from, p::Message m) -> std::optional<p::Message> {
+    auto s = p::Server::Start(o, [this, term](const p::ReplyTo& from, p::Message m) -> std::optional<p::Message> {
       std::lock_guard<std::mutex> lock(mu_);
       if (auto* r = std::get_if<p::AgentRegister>(&m)) {
         store_endpoint_ = r->store_endpoint;
@@ -60,6 +63,8 @@ class FakeScheduler {
         reply.heartbeat_interval_seconds = 0.2;
         reply.scheduler_epoch = 1;
         reply.store_key = "0123456789abcdef";  // the agent's store checks job tokens with it
+        reply.term = term;
+        ++registrations_;
         return reply;
       }
       received_.push_back(std::move(m));
@@ -69,6 +74,10 @@ class FakeScheduler {
     server_ = std::move(*s);
   }
   const std::string& endpoint() const { return server_->endpoint(); }
+  int registrations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
   std::string store_endpoint() {
     std::lock_guard<std::mutex> lock(mu_);
     return store_endpoint_;
@@ -92,6 +101,7 @@ class FakeScheduler {
 
  private:
   std::mutex mu_;
+  int registrations_ = 0;
   std::string store_endpoint_;
   std::map<std::string, std::string> routes_;
   std::vector<p::Message> received_;
@@ -246,6 +256,124 @@ TEST(AgentWorkerChannel, AnnouncesRelaysAndReports) {
   loop.join();
   agent->reset();
   EXPECT_FALSE(fs::exists(fs::absolute(opt.log_dir) / "agent-a1.sock"));
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
+// Term fencing (messages.h): after a command of term 5, a StartWorkers of
+// term 4 (a deposed leader's) or of no term starts nothing; one of term 6
+// starts its worker.
+TEST(AgentTermFencing, RefusesCommandsOfALowerTerm) {
+  fs::path dir = fs::temp_directory_path() / ("aryl-agent-term-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FakeScheduler sched(2);
+  AgentOptions opt;
+  opt.scheduler = sched.endpoint();
+  opt.id = "t1";
+  opt.host = "127.0.0.1";
+  opt.slots = 3;
+  opt.gpu_type = "cpu";
+  opt.log_dir = (dir / "logs").string();
+  auto agent = Agent::Create(opt);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  std::thread loop([&] { (void)(*agent)->Run(); });
+  ASSERT_TRUE(WaitFor([&] { return sched.registrations() > 0; }, 10));
+
+  // A command of term 5 (no workers of job 99 here: it changes nothing but the term).
+  p::WorkerCheckpointRequest ck;
+  ck.job = 99;
+  ck.reason = "term 5";
+  ck.term = 5;
+  ASSERT_TRUE(sched.Push("t1", ck).ok());
+  auto start = [&](p::WorkerId worker, std::uint64_t term) {
+    p::StartWorkers sw;
+    sw.job = 8;
+    sw.generation = 1;
+    sw.workers = {{worker, worker, worker}};
+    sw.members = {0, 1, 2};
+    sw.argv = {"/bin/sh", "-c", "touch " + (dir / ("started-" + std::to_string(term))).string() + "; sleep 30"};
+    sw.store_endpoint = "none";
+    sw.term = term;
+    return sched.Push("t1", sw);
+  };
+  ASSERT_TRUE(start(0, 4).ok());
+  ASSERT_TRUE(start(1, 0).ok());
+  ASSERT_TRUE(start(2, 6).ok());
+  // Pushes are handled in order: once term 6's worker runs, the others were refused.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(dir / "started-6"); }, 10));
+  EXPECT_FALSE(fs::exists(dir / "started-4"));
+  EXPECT_FALSE(fs::exists(dir / "started-0"));
+  EXPECT_EQ((*agent)->running_workers(), 1);
+
+  // A deposed leader cannot stop it either (a start of term 7 pushed after
+  // the stop marks when the stop was handled); the current one can.
+  p::StopWorkers stop;
+  stop.job = 8;
+  stop.grace_seconds = 0;
+  stop.term = 5;
+  ASSERT_TRUE(sched.Push("t1", stop).ok());
+  ASSERT_TRUE(start(1, 7).ok());
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(dir / "started-7"); }, 10));
+  EXPECT_EQ((*agent)->running_workers(), 2) << "a stop of term 5 stopped a worker of term 6";
+  stop.term = 7;
+  ASSERT_TRUE(sched.Push("t1", stop).ok());
+  ASSERT_TRUE(WaitFor([&] { return (*agent)->running_workers() == 0; }, 10));
+
+  (*agent)->Stop();
+  loop.join();
+  agent->reset();
+  if (!::testing::Test::HasFailure()) fs::remove_all(dir);
+}
+
+// --scheduler lists several schedulers: the agent registers with the first;
+// when its HeartbeatAcks stop (this fake sends none) it registers again
+// through the list, and a standby's hint takes it to the new leader. Its
+// worker keeps running throughout.
+TEST(AgentSchedulerList, MovesToTheNewLeaderWhenAcksStop) {
+  fs::path dir = fs::temp_directory_path() / ("aryl-agent-list-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FakeScheduler old_leader, new_leader;
+  std::atomic<int> asked{0};
+  auto standby = p::Server::Start({.endpoint = "tcp://127.0.0.1:*"},
+                                  [&](const p::ReplyTo&, p::Message) -> std::optional<p::Message> {
+                                    ++asked;
+                                    return p::StandbyError(new_leader.endpoint(), 3);
+                                  });
+  ASSERT_TRUE(standby.ok()) << standby.status();
+  AgentOptions opt;
+  opt.scheduler = old_leader.endpoint() + "," + (*standby)->endpoint() + "," + new_leader.endpoint();
+  opt.id = "l1";
+  opt.host = "127.0.0.1";
+  opt.slots = 1;
+  opt.gpu_type = "cpu";
+  opt.log_dir = (dir / "logs").string();
+  auto agent = Agent::Create(opt);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto t0 = std::chrono::steady_clock::now();  // before the first registration
+  std::thread loop([&] { (void)(*agent)->Run(); });
+  ASSERT_TRUE(WaitFor([&] { return old_leader.registrations() > 0; }, 10));
+  p::StartWorkers sw;
+  sw.job = 3;
+  sw.generation = 1;
+  sw.workers = {{0, 0, 0}};
+  sw.members = {0};
+  sw.argv = {"/bin/sh", "-c", "sleep 30"};
+  sw.store_endpoint = "none";
+  ASSERT_TRUE(old_leader.Push("l1", sw).ok());
+  ASSERT_TRUE(WaitFor([&] { return (*agent)->running_workers() == 1; }, 10));
+
+  // No acks for max(3 x 0.2 s, 2 s): on to the standby, which names the new leader.
+  ASSERT_TRUE(WaitFor([&] { return new_leader.registrations() > 0; }, 10));
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_GE(asked.load(), 1);
+  EXPECT_EQ((*agent)->running_workers(), 1);
+  // Heartbeats go to the new leader now.
+  ASSERT_TRUE(WaitFor([&] { return new_leader.Find<p::Heartbeat>().has_value(); }, 5));
+
+  (*agent)->Stop();
+  loop.join();
+  agent->reset();
   if (!::testing::Test::HasFailure()) fs::remove_all(dir);
 }
 

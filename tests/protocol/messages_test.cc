@@ -117,7 +117,7 @@ std::string Big() {
 std::vector<Malformed> MalformedFrames() {
   const std::string sw_head = R"({"v":1,"type":"start_workers","job":1,"generation":0,)";
   const std::string sw_tail =
-      R"("members":[7],"argv":["a"],"env":{},"cwd":"","checkpoint_dir":"","store_endpoint":"e","store_prefix":""})";
+      R"("members":[7],"argv":["a"],"env":{},"cwd":"","checkpoint_dir":"","store_endpoint":"e","store_prefix":"","term":0})";
   return {
       {"Empty", "", "empty frame"},
       {"Oversize", Big(), "exceeds the limit of 1048576 bytes"},

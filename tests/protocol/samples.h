@@ -41,7 +41,8 @@ inline std::vector<Message> SampleMessages() {
                             .cluster_id = "prod",
                             .instance = 0x1234abcd5678ef});
   m.push_back(AgentRegistered{
-      .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7, .store_key = "00ff"});
+      .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7, .store_key = "00ff",
+      .term = 1201});
   m.push_back(Heartbeat{.agent_id = "train-01", .seq = 99, .free_slots = 3, .workers = {rw, rw}, .log_free_bytes = 1 << 30});
   m.push_back(StartWorkers{.job = 12,
                            .generation = 2,
@@ -55,18 +56,21 @@ inline std::vector<Message> SampleMessages() {
                            .store_endpoint = "tcp://head:7201",
                            .store_prefix = "job/12/",
                            .owner = "alice",
-                           .restart_count = 1});
+                           .restart_count = 1,
+                           .term = 1201});
   m.push_back(NewGeneration{.job = 12,
                             .generation = 3,
                             .members = {4, 6},
                             .leaving = {5},
                             .store_endpoint = "tcp://head:7201",
-                            .store_prefix = "job/12/"});
+                            .store_prefix = "job/12/",
+                            .term = 1201});
   m.push_back(StopWorkers{.job = 12,
                           .workers = {5},
                           .grace_seconds = 2.5,
                           .checkpoint_first = true,
-                          .reason = "reclaim"});
+                          .reason = "reclaim",
+                          .term = 1201});
   m.push_back(WorkerExited{.agent_id = "train-01",
                            .job = 12,
                            .worker = 5,
@@ -77,7 +81,7 @@ inline std::vector<Message> SampleMessages() {
                            .runtime = true,
                            .error = ""});
   m.push_back(WorkerExitAck{.job = 12, .worker = 6});
-  m.push_back(HeartbeatAck{.seq = 41, .lease_seconds = 12.5, .scheduler_epoch = 7});
+  m.push_back(HeartbeatAck{.seq = 41, .lease_seconds = 12.5, .scheduler_epoch = 7, .term = 1201});
   m.push_back(ResizeReport{.job = 12,
                            .generation = 3,
                            .from_workers = 3,
@@ -169,7 +173,7 @@ inline std::vector<Message> SampleMessages() {
                              .stats = StepStats{.seq = 5, .generation = 3, .workers = 4, .count = 16,
                                                 .median_s = 0.095, .spread_s = 0, .sync_median_s = 0, .local_batch = 0}});
   m.push_back(WorkerCheckpointRequest{
-      .job = 12, .reason = "preemption", .deadline_seconds = 30, .stop_after = true});
+      .job = 12, .reason = "preemption", .deadline_seconds = 30, .stop_after = true, .term = 1201});
   m.push_back(WorkerLeave{.job = 12, .worker = 5, .generation = 3, .step = 1300});
   m.push_back(WorkerDone{
       .job = 12, .worker = 5, .generation = 3, .step = 1300, .outcome = "stopped", .message = ""});

@@ -97,6 +97,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   reply.scheduler_epoch = scheduler_epoch;
   reply.store_key = store_key;
   reply.lease_seconds = opt.agent_lease;
+  reply.term = term;
   snapshot_dirty = true;
   return p::Message(reply);
 }
@@ -151,7 +152,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
     return std::nullopt;
   }
   Heard(it->second);
-  Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch});
+  Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
   // A full log disk cuts the workers' output: an event when it fills, one when
   // space returns (aryl events, aryl_log_disk_full_total).
   Node& n = it->second;

@@ -1,4 +1,5 @@
 #include "daemon_impl.h"
+#include "aryl/protocol/scheduler_client.h"
 
 #include "aryl/protocol/env_policy.h"
 
@@ -30,11 +31,10 @@ std::optional<p::Message> Daemon::Impl::WhileFrozen(const p::ReplyTo& from, cons
   if (auto* hb = std::get_if<p::Heartbeat>(&msg)) {
     auto it = nodes.find(hb->agent_id);
     if (it != nodes.end() && it->second.connected && from.peer.identity == it->second.route)
-      SendNow(from.peer.identity, p::HeartbeatAck{hb->seq, opt.agent_lease, scheduler_epoch});
+      SendNow(from.peer.identity, p::HeartbeatAck{hb->seq, opt.agent_lease, scheduler_epoch, term});
     return std::nullopt;
   }
-  return Err(Status::Unavailable("this scheduler cannot decide now (" + leadership->Why() +
-                                 "); retry in a few seconds"));
+  return p::Message(p::FrozenError(leadership->Why()));
 }
 
 std::optional<Status> Daemon::Impl::UserLimitRefusal(const std::string& owner) {

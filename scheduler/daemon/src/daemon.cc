@@ -1,5 +1,6 @@
 #include "daemon_impl.h"
 
+#include <charconv>
 #include <thread>
 
 #include "aryl/protocol/security.h"
@@ -52,6 +53,19 @@ Status Daemon::Impl::Init() {
     ARYL_RETURN_IF_ERROR(store->SetMeta("epoch", std::to_string(epoch)));
   }
   scheduler_epoch = static_cast<std::uint64_t>(WallNow() * 1000);
+  if (opt.term != 0) {
+    term = opt.term;
+  } else {
+    ARYL_ASSIGN_OR_RETURN(auto stored, store->GetMeta("term"));
+    std::uint64_t last = 0;
+    if (stored) {
+      auto [end, ec] = std::from_chars(stored->data(), stored->data() + stored->size(), last);
+      if (stored->empty() || ec != std::errc() || end != stored->data() + stored->size())
+        return Status::Corruption("table meta, key 'term' = '" + *stored + "' is not a whole number");
+    }
+    term = last + 1;
+    ARYL_RETURN_IF_ERROR(store->SetMeta("term", std::to_string(term)));
+  }
   if (!opt.throughput_dir.empty()) {
     ARYL_ASSIGN_OR_RETURN(auto cat, s::ThroughputCatalog::LoadCsvDir(opt.throughput_dir));
     measured = std::make_shared<s::ThroughputCatalog>(std::move(cat));

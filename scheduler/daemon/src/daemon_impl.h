@@ -269,6 +269,7 @@ class Daemon::Impl {
   std::unique_ptr<PrometheusDemandPoller> demand_poller;  // with a prometheus: source
   std::unique_ptr<ClusterSeries> cluster_series;          // per-job, node and pool series
   std::uint64_t scheduler_epoch = 0;
+  std::uint64_t term = 0;  // fencing token on every message to agents (DaemonOptions::term)
 
   std::atomic<bool> ready{false};  // /readyz: set once Start has finished
   std::mutex snapshot_mu;

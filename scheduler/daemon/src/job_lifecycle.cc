@@ -183,6 +183,9 @@ Status Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
 
 Status Daemon::Impl::MarkRuntime(Job& j) {
   j.runtime = true;
+  // Durable (workers_json): a scheduler that takes over, or restarts, resizes
+  // the job in place too rather than restarting every worker.
+  ARYL_RETURN_IF_ERROR(SaveJob(j));
   if (j.spec.elastic) return Status::Ok();  // the submitter said which
   spdlog::info("job {}: the program links the runtime; it resizes in place", j.rec.id);
   return Feed(s::JobRescaleKnown{j.rec.id, s::Rescale::kInPlace}, "the program links the runtime");

@@ -36,7 +36,17 @@ void Daemon::Impl::Send(const std::string& identity, const p::Message& msg) {
 void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
   // To an agent: the routing id it registered from (authz.h, IsRouteOf).
   auto n = nodes.find(identity);
-  Status st = server->Push(n != nodes.end() && !n->second.route.empty() ? n->second.route : identity, msg);
+  const std::string& route = n != nodes.end() && !n->second.route.empty() ? n->second.route : identity;
+  // Commands to agents carry this daemon's term (messages.h, "Term fencing").
+  Status st = std::visit([&](const auto& m) {
+    if constexpr (requires { m.term; }) {
+      auto stamped = m;
+      stamped.term = term;
+      return server->Push(route, stamped);
+    } else {
+      return server->Push(route, msg);
+    }
+  }, msg);
   if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());
 }
 

@@ -5,6 +5,12 @@
 // Agent ↔ scheduler, numbered as in protocol/messages.h:
 //  1. AgentRegister {id, host, pool, gpu type, slots, workers already running}
 //     until AgentRegistered arrives (retried every second; requests time out).
+//     With several schedulers (--scheduler tcp://a:7117,tcp://b:7117) it goes
+//     through protocol::SchedulerClient: a standby's answer names the leader,
+//     a dead one is passed over for the next. A leader whose HeartbeatAcks stop
+//     for max(3 heartbeat intervals, 2 s) is left the same way (the workers
+//     keep running meanwhile, bounded by the lease); each move is logged as
+//     "scheduler tcp://a:7117 -> tcp://b:7117 (reason)".
 //  2. Heartbeat every AgentRegistered.heartbeat_interval_seconds. An Error push
 //     (the scheduler restarted and does not know us) means: register again,
 //     reporting the workers that run. Workers are never touched by a reconnect,
@@ -12,7 +18,9 @@
 //     lease, it stops every worker (checkpoint first, SIGKILL after
 //     kLeaseStopGraceSeconds), since the scheduler may have started them
 //     elsewhere. StartWorkers and NewGeneration of an older generation of a
-//     job than one seen here are refused (fencing).
+//     job than one seen here are refused (fencing), and so is every command,
+//     acknowledgement or registration of a lower scheduler term than one seen
+//     here (a deposed leader; messages.h, "Term fencing").
 //  3. StartWorkers: fork/exec each worker (process.h) with the ARYL_* contract
 //     of docs/runtime.md: ARYL_JOB_ID, ARYL_WORKER_ID, ARYL_GENERATION,
 //     ARYL_RANK, ARYL_WORLD_SIZE, ARYL_MIN_WORKERS, ARYL_MAX_WORKERS,
@@ -51,6 +59,7 @@
 namespace aryl::agent {
 
 struct AgentOptions {
+  // One endpoint or a comma list of every scheduler (protocol::ParseSchedulerEndpoints).
   std::string scheduler = "ipc:///run/aryl/scheduler.sock";  // protocol::kDefaultSchedulerEndpoint
   std::string id;                 // default: the host name
   std::string host;               // address peers use to reach this server; default: the route to the scheduler

@@ -38,6 +38,22 @@
 //      per resize (from the rank-0 worker's WorkerResizeReport).
 //   9. Agent → JobProgress {job, step, loss, steps/s, remaining work}, one-way,
 //      from the rank-0 worker's WorkerProgress, at most a few times per second.
+//  Term fencing (steps 1-6). Every scheduler → agent message that grants the
+//  lease or changes workers (AgentRegistered, HeartbeatAck, StartWorkers,
+//  NewGeneration, StopWorkers, WorkerCheckpointRequest) carries `term`, the
+//  sending scheduler's fencing token: the create revision of the etcd leader
+//  key it holds (high availability), or a counter in the state file bumped at
+//  every start (SQLite). A later leader's term is higher than every earlier
+//  one's, so a deposed leader that has not yet noticed is told apart:
+//   a. An agent remembers the highest term it has seen, from AgentRegistered
+//      and from every command.
+//   b. It refuses any of these messages with a lower term, logging a warning
+//      that names both terms: a deposed leader can neither start, stop, resize
+//      or checkpoint workers, nor renew the agent's lease, nor register it.
+//   c. Term 0 means "no term" (a scheduler that stamps none); it is accepted
+//      only while the agent has seen no term.
+//  A scheduler whose state file was restored from an older copy starts with a
+//  lower term than its agents have seen: they refuse it until they restart.
 //
 //  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
 //  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply (a page); JobStatus ⇠
@@ -363,6 +379,7 @@ struct AgentRegistered {
   std::string store_key{};
   // How long the agent's workers may run without a HeartbeatAck (step 2).
   double lease_seconds = 30;
+  std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -370,6 +387,7 @@ struct AgentRegistered {
     v("scheduler_epoch", scheduler_epoch);
     v("store_key", store_key);
     v("lease_seconds", lease_seconds, {.min = 0.1, .max = 86400});
+    v("term", term);
   }
   bool operator==(const AgentRegistered&) const = default;
 };
@@ -406,11 +424,13 @@ struct HeartbeatAck {
   std::uint64_t seq = 0;
   double lease_seconds = 30;
   std::uint64_t scheduler_epoch = 0;
+  std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
   template <typename V>
   void Visit(V& v) {
     v("seq", seq);
     v("lease_seconds", lease_seconds, {.min = 0.1, .max = 86400});
     v("scheduler_epoch", scheduler_epoch);
+    v("term", term);
   }
   bool operator==(const HeartbeatAck&) const = default;
 };
@@ -438,6 +458,7 @@ struct StartWorkers {
   // Times the job's worker group was started before this start (torchrun's
   // TORCHELASTIC_RESTART_COUNT); unset = 0.
   std::optional<std::int64_t> restart_count{};
+  std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -453,6 +474,7 @@ struct StartWorkers {
     v("owner", owner);
     v("owner_uid", owner_uid, {.min = 0, .max = 4294967295LL});
     v("restart_count", restart_count, {.min = 0});
+    v("term", term);
   }
   Status Validate() const;  // argv[0] non-empty, every started worker is a member
   bool operator==(const StartWorkers&) const = default;
@@ -466,6 +488,7 @@ struct NewGeneration {
   std::vector<WorkerId> leaving{};  // workers on this agent that leave at the switch
   std::string store_endpoint{};
   std::string store_prefix{};
+  std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -474,6 +497,7 @@ struct NewGeneration {
     v("leaving", leaving, {.min = 0});
     v("store_endpoint", store_endpoint, {.non_empty = true});
     v("store_prefix", store_prefix);
+    v("term", term);
   }
   Status Validate() const;  // no duplicates; leavers are not members
   bool operator==(const NewGeneration&) const = default;
@@ -486,6 +510,7 @@ struct StopWorkers {
   double grace_seconds = 10;
   bool checkpoint_first = false;
   std::string reason{};
+  std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -493,6 +518,7 @@ struct StopWorkers {
     v("grace_seconds", grace_seconds, {.min = 0, .max = 86400});
     v("checkpoint_first", checkpoint_first);
     v("reason", reason);
+    v("term", term);
   }
   bool operator==(const StopWorkers&) const = default;
 };
@@ -1003,12 +1029,14 @@ struct WorkerCheckpointRequest {
   std::string reason{};
   double deadline_seconds = 0;  // 0 = no deadline
   bool stop_after = false;      // exit 0 once the checkpoint is durable
+  std::uint64_t term = 0;  // scheduler → agent: the sender's fencing token; the runtime ignores it
   template <typename V>
   void Visit(V& v) {
     v("job", job);
     v("reason", reason);
     v("deadline_seconds", deadline_seconds, {.min = 0, .max = 86400});
     v("stop_after", stop_after);
+    v("term", term);
   }
   bool operator==(const WorkerCheckpointRequest&) const = default;
 };

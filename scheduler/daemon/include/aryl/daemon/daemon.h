@@ -56,6 +56,10 @@ struct DaemonOptions {
   // the scheduler longer than this stops the workers (checkpoint first).
   double agent_lease = 60.0;
   double restart_grace = 3.0;            // after a restart, wait this long for agents
+  // The fencing token stamped on every command to agents (protocol/messages.h,
+  // "Term fencing"); 0: the daemon takes the next value of the state store's
+  // 'term' counter.
+  std::uint64_t term = 0;
   double rescale_pause = 2.0;            // core cost model (seconds)
   double restart_pause = 5.0;
   double checkpoint_interval = 60.0;

@@ -1,6 +1,8 @@
 #include "state/etcd/etcd_state_store.h"
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -208,7 +210,17 @@ Status EtcdStateStore::Flush() {
       bytes += b;
       txn.success.push_back(std::move(pending_[i++]));
     }
+    // etcd electing a new raft leader (a member died) refuses writes for
+    // about an election timeout: ride it out rather than fail the step. A
+    // retried transaction is safe: its puts and deletes are idempotent and
+    // its comparison still fences it.
     auto result = client_->Txn(txn);
+    for (auto t0 = std::chrono::steady_clock::now();
+         !result.ok() && result.status().IsUnavailable() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(opt_.retry_seconds);) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      result = client_->Txn(txn);
+    }
     if (!result.ok()) {
       if (i > txn.success.size()) reload_ = true;  // an earlier transaction of this batch landed
       return result.status();

@@ -23,7 +23,8 @@
 //     it back, so the index never holds what etcd does not.
 //  3. A comparison that fails means another scheduler leads: on_deposed is
 //     called and the write fails with FailedPrecondition. etcd unreachable or
-//     without quorum: Unavailable; the caller retries once it is back.
+//     without quorum: retried for retry_seconds (an etcd leader election),
+//     then Unavailable; the caller retries once it is back.
 //  4. A batch goes as one etcd transaction when it fits (max_txn_ops, etcd's
 //     --max-txn-ops, default 128; max_txn_bytes under --max-request-bytes),
 //     else as several in order. The core snapshot is written chunks first and
@@ -55,6 +56,9 @@ class EtcdStateStore final : public StateStore {
     std::function<void(const std::string&)> on_deposed;
     std::size_t max_txn_ops = 128;
     std::size_t max_txn_bytes = 1 << 20;
+    // How long a write retries while etcd answers Unavailable (an etcd
+    // leader election takes about its election timeout, 1 s by default).
+    double retry_seconds = 1.5;
   };
   static Result<std::unique_ptr<EtcdStateStore>> Open(std::shared_ptr<etcd::Client> client, Options options);
   ~EtcdStateStore() override;
