@@ -28,12 +28,15 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
 // are acked so their workers keep training through an etcd outage (their
 // lease); everything else is refused with a reason to retry.
 std::optional<p::Message> Daemon::Impl::WhileFrozen(const p::ReplyTo& from, const p::Message& msg) {
-  if (auto* hb = std::get_if<p::Heartbeat>(&msg)) {
+  if (auto* hb = std::get_if<p::Heartbeat>(&msg); hb && !leadership->Deposed()) {
     auto it = nodes.find(hb->agent_id);
     if (it != nodes.end() && it->second.connected && from.peer.identity == it->second.route)
       SendNow(from.peer.identity, p::HeartbeatAck{hb->seq, opt.agent_lease, scheduler_epoch, term});
     return std::nullopt;
   }
+  // Deposed: this scheduler is on its way to standby and knows no leader;
+  // the standby reply sends the client on through its list.
+  if (leadership->Deposed()) return p::Message(p::StandbyError("", leadership->term()));
   return p::Message(p::FrozenError(leadership->Why()));
 }
 
@@ -113,6 +116,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
   int capacity = 0;
   for (const auto& [id, n] : nodes)
     if (n.connected && !n.drained && (m.gpu_type.empty() || n.gpu_type == m.gpu_type)) capacity += n.slots;
+  if (spec.min_workers > capacity && WallNow() - started_at < std::max(opt.restart_grace, opt.agent_timeout)) {
+    // Just started (or took over): agents are still coming back.
+    return Err(Status::Unavailable("the scheduler started " + FormatDuration(WallNow() - started_at) +
+                                   " ago and its agents are registering again; retry in a few seconds"));
+  }
   if (spec.min_workers > capacity) {
     metrics.Inc("aryl_bad_requests_total");
     return Err(Status::InvalidArgument("job needs at least " + std::to_string(spec.min_workers) + " workers" +

@@ -146,6 +146,10 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
     }
     std::size_t keys = (*store)->loaded_keys();
     options.term = election->term();
+    // Agents reach a new leader only after their acks stop (2 s) and a try
+    // or two through the list: give them that before their workers count
+    // as lost (a lone scheduler's restart waits options.restart_grace).
+    options.restart_grace = std::max(options.restart_grace, 10.0);
     auto daemon = Daemon::Start(options, std::move(*store), election);
     if (!daemon.ok()) {
       election->Resign();
