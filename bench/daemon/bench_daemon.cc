@@ -86,7 +86,7 @@ void Bench::SubmitLoop() {
 int Bench::Run() {
   char tmpl[] = "/tmp/aryl-bench-daemon-XXXXXX";
   std::string dir = mkdtemp(tmpl);
-  std::string state = dir + "/state.db", log = dir + "/scheduler.log";
+  std::string state = opt_.state.empty() ? dir + "/state.db" : opt_.state, log = dir + "/scheduler.log";
   // A flood needs users told apart: the keyless ipc:// socket (uids).
   if (opt_.flood > 0) {
     std::filesystem::permissions(dir, std::filesystem::perms(0755));
@@ -317,12 +317,13 @@ int main(int argc, char** argv) {
       else if (a == "--flood") o.flood = std::stol(val());
       else if (a == "--flood-threads") o.flood_threads = std::max(1, std::stoi(val()));
       else if (a == "--scheduler-arg") o.scheduler_args.push_back(val());
+      else if (a == "--state") o.state = val();
       else {
         std::fprintf(stderr,
                      "usage: bench_daemon [--scheduler PATH] [--agents N] [--slots N] [--jobs N] [--probe N]\n"
                      "  [--threads N] [--submit-seconds S] [--duration S] [--work-seconds S] [--heartbeat S]\n"
                      "  [--agent-timeout S] [--cluster-id ID] [--churn S] [--down-seconds S] [--keep]\n"
-                     "  [--flood N [--flood-threads N]] [--scheduler-arg ARG]...\n");
+                     "  [--flood N [--flood-threads N]] [--state FILE|etcd://...] [--scheduler-arg ARG]...\n");
         return 2;
       }
     } catch (const std::exception&) {

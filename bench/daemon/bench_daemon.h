@@ -22,6 +22,10 @@ namespace p = aryl::protocol;
 
 struct Options {
   std::string scheduler = "build/scheduler/aryl-scheduler";
+  // The scheduler's --state: empty, a fresh SQLite file in the scratch
+  // directory; etcd://... for the HA backend (the job counts read from the
+  // SQLite file are then -1, unknown).
+  std::string state;
   int agents = 200, slots = 4, jobs = 2000, probe = 10, threads = 2;
   double submit_seconds = 60;  // jobs and agent joins are spread over this
   double duration = 120;       // the whole run, at most

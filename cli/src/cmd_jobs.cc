@@ -91,7 +91,61 @@ std::uint64_t JobOf(const cxxopts::ParseResult& r, const Client& c) {
   return ParseJobIdOrExit(c.program, r["job"].as<std::string>());
 }
 
+// `aryl status` without a job: every scheduler of the --scheduler list asked
+// on its own (leader, standby, or not answering), the term, and the etcd
+// members' health as the leader sees them.
+int ControlPlaneStatus(const Client& c) {
+  auto list = p::ParseSchedulerEndpoints(c.scheduler);
+  if (!list.ok()) return Fail(c.program, list.status(), 2);
+  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json leader_ha;
+  Table t({{"SCHEDULER"}, {"ROLE"}, {"TERM"}, {"DETAIL"}});
+  for (const auto& endpoint : *list) {
+    auto one = ConnectScheduler(endpoint, c.curve_key, c.curve_server_key, c.per_try());
+    nlohmann::json row = {{"endpoint", endpoint}};
+    if (!one.ok()) return Fail(c.program, one.status());
+    auto reply = (*one)->Call<p::StatusReply>(p::StatusRequest{}, c.per_try());
+    if (reply.ok()) {
+      nlohmann::json ha = reply->summary.value("ha", nlohmann::json::object());
+      row["role"] = ha.empty() ? "leader (single, " + reply->summary.value("state", std::string("?")) + ")"
+                               : ha.value("mode", std::string("leading"));
+      row["term"] = ha.value("term", std::uint64_t{0});
+      row["detail"] = ha.value("why", std::string());
+      if (!ha.empty()) leader_ha = ha;
+    } else if (p::IsStandbyError(reply.status())) {
+      row["role"] = "standby";
+      auto hint = p::LeaderHint(reply.status());
+      row["detail"] = hint ? "leader: " + *hint : "no leader known";
+    } else if (p::IsFrozenError(reply.status())) {
+      row["role"] = "frozen";
+      row["detail"] = reply.status().message();
+    } else {
+      row["role"] = "unreachable";
+      row["detail"] = reply.status().ToString();
+    }
+    out.push_back(row);
+    t.Add({endpoint, row["role"].get<std::string>(),
+           row.contains("term") ? std::to_string(row["term"].get<std::uint64_t>()) : "-",
+           Printable(row["detail"].get<std::string>())});
+  }
+  if (IsDocument(c.out.format)) {
+    PrintDocument(nlohmann::json{{"schedulers", out}, {"ha", leader_ha}}, c.out.format, 2);
+    return 0;
+  }
+  std::cout << t.Render(c.out);
+  if (!leader_ha.empty()) {
+    Table e({{"ETCD MEMBER"}, {"HEALTHY"}, {"ROUND TRIP"}, {"ERROR"}});
+    for (const auto& m : leader_ha.value("etcd", nlohmann::json::array()))
+      e.Add({m.value("endpoint", std::string()), m.value("healthy", false) ? "yes" : "no",
+             Fixed(m.value("round_trip_ms", 0.0), 1) + " ms", Printable(m.value("error", std::string()))});
+    std::cout << "\n" << e.Render(c.out) << "\nlease " << leader_ha.value("lease_ttl_seconds", 0) << " s, valid for "
+              << Fixed(leader_ha.value("lease_valid_for_seconds", 0.0), 1) << " s more\n";
+  }
+  return 0;
+}
+
 int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
+  if (!r.count("job")) return ControlPlaneStatus(c);
   p::JobStatus m;
   m.job = JobOf(r, c);
   auto reply = c.Call<p::JobStatusReply>(m);
@@ -174,7 +228,7 @@ std::vector<Command> JobCommands() {
              "name", "Only jobs of this name", cxxopts::value<std::string>());
        },
        Jobs},
-      {"status", "JOB", "one job: state, size, placement, exit code", true, JobArg, StatusCmd},
+      {"status", "[JOB]", "one job: state, size, placement, exit code; without JOB the schedulers (leader, standbys, term) and etcd's health", true, JobArg, StatusCmd},
       {"cancel", "JOB [JOB...]", "cancel jobs", true,
        [](cxxopts::Options& o) {
          o.add_options()("jobs", "Job ids", cxxopts::value<std::vector<std::string>>());

@@ -113,11 +113,14 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
   // Until its program shows that it links the runtime, a job that did not say
   // resizes by a restart (Job::RestartsToResize) and is charged for one.
   if (m.elastic.value_or("restart") == "restart") spec.rescale = s::Rescale::kRestart;
-  int capacity = 0;
-  for (const auto& [id, n] : nodes)
-    if (n.connected && !n.drained && (m.gpu_type.empty() || n.gpu_type == m.gpu_type)) capacity += n.slots;
-  if (spec.min_workers > capacity && WallNow() - started_at < std::max(opt.restart_grace, opt.agent_timeout)) {
-    // Just started (or took over): agents are still coming back.
+  int capacity = 0, returning = 0;
+  for (const auto& [id, n] : nodes) {
+    if (n.drained || !(m.gpu_type.empty() || n.gpu_type == m.gpu_type)) continue;
+    (n.connected ? capacity : returning) += n.slots;
+  }
+  if (spec.min_workers > capacity && spec.min_workers <= capacity + returning &&
+      WallNow() - started_at < std::max(opt.restart_grace, opt.agent_timeout)) {
+    // Just started (or took over): known agents are still coming back.
     return Err(Status::Unavailable("the scheduler started " + FormatDuration(WallNow() - started_at) +
                                    " ago and its agents are registering again; retry in a few seconds"));
   }
