@@ -1,5 +1,7 @@
 #include "state/etcd/etcd_client.h"
 
+#include "aryl/base64.h"
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -26,74 +28,6 @@ std::string FormatSeconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g s", s);
   return buf;
-}
-
-// --- base64 (the gateway's encoding of proto bytes fields) ---------------------------
-
-constexpr std::string_view kB64 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64Encode(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    std::uint32_t v =
-        (std::uint8_t(in[i]) << 16) | (std::uint8_t(in[i + 1]) << 8) | std::uint8_t(in[i + 2]);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += kB64[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    std::uint32_t v = std::uint8_t(in[i]) << 16;
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == in.size()) {
-    std::uint32_t v = (std::uint8_t(in[i]) << 16) | (std::uint8_t(in[i + 1]) << 8);
-    out += kB64[(v >> 18) & 63];
-    out += kB64[(v >> 12) & 63];
-    out += kB64[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
-
-// Accepts padded and unpadded input; false on any other character.
-bool Base64Decode(std::string_view in, std::string* out) {
-  out->clear();
-  out->reserve(in.size() / 4 * 3);
-  std::uint32_t acc = 0;
-  int bits = 0;
-  std::size_t pad = 0;
-  for (char c : in) {
-    if (c == '=') {
-      ++pad;
-      continue;
-    }
-    if (pad > 0) return false;  // data after padding
-    int v;
-    if (c >= 'A' && c <= 'Z')
-      v = c - 'A';
-    else if (c >= 'a' && c <= 'z')
-      v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9')
-      v = c - '0' + 52;
-    else if (c == '+' || c == '-')
-      v = 62;
-    else if (c == '/' || c == '_')
-      v = 63;
-    else
-      return false;
-    acc = (acc << 6) | std::uint32_t(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out->push_back(char((acc >> bits) & 0xff));
-    }
-  }
-  return pad <= 2;
 }
 
 // --- JSON field readers (the gateway writes int64 as strings, omits defaults) --------
