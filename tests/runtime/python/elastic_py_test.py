@@ -75,7 +75,10 @@ class ResizeMatchesFixedRun(unittest.TestCase):
 
     def check(self, optimizer, schedule, steps, expected_workers, dropout=0.0, loop="steps"):
         _, reference, _ = run_example(self.tmp, "fixed", 2, steps, optimizer=optimizer, dropout=dropout)
-        output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=25,
+        # 50 ms a step: the run outlasts its joiners' start (a Python process
+        # importing torch, 4-5 s each on a loaded 2-core machine), so every
+        # planned change lands before the stayers finish.
+        output, params, samples_dir = run_example(self.tmp, "resized", 2, steps, schedule, optimizer, sleep_ms=50,
                                                   dropout=dropout, loop=loop)
         # Every planned change took effect while training.
         worlds = [w for _, w in (item.split(":") for item in schedule.split(","))]
