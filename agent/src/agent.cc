@@ -182,9 +182,10 @@ class Agent::Impl {
     std::map<std::pair<p::JobId, std::int64_t>, p::GenerationAnnounce> announced;  // (job, store generation)
     std::vector<p::Message> inbox;
     // By channel identity: workers that said WorkerHello (they link the
-    // runtime) and the outcome each reported in WorkerDone before exiting.
+    // runtime) and the WorkerDone each reported before exiting (its outcome
+    // and the step it ended at).
     std::set<std::string> hello;
-    std::map<std::string, std::string> outcome;
+    std::map<std::string, p::WorkerDone> outcome;
     // The identity each worker was told to connect with (ARYL_CHANNEL_ID:
     // "worker-<job>-<worker>-<128 random bits>", unguessable), the job it was
     // started for and the account it runs as. A peer of another uid than the
@@ -331,7 +332,7 @@ class Agent::Impl {
         // Answered here, once recorded, so the report cannot race the exit.
         Status v = d->Validate();
         if (!v.ok()) return p::Error::FromStatus(v);
-        if (ch->outcome.size() < 100000) ch->outcome[from.peer.identity] = d->outcome;
+        if (ch->outcome.size() < 100000) ch->outcome[from.peer.identity] = *d;
         return p::Ok{"recorded"};
       }
       if (auto* h = std::get_if<p::WorkerHello>(&m)) {
@@ -754,7 +755,8 @@ class Agent::Impl {
     channel->issued.erase(w.identity);
     auto it = channel->outcome.find(w.identity);
     if (it != channel->outcome.end()) {
-      m.outcome = it->second;
+      m.outcome = it->second.outcome;
+      m.step = it->second.step;
       channel->outcome.erase(it);
     }
     return m;

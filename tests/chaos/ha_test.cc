@@ -7,9 +7,12 @@
 // a submission made during the failover lands exactly once; a leader paused
 // past its lease finds itself deposed; a lost etcd quorum freezes the
 // scheduler (it says so) while the workers keep training, and scheduling
-// resumes when the quorum is back.
+// resumes when the quorum is back; a leader cut off the network past its
+// lease steps down when it is back; a reclaim accepted just before the
+// leader's death still meets its deadline under the new leader.
 //
 // Needs etcd (Debian etcd-server): without it each test skips and says why.
+// The partition test also needs network namespaces (root; tests/system/netns.h).
 #include <cmath>
 #include <cstdio>
 
@@ -17,6 +20,8 @@
 
 #include "chaos_fixture.h"
 #include "etcd_cluster.h"
+#include "netns.h"
+#include "scrape.h"
 
 namespace aryl {
 namespace {
@@ -33,6 +38,20 @@ class HaChaos : public ChaosTest {
       result_recorded_ = true;
       GTEST_SKIP() << "etcd is not installed (Debian package etcd-server; ./dev installs it)";
     }
+    if (partitioned_) {
+      // Scheduler 0 in its own network namespace: it reaches etcd, the agents
+      // and the clients over a bridge, and Cut(0) partitions it from all.
+      if (auto why = livetest::Netns::Unavailable()) {
+        std::printf("SKIPPED: %s\n", why->c_str());
+        result_recorded_ = true;
+        GTEST_SKIP() << *why;
+      }
+      net_ = std::make_unique<livetest::Netns>(1);
+      ASSERT_TRUE(net_->ok()) << "could not set up the network namespace and the bridge";
+      etcd_.AlsoListenOn(net_->SchedulerAddress());
+      exec_[0] = net_->Exec(0);
+      etcd_host_[0] = net_->SchedulerAddress();
+    }
     aryl::Status st = etcd_.Start(3);
     ASSERT_TRUE(st.ok()) << st << "\n" << etcd_.Log(0);
     for (int i = 0; i < 2; ++i) {
@@ -40,16 +59,23 @@ class HaChaos : public ChaosTest {
       http_[i] = FreePort();
       endpoints_[i] = "tcp://127.0.0.1:" + std::to_string(ports_[i]);
     }
+    if (net_) endpoints_[0] = "tcp://" + net_->Address(0) + ":" + std::to_string(ports_[0]);
     endpoint_ = endpoints_[0] + "," + endpoints_[1];  // what agents are given
     agent_lease_ = "60";
+  }
+  void TearDown() override {
+    ChaosTest::TearDown();  // stops the processes before their namespace goes
+    net_.reset();
   }
 
   pid_t StartHaScheduler(int i) {
     agent::LaunchSpec spec;
-    spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", endpoints_[i], "--state", etcd_.EtcdUrl("aryl-ha"),
+    spec.argv = exec_[i];
+    spec.argv.insert(spec.argv.end(), {ARYL_SCHEDULER_BIN, "--endpoint", endpoints_[i], "--state",
+                 etcd_.EtcdUrl("aryl-ha", etcd_host_[i]),
                  "--lease-ttl", std::to_string(kLeaseTtl), "--etcd-timeout", "1", "--http-port",
                  std::to_string(http_[i]), "--heartbeat", "0.2", "--agent-timeout", "3", "--agent-lease",
-                 agent_lease_, "--stop-grace", "2", "--insecure", "--log-level", "debug"};
+                 agent_lease_, "--stop-grace", "2", "--insecure", "--log-level", "debug"});
     spec.stdout_path = (dir_ / ("scheduler-" + std::to_string(i) + ".log")).string();
     auto pid = launcher_.Launch(spec);
     EXPECT_TRUE(pid.ok()) << pid.status();
@@ -110,7 +136,36 @@ class HaChaos : public ChaosTest {
     return LiveCluster::Logs() + "\n==== etcd member 0\n" + etcd_.Log(0).substr(0, 4000);
   }
 
+  // The paused or partitioned scheduler 0, back, is a standby: it said so
+  // and answers with the new leader's address.
+  void ExpectSteppedDown() {
+    std::string log0;
+    ASSERT_TRUE(WaitFor([&] {
+      log0 = ReadFile(dir_ / "scheduler-0.log");
+      return log0.find("standby again") != std::string::npos;
+    }, 15)) << Logs();
+    p::Client::Options o;
+    o.endpoint = endpoints_[0];
+    auto old = p::Client::Connect(o);
+    ASSERT_TRUE(old.ok());
+    auto r = (*old)->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(endpoints_[1]), std::string::npos) << r.status();
+    EXPECT_EQ(Leader(), 1);
+  }
+
+  // The longer fault runs: `./dev chaos N` (ARYL_CHAOS_RESULTS set), not CI.
+  bool ChaosOnly() {
+    if (std::getenv("ARYL_CHAOS_RESULTS")) return false;
+    result_recorded_ = true;
+    return true;
+  }
+
   livetest::EtcdCluster etcd_;
+  bool partitioned_ = false;  // set by HaPartition
+  std::unique_ptr<livetest::Netns> net_;
+  std::vector<std::string> exec_[2];  // argv prefix: the namespace to run in
+  std::string etcd_host_[2] = {"127.0.0.1", "127.0.0.1"};
   int ports_[2] = {0, 0}, http_[2] = {0, 0};
   std::string endpoints_[2];
   pid_t pids_[2] = {0, 0};
@@ -192,11 +247,8 @@ TEST_F(HaChaos, LeaderKilledStandbyTakesOver) {
 // leads meanwhile; the old leader finds its lease gone and steps down to a
 // standby; no worker is started twice and the job ends once.
 TEST_F(HaChaos, PausedLeaderIsDeposed) {
-  // ~30 s: the CI suite runs the other two; `./dev chaos N` runs all three.
-  if (!std::getenv("ARYL_CHAOS_RESULTS")) {
-    result_recorded_ = true;
-    GTEST_SKIP() << "run by ./dev chaos N (ARYL_CHAOS_RESULTS set), not by the CI suite";
-  }
+  // ~30 s: the CI suite runs two HA tests; `./dev chaos N` runs them all.
+  if (ChaosOnly()) GTEST_SKIP() << "run by ./dev chaos N (ARYL_CHAOS_RESULTS set), not by the CI suite";
   std::unique_ptr<p::Client> c;
   p::JobId job = 0;
   ASSERT_NO_FATAL_FAILURE(StartTrainingHa(&c, &job));
@@ -209,20 +261,7 @@ TEST_F(HaChaos, PausedLeaderIsDeposed) {
   std::this_thread::sleep_for(milliseconds(1000));
   ::kill(pids_[0], SIGCONT);
   alive_[0] = true;
-  // The old leader is a standby now: it answers with the leader's address.
-  std::string log0;
-  ASSERT_TRUE(WaitFor([&] {
-    log0 = ReadFile(dir_ / "scheduler-0.log");
-    return log0.find("standby again") != std::string::npos;
-  }, 15)) << Logs();
-  p::Client::Options o;
-  o.endpoint = endpoints_[0];
-  auto old = p::Client::Connect(o);
-  ASSERT_TRUE(old.ok());
-  auto r = (*old)->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(endpoints_[1]), std::string::npos) << r.status();
-  EXPECT_EQ(Leader(), 1);
+  ASSERT_NO_FATAL_FAILURE(ExpectSteppedDown());
   ExpectCompletedOnce(*c, job, 180, WorkerStarts(job) == starts);
   EXPECT_EQ(WorkerStarts(job), starts) << "workers were started again\n" << Logs();
 }
@@ -263,6 +302,114 @@ TEST_F(HaChaos, QuorumLostFreezesThenResumes) {
   auto two = Submit(*c2, {"/bin/sh", "-c", "sleep 0.5"}, 1);
   EXPECT_TRUE(two.ok()) << two.status() << "\n" << Logs();
   ExpectCompletedOnce(*c2, job, 180, kept);
+}
+
+class HaPartition : public HaChaos {
+ protected:
+  HaPartition() { partitioned_ = true; }
+};
+
+// The leader's link goes down (a partition from etcd, the agents and the
+// clients) for longer than its lease: it stops deciding, the standby leads and
+// the agents follow it; back on the network, the old leader finds its term
+// over and steps down. No worker is started again and the job ends once.
+TEST_F(HaPartition, PartitionedLeaderIsDeposed) {
+  if (ChaosOnly()) GTEST_SKIP() << "run by ./dev chaos N (ARYL_CHAOS_RESULTS set), not by the CI suite";
+  std::unique_ptr<p::Client> c;
+  p::JobId job = 0;
+  ASSERT_NO_FATAL_FAILURE(StartTrainingHa(&c, &job));
+  int starts = WorkerStarts(job);
+  c.reset();
+  auto t0 = Clock::now();
+  ASSERT_TRUE(net_->Cut(0));
+  alive_[0] = false;
+  ASSERT_EQ(WaitLeader(kLeaseTtl + 10, &c), 1) << Logs();
+  const double failover_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Cut off, it stopped deciding on its own (its lease could not be renewed).
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(dir_ / "scheduler-0.log").find("not deciding") != std::string::npos; }, 5))
+      << Logs();
+  // Every agent follows the new leader before the old one is back.
+  ASSERT_TRUE(WaitAgents(*c, 3, 15)) << Logs();
+  std::this_thread::sleep_for(milliseconds(1000));
+  ASSERT_TRUE(net_->Heal(0));
+  alive_[0] = true;
+  ASSERT_NO_FATAL_FAILURE(ExpectSteppedDown());
+  std::printf("partition: the standby answered as leader %.2f s after the cut\n", failover_s);
+  p::JobState end = FollowToEnd(*c, job, 180);
+  Outcome o = ReadOutcome(job);
+  const bool same = WorkerStarts(job) == starts;
+  Record(end == p::JobState::kCompleted && o.done_steps == kSteps && DoneLines(job) == 1 && same, o.steps_lost,
+         max_pause_s_, "\"failover_s\":" + std::to_string(failover_s));
+  EXPECT_EQ(p::ToString(end), "completed") << Logs();
+  EXPECT_EQ(DoneLines(job), 1) << Logs();
+  EXPECT_TRUE(same) << "workers were started again after the partition\n" << Logs();
+}
+
+// A reclaim accepted just before the leader dies: the new leader rebuilds it
+// from the journal (its deadline is absolute) and the server is back by the
+// deadline. The loaned job says it ends soon (8 steps) but runs on, so it is
+// left at first and must leave the server at deadline minus checkpoint time,
+// under the new leader.
+TEST_F(HaChaos, ReclaimInFlightMeetsItsDeadline) {
+  if (ChaosOnly()) GTEST_SKIP() << "run by ./dev chaos N (ARYL_CHAOS_RESULTS set), not by the CI suite";
+  constexpr double kDeadline = 12;
+  std::unique_ptr<p::Client> c;
+  StartHaScheduler(0);
+  ASSERT_EQ(WaitLeader(20, &c), 0) << Logs();
+  StartHaScheduler(1);
+  StartAgent("t", 2);
+  StartAgent("i", 2, "inference");
+  ASSERT_TRUE(WaitAgents(*c, 2, 20)) << Logs();
+  p::PoolOffer offer;
+  offer.servers = {"i"};
+  auto ok = c->Call<p::Ok>(offer, milliseconds(3000));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  p::SubmitJob m;
+  m.argv = {"sh", "-c", "sleep 90"};
+  m.min_workers = 1;
+  m.max_workers = 4;
+  m.elastic = "inplace";
+  m.total_work = 8;
+  auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const p::JobId job = r->job;
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = Status(*c, job);
+    return s.ok() && s->row.state == p::JobState::kRunning && s->row.workers == 4;
+  }, 20)) << Logs();
+  p::PoolReclaim reclaim;
+  reclaim.servers = {"i"};
+  reclaim.deadline_seconds = kDeadline;
+  const auto t0 = Clock::now();
+  auto accepted = c->Call<p::Ok>(reclaim, milliseconds(3000));
+  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  c.reset();
+  Kill(pids_[0]);
+  alive_[0] = false;
+  ASSERT_EQ(WaitLeader(10, &c), 1) << Logs();
+  auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  const double led_at = since();
+  auto held = [&] {
+    auto n = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
+    if (n.ok())
+      for (const auto& row : n->nodes)
+        if (row.agent_id == "i") return row.state == p::NodeState::kHeld;
+    return false;
+  };
+  ASSERT_TRUE(WaitFor(held, kDeadline + 10)) << Logs();
+  const double back = since();
+  std::printf("reclaim across a failover: new leader at %.2f s, server back after %.2f s (deadline %.0f s)\n",
+              led_at, back, kDeadline);
+  auto s = Status(*c, job);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const bool on_time = back <= kDeadline + 0.5;
+  const double late = ScrapeValue(http_[1], "aryl_reclaims_late_total");
+  Record(on_time && late == 0 && s->row.state == p::JobState::kRunning, 0, 0,
+         "\"failover_s\":" + std::to_string(led_at) + ",\"reclaim_back_s\":" + std::to_string(back));
+  EXPECT_TRUE(on_time) << "the server came back " << back << " s after a " << kDeadline << " s reclaim\n" << Logs();
+  EXPECT_EQ(late, 0) << Logs();
+  EXPECT_EQ(s->row.state, p::JobState::kRunning) << "the job shrinks off the server, it does not end\n" << Logs();
+  EXPECT_EQ(s->row.workers, 2) << Logs();
 }
 
 }  // namespace

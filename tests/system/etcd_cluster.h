@@ -104,6 +104,11 @@ class EtcdCluster {
     return Status::Ok();
   }
 
+  // Clients may also reach the members at `host` (an address of this machine,
+  // e.g. a test bridge's, for a client in another network namespace); call
+  // before Start.
+  void AlsoListenOn(std::string host) { extra_host_ = std::move(host); }
+
   int size() const { return int(members_.size()); }
   int client_port(int i) const { return members_[i].client_port; }
   std::string ClientUrl(int i) const {
@@ -120,12 +125,13 @@ class EtcdCluster {
     return out;
   }
 
-  // "etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/prefix"
-  std::string EtcdUrl(const std::string& prefix) const {
+  // "etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/prefix" (or at `host`:
+  // AlsoListenOn's).
+  std::string EtcdUrl(const std::string& prefix, const std::string& host = "127.0.0.1") const {
     std::string out = "etcd://";
     for (int i = 0; i < size(); ++i) {
       if (i) out += ',';
-      out += "127.0.0.1:" + std::to_string(members_[i].client_port);
+      out += host + ":" + std::to_string(members_[i].client_port);
     }
     return out + "/" + (prefix.rfind('/', 0) == 0 ? prefix.substr(1) : prefix);
   }
@@ -251,7 +257,8 @@ class EtcdCluster {
         kEtcdBin,
         "--name", m.name,
         "--data-dir", m.data_dir.string(),
-        "--listen-client-urls", client,
+        "--listen-client-urls",
+        extra_host_.empty() ? client : client + ",http://" + extra_host_ + ":" + std::to_string(m.client_port),
         "--advertise-client-urls", client,
         "--listen-peer-urls", peer,
         "--initial-advertise-peer-urls", peer,
@@ -365,6 +372,7 @@ class EtcdCluster {
   }
 
   std::string tag_;
+  std::string extra_host_;
   std::filesystem::path dir_;
   std::vector<Member> members_;
 };

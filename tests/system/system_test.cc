@@ -172,6 +172,118 @@ TEST_F(SystemTest, EarlyCleanExitIsALeaveAndTheJobGrowsBack) {
   EXPECT_EQ(st->exit_code, 0);
 }
 
+// Every rank ends at the last step, but the scheduler's last progress report
+// lags (rank 0 reports at most every 0.25 s, and a new leader hears none until
+// the agents are back): rank 1's exit at step 100 comes while the scheduler
+// knows step 10, then rank 0's report of step 100. The exit's own step (its
+// WorkerDone) says the peers did not go on without it: no leave, no regrow,
+// and the job completes once its last worker ends. A fake agent speaks the
+// protocol so the order is exact.
+TEST_F(SystemTest, LaggingProgressAtTheLastStepIsNoLeave) {
+  StartScheduler();
+  auto c = Client();
+  p::Client::Options fo;
+  fo.endpoint = endpoint_;
+  fo.identity = "f";
+  auto fake = p::Client::Connect(fo);
+  ASSERT_TRUE(fake.ok()) << fake.status();
+  auto& agent = **fake;
+  p::AgentRegister reg;
+  reg.agent_id = "f";
+  reg.host = "127.0.0.1";
+  reg.gpu_type = "cpu";
+  reg.slots = 2;
+  reg.instance = 7;
+  reg.cluster_id = "default";
+  auto registered = agent.Call<p::AgentRegistered>(reg, milliseconds(3000));
+  ASSERT_TRUE(registered.ok()) << registered.status() << Logs();
+  std::vector<p::RunningWorker> running;
+  std::uint64_t seq = 0;
+  // Heartbeats as the agent sends them, and the commands it receives meanwhile.
+  auto pump = [&](double seconds) {
+    std::vector<p::Message> got;
+    auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      p::Heartbeat hb;
+      hb.agent_id = "f";
+      hb.seq = ++seq;
+      hb.free_slots = 2 - static_cast<std::int64_t>(running.size());
+      hb.workers = running;
+      EXPECT_TRUE(agent.Send(hb, milliseconds(1000)).ok());
+      auto m = agent.Receive(milliseconds(100));
+      while (m.ok()) {
+        if (!std::holds_alternative<p::HeartbeatAck>(*m) && !std::holds_alternative<p::WorkerExitAck>(*m))
+          got.push_back(*m);
+        m = agent.Receive(milliseconds(20));
+      }
+    }
+    return got;
+  };
+  p::SubmitJob sj;
+  sj.argv = {"train"};
+  sj.min_workers = 1;
+  sj.max_workers = 2;
+  sj.elastic = "inplace";
+  sj.total_work = 100;
+  auto r = c->Call<p::SubmitReply>(sj, milliseconds(3000));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const p::JobId job = r->job;
+  std::optional<p::StartWorkers> start;
+  for (int i = 0; i < 50 && !start; ++i)
+    for (auto& m : pump(0.2))
+      if (auto* s = std::get_if<p::StartWorkers>(&m)) start = *s;
+  ASSERT_TRUE(start.has_value()) << Logs();
+  ASSERT_EQ(start->workers.size(), 2u) << Logs();
+  for (const auto& w : start->workers)
+    running.push_back({job, w.worker, start->generation, w.rank, w.local_slot, 1000 + w.worker});
+  (void)pump(0.5);
+  auto progress = [&](std::int64_t step) {
+    p::JobProgress jp;
+    jp.job = job;
+    jp.generation = start->generation;
+    jp.step = step;
+    jp.remaining_work = static_cast<double>(100 - step);
+    jp.runtime = true;
+    EXPECT_TRUE(agent.Send(jp, milliseconds(1000)).ok());
+  };
+  auto exit_completed = [&](std::int64_t rank) {
+    auto it = std::find_if(running.begin(), running.end(), [&](const auto& w) { return w.rank == rank; });
+    ASSERT_NE(it, running.end());
+    p::WorkerExited ex;
+    ex.agent_id = "f";
+    ex.job = job;
+    ex.worker = it->worker;
+    ex.generation = it->generation;
+    ex.exit_code = 0;
+    ex.outcome = "completed";
+    ex.runtime = true;
+    ex.step = 100;
+    running.erase(it);
+    EXPECT_TRUE(agent.Send(ex, milliseconds(1000)).ok());
+  };
+  progress(10);
+  (void)pump(0.3);
+  exit_completed(1);
+  (void)pump(0.3);
+  progress(100);
+  for (const auto& m : pump(2.0)) {
+    EXPECT_FALSE(std::holds_alternative<p::StartWorkers>(m)) << "a worker was started into the ended rank's slot" << Logs();
+    EXPECT_FALSE(std::holds_alternative<p::NewGeneration>(m)) << "the job was regrouped without the ended rank" << Logs();
+  }
+  p::ListEvents q;
+  q.job = job;
+  q.kind = "left_early";
+  auto e = c->Call<p::EventsReply>(q, milliseconds(2000));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_TRUE(e->events.empty()) << e->events[0].detail;
+  exit_completed(0);
+  ASSERT_TRUE(WaitFor([&] {
+    (void)pump(0.2);
+    auto st = Status(*c, job);
+    return st.ok() && st->row.state == p::JobState::kCompleted;
+  }, 10)) << Logs();
+}
+
 // A queued job says why it waits, as Slurm's REASON: here capacity, with the
 // free slots against its size and the jobs queued before it.
 TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {

@@ -81,7 +81,10 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     // job is done once its other workers are gone.
     j.completing = true;
     j.completing_since = WallNow();
-    j.completing_step = j.step;
+    // The step it ended at, from its own report: the scheduler's last
+    // progress report may lag its peers' last steps, and a peer's report of
+    // the common last step must not read as "went on without it".
+    j.completing_step = std::max(j.step, m.step.value_or(0));
     j.first_end = end;
   }
   if (j.completing) {

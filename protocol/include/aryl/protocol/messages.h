@@ -213,6 +213,7 @@ struct WorkerExited {
   std::optional<std::int64_t> exit_code{};  // exactly one of exit_code and signal
   std::optional<std::int64_t> signal{};
   std::string outcome{};  // the runtime's WorkerDone outcome; empty: none
+  std::optional<std::int64_t> step{};  // the step of that WorkerDone; absent without one
   bool runtime = false;   // the worker spoke the runtime protocol (WorkerHello)
   std::string error{};    // why it could not start (exec error), empty otherwise
   template <typename V>
@@ -224,6 +225,7 @@ struct WorkerExited {
     v("exit_code", exit_code, {.min = 0, .max = 255});
     v("signal", signal, {.min = 1, .max = 128});
     v("outcome", outcome);
+    v("step", step, {.min = 0});
     v("runtime", runtime);
     v("error", error);
   }
