@@ -144,7 +144,6 @@ class Agent::Impl {
   std::atomic<int> running{0};
   bool registered = false;
   bool ever_registered = false;  // this process has registered with some leader
-  bool frozen_leader = false;    // registered stands for "heartbeating a frozen leader"
   double heartbeat_interval = 1.0;
   double last_heartbeat = 0;
   double last_ack = 0;  // the newest registration or HeartbeatAck taken (monotonic)
@@ -397,7 +396,6 @@ class Agent::Impl {
         // workers' lease. Go on heartbeating; register once it decides again.
         spdlog::warn("register: {}; heartbeating on", reply.status().message());
         registered = true;
-        frozen_leader = true;
         last_ack = Now();
       } else spdlog::error("register refused: {}", reply.status().ToString());
       return;
@@ -409,7 +407,6 @@ class Agent::Impl {
     }
     registered = true;
     ever_registered = true;
-    frozen_leader = false;
     last_ack = Now();
     lease.Renew(sent, reply->lease_seconds);
     if (!reply->store_key.empty()) p::SetProcessStoreAuth({p::StoreAuth::Mode::kRequired, reply->store_key});

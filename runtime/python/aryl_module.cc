@@ -5,6 +5,7 @@
 //
 // The GIL is released while Step() and AllReduceGradients() block; the
 // StateSource overrides take it back when the runtime calls them.
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
@@ -101,15 +102,16 @@ PYBIND11_MODULE(_aryl, m) {
 
   py::class_<ElasticSampler>(m, "ElasticSampler")
       .def(py::init([](int64_t dataset_size, int64_t batch, uint64_t seed, bool shuffle, bool linear_scaling,
-                       int reference_world) {
+                       int reference_world, std::function<std::vector<int64_t>(int64_t)> order) {
              SamplerOptions o;
              o.shuffle = shuffle;
              o.policy = linear_scaling ? BatchPolicy::kLinearScaling : BatchPolicy::kFixedGlobal;
              o.reference_world = reference_world;
+             o.order = std::move(order);  // None: empty
              return std::make_unique<ElasticSampler>(dataset_size, batch, seed, o);
            }),
            py::arg("dataset_size"), py::arg("batch"), py::arg("seed"), py::arg("shuffle") = true,
-           py::arg("linear_scaling") = false, py::arg("reference_world") = 1)
+           py::arg("linear_scaling") = false, py::arg("reference_world") = 1, py::arg("order") = py::none())
       .def("local", &ElasticSampler::Local, py::arg("rank"), py::arg("world"))
       .def("global_batch", &ElasticSampler::GlobalBatch)
       .def("learning_rate_scale", &ElasticSampler::LearningRateScale)

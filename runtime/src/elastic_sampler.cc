@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <stdexcept>
+#include <string>
 
 #include "aryl/sample_random.h"
 
@@ -10,7 +11,7 @@ namespace aryl {
 
 ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, BatchPolicy policy,
                                int reference_world)
-    : ElasticSampler(dataset_size, batch, seed, SamplerOptions{true, policy, reference_world}) {}
+    : ElasticSampler(dataset_size, batch, seed, SamplerOptions{true, policy, reference_world, {}}) {}
 
 ElasticSampler::ElasticSampler(int64_t dataset_size, int64_t batch, uint64_t seed, SamplerOptions options)
     : dataset_size_(dataset_size), batch_(batch), seed_(seed), options_(options) {
@@ -30,6 +31,26 @@ double ElasticSampler::LearningRateScale(int world) const {
 }
 
 const std::vector<int64_t>& ElasticSampler::Permutation(int64_t epoch) const {
+  if (cached_epoch_ != epoch && options_.order) {
+    std::vector<int64_t> order = options_.order(epoch);
+    const std::string where = "ElasticSampler: the order of epoch " + std::to_string(epoch);
+    if (int64_t(order.size()) != dataset_size_) {
+      throw std::invalid_argument(where + " has " + std::to_string(order.size()) +
+                                  " entries; dataset_size is " + std::to_string(dataset_size_));
+    }
+    std::vector<bool> seen(size_t(dataset_size_), false);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int64_t v = order[i];
+      if (v < 0 || v >= dataset_size_ || seen[size_t(v)]) {
+        throw std::invalid_argument(where + " is not a permutation of [0, " + std::to_string(dataset_size_) +
+                                    "): entry " + std::to_string(i) + " is " + std::to_string(v) +
+                                    (v >= 0 && v < dataset_size_ ? " again" : ", out of range"));
+      }
+      seen[size_t(v)] = true;
+    }
+    permutation_ = std::move(order);
+    cached_epoch_ = epoch;
+  }
   if (cached_epoch_ != epoch) {
     permutation_.resize(dataset_size_);
     for (int64_t i = 0; i < dataset_size_; ++i) permutation_[i] = i;

@@ -99,6 +99,44 @@ TEST(ElasticSampler, SequentialOrderEpochEndAndIndexType) {
   EXPECT_EQ(batch.As<int>(), (std::vector<int>{2, 3}));
 }
 
+// The caller's order per epoch is followed (asked once per epoch), a
+// restored position finds the same samples in it, and an order that is not a
+// permutation of the dataset is refused with the epoch and the bad entry.
+TEST(ElasticSampler, CallersOrderPerEpochIsFollowedAndChecked) {
+  int calls = 0;
+  SamplerOptions o;
+  o.order = [&](int64_t epoch) {
+    ++calls;
+    std::vector<int64_t> v(6);
+    for (int64_t i = 0; i < 6; ++i) v[size_t(i)] = (5 - i + epoch) % 6;  // 5 4 3 2 1 0, then 0 5 4 ...
+    return v;
+  };
+  ElasticSampler sampler(6, 4, 1, o);
+  EXPECT_EQ(sampler.Local(0, 2).indices, (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(sampler.Local(1, 2).indices, (std::vector<int64_t>{3, 2}));
+  sampler.Advance(2);
+  EXPECT_EQ(sampler.Local(0, 1).indices, (std::vector<int64_t>{1, 0}));
+  sampler.Advance(1);
+  EXPECT_EQ(sampler.Local(0, 1).indices, (std::vector<int64_t>{0, 5, 4, 3}));
+  EXPECT_EQ(calls, 2);
+  ElasticSampler restored(6, 4, 1, o);
+  restored.SetPosition(1, 4);
+  EXPECT_EQ(restored.Local(0, 1).indices, (std::vector<int64_t>{2, 1}));
+
+  SamplerOptions bad;
+  bad.order = [](int64_t epoch) { return epoch == 0 ? std::vector<int64_t>{0, 1, 1} : std::vector<int64_t>{0, 1}; };
+  ElasticSampler dup(3, 2, 1, bad);
+  try {
+    (void)dup.Local(0, 1);
+    ADD_FAILURE() << "a repeated index was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("epoch 0 is not a permutation of [0, 3): entry 2 is 1 again"),
+              std::string::npos) << e.what();
+  }
+  dup.SetPosition(1, 0);
+  EXPECT_THROW((void)dup.Local(0, 1), std::invalid_argument);  // 2 entries for 3 samples
+}
+
 // A sample's dropout mask is the same at every world size: the rows of each
 // rank's masks are the rows of the whole global batch's masks (world 1), and
 // the keys change with the epoch and the salt.

@@ -17,8 +17,14 @@
 //  - kLinearScaling (opt-in): the local batch is fixed, the global batch is
 //    local * world and LearningRateScale(world) = world / reference_world.
 //
-// Order: a seeded permutation per epoch (default) or, with
-// SamplerOptions::shuffle = false, the dataset order 0, 1, 2, ... every epoch.
+// Order: a seeded permutation per epoch (default); with
+// SamplerOptions::shuffle = false, the dataset order 0, 1, 2, ... every epoch;
+// or the caller's own order per epoch (SamplerOptions::order, e.g. the order
+// torch's DistributedSampler gives at a fixed world size: see the Python
+// ElasticSampler.like_distributed_sampler). An order must be a permutation of
+// [0, dataset_size) and a function of the epoch only (a restored position
+// must find the same samples); Local throws std::invalid_argument naming the
+// epoch and the first bad entry otherwise.
 // Batch::last_in_epoch marks the step that finishes an epoch (evaluate, save,
 // adjust the learning rate there); Batch::As<T>() gives the indices in the
 // type a dataset takes (size_t for torch::data datasets); Batch::random_keys
@@ -29,6 +35,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace aryl {
@@ -39,6 +46,9 @@ struct SamplerOptions {
   bool shuffle = true;  // false: sequential order
   BatchPolicy policy = BatchPolicy::kFixedGlobal;
   int reference_world = 1;  // kLinearScaling: the world the learning rate was tuned at
+  // The order of an epoch's samples (set: shuffle is ignored). Called once
+  // per epoch the sampler reaches, on the thread that calls Local.
+  std::function<std::vector<int64_t>(int64_t epoch)> order;
 };
 
 class ElasticSampler {

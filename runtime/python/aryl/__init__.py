@@ -49,11 +49,49 @@ class ElasticSampler(torch.utils.data.Sampler):
     with one Runtime.step() per batch), use `batch_sampler=sampler.epoch_batches()`.
     """
 
-    def __init__(self, dataset_size, batch_size, seed=0, shuffle=True, linear_scaling=False, reference_world=1):
+    def __init__(self, dataset_size, batch_size, seed=0, shuffle=True, linear_scaling=False, reference_world=1,
+                 order=None):
+        """order: None (a seeded shuffle, or the dataset order with shuffle=False), or a function of the
+        epoch returning a permutation of range(dataset_size): the epoch's global order (checked; ValueError
+        naming the epoch and the bad entry otherwise). It must depend on the epoch only."""
         self._s = _aryl.ElasticSampler(int(dataset_size), int(batch_size), int(seed), shuffle, linear_scaling,
-                                       reference_world)
+                                       reference_world, order)
         self._rank, self._world = 0, 1
         self._binds = 0  # Runtime.step() calls that bound it (epoch_batches checks them)
+
+    @classmethod
+    def like_distributed_sampler(cls, dataset_size, batch_size, world, seed=0, shuffle=True):
+        """The order of torch.utils.data.DistributedSampler(shuffle, seed, drop_last=False) with
+        DataLoader(batch_size=batch_size) at `world` ranks, set_epoch(epoch) called each epoch: at that
+        world, rank r's share of each step is the batch rank r's DataLoader yields there, so a resizable
+        run starts out sample for sample like the torchrun run it replaces. `batch_size` is per rank, as
+        in the torchrun script; the global batch is batch_size x world and stays fixed when the world
+        changes (each sample still once per epoch). Exact when dataset_size is a multiple of world;
+        otherwise DistributedSampler repeats samples to pad the last step, and this sampler takes each once."""
+        n, world, b, seed = int(dataset_size), int(world), int(batch_size), int(seed)
+        if n <= 0 or world <= 0 or b <= 0:
+            raise ValueError(f"like_distributed_sampler: dataset_size={n}, batch_size={b} and world={world} "
+                             "must be positive")
+
+        def order(epoch):
+            if shuffle:
+                g = torch.Generator()
+                g.manual_seed(seed + epoch)  # DistributedSampler.__iter__
+                idx = torch.randperm(n, generator=g)
+            else:
+                idx = torch.arange(n)
+            per_rank = -(-n // world)
+            total = per_rank * world
+            idx = idx.repeat(-(-total // n))[:total]  # DistributedSampler's padding
+            ranks = idx.view(per_rank, world).t()  # row r: rank r's samples, idx[r::world]
+            steps = [ranks[:, k:k + b].reshape(-1) for k in range(0, per_rank, b)]  # rank 0's batch, rank 1's, ...
+            out = torch.cat(steps).tolist()
+            if total == n:
+                return out
+            seen = set()
+            return [i for i in out if not (i in seen or seen.add(i))]
+
+        return cls(n, b * world, seed=seed, order=order)
 
     def local(self, rank, world):
         """This step's sample indices for `rank` of `world`."""

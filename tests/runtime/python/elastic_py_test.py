@@ -471,6 +471,37 @@ class InProcess(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "no Runtime.step"):
             next(it)
 
+    def test_like_distributed_sampler_gives_each_rank_its_dataloader_batches(self):
+        # (dataset, per-rank batch, world): divisible; last step short; DistributedSampler padding.
+        for n, b, world in ((96, 5, 4), (64, 8, 2), (50, 4, 4)):
+            ds = list(range(n))
+            s = aryl.ElasticSampler.like_distributed_sampler(n, b, world, seed=3)
+            self.assertEqual(s.global_batch(), b * world)
+            for epoch in (0, 1):
+                theirs = []
+                for r in range(world):
+                    d = torch.utils.data.DistributedSampler(ds, num_replicas=world, rank=r, shuffle=True, seed=3)
+                    d.set_epoch(epoch)
+                    theirs.append([x.tolist() for x in torch.utils.data.DataLoader(ds, batch_size=b, sampler=d)])
+                steps = len(theirs[0])
+                for k in range(steps):
+                    s._s.set_position(epoch, k * b * world)
+                    for r in range(world):
+                        ours, want = s.local(r, world), theirs[r][k]
+                        if k == steps - 1 and n % world and r >= n % world:
+                            want = want[:-1]  # DistributedSampler's padding repeats a sample; taken once here
+                        self.assertEqual(ours, want, f"n={n} world={world} epoch {epoch} step {k} rank {r}")
+        # At another world the same global order: every sample once per epoch.
+        s = aryl.ElasticSampler.like_distributed_sampler(96, 5, 4, seed=3)
+        seen = []
+        for k in range(0, 96, 20):
+            s._s.set_position(0, k)
+            for r in range(3):
+                seen += s.local(r, 3)
+        self.assertEqual(sorted(seen), list(range(96)))
+        with self.assertRaisesRegex(ValueError, "entry 1 is 0 again"):
+            aryl.ElasticSampler(3, 2, order=lambda epoch: [0, 0, 1]).local(0, 1)
+
     def test_module_mismatch_is_reported(self):
         data = aryl.ElasticState(model=torch.nn.Linear(4, 3)).serialize()
         with self.assertRaisesRegex(RuntimeError, r"module Linear differs from the sender's: .*weight"):
