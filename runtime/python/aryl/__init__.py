@@ -67,7 +67,9 @@ class ElasticSampler(torch.utils.data.Sampler):
         run starts out sample for sample like the torchrun run it replaces. `batch_size` is per rank, as
         in the torchrun script; the global batch is batch_size x world and stays fixed when the world
         changes (each sample still once per epoch). Exact when dataset_size is a multiple of world;
-        otherwise DistributedSampler repeats samples to pad the last step, and this sampler takes each once."""
+        otherwise DistributedSampler repeats samples to pad the last step, and this sampler takes each once.
+        `world` must be the same constant in every worker of the job (the torchrun run's size), not the
+        current world size: a joiner that built the order at another size would take other samples."""
         n, world, b, seed = int(dataset_size), int(world), int(batch_size), int(seed)
         if n <= 0 or world <= 0 or b <= 0:
             raise ValueError(f"like_distributed_sampler: dataset_size={n}, batch_size={b} and world={world} "
