@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -12,6 +13,8 @@ namespace aryl::protocol {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+// How long an endpoint that gave no reply is passed over (step 4).
+constexpr std::chrono::seconds kSilentMemory{10};
 using std::chrono::milliseconds;
 
 constexpr std::string_view kStandbyPrefix = "standby: not the leader";
@@ -178,15 +181,31 @@ class SchedulerClient::Impl {
     return Status::Ok();
   }
 
-  // Step 4: where to go after a failed try at endpoints[index].
-  std::size_t TargetLocked(const std::optional<std::string>& hint) {
+  // Endpoints that gave no reply (a try's timeout, or Failover), and when.
+  std::map<std::string, SteadyClock::time_point> silent_at;
+
+  bool RecentlySilentLocked(const std::string& endpoint) const {
+    auto it = silent_at.find(endpoint);
+    return it != silent_at.end() && SteadyClock::now() - it->second < kSilentMemory;
+  }
+
+  // Step 4: where to go after a failed try at endpoints[index]; `election`:
+  // it was a standby that knows no leader yet.
+  std::size_t TargetLocked(const std::optional<std::string>& hint, bool election = false) {
     if (hint) {
       auto it = std::find(endpoints.begin(), endpoints.end(), *hint);
       if (it != endpoints.end()) return static_cast<std::size_t>(it - endpoints.begin());
       endpoints.push_back(*hint);  // a leader outside the list joins it
       return endpoints.size() - 1;
     }
-    return (index + 1) % endpoints.size();
+    const std::size_t n = endpoints.size();
+    for (std::size_t k = 1; k < n; ++k) {
+      const std::size_t i = (index + k) % n;
+      if (!RecentlySilentLocked(endpoints[i])) return i;
+    }
+    // Every other endpoint was silent lately: a standby in an election is
+    // asked again (it may be about to lead); otherwise keep going round.
+    return election ? index : (index + 1) % n;
   }
 
   milliseconds Jitter(milliseconds d) {
@@ -213,6 +232,10 @@ class SchedulerClient::Impl {
       std::optional<std::string> hint;
       std::string reason;
       if (reply.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          silent_at.erase(at.endpoint);  // it answers
+        }
         const auto* e = std::get_if<Error>(&*reply);
         if (e && IsFrozenError(*e)) {
           // The leader, frozen: ask it again after a backoff, where we are.
@@ -230,6 +253,10 @@ class SchedulerClient::Impl {
         reason = hint ? "a standby; it names the leader" : "a standby; no leader is known yet";
       } else if (reply.status().IsTimeout()) {
         last = reply.status();
+        if (timeout >= milliseconds(100)) {  // a last sliver of the budget says nothing
+          std::lock_guard<std::mutex> lock(mu);
+          silent_at[at.endpoint] = SteadyClock::now();
+        }
         bool connected = reply.status().message().rfind("not connected", 0) != 0;
         reason = (connected ? "no reply within " : "not connected within ") + std::to_string(timeout.count()) + " ms";
       } else {
@@ -237,7 +264,8 @@ class SchedulerClient::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(mu);
-        ARYL_RETURN_IF_ERROR(MoveLocked(TargetLocked(hint), at.moves, reason, false));
+        const bool election = reply.ok() && !hint;  // a standby that knows no leader yet
+        ARYL_RETURN_IF_ERROR(MoveLocked(TargetLocked(hint, election), at.moves, reason, false));
       }
       // Step 5: a fresh hint is followed at once, anything else after a backoff.
       bool sleep = !(hint && !last_followed_hint);
@@ -306,6 +334,7 @@ Result<Message> SchedulerClient::Receive(milliseconds timeout) { return impl_->R
 
 Status SchedulerClient::Failover(std::string reason) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->silent_at[impl_->endpoints[impl_->index]] = SteadyClock::now();
   return impl_->MoveLocked(impl_->TargetLocked(std::nullopt), impl_->moves, reason, true);
 }
 

@@ -153,6 +153,39 @@ TEST(SchedulerClient, StandbyWithoutLeaderMovesOn) {
   EXPECT_EQ(client->endpoint(), leader->endpoint());
 }
 
+// After the leader went silent, a standby that knows no leader yet (an
+// election in progress) is asked again rather than the silent one: the
+// silent endpoint gets one try, not one per "no leader yet".
+TEST(SchedulerClient, StandbyInAnElectionIsAskedAgainNotTheSilentLeader) {
+  std::atomic<int> silent_tries{0}, standby_tries{0};
+  auto silent = Server::Start({.endpoint = "tcp://127.0.0.1:*"}, [&](const ReplyTo&, Message) -> std::optional<Message> {
+    ++silent_tries;
+    return std::nullopt;  // never answers, like a leader stopped dead
+  });
+  ASSERT_TRUE(silent.ok()) << silent.status();
+  auto electing = Server::Start({.endpoint = "tcp://127.0.0.1:*"}, [&](const ReplyTo&, Message) -> std::optional<Message> {
+    if (++standby_tries <= 2) return StandbyError("", 0);  // no leader is known yet
+    return Ok{.message = "elected"};
+  });
+  ASSERT_TRUE(electing.ok()) << electing.status();
+  auto client = Connect({(*silent)->endpoint(), (*electing)->endpoint()}, 10s, 50ms);
+  ASSERT_TRUE(client);
+  auto reply = client->Call<Ok>(CancelJob{.job = 5}, 300ms);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->message, "elected");
+  EXPECT_EQ(silent_tries.load(), 1);
+  EXPECT_EQ(standby_tries.load(), 3);
+  EXPECT_EQ(client->endpoint(), (*electing)->endpoint());
+  // With the other endpoint not silent, "no leader yet" still moves on.
+  auto leader = StartLeader("leader");
+  auto standby = StartStandby("");
+  ASSERT_TRUE(leader && standby);
+  auto other = Connect({standby->endpoint(), leader->endpoint()}, 10s);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(other->Call<Ok>(CancelJob{.job = 6}, 2000ms).ok());
+  EXPECT_EQ(other->endpoint(), leader->endpoint());
+}
+
 // The first endpoint is dead: the call lands on the second after one try's
 // timeout and one backoff.
 TEST(SchedulerClient, DeadFirstEndpoint) {

@@ -24,7 +24,12 @@
 //  4. On Timeout, or the standby Error, the client moves: to the hinted leader
 //     when the reply named one (an endpoint of the list, or any other
 //     well-formed one, which then joins the list), else to the next endpoint of
-//     the list. A move to another endpoint closes the DEALER and connects a new
+//     the list that gave a reply in the last 10 s (an endpoint is silent
+//     after a try's Timeout or a Failover away from it). When every other
+//     endpoint was silent, a standby that knows no leader yet is asked again
+//     (an election is in progress and it may win it: a dead leader, just
+//     left, is not tried again first), and after a Timeout the client goes
+//     on round the list. A move to another endpoint closes the DEALER and connects a new
 //     one (same identity), so late replies of the old one are never taken for
 //     answers; staying on the only endpoint keeps the socket.
 //  5. Before the next try it sleeps a backoff: backoff_initial, doubling up to
