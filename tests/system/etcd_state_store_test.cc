@@ -147,6 +147,82 @@ TEST_F(EtcdStoreTest, StaleTermWritesNothing) {
   EXPECT_EQ(**(*fresh)->GetMeta("k"), "1");
 }
 
+// One batch that upserts a node twice, appends a journal row that the
+// snapshot of the same batch removes, and appends one after it: etcd refuses
+// such a transaction as it is ("duplicate key given in txn request").
+TEST_F(EtcdStoreTest, ABatchThatWritesAKeyTwiceLands) {
+  std::int64_t term = Lead();
+  auto s = Open(term);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->AppendCoreEvent(1, "row1").ok());
+  Status st = (*s)->Batch([&]() -> Status {
+    ARYL_RETURN_IF_ERROR((*s)->UpsertNode({"a1", "training", "cpu", 2, "available", 1}));
+    ARYL_RETURN_IF_ERROR((*s)->AppendCoreEvent(2, "row2"));
+    ARYL_RETURN_IF_ERROR((*s)->UpsertNode({"a1", "training", "cpu", 4, "loaned", 1}));
+    ARYL_RETURN_IF_ERROR((*s)->SaveCoreSnapshot("snap-after-2"));
+    return (*s)->AppendCoreEvent(3, "row3");
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  auto t = Open(term);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto nodes = (*t)->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].gpus, 4);
+  EXPECT_EQ((*nodes)[0].loan_state, "loaned");
+  EXPECT_EQ(**(*t)->CoreSnapshot(), "snap-after-2");
+  EXPECT_EQ(*(*t)->CoreEvents(), *(*s)->CoreEvents());
+}
+
+// etcd stops answering (the member is stopped: every request runs into its
+// timeout). A write rides it out for retry_seconds and one try, gives up
+// with Unavailable and reports it (on_unavailable: the daemon freezes); with
+// may_write false (frozen) nothing is sent and nothing waits: the daemon's
+// thread that writes also answers agents' heartbeats.
+TEST_F(EtcdStoreTest, AWriteToAnAbsentEtcdGivesUpAndAFrozenOneWaitsOnNothing) {
+  std::int64_t term = Lead();
+  etcd::ClientOptions co;
+  co.endpoints = url_.endpoints;
+  co.request_timeout = 0.5;
+  auto c = etcd::Client::Connect(co);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::shared_ptr<etcd::Client> slow(std::move(*c));
+  EtcdStateStore::Options o;
+  o.location = "test";
+  o.prefix = url_.prefix;
+  o.term = term;
+  o.retry_seconds = 0.6;
+  std::atomic<bool> may{true};
+  std::string unavailable;
+  o.may_write = [&] { return may.load(); };
+  o.on_unavailable = [&](const std::string& why) { unavailable = why; };
+  auto s = EtcdStateStore::Open(slow, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->SetMeta("k", "1").ok());
+  etcd_.Pause(0);
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = (*s)->SetMeta("k", "2");
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(st.IsUnavailable()) << st;
+  EXPECT_GT(took, 0.6);
+  EXPECT_LT(took, 0.6 + 0.5 + 0.6) << "tries go on past retry_seconds";
+  EXPECT_FALSE(unavailable.empty());
+  EXPECT_EQ(**(*s)->GetMeta("k"), "1");  // rolled back
+  may = false;
+  t0 = std::chrono::steady_clock::now();
+  st = (*s)->SetMeta("k", "3");
+  took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(st.IsUnavailable()) << st;
+  EXPECT_LT(took, 0.1) << "a frozen leader's write waits on nothing";
+  etcd_.Resume(0);
+  may = true;
+  st = (*s)->SetMeta("k", "4");
+  EXPECT_TRUE(st.ok()) << st;
+  auto t = Open(term);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(**(*t)->GetMeta("k"), "4");
+}
+
 TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {
   auto make = [&](const std::string& name) {
     ElectionOptions o;
@@ -160,6 +236,16 @@ TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {
   auto a = make("a");
   ASSERT_TRUE(a->Campaign(stop, nullptr).ok());
   EXPECT_TRUE(a->CanDecide());
+  // A failed state write freezes the leader until a keep-alive sent after it
+  // is answered; one is sent at once, not a third of the TTL later.
+  a->WriteFailed("test: etcd away");
+  EXPECT_FALSE(a->CanDecide());
+  EXPECT_NE(a->Why().find("etcd away"), std::string::npos) << a->Why();
+  auto f0 = std::chrono::steady_clock::now();
+  while (!a->CanDecide() && std::chrono::steady_clock::now() - f0 < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(a->CanDecide());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - f0).count(), 0.5);
   auto b = make("b");
   std::atomic<bool> b_won{false};
   std::string seen;

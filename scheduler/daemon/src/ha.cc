@@ -135,6 +135,15 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
     so.on_deposed = [weak](const std::string& why) {
       if (auto e = weak.lock()) e->MarkDeposed(why);
     };
+    // A write that finds etcd away freezes the leader at once: the next
+    // writes fail without waiting on etcd, and heartbeats are answered.
+    so.may_write = [weak] {
+      auto e = weak.lock();
+      return e && e->CanDecide();
+    };
+    so.on_unavailable = [weak](const std::string& why) {
+      if (auto e = weak.lock()) e->WriteFailed(why);
+    };
     auto store = EtcdStateStore::Open(client, so);
     if (!store.ok()) {
       spdlog::error("elected, but the state on {} cannot be read: {}", ha.state_url, store.status().ToString());

@@ -1,4 +1,5 @@
 #include "state/etcd/etcd_state_store.h"
+#include "state/etcd/txn_writes.h"
 
 #include <chrono>
 #include <cstdio>
@@ -192,6 +193,7 @@ Status EtcdStateStore::Write(const std::function<Status()>& apply) { return Batc
 
 Status EtcdStateStore::Flush() {
   if (pending_.empty()) return Status::Ok();
+  pending_ = etcd::CoalesceWrites(std::move(pending_));
   std::size_t i = 0;
   while (i < pending_.size()) {
     etcd::TxnRequest txn;
@@ -210,19 +212,10 @@ Status EtcdStateStore::Flush() {
       bytes += b;
       txn.success.push_back(std::move(pending_[i++]));
     }
-    // etcd electing a new raft leader (a member died) refuses writes for
-    // about an election timeout: ride it out rather than fail the step. A
-    // retried transaction is safe: its puts and deletes are idempotent and
-    // its comparison still fences it.
-    auto result = client_->Txn(txn);
-    for (auto t0 = std::chrono::steady_clock::now();
-         !result.ok() && result.status().IsUnavailable() &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::duration<double>(opt_.retry_seconds);) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      result = client_->Txn(txn);
-    }
+    auto result = Send(txn);
     if (!result.ok()) {
       if (i > txn.success.size()) reload_ = true;  // an earlier transaction of this batch landed
+      if (result.status().IsUnavailable() && opt_.on_unavailable) opt_.on_unavailable(result.status().message());
       return result.status();
     }
     ++transactions_;
@@ -234,6 +227,27 @@ Status EtcdStateStore::Flush() {
     }
   }
   return Status::Ok();
+}
+
+// etcd electing a new raft leader (a member died) refuses writes, or holds
+// them until its request timeout, for about an election timeout: ride that
+// out for retry_seconds rather than fail the step. A repeated transaction is
+// safe: its puts and deletes are idempotent and its comparison still fences
+// it. Each try first asks may_write: once the leader cannot decide (its lease
+// runs low, or an earlier write gave up and froze it) nothing waits on etcd,
+// so an outage stalls the daemon's thread, which also answers heartbeats, for
+// one write, not for every write it had queued.
+Result<etcd::TxnResult> EtcdStateStore::Send(const etcd::TxnRequest& txn) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const auto budget = std::chrono::duration<double>(opt_.retry_seconds);
+  for (;;) {
+    if (opt_.may_write && !opt_.may_write())
+      return Status::Unavailable(opt_.location + ": not written: this scheduler cannot decide now");
+    auto result = client_->Txn(txn);
+    if (result.ok() || !result.status().IsUnavailable() || Clock::now() - t0 >= budget) return result;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 Status EtcdStateStore::PutJob(std::uint64_t id) {

@@ -23,9 +23,14 @@
 //     it back, so the index never holds what etcd does not.
 //  3. A comparison that fails means another scheduler leads: on_deposed is
 //     called and the write fails with FailedPrecondition. etcd unreachable or
-//     without quorum: retried for retry_seconds (an etcd leader election),
-//     then Unavailable; the caller retries once it is back.
-//  4. A batch goes as one etcd transaction when it fits (max_txn_ops, etcd's
+//     without quorum: retried for retry_seconds while etcd refuses at once
+//     (an etcd leader election), then Unavailable and on_unavailable (the
+//     leader freezes); the caller retries once it is back. No try is made
+//     while may_write() is false (frozen): one outage stalls the caller's
+//     thread, which answers agents' heartbeats, for one write, not for each.
+//  4. The ops of a batch are coalesced first (txn_writes.h): etcd refuses a
+//     transaction that puts a key twice or puts a key it also deletes.
+//     A batch goes as one etcd transaction when it fits (max_txn_ops, etcd's
 //     --max-txn-ops, default 128; max_txn_bytes under --max-request-bytes),
 //     else as several in order. The core snapshot is written chunks first and
 //     its head last, in the last transaction with the removal of the rows it
@@ -59,6 +64,12 @@ class EtcdStateStore final : public StateStore {
     // How long a write retries while etcd answers Unavailable (an etcd
     // leader election takes about its election timeout, 1 s by default).
     double retry_seconds = 1.5;
+    // Asked before every try: false (the leader cannot decide now) fails the
+    // write at once with Unavailable, with nothing sent.
+    std::function<bool()> may_write;
+    // Called when a write gives up with Unavailable (etcd unreachable or
+    // without quorum), with why: the leader freezes until etcd answers again.
+    std::function<void(const std::string&)> on_unavailable;
   };
   static Result<std::unique_ptr<EtcdStateStore>> Open(std::shared_ptr<etcd::Client> client, Options options);
   ~EtcdStateStore() override;
@@ -99,6 +110,7 @@ class EtcdStateStore final : public StateStore {
   // once unless inside a Batch.
   Status Write(const std::function<Status()>& apply);
   Status Flush();
+  Result<etcd::TxnResult> Send(const etcd::TxnRequest& txn);
   Status PutJob(std::uint64_t id);
   std::string Key(std::string_view table, std::string_view name) const;
 

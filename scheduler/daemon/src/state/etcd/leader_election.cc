@@ -59,8 +59,9 @@ void LeaderElection::KeepAliveLoop() {
   std::unique_lock lock(mu_);
   const auto every = std::chrono::milliseconds(std::max<std::int64_t>(100, opt_.ttl_seconds * 1000 / 3));
   while (!stopping_) {
-    cv_.wait_for(lock, every, [&] { return stopping_; });
+    cv_.wait_for(lock, every, [&] { return stopping_ || probe_; });
     if (stopping_) break;
+    probe_ = false;
     std::int64_t id = lease_.load();
     if (id == 0) continue;
     lock.unlock();
@@ -69,7 +70,8 @@ void LeaderElection::KeepAliveLoop() {
     lock.lock();
     if (ttl.ok() && *ttl > 0) {
       valid_until_ = sent + static_cast<double>(*ttl);
-      if (!why_.empty() && !deposed_) {
+      if (write_failed_at_.load() >= 0 && sent > write_failed_at_.load()) write_failed_at_ = -1;
+      if (!why_.empty() && !deposed_ && write_failed_at_.load() < 0) {
         spdlog::info("etcd answers again: lease {:x} kept", id);
         why_.clear();
       }
@@ -137,6 +139,7 @@ Status LeaderElection::Campaign(const std::atomic<bool>& stop,
     if (r->succeeded) {
       term_ = static_cast<std::uint64_t>(r->revision);
       deposed_ = false;
+      write_failed_at_ = -1;
       leading_ = true;
       {
         std::lock_guard lock(mu_);
@@ -205,10 +208,21 @@ void LeaderElection::Resign() {
 }
 
 bool LeaderElection::CanDecide() const {
-  if (!leading_ || deposed_) return false;
+  if (!leading_ || deposed_ || write_failed_at_.load() >= 0) return false;
   // A margin for the clocks of this host and etcd's leader running apart.
   const double margin = std::max(0.2, 0.1 * static_cast<double>(opt_.ttl_seconds));
   return Now() < valid_until_.load() - margin;
+}
+
+void LeaderElection::WriteFailed(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (write_failed_at_.load() < 0) spdlog::warn("a state write failed ({}): not deciding until etcd answers", why);
+    write_failed_at_ = Now();
+    why_ = why;
+    probe_ = true;
+  }
+  cv_.notify_all();
 }
 
 void LeaderElection::MarkDeposed(const std::string& why) {
@@ -223,6 +237,9 @@ std::string LeaderElection::Why() const {
   std::lock_guard lock(mu_);
   if (deposed_) return "deposed: " + why_;
   if (!leading_) return "not the leader";
+  if (write_failed_at_.load() >= 0)
+    return "a state write found etcd unavailable " + fmt::format("{:.1f}", Now() - write_failed_at_.load()) +
+           " s ago, and etcd has not confirmed this scheduler's lease since" + (why_.empty() ? "" : " (" + why_ + ")");
   return "etcd has not confirmed this scheduler's lease for " +
          fmt::format("{:.1f}", Now() - (valid_until_.load() - static_cast<double>(opt_.ttl_seconds))) + " s" +
          (why_.empty() ? "" : " (" + why_ + ")");

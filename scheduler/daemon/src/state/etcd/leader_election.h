@@ -19,6 +19,10 @@
 //     A keep-alive answering that the lease is gone, or a fenced write that
 //     fails, deposes it for good (Deposed): the daemon stops and this process
 //     campaigns again as a standby.
+//     A state write that gave up on etcd (unreachable, no quorum: WriteFailed)
+//     freezes it at once, before the lease runs low: CanDecide is false until
+//     a keep-alive sent after the failure is answered (one is sent at once).
+//     So one slow write stalls the daemon's thread once, not once per write.
 //  5. Resign (a clean stop): delete P/leader if it is still ours and revoke
 //     the lease, so a standby takes over at once rather than after TTL.
 #pragma once
@@ -65,6 +69,8 @@ class LeaderElection final : public Leadership {
   bool CanDecide() const override;
   bool Deposed() const override { return deposed_.load(); }
   void MarkDeposed(const std::string& why) override;
+  // A state write could not reach etcd: no decision until etcd confirms the lease.
+  void WriteFailed(const std::string& why);
   std::string Why() const override;
   std::string StatusJson() const override;
 
@@ -85,6 +91,8 @@ class LeaderElection final : public Leadership {
   std::atomic<bool> leading_{false};
   std::atomic<bool> deposed_{false};
   std::atomic<double> valid_until_{0};  // steady seconds
+  std::atomic<double> write_failed_at_{-1};  // steady seconds; cleared by a keep-alive sent later
+  bool probe_ = false;                       // keep alive now (under mu_)
   std::atomic<std::uint64_t> leader_changes_{0};
   mutable std::mutex mu_;
   std::string why_;           // of the deposition, or of the last failed keep-alive
