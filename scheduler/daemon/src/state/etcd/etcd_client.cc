@@ -755,6 +755,12 @@ Status Client::Watch(
   std::size_t ep = impl_->preferred.load() % n;
   std::size_t failures_in_row = 0;
   std::string errors;
+  // Every endpoint failing in turn is given up on only once such failures have
+  // lasted ride_out: members that lost their leader refuse at once until they
+  // elect a new one (about an election timeout, 1 s by default).
+  const auto ride_out = Micros(std::max(2 * impl_->options.request_timeout, 3.0));
+  auto failing_since = SteadyClock::now();
+  bool riding_out = false;
   std::int64_t next_rev = start_revision;  // 0 until the first stream says where "now" is
   const std::string what = "etcd watch of '" + key + "'";
 
@@ -946,16 +952,26 @@ Status Client::Watch(
       case StreamEnd::kIdle:
         failures_in_row = 0;
         errors.clear();
+        riding_out = false;
         continue;  // the same endpoint, from next_rev
       case StreamEnd::kFailed:
         if (created.load()) {  // it worked for a while: count from here
           failures_in_row = 0;
           errors.clear();
+          riding_out = false;
         }
+        if (failures_in_row == 0 && !riding_out) failing_since = SteadyClock::now();
         AppendError(&errors, impl_->endpoints[ep], fail_reason);
-        if (++failures_in_row >= n)
-          return Status::Unavailable(what + ": no endpoint can serve the watch (" + errors + ")");
         ep = (ep + 1) % n;
+        if (++failures_in_row >= n) {
+          if (SteadyClock::now() - failing_since >= ride_out)
+            return Status::Unavailable(what + ": no endpoint can serve the watch (" + errors + ")");
+          // Round again after a pause; the error names the last round's.
+          riding_out = true;
+          failures_in_row = 0;
+          errors.clear();
+          for (int i = 0; i < 4 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
         continue;
     }
   }

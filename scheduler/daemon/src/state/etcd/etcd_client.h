@@ -195,9 +195,11 @@ class Client {
   // delivered, when it ends or stays silent for 2 x request_timeout (an idle watch
   // gets no data, and a silent stream may be a frozen member); an endpoint that
   // cannot open it within request_timeout, or whose member has no leader, is left
-  // for the next. Returns OutOfRange naming the compact revision when the start
-  // revision has been compacted, and Unavailable naming each endpoint's error when
-  // every endpoint in turn failed to open or keep the stream. Uses its own
+  // for the next; when every endpoint in turn failed, it goes round again after
+  // 0.2 s (members refuse at once while they elect a new leader). Returns
+  // OutOfRange naming the compact revision when the start revision has been
+  // compacted, and Unavailable naming each endpoint's error when every endpoint
+  // has failed to open or keep the stream for max(2 x request_timeout, 3 s). Uses its own
   // connection (one per Watch call) and one watchdog thread that enforces stop,
   // max_seconds and the timeouts (cpp-httplib's stop() ends a blocked read).
   Status Watch(
