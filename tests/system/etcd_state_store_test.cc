@@ -238,8 +238,10 @@ TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {
   EXPECT_TRUE(a->CanDecide());
   // A failed state write freezes the leader until a keep-alive sent after it
   // is answered; one is sent at once, not a third of the TTL later.
+  EXPECT_EQ(a->write_failures(), 0u);
   a->WriteFailed("test: etcd away");
   EXPECT_FALSE(a->CanDecide());
+  EXPECT_EQ(a->write_failures(), 1u) << "counted, so a handler sees its write failed after the freeze lifts";
   EXPECT_NE(a->Why().find("etcd away"), std::string::npos) << a->Why();
   auto f0 = std::chrono::steady_clock::now();
   while (!a->CanDecide() && std::chrono::steady_clock::now() - f0 < std::chrono::seconds(5))

@@ -17,14 +17,18 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
       if ((who.roles & kAgentRole) && (!who.agent_bound || who.name == nit->first)) Heard(nit->second);
     }
     if (Frozen()) return WhileFrozen(from, msg);
+    const std::uint64_t failures_before = leadership ? leadership->write_failures() : 0;
     auto reply = std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
     // A request whose own write found etcd unavailable froze this leader
     // (leadership.h) and was not applied: it gets the frozen leader's answer,
     // which tells clients to retry here (scheduler_client.h), not the store's
-    // error. A SubmitJob's client token makes that retry land once.
-    if (reply && Frozen())
+    // error, even when the freeze has already lifted (a keep-alive sent after
+    // the failure was answered: etcd elected a new raft leader meanwhile). A
+    // SubmitJob's client token makes that retry land once.
+    if (reply && leadership && leadership->write_failures() != failures_before)
       if (const auto* e = std::get_if<p::Error>(&*reply); e && e->code == Status::Code::kUnavailable)
-        return WhileFrozen(from, msg);
+        return Frozen() ? WhileFrozen(from, msg)
+                        : p::Message(p::FrozenError("a state write found etcd unavailable; retry"));
     return reply;
   } catch (const std::exception& e) {
     spdlog::error("handling {}: {}", p::TypeName(msg), e.what());

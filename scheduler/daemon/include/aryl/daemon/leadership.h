@@ -27,6 +27,10 @@ class Leadership {
   virtual bool Deposed() const = 0;
   // A fenced write found the leader key changed: leadership is lost for good.
   virtual void MarkDeposed(const std::string& why) = 0;
+  // How many state writes have found etcd unavailable (each froze it, 2.):
+  // a request compares it before and after it is handled, since the freeze
+  // may lift (a later keep-alive answered) before the handler returns.
+  virtual std::uint64_t write_failures() const = 0;
   // Why it cannot decide now ("" when it can), for refusals and logs.
   virtual std::string Why() const = 0;
   // For `aryl status` and /status: {"mode", "term", "leader", "lease_ttl",

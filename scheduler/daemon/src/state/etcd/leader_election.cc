@@ -221,6 +221,7 @@ void LeaderElection::WriteFailed(const std::string& why) {
     write_failed_at_ = Now();
     why_ = why;
     probe_ = true;
+    ++write_failures_;
   }
   cv_.notify_all();
 }

@@ -71,6 +71,7 @@ class LeaderElection final : public Leadership {
   void MarkDeposed(const std::string& why) override;
   // A state write could not reach etcd: no decision until etcd confirms the lease.
   void WriteFailed(const std::string& why);
+  std::uint64_t write_failures() const override { return write_failures_.load(); }
   std::string Why() const override;
   std::string StatusJson() const override;
 
@@ -91,6 +92,7 @@ class LeaderElection final : public Leadership {
   std::atomic<bool> leading_{false};
   std::atomic<bool> deposed_{false};
   std::atomic<double> valid_until_{0};  // steady seconds
+  std::atomic<std::uint64_t> write_failures_{0};
   std::atomic<double> write_failed_at_{-1};  // steady seconds; cleared by a keep-alive sent later
   bool probe_ = false;                       // keep alive now (under mu_)
   std::atomic<std::uint64_t> leader_changes_{0};
