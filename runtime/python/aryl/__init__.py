@@ -75,25 +75,7 @@ class ElasticSampler(torch.utils.data.Sampler):
             raise ValueError(f"like_distributed_sampler: dataset_size={n}, batch_size={b} and world={world} "
                              "must be positive")
 
-        def order(epoch):
-            if shuffle:
-                g = torch.Generator()
-                g.manual_seed(seed + epoch)  # DistributedSampler.__iter__
-                idx = torch.randperm(n, generator=g)
-            else:
-                idx = torch.arange(n)
-            per_rank = -(-n // world)
-            total = per_rank * world
-            idx = idx.repeat(-(-total // n))[:total]  # DistributedSampler's padding
-            ranks = idx.view(per_rank, world).t()  # row r: rank r's samples, idx[r::world]
-            steps = [ranks[:, k:k + b].reshape(-1) for k in range(0, per_rank, b)]  # rank 0's batch, rank 1's, ...
-            out = torch.cat(steps).tolist()
-            if total == n:
-                return out
-            seen = set()
-            return [i for i in out if not (i in seen or seen.add(i))]
-
-        return cls(n, b * world, seed=seed, order=order)
+        return cls(n, b * world, seed=seed, order=_distributed_order(n, b, world, seed, shuffle))
 
     def local(self, rank, world):
         """This step's sample indices for `rank` of `world`."""
@@ -297,7 +279,41 @@ class Runtime:
         self._rt.report_loss(float(loss))
 
 
+def _distributed_order(n, b, world, seed, shuffle):
+    """The global order, per epoch, of torch's DistributedSampler(shuffle, seed) with DataLoader(batch_size=b)
+    at `world` ranks: step k is rank 0's k-th batch, then rank 1's, ...; the padding repeats are dropped."""
+
+    def order(epoch):
+        if shuffle:
+            g = torch.Generator()
+            g.manual_seed(seed + epoch)  # DistributedSampler.__iter__
+            idx = torch.randperm(n, generator=g)
+        else:
+            idx = torch.arange(n)
+        per_rank = -(-n // world)
+        total = per_rank * world
+        idx = idx.repeat(-(-total // n))[:total]  # DistributedSampler's padding
+        ranks = idx.view(per_rank, world).t()  # row r: rank r's samples, idx[r::world]
+        steps = [ranks[:, k:k + b].reshape(-1) for k in range(0, per_rank, b)]  # rank 0's batch, rank 1's, ...
+        out = torch.cat(steps).tolist()
+        if total == n:
+            return out
+        seen = set()
+        return [i for i in out if not (i in seen or seen.add(i))]
+
+    return order
+
+
 def _as_list(x):
     if x is None:
         return []
     return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+# torch.distributed's names (init_process_group, DistributedSampler, DistributedDataParallel, ...):
+# a DDP script is ported by its imports (ddp.py).
+from .ddp import (DistributedDataParallel, DistributedSampler, destroy_process_group, get_rank,  # noqa: E402
+                  get_world_size, init_process_group, is_initialized)
+
+__all__ += ["init_process_group", "destroy_process_group", "is_initialized", "get_rank", "get_world_size",
+            "DistributedSampler", "DistributedDataParallel"]

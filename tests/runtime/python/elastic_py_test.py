@@ -402,6 +402,75 @@ class TorchrunRestart(unittest.TestCase):
         self.assertIn(f"{env_file}:3: expected KEY=VALUE, got 'not an assignment'", proc.stderr)
 
 
+class DdpPort(unittest.TestCase):
+    """ddp_epochs.py (torch's DDP in the usual epoch shape) and ddp_epochs_aryl.py, its port by
+    aryl's torch.distributed names: few changed lines; at the torchrun size the same batches and
+    the same parameters as under torch; resized 2 -> 3 -> 2 in place, every sample once per epoch."""
+
+    HERE = os.path.dirname(os.path.abspath(__file__))
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="aryl_py_port_")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_script(self, name, script, schedule="", epochs=6, sleep_ms=0):
+        out = os.path.join(self.tmp, name)
+        os.makedirs(out)
+        cmd = [LAUNCH, "--workers", "2", "--timeout", "200"] + (["--schedule", schedule] if schedule else [])
+        cmd += ["--", sys.executable, os.path.join(self.HERE, script), "--epochs", str(epochs), "--sleep-ms",
+                str(sleep_ms), "--out", out]
+        proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=250)
+        output = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, output[-5000:])
+        rows = {}  # pid -> [(epoch, loss, indices)]
+        for f in os.listdir(out):
+            if f.startswith("samples-"):
+                rows[int(f[8:-4])] = [(int(e), float(loss), list(map(int, idx)))
+                                      for e, loss, *idx in (line.split() for line in read(os.path.join(out, f)).splitlines())]
+        return output, rows, torch.load(os.path.join(out, "snapshot.pt"))
+
+    def test_port_changes_few_lines(self):
+        def code(name):  # without the module docstring
+            text = read(os.path.join(self.HERE, name))
+            return text[text.index('"""', 3) + 3:].splitlines()
+        import difflib
+        ops = difflib.SequenceMatcher(a=code("ddp_epochs.py"), b=code("ddp_epochs_aryl.py"), autojunk=False).get_opcodes()
+        changed = sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal")
+        print(f"ddp_epochs.py -> ddp_epochs_aryl.py: {changed} changed lines")
+        self.assertLessEqual(changed, 10)
+
+    def test_fixed_size_matches_torch_and_resize_keeps_every_sample(self):
+        _, theirs, their_snap = self.run_script("torch", "ddp_epochs.py")
+        _, ours, our_snap = self.run_script("aryl", "ddp_epochs_aryl.py")
+        # Rank r's batches, epoch by epoch, are those of torch's DistributedSampler, and so the parameters.
+        key = lambda rows: sorted([(e, idx) for e, _, idx in r] for r in rows.values())
+        self.assertEqual(key(ours), key(theirs))
+        self.assertEqual(our_snap["epoch"], their_snap["epoch"])
+        for name, a in their_snap["model"].items():
+            self.assertTrue(torch.allclose(a, our_snap["model"][name], rtol=1e-5, atol=1e-6), name)
+        # Resized while it trains: 13 steps an epoch at 2, 9 at 3 (per-rank batch 8 of 200 samples).
+        epochs = 30
+        output, rows, snap = self.run_script("resized", "ddp_epochs_aryl.py", "40:3,160:2", epochs, sleep_ms=30)
+        for world in (3, 2):
+            self.assertRegex(output, rf"resize to {world}: gen \d+", output[-5000:])
+        launched = {int(pid) for pid in re.findall(r"aryl-rt-launch: worker \w+ pid (\d+)", output)}
+        self.assertEqual(len(launched), 3)
+        self.assertLessEqual(set(rows), launched, "a worker changed process")
+        by_epoch, losses = collections.defaultdict(list), collections.defaultdict(list)
+        for worker_rows in rows.values():
+            for e, loss, idx in worker_rows:
+                by_epoch[e] += idx
+                losses[e].append(loss)
+        self.assertEqual(sorted(by_epoch), list(range(epochs)))
+        for e, idx in by_epoch.items():
+            self.assertEqual(sorted(idx), list(range(200)), f"epoch {e}: not every sample once")
+        self.assertEqual(snap["epoch"], epochs - 1)
+        mean = lambda e: sum(losses[e]) / len(losses[e])
+        self.assertLess(mean(epochs - 1), 0.5 * mean(0), "it did not train")
+
+
 class DocsSnippets(unittest.TestCase):
     def test_python_blocks_parse(self):
         """Every python block of README.md and docs/runtime.md is valid Python (the C++ blocks
@@ -453,6 +522,34 @@ class InProcess(unittest.TestCase):
             self.train(b, opt_b)
             for pa, pb in zip(a.parameters(), b.parameters()):
                 self.assertTrue(torch.equal(pa, pb), name)
+
+    def test_torch_names_refuse_what_they_cannot_keep(self):
+        data = list(range(10))
+        with self.assertRaisesRegex(ValueError, "needs num_replicas"):
+            aryl.DistributedSampler(data)
+        with self.assertRaisesRegex(ValueError, "drop_last=True is not supported"):
+            aryl.DistributedSampler(data, num_replicas=2, batch_size=2, drop_last=True)
+        s = aryl.DistributedSampler(data, num_replicas=2, batch_size=2)
+        s.set_epoch(0)
+        with self.assertRaisesRegex(ValueError, r"set_epoch\(3\): the runtime is at epoch 0 .*sampler.epoch"):
+            s.set_epoch(3)
+        with self.assertRaisesRegex(RuntimeError, "wrap the model in aryl.DistributedDataParallel"):
+            list(s)
+        model = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(data, batch_size=3, sampler=s)
+        with self.assertRaisesRegex(ValueError, "batch_size=3 differs from its sampler's batch_size=2"):
+            aryl.DistributedDataParallel(model, opt, loader)
+        with self.assertRaisesRegex(TypeError, "not an aryl.DistributedSampler"):
+            aryl.DistributedDataParallel(model, opt, torch.utils.data.DataLoader(data, batch_size=2))
+        with self.assertRaisesRegex(ValueError, "leave these unset"):
+            aryl.init_process_group("gloo", world_size=2, rank=0)
+        # An epoch's last step with fewer samples than ranks: the empty rank trains on one sample at weight 0.
+        s = aryl.DistributedSampler(list(range(9)), num_replicas=2, batch_size=4, shuffle=False)
+        s._s.set_position(0, 8)
+        s._bind(1, 2)
+        self.assertEqual(len(list(s)), 1)
+        self.assertEqual(s.weight(1, 2), 0.0)
 
     def test_epoch_batches_helpers_and_misuse(self):
         s = aryl.ElasticSampler(100, 32, seed=1)

@@ -1,0 +1,57 @@
+"""A torch.distributed training script in the usual DDP epoch shape (DistributedSampler,
+DistributedDataParallel, set_epoch, rank 0's snapshot of model.module), run as torchrun
+runs it. ddp_epochs_aryl.py is its port to aryl; elastic_py_test.py (DdpPort) runs both
+and counts the lines the port changed."""
+import argparse
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed import init_process_group, destroy_process_group
+
+
+def dataset(n):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(n, 12, generator=g)
+    y = (x[:, :3].sum(1) > 0).long() + 2 * (x[:, 3] > 0).long()
+    return TensorDataset(torch.arange(n), x, y)
+
+
+def main(args):
+    init_process_group(backend="gloo")
+    rank = int(os.environ["RANK"])
+    data = dataset(args.samples)
+    loader = DataLoader(data, batch_size=args.batch_size, shuffle=False,
+                        sampler=DistributedSampler(data))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    model = DDP(model)
+    log = open(os.path.join(args.out, f"samples-{os.getpid()}.txt"), "a")
+    for epoch in range(0, args.epochs):
+        loader.sampler.set_epoch(epoch)
+        for idx, source, targets in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(source), targets)
+            loss.backward()
+            print(epoch, f"{loss.item():.6f}", *idx.tolist(), file=log, flush=True)
+            optimizer.step()
+            time.sleep(args.sleep_ms / 1000)
+        if rank == 0:
+            torch.save({"model": model.module.state_dict(), "epoch": epoch}, os.path.join(args.out, "snapshot.pt"))
+    destroy_process_group()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=8, help="per rank")
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--sleep-ms", type=int, default=0)
+    parser.add_argument("--out", required=True)
+    main(parser.parse_args())
