@@ -84,6 +84,17 @@ if ls "$build"/python/aryl/_aryl*.so >/dev/null 2>&1; then
   grep -q "aryl from $venv/" <<<"$out" || grep -rq "aryl from $venv/" "$scratch/run/logs" ||
     { printf '%s\n' "$out" | tail -20; fail "the job's output does not show the venv's aryl"; }
   echo "python module OK: $where"
+  # pip, for a Python of one's own (runtime/python/pyproject.toml), here reusing this build tree.
+  pipvenv="$scratch/pipvenv"
+  /usr/bin/python3 -m venv --system-site-packages "$pipvenv" || fail "python3 -m venv (with pip)"
+  ARYL_BUILD_DIR="$build" timeout 100 "$pipvenv/bin/pip" install --no-build-isolation --no-index \
+    "$(dirname "$0")/../../runtime/python" >"$scratch.pip.log" 2>&1 || { tail -20 "$scratch.pip.log"; fail "pip install runtime/python"; }
+  where="$(cd "$scratch" && env -u PYTHONPATH "$pipvenv/bin/python" -c 'import aryl; print(aryl.__file__, aryl.DistributedSampler.__name__)')" ||
+    fail "pip venv: import aryl"
+  [[ "$where" == "$pipvenv/lib/python"*"/site-packages/aryl/__init__.py DistributedSampler" ]] || fail "pip: import aryl found $where"
+  "$pipvenv/bin/pip" show aryl | grep -q "^Requires: torch" || fail "pip: the aryl package does not require torch"
+  "$pipvenv/bin/pip" uninstall -y aryl >/dev/null || fail "pip uninstall aryl"
+  echo "pip install OK: $where"
   # Units of a non-/usr prefix read the env files installed under it.
   grep -q "^EnvironmentFile=-$venv/etc/aryl/scheduler.env\$" "$venv/lib/systemd/system/aryl-scheduler.service" ||
     fail "the prefix's scheduler unit does not read $venv/etc/aryl/scheduler.env"
