@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -192,7 +194,7 @@ class EtcdCluster {
   }
 
   // The index of the member that is the raft leader, as a running member's
-  // /v3/maintenance/status says ("leader" equal to its own "member_id");
+  // /v3/maintenance/status says ("leader" equal to its own header.member_id);
   // polled until one says so, -1 after timeout_s.
   int RaftLeader(double timeout_s) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -201,8 +203,9 @@ class EtcdCluster {
         if (members_[i].pid <= 0 || members_[i].paused) continue;
         auto [status, body] = RawHttp(members_[i].client_port, "POST", "/v3/maintenance/status", "{}", 1.0);
         if (status != 200) continue;
-        std::string self = JsonString(body, "member_id"), leader = JsonString(body, "leader");
-        if (!self.empty() && self == leader) return i;
+        auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object() || !j.contains("leader") || !j["header"].contains("member_id")) continue;
+        if (j["header"]["member_id"] == j["leader"]) return i;  // 64-bit ids, written as strings
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     } while (std::chrono::steady_clock::now() < deadline);
@@ -225,17 +228,6 @@ class EtcdCluster {
     pid_t pid = -1;
     bool paused = false;
   };
-
-  // The string value of the first `"key":"value"` in a JSON text (etcd's
-  // gateway writes 64-bit ids as strings); empty when there is none.
-  static std::string JsonString(const std::string& text, const std::string& key) {
-    const std::string pat = "\"" + key + "\":\"";
-    auto at = text.find(pat);
-    if (at == std::string::npos) return "";
-    at += pat.size();
-    auto end = text.find('"', at);
-    return end == std::string::npos ? "" : text.substr(at, end - at);
-  }
 
   static std::string Tail(const std::string& text, int lines) {
     std::size_t pos = text.size();

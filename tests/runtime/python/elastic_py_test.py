@@ -7,6 +7,7 @@ Run by ctest with ARYL_RT_LAUNCH, ARYL_EXAMPLES and PYTHONPATH set:
     /usr/bin/python3 tests/runtime/python/elastic_py_test.py [TestName]
 """
 import collections
+import difflib
 import os
 import re
 import shutil
@@ -435,7 +436,6 @@ class DdpPort(unittest.TestCase):
         def code(name):  # without the module docstring
             text = read(os.path.join(self.HERE, name))
             return text[text.index('"""', 3) + 3:].splitlines()
-        import difflib
         ops = difflib.SequenceMatcher(a=code("ddp_epochs.py"), b=code("ddp_epochs_aryl.py"), autojunk=False).get_opcodes()
         changed = sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in ops if op != "equal")
         print(f"ddp_epochs.py -> ddp_epochs_aryl.py: {changed} changed lines")
