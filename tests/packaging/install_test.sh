@@ -92,7 +92,9 @@ if ls "$build"/python/aryl/_aryl*.so >/dev/null 2>&1; then
   where="$(cd "$scratch" && env -u PYTHONPATH "$pipvenv/bin/python" -c 'import aryl; print(aryl.__file__, aryl.DistributedSampler.__name__)')" ||
     fail "pip venv: import aryl"
   [[ "$where" == "$pipvenv/lib/python"*"/site-packages/aryl/__init__.py DistributedSampler" ]] || fail "pip: import aryl found $where"
-  "$pipvenv/bin/pip" show aryl | grep -q "^Requires: torch" || fail "pip: the aryl package does not require torch"
+  # Read pip's whole answer first: grep -q would close the pipe early and pip fails on the broken pipe.
+  shown="$("$pipvenv/bin/pip" show aryl 2>&1)" || fail "pip show aryl: $shown"
+  grep -q "^Requires: torch" <<<"$shown" || fail "pip: the aryl package does not require torch: $shown"
   "$pipvenv/bin/pip" uninstall -y aryl >/dev/null || fail "pip uninstall aryl"
   echo "pip install OK: $where"
   # Units of a non-/usr prefix read the env files installed under it.

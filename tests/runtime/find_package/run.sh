@@ -46,7 +46,7 @@ if [ ! -f "$work/moved/lib/cmake/Aryl/ArylNcclTargets.cmake" ]; then
   exit 0
 fi
 consumer "$work/consumer-nccl" -DARYL_CONSUMER_NCCL=ON
-readelf -d "$work/consumer-nccl/consumer" | grep NEEDED | grep -q libnccl ||
+grep -q 'NEEDED.*libnccl' <<<"$(readelf -d "$work/consumer-nccl/consumer")" ||
   fail "the nccl consumer does not need libnccl: $(readelf -d "$work/consumer-nccl/consumer" | grep NEEDED)"
 env -u ARYL_STORE_ENDPOINT "$work/consumer-nccl/consumer"  # gloo by default: trains as the CPU one
 # The backend is registered: the error is now about the missing store, not the link.
