@@ -36,13 +36,17 @@ class CliTest : public ::testing::Test {
               "--http-port", "-1", "--heartbeat", "0.2", "--agent-timeout", "2"};
     s.stdout_path = (dir_ / "scheduler.log").string();
     ASSERT_TRUE(launcher_->Launch(s).ok());
-    // The scheduler logs the port it bound.
+    // The scheduler logs the port it bound. Only its own line counts: the
+    // --insecure warning before it names the unbound "tcp://127.0.0.1:*".
+    const std::string marker = "aryl-scheduler listening on ";
     for (int i = 0; i < 100 && endpoint_.empty(); ++i) {
       std::ifstream in(dir_ / "scheduler.log");
       std::string line;
       while (std::getline(in, line)) {
-        auto at = line.find("listening on ");
-        if (at != std::string::npos) endpoint_ = line.substr(at + 13, line.find_first_of(", ", at + 13) - at - 13);
+        auto at = line.find(marker);
+        if (at == std::string::npos) continue;
+        at += marker.size();
+        endpoint_ = line.substr(at, line.find_first_of(", ", at) - at);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
