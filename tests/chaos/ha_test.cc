@@ -241,6 +241,13 @@ TEST_F(HaChaos, LeaderKilledStandbyTakesOver) {
   EXPECT_EQ(st["schedulers"][1]["role"], "leading") << text;
   EXPECT_GT(st["ha"]["term"].get<std::uint64_t>(), 0u) << text;
   EXPECT_EQ(st["ha"]["etcd"].size(), 3u) << text;
+  // The new leader's series: it leads, it saw scheduler 0 lead and then won
+  // itself (two changes), and etcd's round trip is measured.
+  EXPECT_TRUE(WaitFor([&] { return ScrapeValue(http_[1], "aryl_leader") == 1; }, 5));
+  EXPECT_GE(ScrapeValue(http_[1], "aryl_leader_changes_total"), 2);
+  const double rtt = ScrapeValue(http_[1], "aryl_etcd_round_trip_seconds");
+  EXPECT_GT(rtt, 0);
+  EXPECT_LT(rtt, 1.0);
   p::JobState end = FollowToEnd(*c, job, 180);
   Outcome o = ReadOutcome(job);
   int done = DoneLines(job);

@@ -236,6 +236,9 @@ void Daemon::Impl::DeclareMetrics() {
   if (leadership) {
     metrics.DeclareGauge("aryl_leader", "1 while this scheduler leads and may decide; 0 frozen (etcd unreachable)");
     metrics.DeclareGauge("aryl_leader_term", "The leader's term: the etcd leader key's create revision");
+    metrics.DeclareCounter("aryl_leader_changes_total",
+                           "Leader changes this scheduler has seen (as a standby, or by winning)");
+    metrics.DeclareGauge("aryl_etcd_round_trip_seconds", "Round trip of the last successful etcd request");
   }
   metrics.DeclareHistogram("aryl_round_seconds", "Scheduling round time (core Handle + plan execution)",
                            {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5});

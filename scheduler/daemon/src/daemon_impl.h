@@ -521,6 +521,7 @@ class Daemon::Impl {
   // --- tick.cc
   void Tick();
   std::uint64_t rejected_counted = 0;  // transport rejections already in aryl_bad_requests_total
+  std::uint64_t leader_changes_counted = 0;  // leader changes already in aryl_leader_changes_total
 };
 
 }  // namespace aryl::daemon

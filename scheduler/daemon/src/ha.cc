@@ -30,8 +30,10 @@ std::string HostName() {
 // HTTP port with aryl_leader 0.
 class Standby {
  public:
-  static Result<std::unique_ptr<Standby>> Start(const DaemonOptions& options) {
+  static Result<std::unique_ptr<Standby>> Start(const DaemonOptions& options,
+                                                std::shared_ptr<const LeaderElection> election) {
     std::unique_ptr<Standby> s(new Standby());
+    s->election_ = std::move(election);
     p::Server::Options so;
     so.endpoint = options.endpoint;
     // The same keys and role lists as the leader: a client that may talk to
@@ -70,12 +72,7 @@ class Standby {
   Standby() = default;
   HttpResponse Http(const std::string& path) {
     std::lock_guard lock(mu_);
-    if (path == "/metrics")
-      return {200, "text/plain; version=0.0.4",
-              "# HELP aryl_leader 1 while this scheduler leads and may decide; 0 frozen (etcd unreachable)\n"
-              "# TYPE aryl_leader gauge\naryl_leader 0\n"
-              "# HELP aryl_leader_term The leader's term: the etcd leader key's create revision\n"
-              "# TYPE aryl_leader_term gauge\naryl_leader_term " + std::to_string(term_) + "\n"};
+    if (path == "/metrics") return {200, "text/plain; version=0.0.4", election_->StandbyMetrics(term_)};
     if (path == "/healthz") return {200, "text/plain", "ok\n"};
     if (path == "/readyz") return {503, "text/plain", "standby\n"};
     if (path == "/status" || path == "/")
@@ -88,6 +85,7 @@ class Standby {
   std::uint64_t term_ = 0;
   std::unique_ptr<p::Server> server_;
   std::unique_ptr<HttpServer> http_;
+  std::shared_ptr<const LeaderElection> election_;
 };
 
 }  // namespace
@@ -117,7 +115,7 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
   int terms = 0;
   while (!stop) {
     {
-      ARYL_ASSIGN_OR_RETURN(auto standby, Standby::Start(options));
+      ARYL_ASSIGN_OR_RETURN(auto standby, Standby::Start(options, election));
       spdlog::info("standby on {} for {} ({}): campaigning", options.endpoint, ha.state_url, eo.name);
       Status c = election->Campaign(stop, [&](const std::string& leader, std::uint64_t term) {
         standby->SetLeader(leader, term);

@@ -11,6 +11,11 @@ void Daemon::Impl::Tick() {
   if (leadership) {
     metrics.Set("aryl_leader", "", leadership->CanDecide() ? 1 : 0);
     metrics.Set("aryl_leader_term", "", static_cast<double>(leadership->term()));
+    if (std::uint64_t changes = leadership->leader_changes(); changes > leader_changes_counted) {
+      metrics.Inc("aryl_leader_changes_total", "", static_cast<double>(changes - leader_changes_counted));
+      leader_changes_counted = changes;
+    }
+    metrics.Set("aryl_etcd_round_trip_seconds", "", leadership->etcd_round_trip_seconds());
   }
   if (Frozen()) {
     if (!was_frozen) spdlog::error("not deciding: {}", leadership->Why());

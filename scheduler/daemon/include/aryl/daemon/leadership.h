@@ -31,6 +31,11 @@ class Leadership {
   // a request compares it before and after it is handled, since the freeze
   // may lift (a later keep-alive answered) before the handler returns.
   virtual std::uint64_t write_failures() const = 0;
+  // Leader changes this scheduler has seen since it started: as a standby
+  // (a new leader named) and by winning an election itself (aryl_leader_changes_total).
+  virtual std::uint64_t leader_changes() const = 0;
+  // The last successful etcd request's round trip (aryl_etcd_round_trip_seconds).
+  virtual double etcd_round_trip_seconds() const = 0;
   // Why it cannot decide now ("" when it can), for refusals and logs.
   virtual std::string Why() const = 0;
   // For `aryl status` and /status: {"mode", "term", "leader", "lease_ttl",

@@ -145,6 +145,7 @@ Status LeaderElection::Campaign(const std::atomic<bool>& stop,
         std::lock_guard lock(mu_);
         why_.clear();
       }
+      ++leader_changes_;
       spdlog::info("elected leader (term {}) of {}", term_.load(), opt_.prefix);
       return Status::Ok();
     }
@@ -244,6 +245,21 @@ std::string LeaderElection::Why() const {
   return "etcd has not confirmed this scheduler's lease for " +
          fmt::format("{:.1f}", Now() - (valid_until_.load() - static_cast<double>(opt_.ttl_seconds))) + " s" +
          (why_.empty() ? "" : " (" + why_ + ")");
+}
+
+double LeaderElection::etcd_round_trip_seconds() const { return client_->last_round_trip_ms() / 1000.0; }
+
+std::string LeaderElection::StandbyMetrics(std::uint64_t leader_term) const {
+  return fmt::format(
+      "# HELP aryl_leader 1 while this scheduler leads and may decide; 0 frozen (etcd unreachable)\n"
+      "# TYPE aryl_leader gauge\naryl_leader 0\n"
+      "# HELP aryl_leader_term The leader's term: the etcd leader key's create revision\n"
+      "# TYPE aryl_leader_term gauge\naryl_leader_term {}\n"
+      "# HELP aryl_leader_changes_total Leader changes this scheduler has seen (as a standby, or by winning)\n"
+      "# TYPE aryl_leader_changes_total counter\naryl_leader_changes_total {}\n"
+      "# HELP aryl_etcd_round_trip_seconds Round trip of the last successful etcd request\n"
+      "# TYPE aryl_etcd_round_trip_seconds gauge\naryl_etcd_round_trip_seconds {}\n",
+      leader_term, leader_changes_.load(), etcd_round_trip_seconds());
 }
 
 std::string LeaderElection::StatusJson() const {

@@ -77,7 +77,11 @@ class LeaderElection final : public Leadership {
 
   const std::string& leader_key() const { return leader_key_; }
   std::int64_t lease() const { return lease_.load(); }
-  std::uint64_t failovers_seen() const { return leader_changes_.load(); }
+  std::uint64_t leader_changes() const override { return leader_changes_.load(); }
+  double etcd_round_trip_seconds() const override;
+  // The standby's /metrics text: the HA series with aryl_leader 0 and the
+  // term of the leader it knows.
+  std::string StandbyMetrics(std::uint64_t leader_term) const;
 
  private:
   Status EnsureLease();
