@@ -366,9 +366,13 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
     pb.prior_weight.push_back(1.0 / (k < kCoreParams ? prior.sigma : prior.type_sigma));
   }
 
-  // Two starts, the better kept: the prior, and a neutral point scaled to the
-  // measurements (at the optimistic prior the sync terms are so small that
-  // their gradients vanish and the solver would stop there).
+  // Without a warm start, two starts, the better kept: the prior, and a
+  // neutral point scaled to the measurements (at the optimistic prior the
+  // sync terms are so small that their gradients vanish and the solver would
+  // stop there). With one (the job's last fit over several configurations),
+  // that start alone: the new sample moves the optimum, rarely its basin, and
+  // the extra starts were half the fitting cost in aryl-sim with no gain in
+  // JCT (docs/performance.md, "What learning speed costs").
   double log_step = 0, log_batch = 0;
   for (const auto& s : samples) {
     log_step += std::log(s.step_time);
@@ -402,9 +406,11 @@ Result<SpeedFit> FitSpeed(const std::vector<StepSample>& samples, const SpeedPri
         w[kFirstType + static_cast<int>(i)] = pb.bounds[kFirstType + i].ToZ(it->second);
     }
     starts.push_back(w);
+  } else {
+    // No earlier fit of this shape: the prior and the neutral point.
+    starts.push_back(z);
+    if (sizes) starts.push_back(neutral);
   }
-  starts.push_back(z);
-  if (sizes) starts.push_back(neutral);
   for (Eigen::VectorXd x : starts) {
     // A start that fits the samples to within their noise: done.
     if (best < std::numeric_limits<double>::infinity()) {

@@ -27,6 +27,8 @@ int Nodes(int workers, int gpus_per_node) {
   return gpus_per_node > 0 ? std::max(1, (workers + gpus_per_node - 1) / gpus_per_node) : 1;
 }
 
+constexpr double kRefitSigmas = 2.0;  // a sample this far off the fit (in its sigmas) refits it
+
 }  // namespace
 
 const char* PriorSourceName(PriorSource s) {
@@ -58,15 +60,21 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
   ARYL_RETURN_IF_ERROR(ValidateStepSample(sample));
   auto it = std::find_if(samples_.begin(), samples_.end(),
                          [&](const StepSample& s) { return SameConfig(s, sample); });
-  // Off the current fit by more than the sample's noise: a fit that already
-  // predicts a measurement to within its noise has nothing to learn from it
-  // worth a refit (the sample is kept for the next one).
+  // Off the current fit by more than twice the sample's noise: a fit that
+  // already predicts a measurement to within its noise has nothing to learn
+  // from it worth a refit (the sample is kept for the next one). Two sigmas,
+  // not one: at one, a third of the samples a right fit predicts would refit
+  // on their noise alone (|N(0,1)| > 1 has p = 0.32; > 2, p = 0.05).
   auto off = [&](const StepSample& s) {
     const double predicted = params_.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch);
     const double sigma = std::max(
         kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
-    return std::fabs(std::log(predicted / s.step_time)) > sigma;
+    return std::fabs(std::log(predicted / s.step_time)) > kRefitSigmas * sigma;
   };
+  // The last fit was over several configurations (not the closed form of
+  // one): it is a warm start for the next.
+  const bool warm = fits_ > 0 && std::count_if(fitted_count_.begin(), fitted_count_.end(),
+                                                [](int c) { return c > 0; }) >= 2;
   bool due = false;
   if (it == samples_.end()) {
     samples_.push_back(sample);
@@ -89,7 +97,7 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
   }
   if (!due) return false;
   ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds,
-                                               fits_ > 0 ? &params_ : nullptr));
+                                               warm ? &params_ : nullptr));
   params_ = std::move(fit.params);
   for (std::size_t i = 0; i < samples_.size(); ++i) fitted_count_[i] = samples_[i].count;
   ++fits_;

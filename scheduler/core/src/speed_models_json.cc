@@ -1,5 +1,7 @@
 // SpeedModels::ToJson / FromJson: the journal form of every job's samples,
 // prior and fit, and of the cluster's knowledge (the pools of finished jobs).
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "aryl/sched/speed_models.h"
@@ -58,7 +60,12 @@ PriorSource SourceFrom(const std::string& name) {
 
 std::string SpeedModels::ToJson() const {
   json jobs = json::array();
-  for (const auto& [id, m] : jobs_) {
+  std::vector<JobId> ids;
+  ids.reserve(jobs_.size());
+  for (const auto& [id, m] : jobs_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());  // the same text for the same models
+  for (JobId id : ids) {
+    const JobSpeedModel& m = jobs_.at(id);
     json samples = json::array();
     for (std::size_t i = 0; i < m.samples_.size(); ++i) {
       json s = SampleJson(m.samples_[i]);

@@ -504,7 +504,10 @@ Status Run::MeasureSpeeds(double t) {
       if (!(config_.scheduler.hetero_dp && mixed)) {
         ARYL_ASSIGN_OR_RETURN(bool refit, feed_->Measure(id, type, job->workers,
                                                          static_cast<int>(job->placement.size()), 1.0 / job->rate));
-        if (refit) ARYL_RETURN_IF_ERROR(scheduler_->RefreshSpeed(t, id).WithContext("speed refresh at t=" + Num(t)));
+        if (refit) {
+          Status st = scheduler_->RefreshSpeed(t, id);
+          if (!st.ok()) return st.WithContext("speed refresh at t=" + Num(t));
+        }
       }
     }
     // Apply, not Handle: no round per report (the next event has one), but

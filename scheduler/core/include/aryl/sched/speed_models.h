@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "aryl/result.h"
@@ -133,7 +134,8 @@ class SpeedModels : public JobSpeedSource {
   Result<SpeedPrior> CatalogPrior(const std::string& model);
 
   SpeedModelOptions options_;
-  std::map<JobId, JobSpeedModel> jobs_;
+  // Found on every sample and every curve refresh: hashed (ToJson sorts).
+  std::unordered_map<JobId, JobSpeedModel> jobs_;
   std::map<std::string, Pool> by_model_;
   Pool all_;
   std::map<std::string, SpeedPrior> catalog_priors_;  // cache per model
