@@ -89,6 +89,12 @@ inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
 
+// The scheduler's generation (the one `aryl jobs` shows) of a runtime (store)
+// generation (protocol/generation.h: plan * 1000, + n for the n-th fault
+// recovery since); jobs without a rendezvous store number their generations
+// like the scheduler (journal.cc).
+std::int64_t PlanOfStore(std::int64_t g);
+
 // A worker's end as the job life cycle sees it (job_lifecycle.cc).
 enum class ExitKind {
   kCompleted,  // the program finished its work (the runtime's "completed", or exit 0 without the runtime)
