@@ -266,6 +266,10 @@ TEST_F(InspectTest, ElasticJobRescaleAndCheckpoint) {
   EXPECT_EQ(d["history"].back()["kind"], "resize");
   EXPECT_EQ(d["rescales"][0]["generation"], d["history"].back()["generation"]);  // the scheduler's numbering
   EXPECT_GE(d["rescales"][0]["store_generation"].get<int>(), 1000);               // the runtime's
+  // The events row names the generation as `aryl jobs` shows it, not the runtime's.
+  const std::string plan = std::to_string(d["rescales"][0]["generation"].get<int>());
+  Outcome reports = Aryl({"events", "--job", std::to_string(job), "--kind", "resize_report", "--no-headers"});
+  EXPECT_NE(reports.out.find("generation " + plan + " 1->2 pause"), std::string::npos) << reports.out;
   EXPECT_GE(d["last_checkpoint"]["step"].get<int>(), 200);
   EXPECT_NE(d["last_checkpoint"]["path"].get<std::string>().find("ckpt"), std::string::npos);
   Outcome table = Aryl({"describe", "job", std::to_string(job), "-o", "wide"});

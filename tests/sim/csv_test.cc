@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <unistd.h>
 
@@ -106,6 +107,58 @@ TEST(PlotTest, SevenPoliciesIntoAnAwkwardDirectory) {
   EXPECT_NE(script.find("set key outside right"), std::string::npos);
   EXPECT_NE(script.find("title 'training capacity (own GPUs)'"), std::string::npos);
   for (const char* n : names) EXPECT_NE(script.find(std::string("title '") + n + "'"), std::string::npos) << n;
+  fs::remove_all(dir);
+}
+
+// Three policies with the same timeline and one apart: the three lines are
+// drawn thick to thin (the first drawn thickest shows as a rim around the
+// others), their markers at different offsets, and the legend names them;
+// gnuplot takes the script without a warning.
+TEST(PlotTest, CoincidingPoliciesDrawnThickToThinAndNamed) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot not installed (gnuplot-nox)";
+  fs::path dir = fs::temp_directory_path() / ("aryl-plot-coincide-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::vector<RunResult> runs;
+  for (const char* name : {"baseline", "elastic-only", "optimus", "afs"}) {
+    const bool apart = runs.empty();
+    RunResult r;
+    r.metrics.policy = name;
+    for (int i = 0; i < 100; ++i) {
+      TimelineSample s;
+      s.time = i * 600.0;
+      s.queued_jobs = apart ? 40 + i % 7 : i % 5;
+      s.busy_training_gpus = apart ? 2 : 12 + i % 4;
+      s.busy_loaned_gpus = apart ? 6 : i % 2;
+      s.loaned_servers = 1;
+      r.timeline.push_back(s);
+    }
+    for (int j = 1; j <= 40; ++j) r.jcts.push_back(j * 900.0);
+    runs.push_back(r);
+  }
+  Status st = WritePlots(dir.string(), runs, 16, 8, 8);
+  ASSERT_TRUE(st.ok()) << st;
+  std::ifstream gp(dir / "plots.gp");
+  std::stringstream ss;
+  ss << gp.rdbuf();
+  const std::string script = ss.str();
+  auto width = [&](const std::string& policy) {
+    std::smatch m;
+    std::regex re("'timeline-" + policy + R"(\.dat' using 1:2 with lines [^,]* lw ([0-9.]+) notitle)");
+    return std::regex_search(script, m, re) ? std::stod(m[1]) : -1.0;
+  };
+  EXPECT_EQ(width("baseline"), 2.0) << script;
+  EXPECT_EQ(width("elastic-only"), 5.0) << script;
+  EXPECT_EQ(width("optimus"), 3.5) << script;
+  EXPECT_EQ(width("afs"), 2.0) << script;
+  EXPECT_NE(script.find("title 'coincide (thick to thin):'"), std::string::npos) << script;
+  EXPECT_NE(script.find("title '  elastic-only, optimus, afs'"), std::string::npos) << script;
+  EXPECT_EQ(script.find("baseline,"), std::string::npos) << "baseline lies apart";
+  for (const char* every : {"every 4::0 ", "every 4::1 ", "every 4::2 ", "every 4::3 "})
+    EXPECT_NE(script.find(every), std::string::npos) << every;
+  std::ifstream log(dir / "gnuplot.log");
+  std::stringstream warnings;
+  warnings << log.rdbuf();
+  EXPECT_EQ(warnings.str(), "");
   fs::remove_all(dir);
 }
 

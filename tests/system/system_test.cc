@@ -733,6 +733,17 @@ TEST_F(SystemTest, NodesDrainResumeRemove) {
     for (const auto& pl : r->placement) if (pl.agent_id == "b") return false;
     return true;
   }, 20)) << Logs();
+  // The journal says the workers moved off for a drain: b did not fail.
+  p::ListEvents q;
+  q.job = *job;
+  auto events = c->Call<p::EventsReply>(q, milliseconds(2000));
+  ASSERT_TRUE(events.ok()) << events.status();
+  bool drained = false;
+  for (const auto& e : events->events) {
+    drained |= e.detail.find("drained (--now): ") != std::string::npos;
+    EXPECT_EQ(e.detail.find("server failed"), std::string::npos) << e.kind << ": " << e.detail;
+  }
+  EXPECT_TRUE(drained) << "no event of the job names the drain" << Logs();
   auto nodes = c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(1000));
   ASSERT_TRUE(nodes.ok());
   for (const auto& n : nodes->nodes)

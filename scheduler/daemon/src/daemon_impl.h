@@ -89,6 +89,12 @@ inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
 
+// The scheduler's generation (the one `aryl jobs` shows) of a runtime (store)
+// generation (protocol/generation.h: plan * 1000, + n for the n-th fault
+// recovery since); jobs without a rendezvous store number their generations
+// like the scheduler (journal.cc).
+std::int64_t PlanOfStore(std::int64_t g);
+
 // A worker's end as the job life cycle sees it (job_lifecycle.cc).
 enum class ExitKind {
   kCompleted,  // the program finished its work (the runtime's "completed", or exit 0 without the runtime)
@@ -332,7 +338,10 @@ class Daemon::Impl {
   std::vector<std::pair<std::string, p::Message>> outbox;
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).
-  Status Feed(s::EventBody body, const std::string& why, bool round = false);
+  // `failed_cause`: for a ServerFailed the daemon sent though the server did
+  // not fail (drain --now), the reason its preempt and shrink actions record
+  // in place of the core's "server failed" (the plan itself is the same).
+  Status Feed(s::EventBody body, const std::string& why, bool round = false, const std::string& failed_cause = "");
   // One event into `into` (Handle with the round, else Apply) with the speed
   // models' part of it (SpeedBefore / SpeedAfter): the one path of Feed and of
   // the journal's replay, so both build the same models.

@@ -201,10 +201,14 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
     Status st = Transaction("runtime", [&] { return MarkRuntime(jit->second); });
     if (!st.ok()) spdlog::warn("job {}: {}", m.job, st.ToString());
   }
+  // The text numbers the generation as `aryl jobs` does (the scheduler's
+  // plan); a fault recovery between plans adds the runtime's own number, the
+  // one in the workers' logs. The data keeps the runtime's (describe reads it).
+  const std::int64_t plan = PlanOfStore(m.generation);
   (void)Journal(m.job, "resize_report",
-                "generation " + std::to_string(m.generation) + " " + std::to_string(m.from_workers) + "->" +
+                "generation " + std::to_string(plan) + " " + std::to_string(m.from_workers) + "->" +
                     std::to_string(m.to_workers) + " pause " + FormatDuration(m.phases.total) +
-                    (m.planned ? "" : " (fault)"),
+                    (m.planned ? "" : " (fault; runtime generation " + std::to_string(m.generation) + ")"),
                 {{"generation", m.generation}, {"from_workers", m.from_workers}, {"to_workers", m.to_workers},
                  {"planned", m.planned}, {"phases", p::ToJson(p::Message(m))["phases"]}},
                 JobNodes(jit->second));

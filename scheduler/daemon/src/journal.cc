@@ -45,10 +45,6 @@ T Get(const json& data, const char* key, T fallback) {
   }
 }
 
-// The scheduler's generation of a runtime (store) generation (generation.h);
-// jobs without a rendezvous store number their generations like the scheduler.
-std::int64_t PlanOfStore(std::int64_t g) { return g >= p::kFaultsPerPlan ? p::PlanOf(g) : std::max<std::int64_t>(0, g); }
-
 // Keeps the newest `max` (the vector is oldest first); true when some were dropped.
 template <typename T>
 bool KeepNewest(std::vector<T>& v, std::size_t max) {
@@ -58,6 +54,8 @@ bool KeepNewest(std::vector<T>& v, std::size_t max) {
 }
 
 }  // namespace
+
+std::int64_t PlanOfStore(std::int64_t g) { return g >= p::kFaultsPerPlan ? p::PlanOf(g) : std::max<std::int64_t>(0, g); }
 
 Status Daemon::Impl::Journal(std::uint64_t job, const std::string& kind, const std::string& detail, json data,
                              std::vector<std::string> nodes) {

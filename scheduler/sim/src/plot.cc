@@ -5,6 +5,10 @@
 // as a black line and one legend outside the data, right of the panels. The
 // policies differ by dash pattern and point shape as well as by colour (a
 // dark-to-light ramp), so seven of them stay apart in a grey-scale print.
+// Policies whose lines coincide in a panel (elastic-only, optimus and afs
+// often do) are drawn thick to thin in plot order, so each lower line shows
+// as a rim around the ones above it; every policy's markers sit at its own
+// offset, drawn above all lines; and the panel's legend names the group.
 //
 // gnuplot runs by fork/exec (no shell): its working directory is the output
 // directory and its standard input is plots.gp, which stays there for reruns.
@@ -16,6 +20,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -62,12 +68,102 @@ constexpr Style kStyles[] = {
     {"#7b3294", 5, 13}, {"#c06a00", 6, 4}, {"#7f7f7f", 7, 6},
 };
 
-std::string LineStyle(std::size_t i) {
+// Beyond seven policies the styles repeat with a heavier line.
+double LineWidth(std::size_t i) { return 2.0 + static_cast<double>(i / std::size(kStyles)); }
+
+// What the run's line, its markers and its legend sample are drawn with.
+enum class Part { kLine, kPoints, kBoth };
+
+std::string LineStyle(std::size_t i, double width, Part part = Part::kBoth) {
   const Style& s = kStyles[i % std::size(kStyles)];
-  // Beyond seven policies the styles repeat with a heavier line.
-  double width = 2.0 + static_cast<double>(i / std::size(kStyles));
   std::ostringstream os;
-  os << "lc rgb '" << s.colour << "' dt " << s.dash << " pt " << s.point << " lw " << width;
+  os << "lc rgb '" << s.colour << "'";
+  if (part != Part::kPoints) os << " dt " << s.dash << " lw " << width;
+  if (part != Part::kLine) os << " pt " << s.point;
+  return os.str();
+}
+
+// One panel's measure of a timeline sample.
+using Measure = double (*)(const TimelineSample&);
+
+// How one timeline panel draws each run: its line width, and the legend
+// lines that name the runs whose lines coincide there.
+struct PanelLayout {
+  std::vector<double> width;
+  std::vector<std::string> note;
+};
+
+// Two runs' lines coincide in a panel when their mean distance over the
+// samples (a run that has ended counts as 0) is at most 1% of the panel's
+// peak: at the figure's height they are one line. Groups are closed
+// transitively; within a group the first in plot order is drawn thickest.
+PanelLayout Layout(const std::vector<RunResult>& runs, Measure measure) {
+  const std::size_t n = runs.size();
+  PanelLayout out;
+  for (std::size_t i = 0; i < n; ++i) out.width.push_back(LineWidth(i));
+  std::size_t samples = 0;
+  double peak = 0;
+  for (const auto& r : runs) {
+    samples = std::max(samples, r.timeline.size());
+    for (const auto& s : r.timeline) peak = std::max(peak, measure(s));
+  }
+  if (n < 2 || samples == 0) return out;
+  auto value = [&](std::size_t i, std::size_t k) {
+    return k < runs[i].timeline.size() ? measure(runs[i].timeline[k]) : 0.0;
+  };
+  std::vector<std::size_t> group(n);
+  for (std::size_t i = 0; i < n; ++i) group[i] = i;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = i + 1; j < n; ++j) {
+      double distance = 0;
+      for (std::size_t k = 0; k < samples; ++k) distance += std::abs(value(i, k) - value(j, k));
+      if (distance / static_cast<double>(samples) > 0.01 * std::max(peak, 1.0)) continue;
+      const std::size_t from = group[j], to = group[i];
+      for (auto& g : group) if (g == from) g = to;
+    }
+  }
+  for (std::size_t first = 0; first < n; ++first) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < n; ++i) if (group[i] == first) members.push_back(i);
+    if (members.size() < 2) continue;
+    // 1.5 wider a step, at most 4 wider in all.
+    const double step = std::min(1.5, 4.0 / static_cast<double>(members.size() - 1));
+    for (std::size_t p = 0; p < members.size(); ++p)
+      out.width[members[p]] = LineWidth(members[p]) + step * static_cast<double>(members.size() - 1 - p);
+    // The legend is narrow: the names go a few to a line.
+    std::string line = "coincide (thick to thin):";
+    for (std::size_t p = 0; p < members.size(); ++p) {
+      const std::string name = runs[members[p]].metrics.policy + (p + 1 < members.size() ? "," : "");
+      if (line.size() + 1 + name.size() > 30) {
+        out.note.push_back(line);
+        line = "  " + name;
+      } else {
+        line += " " + name;
+      }
+    }
+    out.note.push_back(line);
+  }
+  return out;
+}
+
+// Every run's curve from <prefix><policy>.dat, each item after ", ": all the
+// lines first (thick to thin where they coincide), then each run's markers,
+// every `every` points from its own offset, above all lines; then the
+// legend: a line-and-marker sample per run and the layout's note.
+std::string Curves(const std::vector<RunResult>& runs, const std::string& prefix, const std::string& columns,
+                   const PanelLayout& layout, std::size_t every) {
+  std::ostringstream os;
+  auto file = [&](std::size_t i) { return Quoted(prefix + SafeName(runs[i].metrics.policy) + ".dat"); };
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    os << ", " << file(i) << " using " << columns << " with lines " << LineStyle(i, layout.width[i], Part::kLine)
+       << " notitle";
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    os << ", " << file(i) << " using " << columns << " every " << every << "::" << i * every / runs.size()
+       << " with points " << LineStyle(i, 0, Part::kPoints) << " ps 0.8 notitle";
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    os << ", keyentry with linespoints " << LineStyle(i, layout.width[i]) << " ps 0.8 title "
+       << Quoted(runs[i].metrics.policy);
+  for (const auto& line : layout.note) os << ", keyentry with lines lc rgb '#ffffff' title " << Quoted(line);
   return os.str();
 }
 
@@ -159,14 +255,17 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
     if (!tl || !jct) return Status::IoError("--plot: error writing data files in '" + dir + "'");
   }
   const double per_server = inference_servers > 0 ? static_cast<double>(inference_gpus) / inference_servers : 0;
-  // Markers every ~25 samples tell the dashes apart even where lines overlap.
-  std::size_t samples = runs.empty() ? 0 : runs.front().timeline.size();
-  std::size_t every = std::max<std::size_t>(1, samples / 25);
-  auto series = [&](std::size_t i, const std::string& file, const std::string& column, bool title) {
-    std::ostringstream os;
-    os << Quoted(file) << " using 1:" << column << " with linespoints " << LineStyle(i) << " pi " << every << " ps 0.8 "
-       << (title ? "title " + Quoted(runs[i].metrics.policy) : std::string("notitle"));
-    return os.str();
+  // Markers every ~25 samples (~10 on a CDF) tell the dashes apart; each
+  // run's start at its own offset, so coinciding lines still show every run's
+  // markers.
+  std::size_t samples = SIZE_MAX, jct_points = SIZE_MAX;
+  for (const auto& r : runs) {
+    samples = std::min(samples, r.timeline.size());
+    jct_points = std::min(jct_points, r.jcts.size() / std::max<std::size_t>(1, r.jcts.size() / 2000));
+  }
+  const std::size_t every = runs.empty() ? 1 : std::max<std::size_t>(1, samples / 25);
+  auto panel = [&](const std::string& column, Measure measure) {
+    return Curves(runs, "timeline-", "1:" + column, Layout(runs, measure), every);
   };
   std::ostringstream gp;
   gp << "set terminal pngcairo size 1500,1300 font 'DejaVu Sans,12' noenhanced\n"
@@ -175,30 +274,28 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
      << Quoted("aryl-sim timeline: " + std::to_string(training_gpus) + " training GPUs, " +
                std::to_string(inference_gpus) + " inference GPUs")
      << "\n"
-     // Fixed margins align the panels; the legend sits right of the data.
-     << "set lmargin at screen 0.08\nset rmargin at screen 0.80\n"
+     // Fixed margins align the panels; the legend sits right of the data, in
+     // a margin wide enough for its longest line.
+     << "set lmargin at screen 0.07\nset rmargin at screen 0.75\n"
      << "set key outside right top vertical Left reverse samplen 4 spacing 1.2 box opaque\n"
      << "set grid lc rgb '#d0d0d0'\nset xlabel 'day'\nset yrange [0:*]\n";
   // Panel 1: GPUs busy with training, against the training capacity.
   gp << "set title 'GPUs busy with training (own + loaned)'\nset ylabel 'GPUs'\nplot " << training_gpus
-     << " with lines lc rgb 'black' lw 3 title 'training capacity (own GPUs)'";
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    gp << ", " << series(i, "timeline-" + SafeName(runs[i].metrics.policy) + ".dat", "($4+$5)", true);
-  gp << "\n";
+     << " with lines lc rgb 'black' lw 3 title 'training capacity (own GPUs)'"
+     << panel("($4+$5)", [](const TimelineSample& s) { return double(s.busy_training_gpus + s.busy_loaned_gpus); })
+     << "\n";
   // Panel 2: queued jobs.
   gp << "set title 'queued jobs'\nset ylabel 'jobs'\nplot ";
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    gp << (i ? ", " : "") << series(i, "timeline-" + SafeName(runs[i].metrics.policy) + ".dat", "2", true);
   if (runs.empty()) gp << "0 notitle";
+  else gp << panel("2", [](const TimelineSample& s) { return double(s.queued_jobs); }).substr(2);
   gp << "\n";
   // Panel 3: the loaned capacity (the same for every policy: the demand decides
   // it) as a line, and how much of it each policy's training uses.
   gp << "set title 'inference GPUs loaned to training, and training use of them'\nset ylabel 'GPUs'\nplot ";
   if (!runs.empty()) {
     std::string first = Quoted("timeline-" + SafeName(runs.front().metrics.policy) + ".dat");
-    gp << first << " using 1:($6*" << per_server << ") with steps lc rgb 'black' lw 3 title 'loaned capacity'";
-    for (std::size_t i = 0; i < runs.size(); ++i)
-      gp << ", " << series(i, "timeline-" + SafeName(runs[i].metrics.policy) + ".dat", "5", true);
+    gp << first << " using 1:($6*" << per_server << ") with steps lc rgb 'black' lw 3 title 'loaned capacity'"
+       << panel("5", [](const TimelineSample& s) { return double(s.busy_loaned_gpus); });
   } else {
     gp << "0 notitle";
   }
@@ -209,11 +306,10 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
      << "set title 'job completion time CDF'\nset logscale x\nset xlabel 'job completion time (hours, log scale)'\n"
      << "set ylabel 'fraction of jobs'\nset yrange [0:1]\n"
      << "set key outside right top vertical Left reverse samplen 4 spacing 1.2 box opaque\nplot ";
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    gp << (i ? ", " : "") << Quoted("jct-" + SafeName(runs[i].metrics.policy) + ".dat")
-       << " using 1:2 with linespoints " << LineStyle(i) << " pi 200 ps 0.8 title " << Quoted(runs[i].metrics.policy);
-  }
+  PanelLayout jct;
+  for (std::size_t i = 0; i < runs.size(); ++i) jct.width.push_back(LineWidth(i));
   if (runs.empty()) gp << "0 notitle";
+  else gp << Curves(runs, "jct-", "1:2", jct, std::max<std::size_t>(1, jct_points / 10)).substr(2);
   gp << "\n";
   const std::string script = dir + "/plots.gp";
   {
