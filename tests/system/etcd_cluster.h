@@ -97,6 +97,7 @@ class EtcdCluster {
       m.name = "m" + std::to_string(i);
       m.client_port = FreePort();
       m.peer_port = FreePort();
+      m.health_port = tls_.ca.empty() ? m.client_port : FreePort();
       m.data_dir = dir_ / (m.name + ".etcd");
       m.log = dir_ / (m.name + ".log");
       members_.push_back(std::move(m));
@@ -111,10 +112,18 @@ class EtcdCluster {
   // before Start.
   void AlsoListenOn(std::string host) { extra_host_ = std::move(host); }
 
+  // Members serve TLS on their client ports with `cert`/`key` and accept only
+  // clients whose certificate `ca` signed (etcd's --client-cert-auth); /health
+  // is then read from a plain-HTTP metrics port of each member. Call before Start.
+  struct Tls {
+    std::string ca, cert, key;
+  };
+  void UseTls(Tls tls) { tls_ = std::move(tls); }
+
   int size() const { return int(members_.size()); }
   int client_port(int i) const { return members_[i].client_port; }
   std::string ClientUrl(int i) const {
-    return "http://127.0.0.1:" + std::to_string(members_[i].client_port);
+    return (tls_.ca.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") + std::to_string(members_[i].client_port);
   }
 
   // "http://127.0.0.1:P1,http://127.0.0.1:P2,..."
@@ -215,7 +224,7 @@ class EtcdCluster {
   // Waits until member i answers GET /health with {"health":"true"}.
   Status WaitHealthy(int i, double timeout_s) {
     return WaitMember(i, timeout_s, "answer /health true", [&] {
-      auto [status, body] = RawHttp(members_[i].client_port, "GET", "/health", "", 1.0);
+      auto [status, body] = RawHttp(members_[i].health_port, "GET", "/health", "", 1.0);
       return status == 200 && body.find("\"health\":\"true\"") != std::string::npos;
     });
   }
@@ -224,6 +233,7 @@ class EtcdCluster {
   struct Member {
     std::string name;
     int client_port = 0, peer_port = 0;
+    int health_port = 0;  // the client port, or with TLS a plain-HTTP metrics port
     std::filesystem::path data_dir, log;
     pid_t pid = -1;
     bool paused = false;
@@ -238,7 +248,7 @@ class EtcdCluster {
 
   Status WaitAnswers(int i, double timeout_s) {
     return WaitMember(i, timeout_s, "answer HTTP", [&] {
-      return RawHttp(members_[i].client_port, "GET", "/health", "", 1.0).first != 0;
+      return RawHttp(members_[i].health_port, "GET", "/health", "", 1.0).first != 0;
     });
   }
 
@@ -271,7 +281,7 @@ class EtcdCluster {
       initial_cluster +=
           members_[k].name + "=http://127.0.0.1:" + std::to_string(members_[k].peer_port);
     }
-    const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+    const std::string client = ClientUrl(i);
     const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
     // clang-format off
     std::vector<std::string> args = {
@@ -279,7 +289,9 @@ class EtcdCluster {
         "--name", m.name,
         "--data-dir", m.data_dir.string(),
         "--listen-client-urls",
-        extra_host_.empty() ? client : client + ",http://" + extra_host_ + ":" + std::to_string(m.client_port),
+        extra_host_.empty() ? client
+                            : client + (tls_.ca.empty() ? ",http://" : ",https://") + extra_host_ + ":" +
+                                  std::to_string(m.client_port),
         "--advertise-client-urls", client,
         "--listen-peer-urls", peer,
         "--initial-advertise-peer-urls", peer,
@@ -292,6 +304,10 @@ class EtcdCluster {
         "--logger", "zap",
         "--log-outputs", "stderr"};
     // clang-format on
+    if (!tls_.ca.empty())
+      args.insert(args.end(), {"--cert-file", tls_.cert, "--key-file", tls_.key, "--client-cert-auth",
+                               "--trusted-ca-file", tls_.ca, "--listen-metrics-urls",
+                               "http://127.0.0.1:" + std::to_string(m.health_port)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -394,6 +410,7 @@ class EtcdCluster {
 
   std::string tag_;
   std::string extra_host_;
+  Tls tls_;
   std::filesystem::path dir_;
   std::vector<Member> members_;
 };

@@ -49,6 +49,10 @@
 // take an idle connection from a small per-endpoint pool (or open one), so they do
 // not wait for each other; Watch and Health open their own connections, so a long
 // watch never blocks other calls.
+//
+// Signals: over https:// a member that closes a connection (a refused client
+// certificate, a restart) can make OpenSSL's write raise SIGPIPE; a process
+// using the Client ignores SIGPIPE (aryl-scheduler does, in main).
 #pragma once
 
 #include <atomic>
