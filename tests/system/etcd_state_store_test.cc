@@ -13,6 +13,7 @@
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/etcd_state_store.h"
 #include "state/etcd/leader_election.h"
+#include "state/etcd/state_follower.h"
 
 namespace aryl::daemon {
 namespace {
@@ -221,6 +222,101 @@ TEST_F(EtcdStoreTest, AWriteToAnAbsentEtcdGivesUpAndAFrozenOneWaitsOnNothing) {
   auto t = Open(term);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(**(*t)->GetMeta("k"), "4");
+}
+
+// A standby's follower, started before the leader wrote anything and kept
+// current by its watch, takes over with the same state a fresh read gives:
+// jobs put again at every change, events, nodes, meta, core rows, and a
+// snapshot in several chunks that removes the core rows it covers. A write
+// of the old leader after the new term began is refused (fenced), so the
+// marker write proves the copy complete.
+TEST_F(EtcdStoreTest, AFollowerTakesOverWhatAFreshReadGives) {
+  std::int64_t term = Lead();
+  auto s = Open(term);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->AppendCoreEvent(0, "row0").ok());
+  EtcdStateStore::Options fo;
+  fo.location = "test";
+  fo.prefix = url_.prefix;
+  fo.max_txn_bytes = 64 * 1024;
+  auto follower = StateFollower::Start(client_, fo);
+  ASSERT_TRUE(follower.ok()) << follower.status();
+  EXPECT_GT((*follower)->loaded_keys(), 0u);
+
+  auto id = (*s)->InsertJob(JobRecord{.name = "train", .client_token = "tok", .spec_json = "{}"});
+  ASSERT_TRUE(id.ok()) << id.status();
+  for (int g = 1; g <= 3; ++g) {
+    JobRecord r = *(*s)->GetJob(*id);
+    r.state = JobState::kRunning;
+    r.generation = static_cast<std::uint64_t>(g);
+    r.placement = {{"a" + std::to_string(g), g}};
+    ASSERT_TRUE((*s)->UpdateJob(r).ok());
+  }
+  ASSERT_TRUE((*s)->UpsertNode({"a1", "training", "cpu", 2, "available", 1}).ok());
+  ASSERT_TRUE((*s)->AppendEvent(EventRecord{0, 5, *id, "start", "started", {"a1"}, "{}"}).ok());
+  for (int i = 1; i <= 6; ++i) ASSERT_TRUE((*s)->AppendCoreEvent(i, "row" + std::to_string(i)).ok());
+  ASSERT_TRUE((*s)->SaveCoreSnapshot(std::string(150 * 1024, 'A'), 4).ok());  // three chunks; rows 1..4 go
+  ASSERT_TRUE((*s)->AppendCoreEvent(7, "row7").ok());
+  ASSERT_TRUE((*s)->SaveCoreSnapshot(std::string(100 * 1024, 'B'), 6).ok());  // the first one's chunks go
+  ASSERT_TRUE((*s)->SetMeta("epoch", "9").ok());
+
+  // A new leader: the key deleted and created again, as after an expiry.
+  ASSERT_TRUE(client_->Delete(url_.prefix + "leader").ok());
+  std::int64_t newer = Lead();
+  EXPECT_FALSE((*s)->SetMeta("epoch", "stale").ok()) << "the old leader is fenced";
+  EtcdStateStore::Options lo = fo;
+  lo.term = newer;
+  auto taken = (*follower)->TakeOver(lo, 5.0);
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_GT((*taken)->watched_events(), 10u);
+  auto fresh = Open(newer);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  auto& f = **taken;
+  auto& r = **fresh;
+  auto job = f.GetJob(*id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->generation, 3u);
+  EXPECT_EQ(job->placement, (std::map<std::string, int>{{"a3", 3}}));
+  EXPECT_EQ(*f.FindJobByToken("tok"), std::optional<std::uint64_t>(*id));
+  EXPECT_EQ(f.ListNodes()->size(), 1u);
+  EXPECT_EQ(f.Events(*id)->size(), 1u);
+  EXPECT_EQ(**f.GetMeta("epoch"), "9");
+  EXPECT_EQ(**f.GetMeta("leader_term"), std::to_string(newer));
+  EXPECT_EQ(**f.CoreSnapshot(), std::string(100 * 1024, 'B'));
+  EXPECT_EQ(*f.CoreEvents(), *r.CoreEvents());
+  ASSERT_EQ(f.CoreEvents()->size(), 2u);  // seqs 7 and 8 (row6, row7): row0 took seq 1
+  EXPECT_EQ(**f.CoreSnapshot(), **r.CoreSnapshot());
+  EXPECT_EQ(f.ListJobs()->size(), r.ListJobs()->size());
+  // It leads: its writes land under the new term and continue the sequences.
+  ASSERT_TRUE(f.AppendCoreEvent(8, "row8").ok());
+  auto id2 = f.InsertJob(JobRecord{.name = "second", .spec_json = "{}"});
+  ASSERT_TRUE(id2.ok()) << id2.status();
+  EXPECT_EQ(*id2, *id + 1);
+  auto after = Open(newer);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*(*after)->CoreEvents(), *f.CoreEvents());
+}
+
+// A change no leader makes (a job's key deleted by hand) stops the
+// following: the follower refuses to take over, naming the key, and the
+// caller reads the state whole instead.
+TEST_F(EtcdStoreTest, AFollowerThatSawAForeignChangeRefusesToTakeOver) {
+  std::int64_t term = Lead();
+  auto s = Open(term);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto id = (*s)->InsertJob(JobRecord{.name = "train", .spec_json = "{}"});
+  ASSERT_TRUE(id.ok());
+  EtcdStateStore::Options fo;
+  fo.location = "test";
+  fo.prefix = url_.prefix;
+  auto follower = StateFollower::Start(client_, fo);
+  ASSERT_TRUE(follower.ok()) << follower.status();
+  ASSERT_TRUE(client_->Delete(url_.prefix + "s/job/00000000000000000001").ok());
+  EtcdStateStore::Options lo = fo;
+  lo.term = term;
+  auto taken = (*follower)->TakeOver(lo, 5.0);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_NE(taken.status().message().find("s/job/00000000000000000001"), std::string::npos) << taken.status();
 }
 
 TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {

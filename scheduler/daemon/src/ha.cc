@@ -13,6 +13,7 @@
 #include "daemon_impl.h"
 #include "state/etcd/etcd_state_store.h"
 #include "state/etcd/leader_election.h"
+#include "state/etcd/state_follower.h"
 
 namespace aryl::daemon {
 
@@ -114,6 +115,17 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
   auto election = std::make_shared<LeaderElection>(client, eo);
   int terms = 0;
   while (!stop) {
+    // The standby's copy of the state, kept current by a watch (state_follower.h).
+    std::unique_ptr<StateFollower> follower;
+    {
+      EtcdStateStore::Options fo;
+      fo.location = ha.state_url;
+      fo.prefix = url.prefix;
+      auto f = StateFollower::Start(client, fo);
+      if (f.ok()) follower = std::move(*f);
+      else spdlog::warn("standby: cannot read the state to follow it ({}); a takeover reads it whole",
+                        f.status().ToString());
+    }
     {
       ARYL_ASSIGN_OR_RETURN(auto standby, Standby::Start(options, election));
       spdlog::info("standby on {} for {} ({}): campaigning", options.endpoint, ha.state_url, eo.name);
@@ -142,7 +154,21 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
     so.on_unavailable = [weak](const std::string& why) {
       if (auto e = weak.lock()) e->WriteFailed(why);
     };
-    auto store = EtcdStateStore::Open(client, so);
+    Result<std::unique_ptr<EtcdStateStore>> store = Status::Unavailable("no follower");
+    std::string how;
+    if (follower) {
+      const std::size_t loaded = follower->loaded_keys(), watched = follower->watched_events();
+      store = follower->TakeOver(so, std::max(2.0, ha.etcd_timeout * 2));
+      if (store.ok())
+        how = fmt::format("followed as a standby: {} keys read then, {} changes watched since", loaded, watched);
+      else
+        spdlog::warn("the followed state cannot be taken over ({}): reading it whole", store.status().ToString());
+      follower.reset();
+    }
+    if (!store.ok()) {
+      store = EtcdStateStore::Open(client, so);
+      if (store.ok()) how = fmt::format("{} state keys read", (*store)->loaded_keys());
+    }
     if (!store.ok()) {
       spdlog::error("elected, but the state on {} cannot be read: {}", ha.state_url, store.status().ToString());
       election->Resign();
@@ -151,7 +177,6 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
       std::this_thread::sleep_for(std::chrono::seconds(1));
       continue;
     }
-    std::size_t keys = (*store)->loaded_keys();
     options.term = election->term();
     // Agents reach a new leader only after their acks stop (2 s) and a try
     // or two through the list: give them that before their workers count
@@ -163,7 +188,7 @@ Status RunHighlyAvailable(DaemonOptions options, const HaOptions& ha, const std:
       return daemon.status();
     }
     ++terms;
-    spdlog::info("leading (term {}): {} state keys read and the core rebuilt in {:.0f} ms", election->term(), keys,
+    spdlog::info("leading (term {}): state {} and the core rebuilt in {:.0f} ms", election->term(), how,
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     (*daemon)->Run(stop);
     (*daemon)->Stop();

@@ -7,9 +7,13 @@
 //  1. Standby: it binds its endpoint and answers every request with the
 //     standby error naming the leader (protocol/scheduler_client.h), so
 //     clients and agents given every scheduler's endpoint find the leader;
-//     /metrics says aryl_leader 0. It campaigns, watching the leader key.
-//  2. Elected: it closes the standby socket, reads the state from etcd and
-//     starts the Daemon on the same endpoint under that term. Agents
+//     /metrics says aryl_leader 0. It campaigns, watching the leader key,
+//     and follows the state: it read it once and applies every change a
+//     leader writes as its watch delivers it (state/etcd/state_follower.h).
+//  2. Elected: it closes the standby socket, catches its copy of the state up
+//     to the new term (a fenced marker write, then the watch up to it; the
+//     whole state is read only when the copy is broken) and starts the
+//     Daemon on the same endpoint under that term. Agents
 //     re-register; the daemon reconciles their running workers with the
 //     journal, so workers that run keep running with the same PIDs.
 //  3. Deposed (lease lost, or a fenced write failed): the Daemon stops and

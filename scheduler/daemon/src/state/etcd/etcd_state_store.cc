@@ -69,6 +69,7 @@ Result<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(std::shared_ptr<etc
   s->opt_ = std::move(options);
   ARYL_ASSIGN_OR_RETURN(s->index_, SqliteStateStore::Open(":memory:"));
   ARYL_RETURN_IF_ERROR(s->Load());
+  if (s->opt_.term > 0) s->chunks_.clear();  // a follower (term 0) keeps them for snapshots to come
   ARYL_ASSIGN_OR_RETURN(auto version, s->index_->GetMeta("schema_version"));
   // The index's own schema_version row is ours; a newer one read from etcd
   // replaced it and is refused.
@@ -85,7 +86,7 @@ Result<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(std::shared_ptr<etc
 Status EtcdStateStore::Load() {
   const std::string begin = opt_.prefix + "s/";
   const std::string end = etcd::PrefixEnd(begin);
-  std::map<std::string, std::string> chunks;  // snapshot chunk key -> value
+  chunks_.clear();
   std::string head;
   std::string from = begin;
   std::int64_t revision = 0;
@@ -96,8 +97,9 @@ Status EtcdStateStore::Load() {
       ro.revision = revision;
       ARYL_ASSIGN_OR_RETURN(auto page, client_->Range(from, end, ro));
       if (revision == 0) revision = page.revision;  // every page at the first one's revision
+      revision_ = revision;
       for (const auto& kv : page.kvs) {
-        Status st = Apply(kv, &chunks, &head);
+        Status st = Apply(kv, &head);
         if (!st.ok()) return st.WithContext(opt_.location + ": key '" + kv.key + "'");
         ++loaded_keys_;
       }
@@ -105,28 +107,113 @@ Status EtcdStateStore::Load() {
       from = page.kvs.back().key + '\0';
     }
     if (head.empty()) return Status::Ok();
-    json h;
-    try {
-      h = json::parse(head);
-      snapshot_id_ = h.at("id").get<std::int64_t>();
-      int n = h.at("chunks").get<int>();
-      std::string body;
-      for (int k = 0; k < n; ++k) {
-        auto it = chunks.find(Key("snap", Pad(snapshot_id_) + "/" + Pad(k)));
-        if (it == chunks.end())
-          return Status::Corruption(opt_.location + ": core snapshot " + std::to_string(snapshot_id_) + " lacks chunk " +
-                                    std::to_string(k) + " of " + std::to_string(n));
-        body += it->second;
-      }
-      return index_->SetMeta("core_snapshot", body);
-    } catch (const std::exception& e) {
-      return Status::Corruption(opt_.location + ": snapshot head '" + head.substr(0, 200) + "': " + e.what());
-    }
+    ARYL_ASSIGN_OR_RETURN(std::string body, SnapshotBody(head));
+    return index_->SetMeta("core_snapshot", body);
   });
 }
 
-Status EtcdStateStore::Apply(const etcd::KeyValue& kv, std::map<std::string, std::string>* chunks,
-                             std::string* head) {
+Result<std::string> EtcdStateStore::SnapshotBody(const std::string& head) {
+  try {
+    json h = json::parse(head);
+    const std::int64_t id = h.at("id").get<std::int64_t>();
+    int n = h.at("chunks").get<int>();
+    std::string body;
+    for (int k = 0; k < n; ++k) {
+      auto it = chunks_.find(Key("snap", Pad(id) + "/" + Pad(k)));
+      if (it == chunks_.end())
+        return Status::Corruption(opt_.location + ": core snapshot " + std::to_string(id) + " lacks chunk " +
+                                  std::to_string(k) + " of " + std::to_string(n));
+      body += it->second;
+    }
+    snapshot_id_ = id;
+    return body;
+  } catch (const std::exception& e) {
+    return Status::Corruption(opt_.location + ": snapshot head '" + head.substr(0, 200) + "': " + e.what());
+  }
+}
+
+Status EtcdStateStore::ApplyWatched(const std::vector<etcd::WatchEvent>& batch) {
+  const auto chunks_before = chunks_;
+  const std::int64_t snapshot_before = snapshot_id_;
+  std::int64_t revision = revision_;
+  Status st = index_->Batch([&]() -> Status {
+    std::string head;
+    std::optional<std::int64_t> core_deleted;  // the newest core row deleted
+    for (const auto& e : batch) {
+      const etcd::KeyValue& kv = e.kv;
+      revision = std::max(revision, kv.mod_revision);
+      auto fail = [&](const std::string& why) {
+        return Status::Corruption(opt_.location + ": watched key '" + kv.key + "' at revision " +
+                                  std::to_string(kv.mod_revision) + ": " + why);
+      };
+      if (kv.key.size() <= opt_.prefix.size() + 2) return fail("not an Aryl state key");
+      std::string_view rest(kv.key);
+      rest.remove_prefix(opt_.prefix.size() + 2);  // "s/"
+      const auto slash = rest.find('/');
+      const std::string_view table = rest.substr(0, slash);
+      if (e.type == etcd::WatchEvent::Type::kDelete) {
+        if (table == "snap") {
+          chunks_.erase(kv.key);
+        } else if (table == "core" && slash != std::string_view::npos) {
+          const std::string name(rest.substr(slash + 1));
+          if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name.size() > 20)
+            return fail("not a core row's sequence number");
+          core_deleted = std::max(core_deleted.value_or(0), static_cast<std::int64_t>(std::stoull(name)));
+        } else {
+          return fail("deleted, but a leader deletes only core rows and snapshot chunks");
+        }
+        continue;
+      }
+      if (table == "snap") {
+        if (rest.substr(slash + 1) == "head") head = kv.value;
+        else chunks_[kv.key] = kv.value;
+        continue;
+      }
+      if (table == "job") {
+        // A job is put again at every change: update it when the index has it.
+        try {
+          ARYL_ASSIGN_OR_RETURN(JobRecord j, JobFromJson(json::parse(kv.value)));
+          if (index_->GetJob(j.id).ok()) {
+            ARYL_RETURN_IF_ERROR(index_->UpdateJob(j).WithContext(kv.key));
+          } else {
+            ARYL_RETURN_IF_ERROR(index_->InsertJob(j).status().WithContext(kv.key));
+          }
+        } catch (const std::exception& x) {
+          return fail(std::string("bad value: ") + x.what());
+        }
+        continue;
+      }
+      std::string unused;
+      if (Status s = Apply(kv, &unused); !s.ok()) return s.WithContext("watched key '" + kv.key + "'");
+    }
+    // A snapshot's head lands with the removal of the core rows it covers.
+    if (!head.empty()) {
+      ARYL_ASSIGN_OR_RETURN(std::string body, SnapshotBody(head));
+      return index_->SaveCoreSnapshot(body, core_deleted.value_or(0));
+    }
+    if (core_deleted) return index_->DeleteCoreEvents(core_deleted);
+    return Status::Ok();
+  });
+  if (!st.ok()) {
+    chunks_ = chunks_before;
+    snapshot_id_ = snapshot_before;
+    return st;
+  }
+  revision_ = revision;
+  watched_events_ += batch.size();
+  return Status::Ok();
+}
+
+Status EtcdStateStore::Lead(Options options) {
+  if (options.prefix != opt_.prefix)
+    return Status::InvalidArgument("EtcdStateStore::Lead: prefix '" + options.prefix + "' is not the followed '" +
+                                   opt_.prefix + "'");
+  opt_ = std::move(options);
+  chunks_.clear();  // a leader writes snapshots whole; it never reads chunks again
+  return Status::Ok();
+}
+
+Status EtcdStateStore::Apply(const etcd::KeyValue& kv, std::string* head) {
   std::string_view rest(kv.key);
   rest.remove_prefix(opt_.prefix.size() + 2);  // "s/"
   auto slash = rest.find('/');
@@ -136,7 +223,7 @@ Status EtcdStateStore::Apply(const etcd::KeyValue& kv, std::map<std::string, std
     if (table == "meta") return index_->SetMeta(std::string(name), kv.value);
     if (table == "snap") {
       if (name == "head") *head = kv.value;
-      else (*chunks)[kv.key] = kv.value;
+      else chunks_[kv.key] = kv.value;
       return Status::Ok();
     }
     json x = json::parse(kv.value);
@@ -175,6 +262,7 @@ Status EtcdStateStore::Batch(const std::function<Status()>& body) {
     ARYL_ASSIGN_OR_RETURN(index_, SqliteStateStore::Open(":memory:"));
     loaded_keys_ = 0;
     ARYL_RETURN_IF_ERROR(Load());
+    chunks_.clear();
     reload_ = false;
   }
   pending_.clear();

@@ -35,11 +35,17 @@
 //     else as several in order. The core snapshot is written chunks first and
 //     its head last, in the last transaction with the removal of the rows it
 //     replaces, so a reader sees the old snapshot or the new one, never half.
+//  5. A standby keeps a store opened with term 0 current (state_follower.h):
+//     ApplyWatched applies each watched batch of P/s/ changes to the index
+//     (puts of every table; deletes of core rows and snapshot chunks, the only
+//     keys a leader deletes; a snapshot head installs the snapshot and drops
+//     the core rows deleted with it). Lead then makes it a leader's store.
 //
 // Thread safety: not thread-safe, like every StateStore.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,14 +104,26 @@ class EtcdStateStore final : public StateStore {
   Status SetMeta(const std::string& key, const std::string& value) override;
   Result<std::optional<std::string>> GetMeta(const std::string& key) override;
 
+  // A follower's: applies one watched batch of changes under the prefix (in
+  // revision order; a batch holds whole transactions). An error leaves the
+  // index as it was before the batch; the follower then stops following.
+  Status ApplyWatched(const std::vector<etcd::WatchEvent>& batch);
+  // The etcd revision the index reflects: Load's, then the last applied event's.
+  std::int64_t revision() const { return revision_; }
+  // Makes a follower's store a leader's: the options' term fences every write.
+  Status Lead(Options options);
+
   // Keys read at Open and etcd transactions written since (for tests, metrics).
   std::size_t loaded_keys() const { return loaded_keys_; }
+  std::size_t watched_events() const { return watched_events_; }
   std::uint64_t transactions() const { return transactions_; }
 
  private:
   EtcdStateStore() = default;
   Status Load();
-  Status Apply(const etcd::KeyValue& kv, std::map<std::string, std::string>* chunks, std::string* head);
+  Status Apply(const etcd::KeyValue& kv, std::string* head);
+  // The core snapshot a head names, from chunks_.
+  Result<std::string> SnapshotBody(const std::string& head);
   // Runs `apply` (index writes that queue etcd ops) as one step: flushed at
   // once unless inside a Batch.
   Status Write(const std::function<Status()>& apply);
@@ -121,7 +139,12 @@ class EtcdStateStore final : public StateStore {
   int depth_ = 0;
   bool reload_ = false;  // etcd may hold more than the index: Load again
   std::int64_t snapshot_id_ = 0;
+  std::int64_t revision_ = 0;
+  // Snapshot chunk key -> value: while loading, and kept by a follower, whose
+  // snapshot's chunks may arrive in batches before its head.
+  std::map<std::string, std::string> chunks_;
   std::size_t loaded_keys_ = 0;
+  std::size_t watched_events_ = 0;
   std::uint64_t transactions_ = 0;
 };
 

@@ -50,6 +50,8 @@ class SqliteStateStore final : public StateStore {
   // (0: none), and a core journal row restored with the seq it had.
   Result<std::int64_t> LastEventSeq();
   Status RestoreCoreEvent(std::int64_t seq, double time, const std::string& body);
+  // Removes the core journal rows up to seq (all of them when nullopt).
+  Status DeleteCoreEvents(std::optional<std::int64_t> upto);
 
  private:
   SqliteStateStore() = default;

@@ -100,12 +100,16 @@ Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents
 Status SqliteStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
   return Batch([&]() -> Status {
     ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
-    if (!upto) return Exec("DELETE FROM core_events;");
-    Stmt q(db_, "DELETE FROM core_events WHERE seq <= ?;");
-    ARYL_RETURN_IF_ERROR(q.status("prepare delete core events"));
-    q.Bind(1, *upto);
-    return q.Done("delete core events");
+    return DeleteCoreEvents(upto);
   });
+}
+
+Status SqliteStateStore::DeleteCoreEvents(std::optional<std::int64_t> upto) {
+  if (!upto) return Exec("DELETE FROM core_events;");
+  Stmt q(db_, "DELETE FROM core_events WHERE seq <= ?;");
+  ARYL_RETURN_IF_ERROR(q.status("prepare delete core events"));
+  q.Bind(1, *upto);
+  return q.Done("delete core events");
 }
 
 Result<std::int64_t> SqliteStateStore::LastCoreEventSeq() {
