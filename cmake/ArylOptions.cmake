@@ -37,6 +37,21 @@ function(aryl_torch_pch target)
   endif()
 endfunction()
 
+# aryl_reuse_torch_pch(TARGET [SOURCES_WITHOUT_TORCH...]): an executable that
+# includes libtorch reuses the one precompiled <torch/torch.h> of
+# aryl_torch_pch_host (runtime/CMakeLists.txt) instead of parsing it per file
+# (about 40 s a file on the 2-core development machine) or building its own.
+# Executables only: they share its -fPIE (a library's -fPIC would not match).
+function(aryl_reuse_torch_pch target)
+  if(NOT ARYL_TORCH_PCH OR NOT TARGET aryl_torch_pch_host)
+    return()
+  endif()
+  target_precompile_headers(${target} REUSE_FROM aryl_torch_pch_host)
+  if(ARGN)
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
+endfunction()
+
 # aryl_optional(NAME FOUND_VAR WHAT_IS_MISSING): resolves ARYL_WITH_<NAME> to ARYL_HAVE_<NAME>.
 macro(aryl_resolve_option name found missing)
   if(ARYL_WITH_${name} STREQUAL "OFF")
