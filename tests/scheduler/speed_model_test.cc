@@ -355,6 +355,55 @@ TEST(SpeedModelTest, AFitAppliedLateCoversOnlyWhatItSaw) {
   EXPECT_EQ(models.ApplyFit(1, *fit).status().code(), Status::Code::kFailedPrecondition);
 }
 
+TEST(SpeedModelTest, ReplayOfRecordsAndFitsRebuildsTheModels) {
+  // The daemon's journal: samples recorded, fits applied when they finish
+  // (later samples meanwhile), and a snapshot taken while a fit runs. The
+  // snapshot, then the records and fits after it, give the same models, bit
+  // for bit, without fitting.
+  const SpeedParams truth = Truth();
+  SpeedModels live(Options());
+  ASSERT_TRUE(live.AddJob(1, "m", kBatch).ok());
+  Normal z(21);
+  struct Row {
+    std::optional<StepSample> sample;
+    std::optional<FitResult> fit;
+  };
+  std::vector<Row> rows;
+  std::optional<FitRequest> running;
+  std::string snapshot;
+  std::size_t snapshot_rows = 0;
+  int k = 0;
+  for (int w : {1, 2, 4, 4, 8, 2, 16, 16, 32, 8}) {
+    StepSample s = Measure(truth, w == 16 ? "T4" : "A100", w, 0.03, z);
+    s.count = 20;
+    Result<std::optional<FitRequest>> due = live.RecordSample(1, s);
+    ASSERT_TRUE(due.ok());
+    rows.push_back({s, std::nullopt});
+    if (*due && !running) running = std::move(**due);
+    if (k++ % 2 == 1 && running) {  // it finishes a sample later
+      Result<FitResult> fit = SpeedModels::RunFit(*running);
+      ASSERT_TRUE(fit.ok());
+      ASSERT_TRUE(*live.ApplyFit(1, *fit));
+      rows.push_back({std::nullopt, *fit});
+      running = live.DueFit(1);
+    }
+    if (k == 5) {
+      EXPECT_TRUE(running.has_value()) << "the snapshot is taken while a fit runs";
+      snapshot = live.ToJson();
+      snapshot_rows = rows.size();
+    }
+  }
+  ASSERT_GE(live.Find(1)->fits(), 3);
+  Result<SpeedModels> replay = SpeedModels::FromJson(snapshot, Options());
+  ASSERT_TRUE(replay.ok());
+  for (std::size_t i = snapshot_rows; i < rows.size(); ++i) {
+    if (rows[i].sample) ASSERT_TRUE(replay->RecordSample(1, *rows[i].sample).ok());
+    if (rows[i].fit) ASSERT_TRUE(*replay->ApplyFit(1, *rows[i].fit));
+  }
+  EXPECT_EQ(replay->ToJson(), live.ToJson());
+  EXPECT_EQ(replay->DueFit(1).has_value(), live.DueFit(1).has_value());
+}
+
 TEST(SpeedModelTest, AFitForARemovedJobIsIgnored) {
   // The job ends while its fit runs: the result changes nothing, the job's
   // unfitted model already joined the cluster's knowledge.
