@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -283,6 +285,143 @@ TEST(SpeedModelTest, JsonRoundTripAnswersTheSame) {
   ASSERT_TRUE(back->AddJob(3, "m", kBatch).ok());
   EXPECT_EQ(back->Find(3)->prior_source(), PriorSource::kSameModel);
   EXPECT_TRUE(SpeedModels::FromJson("{\"version\": 1}", Options()).status().IsCorruption());
+}
+
+TEST(SpeedModelTest, RecordRunApplyIsAddSample) {
+  // A random sequence of samples of three jobs (sizes, types, repeats, counts)
+  // into two models: AddSample, and RecordSample + RunFit + ApplyFit run back
+  // to back. They answer alike after every sample and save the same text.
+  const SpeedParams truth = Truth();
+  SpeedModels inline_models(Options()), split(Options());
+  for (JobId id : {1, 2, 3}) {
+    ASSERT_TRUE(inline_models.AddJob(id, "m", kBatch).ok());
+    ASSERT_TRUE(split.AddJob(id, "m", kBatch).ok());
+  }
+  Normal z(11), pick(12);
+  auto draw = [&](int n) {  // 0..n-1
+    return std::min(n - 1, static_cast<int>(std::fabs(pick.Next()) * n / 2.5));
+  };
+  int fits = 0;
+  for (int k = 0; k < 200; ++k) {
+    const JobId id = 1 + draw(3);
+    const int w = 1 << draw(5);
+    StepSample s = Measure(truth, draw(3) == 2 ? "T4" : "A100", w, 0.05, z);
+    s.count = 1 + draw(40);
+    Result<bool> a = inline_models.AddSample(id, s);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    Result<std::optional<FitRequest>> request = split.RecordSample(id, s);
+    ASSERT_TRUE(request.ok()) << request.status().ToString();
+    ASSERT_EQ(*a, request->has_value()) << "sample " << k;
+    if (!*request) continue;
+    ++fits;
+    EXPECT_EQ((*request)->job, id);
+    Result<FitResult> fit = SpeedModels::RunFit(**request);
+    ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+    Result<bool> applied = split.ApplyFit(id, *fit);
+    ASSERT_TRUE(applied.ok() && *applied) << applied.status().ToString();
+    EXPECT_EQ(split.Throughput(id, "T4", w, 8), inline_models.Throughput(id, "T4", w, 8));
+    EXPECT_FALSE(split.DueFit(id).has_value());  // nothing recorded since
+  }
+  EXPECT_GT(fits, 5);
+  EXPECT_EQ(split.ToJson(), inline_models.ToJson());
+}
+
+TEST(SpeedModelTest, AFitAppliedLateCoversOnlyWhatItSaw) {
+  // A fit runs while a new size is recorded: applied, it covers the first
+  // size only; the new one, off the fit, is due against it (DueFit).
+  SpeedModels models(Options());
+  ASSERT_TRUE(models.AddJob(1, "").ok());
+  StepSample one{"A100", 1, 1, 1.0, 1.0, 0.05, 10};
+  StepSample four{"A100", 4, 1, 0.25, 0.5, 0.025, 10};  // predicted 0.25 from `one`
+  Result<std::optional<FitRequest>> first = models.RecordSample(1, one);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  Result<std::optional<FitRequest>> again = models.RecordSample(1, four);
+  ASSERT_TRUE(again.ok() && again->has_value());  // due, but one is running
+  Result<FitResult> fit = SpeedModels::RunFit(**first);
+  ASSERT_TRUE(fit.ok());
+  ASSERT_TRUE(*models.ApplyFit(1, *fit));
+  EXPECT_EQ(models.Find(1)->fits(), 1);
+  EXPECT_NEAR(1 / models.Throughput(1, "A100", 1, 8), 1.0, 0.01);
+  std::optional<FitRequest> due = models.DueFit(1);
+  ASSERT_TRUE(due.has_value());
+  EXPECT_EQ(due->samples.size(), 2u);
+  fit = SpeedModels::RunFit(*due);
+  ASSERT_TRUE(fit.ok());
+  ASSERT_TRUE(*models.ApplyFit(1, *fit));
+  EXPECT_FALSE(models.DueFit(1).has_value());
+  EXPECT_NEAR(1 / models.Throughput(1, "A100", 4, 8), 0.5, 0.05);
+  // A result covering samples the model does not hold is refused.
+  fit->fitted_count.push_back(1);
+  EXPECT_EQ(models.ApplyFit(1, *fit).status().code(), Status::Code::kFailedPrecondition);
+}
+
+TEST(SpeedModelTest, ReplayOfRecordsAndFitsRebuildsTheModels) {
+  // The daemon's journal: samples recorded, fits applied when they finish
+  // (later samples meanwhile), and a snapshot taken while a fit runs. The
+  // snapshot, then the records and fits after it, give the same models, bit
+  // for bit, without fitting.
+  const SpeedParams truth = Truth();
+  SpeedModels live(Options());
+  ASSERT_TRUE(live.AddJob(1, "m", kBatch).ok());
+  Normal z(21);
+  struct Row {
+    std::optional<StepSample> sample;
+    std::optional<FitResult> fit;
+  };
+  std::vector<Row> rows;
+  std::optional<FitRequest> running;
+  std::string snapshot;
+  std::size_t snapshot_rows = 0;
+  int k = 0;
+  for (int w : {1, 2, 4, 4, 8, 2, 16, 16, 32, 8}) {
+    StepSample s = Measure(truth, w == 16 ? "T4" : "A100", w, 0.03, z);
+    s.count = 20;
+    Result<std::optional<FitRequest>> due = live.RecordSample(1, s);
+    ASSERT_TRUE(due.ok());
+    rows.push_back({s, std::nullopt});
+    if (*due && !running) running = std::move(**due);
+    if (k++ % 2 == 1 && running) {  // it finishes a sample later
+      Result<FitResult> fit = SpeedModels::RunFit(*running);
+      ASSERT_TRUE(fit.ok());
+      ASSERT_TRUE(*live.ApplyFit(1, *fit));
+      rows.push_back({std::nullopt, *fit});
+      running = live.DueFit(1);
+    }
+    if (k == 5) {
+      EXPECT_TRUE(running.has_value()) << "the snapshot is taken while a fit runs";
+      snapshot = live.ToJson();
+      snapshot_rows = rows.size();
+    }
+  }
+  ASSERT_GE(live.Find(1)->fits(), 3);
+  Result<SpeedModels> replay = SpeedModels::FromJson(snapshot, Options());
+  ASSERT_TRUE(replay.ok());
+  for (std::size_t i = snapshot_rows; i < rows.size(); ++i) {
+    if (rows[i].sample) ASSERT_TRUE(replay->RecordSample(1, *rows[i].sample).ok());
+    if (rows[i].fit) ASSERT_TRUE(*replay->ApplyFit(1, *rows[i].fit));
+  }
+  EXPECT_EQ(replay->ToJson(), live.ToJson());
+  EXPECT_EQ(replay->DueFit(1).has_value(), live.DueFit(1).has_value());
+}
+
+TEST(SpeedModelTest, AFitForARemovedJobIsIgnored) {
+  // The job ends while its fit runs: the result changes nothing, the job's
+  // unfitted model already joined the cluster's knowledge.
+  SpeedModels models(Options());
+  ASSERT_TRUE(models.AddJob(1, "m").ok());
+  Result<std::optional<FitRequest>> request =
+      models.RecordSample(1, StepSample{"A100", 2, 1, 0.5, 0.3, 0.01, 50});
+  ASSERT_TRUE(request.ok() && request->has_value());
+  ASSERT_TRUE(models.RemoveJob(1).ok());
+  const std::string before = models.ToJson();
+  Result<FitResult> fit = SpeedModels::RunFit(**request);
+  ASSERT_TRUE(fit.ok());
+  Result<bool> applied = models.ApplyFit(1, *fit);
+  ASSERT_TRUE(applied.ok()) << applied.status().ToString();
+  EXPECT_FALSE(*applied);
+  EXPECT_EQ(models.ToJson(), before);
+  EXPECT_EQ(models.size(), 0u);
+  EXPECT_FALSE(models.DueFit(1).has_value());
 }
 
 TEST(SpeedModelTest, TheCoreDecidesWithTheFittedCurve) {

@@ -55,33 +55,31 @@ JobSpeedModel::JobSpeedModel(std::string model, double global_batch, SpeedPrior 
       source_(source),
       params_(prior_.params) {}
 
-Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::string& reference_type,
-                                      const SpeedBounds& bounds) {
+// Off the current fit by more than twice the sample's noise: a fit that
+// already predicts a measurement to within its noise has nothing to learn
+// from it worth a refit (the sample is kept for the next one). Two sigmas,
+// not one: at one, a third of the samples a right fit predicts would refit
+// on their noise alone (|N(0,1)| > 1 has p = 0.32; > 2, p = 0.05).
+bool JobSpeedModel::Off(const StepSample& s) const {
+  const double predicted = params_.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch);
+  const double sigma = std::max(
+      kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
+  return std::fabs(std::log(predicted / s.step_time)) > kRefitSigmas * sigma;
+}
+
+Result<std::optional<FitRequest>> JobSpeedModel::RecordSample(const StepSample& sample,
+                                                              const std::string& reference_type,
+                                                              const SpeedBounds& bounds) {
   ARYL_RETURN_IF_ERROR(ValidateStepSample(sample));
   auto it = std::find_if(samples_.begin(), samples_.end(),
                          [&](const StepSample& s) { return SameConfig(s, sample); });
-  // Off the current fit by more than twice the sample's noise: a fit that
-  // already predicts a measurement to within its noise has nothing to learn
-  // from it worth a refit (the sample is kept for the next one). Two sigmas,
-  // not one: at one, a third of the samples a right fit predicts would refit
-  // on their noise alone (|N(0,1)| > 1 has p = 0.32; > 2, p = 0.05).
-  auto off = [&](const StepSample& s) {
-    const double predicted = params_.StepTime(s.gpu_type, s.workers, s.nodes, s.local_batch);
-    const double sigma = std::max(
-        kMinSampleSigma, s.spread / s.step_time / std::sqrt(static_cast<double>(s.count)));
-    return std::fabs(std::log(predicted / s.step_time)) > kRefitSigmas * sigma;
-  };
-  // The last fit was over several configurations (not the closed form of
-  // one): it is a warm start for the next.
-  const bool warm = fits_ > 0 && std::count_if(fitted_count_.begin(), fitted_count_.end(),
-                                                [](int c) { return c > 0; }) >= 2;
   bool due = false;
   if (it == samples_.end()) {
     samples_.push_back(sample);
     fitted_count_.push_back(0);
     // A new configuration: refit unless the fit (not the bare prior) already
     // predicts it.
-    due = fits_ == 0 || off(sample);
+    due = fits_ == 0 || Off(sample);
   } else {
     // Count-weighted means of log step time and of relative spread.
     const double n0 = it->count, n1 = sample.count, n = n0 + n1;
@@ -93,15 +91,46 @@ Result<bool> JobSpeedModel::AddSample(const StepSample& sample, const std::strin
     const auto i = static_cast<std::size_t>(it - samples_.begin());
     // Doubled since the last fit, and the fit no longer matches it to within
     // its noise (a repeat that agrees with the fit changes nothing worth a refit).
-    due = it->count >= 2 * fitted_count_[i] && off(*it);
+    due = it->count >= 2 * fitted_count_[i] && Off(*it);
   }
-  if (!due) return false;
-  ARYL_ASSIGN_OR_RETURN(SpeedFit fit, FitSpeed(samples_, prior_, reference_type, bounds,
-                                               warm ? &params_ : nullptr));
-  params_ = std::move(fit.params);
-  for (std::size_t i = 0; i < samples_.size(); ++i) fitted_count_[i] = samples_[i].count;
+  if (!due) return std::optional<FitRequest>();
+  return std::optional<FitRequest>(Request(reference_type, bounds));
+}
+
+FitRequest JobSpeedModel::Request(const std::string& reference_type,
+                                  const SpeedBounds& bounds) const {
+  FitRequest r;
+  r.samples = samples_;
+  r.prior = prior_;
+  r.reference_type = reference_type;
+  r.bounds = bounds;
+  // The last fit was over several configurations (not the closed form of
+  // one): it is a warm start for the next.
+  const bool warm = fits_ > 0 && std::count_if(fitted_count_.begin(), fitted_count_.end(),
+                                                [](int c) { return c > 0; }) >= 2;
+  if (warm) r.warm = params_;
+  return r;
+}
+
+bool JobSpeedModel::FitDue() const {
+  for (std::size_t i = 0; i < samples_.size(); ++i) {
+    const StepSample& s = samples_[i];
+    if (s.count != fitted_count_[i] && s.count >= 2 * fitted_count_[i] && (fits_ == 0 || Off(s)))
+      return true;
+  }
+  return false;
+}
+
+Status JobSpeedModel::ApplyFit(const FitResult& fit) {
+  if (fit.fitted_count.size() > samples_.size()) {
+    return Status::FailedPrecondition("a fit of " + std::to_string(fit.fitted_count.size()) +
+                                      " samples for a model of " +
+                                      std::to_string(samples_.size()));
+  }
+  params_ = fit.params;
+  for (std::size_t i = 0; i < fit.fitted_count.size(); ++i) fitted_count_[i] = fit.fitted_count[i];
   ++fits_;
-  return true;
+  return Status::Ok();
 }
 
 double JobSpeedModel::Throughput(const std::string& gpu_type, int workers,
@@ -198,10 +227,46 @@ Status SpeedModels::AddJob(JobId job, const std::string& model, double global_ba
 }
 
 Result<bool> SpeedModels::AddSample(JobId job, const StepSample& sample) {
+  ARYL_ASSIGN_OR_RETURN(std::optional<FitRequest> request, RecordSample(job, sample));
+  if (!request) return false;
+  ARYL_ASSIGN_OR_RETURN(FitResult fit, RunFit(*request));
+  return ApplyFit(job, fit);
+}
+
+Result<std::optional<FitRequest>> SpeedModels::RecordSample(JobId job, const StepSample& sample) {
   auto it = jobs_.find(job);
   if (it == jobs_.end())
     return Status::NotFound("speed sample for unknown job " + std::to_string(job));
-  return it->second.AddSample(sample, options_.reference_type, options_.bounds);
+  ARYL_ASSIGN_OR_RETURN(std::optional<FitRequest> request,
+                        it->second.RecordSample(sample, options_.reference_type, options_.bounds));
+  if (request) request->job = job;
+  return request;
+}
+
+Result<FitResult> SpeedModels::RunFit(const FitRequest& request) {
+  ARYL_ASSIGN_OR_RETURN(SpeedFit fit,
+                        FitSpeed(request.samples, request.prior, request.reference_type,
+                                 request.bounds, request.warm ? &*request.warm : nullptr));
+  FitResult out;
+  out.params = std::move(fit.params);
+  out.fitted_count.reserve(request.samples.size());
+  for (const StepSample& s : request.samples) out.fitted_count.push_back(s.count);
+  return out;
+}
+
+Result<bool> SpeedModels::ApplyFit(JobId job, const FitResult& fit) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  ARYL_RETURN_IF_ERROR(it->second.ApplyFit(fit).WithContext("speed fit of job " + std::to_string(job)));
+  return true;
+}
+
+std::optional<FitRequest> SpeedModels::DueFit(JobId job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end() || !it->second.FitDue()) return std::nullopt;
+  FitRequest r = it->second.Request(options_.reference_type, options_.bounds);
+  r.job = job;
+  return r;
 }
 
 Status SpeedModels::RemoveJob(JobId job) {

@@ -122,18 +122,58 @@ std::string AppliedToJson(const s::EventBody& body) {
 
 std::string SpeedSampleToJson(const SpeedSampleRow& row) {
   const s::StepSample& x = row.sample;
-  return json{{"type", "speed"},
+  json j{{"type", "speed"},
+         {"job", row.job},
+         {"sample",
+          {{"gpu_type", x.gpu_type},
+           {"workers", x.workers},
+           {"nodes", x.nodes},
+           {"local_batch", x.local_batch},
+           {"step_time", x.step_time},
+           {"spread", x.spread},
+           {"count", x.count}}}};
+  if (row.deferred) j["deferred"] = true;
+  return j.dump();
+}
+
+// Doubles print shortest-exact: the row gives back the very parameters.
+std::string SpeedFitToJson(const SpeedFitRow& row) {
+  const s::SpeedParams& q = row.fit.params;
+  return json{{"type", "speed_fit"},
               {"job", row.job},
-              {"sample",
-               {{"gpu_type", x.gpu_type},
-                {"workers", x.workers},
-                {"nodes", x.nodes},
-                {"local_batch", x.local_batch},
-                {"step_time", x.step_time},
-                {"spread", x.spread},
-                {"count", x.count}}}}
+              {"fit",
+               {{"alpha_c", q.alpha_c},
+                {"beta_c", q.beta_c},
+                {"alpha_r", q.alpha_r},
+                {"beta_r", q.beta_r},
+                {"alpha_n", q.alpha_n},
+                {"beta_n", q.beta_n},
+                {"gamma", q.gamma},
+                {"type_speed", q.type_speed}}},
+              {"fitted_count", row.fit.fitted_count}}
       .dump();
 }
+
+namespace {
+
+SpeedFitRow SpeedFitFromJson(const json& j) {
+  SpeedFitRow row;
+  row.job = j.at("job").get<s::JobId>();
+  const json& f = j.at("fit");
+  s::SpeedParams& q = row.fit.params;
+  q.alpha_c = f.at("alpha_c").get<double>();
+  q.beta_c = f.at("beta_c").get<double>();
+  q.alpha_r = f.at("alpha_r").get<double>();
+  q.beta_r = f.at("beta_r").get<double>();
+  q.alpha_n = f.at("alpha_n").get<double>();
+  q.beta_n = f.at("beta_n").get<double>();
+  q.gamma = f.at("gamma").get<double>();
+  q.type_speed = f.at("type_speed").get<std::map<std::string, double>>();
+  row.fit.fitted_count = j.at("fitted_count").get<std::vector<int>>();
+  return row;
+}
+
+}  // namespace
 
 Result<JournalRow> RowFromJson(const std::string& text) {
   try {
@@ -149,8 +189,19 @@ Result<JournalRow> RowFromJson(const std::string& text) {
       row.sample.step_time = x.at("step_time").get<double>();
       row.sample.spread = x.at("spread").get<double>();
       row.sample.count = x.at("count").get<int>();
+      row.deferred = j.value("deferred", false);
       Status valid = s::ValidateStepSample(row.sample, "core journal: speed row of job " + std::to_string(row.job));
       if (!valid.ok()) return Status::Corruption(valid.message());
+      return JournalRow(std::move(row));
+    }
+    if (j.at("type").get<std::string>() == "speed_fit") {
+      SpeedFitRow row = SpeedFitFromJson(j);
+      const s::SpeedParams& q = row.fit.params;
+      bool valid = std::all_of(row.fit.fitted_count.begin(), row.fit.fitted_count.end(), [](int c) { return c >= 0; });
+      for (double v : {q.alpha_c, q.beta_c, q.alpha_r, q.beta_r, q.alpha_n, q.beta_n, q.gamma}) valid &= v > 0 && std::isfinite(v);
+      for (const auto& [type, r] : q.type_speed) valid &= r > 0 && std::isfinite(r);
+      if (!valid) return Status::Corruption("core journal: speed_fit row of job " + std::to_string(row.job) +
+                                            ": a parameter not positive and finite, or a negative count");
       return JournalRow(std::move(row));
     }
     if (j.at("type").get<std::string>() != "server_added") {
@@ -382,7 +433,9 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     } else if (!fresh) {
       st = Status::Corruption("core journal: an event before any server joined");
     } else if (const auto* x = std::get_if<SpeedSampleRow>(&row)) {
-      st = ApplySpeedSample(t, x->job, x->sample, *fresh);
+      st = x->deferred ? RecordSpeedSample(x->job, x->sample) : ApplySpeedSample(t, x->job, x->sample, *fresh);
+    } else if (const auto* f = std::get_if<SpeedFitRow>(&row)) {
+      st = ApplySpeedFit(t, f->job, f->fit, *fresh);
     } else if (const auto* e = std::get_if<Applied>(&row)) {
       st = CoreStep(*fresh, {t, e->body}, /*round=*/false).status();
     } else {
@@ -399,6 +452,9 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
   spdlog::info("core: {} servers, {} active jobs, from {} and {} journaled rows", core->state().servers().size(),
                core->state().running().size() + core->state().queued().size(),
                snapshot_text ? "a snapshot" : "time 0", journal.size());
+  // Fits that were due but not journaled (running when the scheduler stopped,
+  // or dropped with the models this replaced) start again.
+  SubmitDueFits();
   if (recovering) return Feed(s::ServerRecovered{*recovering}, "server recovered");
   return Status::Ok();
 }

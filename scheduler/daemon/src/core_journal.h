@@ -12,6 +12,7 @@
 #include "aryl/result.h"
 #include "aryl/sched/scheduler.h"
 #include "aryl/sched/speed_model.h"
+#include "aryl/sched/speed_models.h"
 
 namespace aryl::daemon {
 
@@ -33,15 +34,28 @@ struct Applied {
   sched::EventBody body;
 };
 std::string AppliedToJson(const sched::EventBody& body);
-// A step-time summary of a job added to its speed model
-// (SpeedModels::AddSample, then Scheduler::RefreshSpeed when the fit changed;
-// no round): the row has "type": "speed".
+// A step-time summary of a job added to its speed model (no round): the row
+// has "type": "speed". Deferred (the daemon's rows since fits run on a worker
+// thread, "deferred": true): SpeedModels::RecordSample only, the fit it may
+// have started is a SpeedFitRow of its own. Not deferred (older journals):
+// SpeedModels::AddSample, fitting inline, then Scheduler::RefreshSpeed when
+// the fit changed.
 struct SpeedSampleRow {
   sched::JobId job = 0;
   sched::StepSample sample;
+  bool deferred = false;
 };
 std::string SpeedSampleToJson(const SpeedSampleRow& row);
-using JournalRow = std::variant<sched::EventBody, ServerAdded, Applied, SpeedSampleRow>;
+// A finished fit installed in a job's model (SpeedModels::ApplyFit, then
+// Scheduler::RefreshSpeed; no round): the row has "type": "speed_fit", the
+// parameters and the step counts it covered, so that replay installs exactly
+// the fit the scheduler decided on, without fitting again.
+struct SpeedFitRow {
+  sched::JobId job = 0;
+  sched::FitResult fit;
+};
+std::string SpeedFitToJson(const SpeedFitRow& row);
+using JournalRow = std::variant<sched::EventBody, ServerAdded, Applied, SpeedSampleRow, SpeedFitRow>;
 Result<JournalRow> RowFromJson(const std::string& text);
 
 // The snapshot that replaces the journal's older rows (core_snapshot.cc): the

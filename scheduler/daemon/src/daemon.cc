@@ -209,6 +209,8 @@ void Daemon::Impl::DeclareMetrics() {
                          "Checkpoints that failed (a full disk, an I/O error); the job keeps its last good one");
   metrics.DeclareCounter("aryl_preemptions_total", "Preemptions executed");
   metrics.DeclareCounter("aryl_speed_fits_total", "Refits of a job's speed model from its measured step times");
+  metrics.DeclareHistogram("aryl_speed_fit_seconds", "One speed-model fit, on the fitting thread",
+                           {0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05});
   metrics.DeclareCounter("aryl_jobs_submitted_total", "Jobs submitted");
   metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that ended, by how (completed, failed, cancelled)", ends);
   metrics.DeclareCounter("aryl_reclaims_total", "Servers reclaimed by inference");
@@ -335,6 +337,7 @@ void Daemon::Stop() {
     impl_->server->Close();
     impl_->server->Join();
   }
+  if (impl_->fitter) impl_->fitter->Stop();  // after the server: no tick submits or polls
 }
 
 }  // namespace aryl::daemon

@@ -12,11 +12,12 @@
 //   journal.cc          the event journal's rows (Journal) and what describe
 //                       reads back from them; describe job/node, events
 //   logs.cc             aryl logs: the relay from client to agent and back
+//   speed.cc            measured speed: samples, fits, their journal rows
 //   tick.cc             the periodic work, in order
 //
 // Thread safety: everything here runs on the protocol::Server thread (its
 // handler and its tick); only status_snapshot is read by the HTTP thread,
-// under snapshot_mu.
+// under snapshot_mu, and speed fits run on SpeedFitter's thread, on copies.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -56,6 +57,7 @@
 #include "aryl/sim/demand.h"
 #include "authz.h"
 #include "secrets.h"
+#include "speed_fitter.h"
 
 namespace aryl::daemon {
 
@@ -503,14 +505,17 @@ class Daemon::Impl {
 
   // --- speed.cc: every job's speed, fitted online from rank 0's step-time
   // summaries (docs/scheduler.md, "Measured speed"). The models are an input
-  // of the core like its events: each summary is a core-journal row
-  // (core_journal.h, SpeedSampleRow) applied in order on replay, and the
-  // journal's snapshot carries the models (meta "speed_models"), so a
-  // restarted scheduler decides on exactly the curves it had.
+  // of the core like its events: each summary and each finished fit is a
+  // core-journal row (core_journal.h, SpeedSampleRow, SpeedFitRow) applied in
+  // order on replay, and the journal's snapshot carries the models (meta
+  // "speed_models"), so a restarted scheduler decides on exactly the curves
+  // it had. Fits run on `fitter`'s thread.
   std::shared_ptr<s::SpeedModels> speed;  // CoreConfig().speed
   std::string speed_reference;            // the GPU type speeds are relative to
+  std::unique_ptr<SpeedFitter> fitter;    // with `speed`; its fits are of this `speed`
   // A new, empty SpeedModels (no snapshot) or the snapshot's; before every
-  // core build. The reference GPU type is fixed at the first (meta "speed_reference").
+  // core build (fits of the models it replaces are dropped). The reference
+  // GPU type is fixed at the first (meta "speed_reference").
   Status ResetSpeed(bool from_snapshot);
   s::SpeedModelOptions SpeedOptions(const std::string& reference) const;
   // An event's part in the models: a submitted job gets its model (and prior)
@@ -519,8 +524,17 @@ class Daemon::Impl {
   void SpeedAfter(const s::EventBody& body);
   // Rank 0's summary: one journaled sample; the core reads a changed fit.
   Status AddStepStats(Job& j, const p::StepStats& st);
-  // The one code path of a sample, live and in replay.
+  // A sample of an older journal, fitted inline (replay only).
   Status ApplySpeedSample(double t, s::JobId job, const s::StepSample& sample, s::Scheduler& into);
+  // A deferred sample: recorded, its fit (if due) left to the caller.
+  Status RecordSpeedSample(s::JobId job, const s::StepSample& sample);
+  // The one code path of a fit, live (SpeedFitTick) and in replay.
+  Status ApplySpeedFit(double t, s::JobId job, const s::FitResult& fit, s::Scheduler& into);
+  // Every tick: the fitter's finished fits journaled, applied, a round due.
+  void SpeedFitTick();
+  // A fit the job's recorded samples call for, to the fitter (SpeedModels::DueFit).
+  void SubmitDueFit(s::JobId job);
+  void SubmitDueFits();  // for every live job (after a rebuild)
   // The type and server size a job's speed is read at: its placement's
   // slowest type (by its model), else the type it asked for, else the reference.
   std::pair<std::string, int> SpeedTypeFor(const Job& j) const;

@@ -1,7 +1,9 @@
 // Measured speed: every job's throughput model, fitted online from rank 0's
 // step-time summaries (protocol StepStats) with the core's fitting code
 // (aryl/sched/speed_models.h), so the live scheduler decides on what it
-// measures, exactly as aryl-sim --speed-knowledge learned does.
+// measures, as aryl-sim --speed-knowledge learned does. The simulator fits
+// at once (SpeedModels::AddSample); the daemon fits on a thread of its own
+// (SpeedFitter), so no request and no round waits for a fit.
 //
 // The path of one summary:
 //  1. rank 0's runtime summarises the steps since its last summary (median,
@@ -11,12 +13,27 @@
 //  2. AddStepStats checks that the job ran at the summary's size throughout
 //     (no change pending) and makes it a StepSample at the job's live
 //     configuration: workers, servers they span, the slowest GPU type.
-//  3. The sample is a core-journal row, then SpeedModels::AddSample; when the
-//     fit changed, Scheduler::RefreshSpeed and a round (knapsack, reclaim
-//     costs, finish estimates see the new curve).
-// Replay applies the same rows in the same order (ApplySpeedSample), and
-// the journal's snapshot holds the models (meta "speed_models"), so the
-// models after a restart are the ones before it, bit for bit.
+//  3. The sample is a core-journal row marked deferred, then
+//     SpeedModels::RecordSample merges it. When a fit is due and none of the
+//     job's is queued or running, its request (a copy of the samples, prior,
+//     bounds and warm start) goes to the fitting thread; else it waits for
+//     step 5.
+//  4. The fitting thread runs SpeedModels::RunFit (pure, on the copy).
+//  5. SpeedFitTick, on the serving thread every tick, takes the finished
+//     fits. Each is a core-journal row (the parameters and the step counts
+//     it covered), then SpeedModels::ApplyFit, Scheduler::RefreshSpeed and a
+//     round due (knapsack, reclaim costs, finish estimates see the new
+//     curve); aryl_speed_fits_total. Samples recorded while it ran are
+//     checked against the new fit (SpeedModels::DueFit) and may start the
+//     next. A fit of a job that ended meanwhile is dropped.
+// Replay applies the same rows in the same order: a deferred sample is only
+// recorded and a fit row installs the journaled parameters without fitting
+// (ApplySpeedFit), so the models after a restart are the ones before it, bit
+// for bit. Sample rows of older journals (not deferred) fit inline as they
+// did then (ApplySpeedSample). The journal's snapshot holds the models (meta
+// "speed_models"). A fit not journaled yet at a stop, or of models that a
+// reload replaced, is not lost for good: after a rebuild every job's due fit
+// starts again (SubmitDueFits).
 #include <cmath>
 #include <limits>
 
@@ -54,6 +71,9 @@ Status Daemon::Impl::ResetSpeed(bool from_snapshot) {
     reference = pick;
   }
   speed_reference = *reference;
+  // Fits of the models being replaced are of no use to the new ones.
+  if (fitter) fitter->Discard();
+  else fitter = std::make_unique<SpeedFitter>();
   s::SpeedModelOptions options = SpeedOptions(*reference);
   if (from_snapshot) {
     ARYL_ASSIGN_OR_RETURN(auto text, store->GetMeta(kSpeedModelsKey));
@@ -95,6 +115,60 @@ Status Daemon::Impl::ApplySpeedSample(double t, s::JobId job, const s::StepSampl
   const auto* info = into.state().job(job);
   if (!info || info->status == s::JobStatus::kFinished) return Status::Ok();
   return into.RefreshSpeed(t, job);
+}
+
+Status Daemon::Impl::RecordSpeedSample(s::JobId job, const s::StepSample& sample) {
+  if (!speed) return Status::FailedPrecondition("no speed models");
+  return speed->RecordSample(job, sample).status();
+}
+
+Status Daemon::Impl::ApplySpeedFit(double t, s::JobId job, const s::FitResult& fit, s::Scheduler& into) {
+  if (!speed) return Status::FailedPrecondition("no speed models");
+  ARYL_ASSIGN_OR_RETURN(bool applied, speed->ApplyFit(job, fit));
+  if (!applied) return Status::Ok();
+  const auto* info = into.state().job(job);
+  if (!info || info->status == s::JobStatus::kFinished) return Status::Ok();
+  return into.RefreshSpeed(t, job);
+}
+
+void Daemon::Impl::SubmitDueFit(s::JobId job) {
+  if (!speed || !fitter || fitter->InFlight(job)) return;
+  if (auto request = speed->DueFit(job)) fitter->Submit(std::move(*request));
+}
+
+void Daemon::Impl::SubmitDueFits() {
+  for (const auto& [id, j] : jobs) SubmitDueFit(id);
+}
+
+void Daemon::Impl::SpeedFitTick() {
+  if (!fitter) return;
+  for (SpeedFitter::Done& done : fitter->Poll()) {
+    if (!done.result.ok()) {
+      // Not retried at once (it would fail alike): the job's next due sample fits again.
+      spdlog::warn("job {}: speed fit: {}", done.job, done.result.status().ToString());
+      continue;
+    }
+    metrics.Observe("aryl_speed_fit_seconds", done.seconds);
+    if (!speed || !core || !speed->Find(done.job)) continue;  // the job ended while it ran
+    Status st = Transaction("speed fit", [&]() -> Status {
+      double t = CoreNow();
+      ARYL_RETURN_IF_ERROR(AppendCoreRow(t, SpeedFitToJson({done.job, *done.result})));
+      ARYL_RETURN_IF_ERROR(ApplySpeedFit(t, done.job, *done.result, *core));
+      last_core_time = t;
+      return Status::Ok();
+    });
+    if (!st.ok()) {
+      // The state was reloaded: the other fits are of the models it replaced,
+      // and the rebuild started the due ones again.
+      spdlog::error("job {}: speed fit: {}", done.job, st.ToString());
+      return;
+    }
+    spdlog::debug("job {}: speed fit {} installed ({:.3f} ms on the fitting thread)", done.job,
+                  speed->Find(done.job)->fits(), 1e3 * done.seconds);
+    round_due = true;  // the next round decides on the new curve
+    metrics.Inc("aryl_speed_fits_total");
+    SubmitDueFit(done.job);  // samples that came while it ran
+  }
 }
 
 std::pair<std::string, int> Daemon::Impl::SpeedTypeFor(const Job& j) const {
@@ -149,18 +223,18 @@ Status Daemon::Impl::AddStepStats(Job& j, const p::StepStats& st) {
   sample.spread = st.spread_s;
   sample.count = static_cast<int>(std::min<std::int64_t>(st.count, 1 << 30));
   if (Status v = s::ValidateStepSample(sample); !v.ok()) return v;
-  return Transaction("speed sample", [&]() -> Status {
+  std::optional<s::FitRequest> due;
+  ARYL_RETURN_IF_ERROR(Transaction("speed sample", [&]() -> Status {
     double t = CoreNow();
-    ARYL_RETURN_IF_ERROR(AppendCoreRow(t, SpeedSampleToJson({j.rec.id, sample})));
-    const int fits = model->fits();
-    ARYL_RETURN_IF_ERROR(ApplySpeedSample(t, j.rec.id, sample, *core));
+    ARYL_RETURN_IF_ERROR(AppendCoreRow(t, SpeedSampleToJson({j.rec.id, sample, /*deferred=*/true})));
+    ARYL_ASSIGN_OR_RETURN(due, speed->RecordSample(j.rec.id, sample));
     last_core_time = t;
-    if (model->fits() != fits) {
-      round_due = true;  // the next round decides on the new curve
-      metrics.Inc("aryl_speed_fits_total");
-    }
     return Status::Ok();
-  });
+  }));
+  // While one of the job's fits runs, this one waits: SpeedFitTick checks
+  // again against its result.
+  if (due && fitter) fitter->Submit(std::move(*due));
+  return Status::Ok();
 }
 
 std::optional<p::JobSpeed> Daemon::Impl::DescribeSpeed(const Job& j) const {

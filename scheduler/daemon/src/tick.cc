@@ -4,7 +4,8 @@ namespace aryl::daemon {
 
 // Every 50 ms on the server thread, in this order: failed agents first (their
 // workers are gone), then the jobs that lost workers converge, then reclaims
-// and the inference demand, then one scheduling round for every event applied
+// and the inference demand, then the speed fits finished on the fitting thread
+// (each marks a round due), then one scheduling round for every event applied
 // since the last, then the published status.
 void Daemon::Impl::Tick() {
   double now = WallNow();
@@ -39,6 +40,7 @@ void Daemon::Impl::Tick() {
   ReclaimTick(now);
   DemandTick(now);
   LogRelayTick(now);
+  SpeedFitTick();
   RoundTick();
   PollSnapshot();
   // The status snapshot: within 0.1 s of a change, every 0.5 s otherwise, and

@@ -18,6 +18,15 @@
 //      it returns true when the fit changed. Then
 //      Scheduler::RefreshSpeed(time, id) makes the core read the new curve
 //      (knapsack values, reclaim costs, finish estimates, migration checks).
+//      AddSample is three steps, which a driver may run apart (the daemon
+//      fits on a worker thread):
+//        a. RecordSample merges the sample and, when a fit is due, returns a
+//           FitRequest: a copy of all that fit reads;
+//        b. RunFit(request) fits (pure: on any thread, any time later);
+//        c. ApplyFit(id, result) installs the fit and the step counts it
+//           covered; samples recorded meanwhile stay, and DueFit(id) says
+//           whether they call for another fit against the new one.
+//      Run back to back, they are AddSample, bit for bit.
 //   4. When the job ends: models.RemoveJob(id); a measured job's fit joins the
 //      cluster's knowledge (priors of later jobs, step 2).
 //   5. Journal: ToJson() / FromJson() keep the samples, fits, priors and the
@@ -27,11 +36,13 @@
 // speed source only changes the values of allowed sizes.
 //
 // Thread safety: not thread-safe; the core reads it during Handle, so a driver
-// mutates it only between calls into the Scheduler.
+// mutates it only between calls into the Scheduler. RunFit touches no object:
+// it runs on any thread.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,6 +66,24 @@ class JobSpeedSource {
                             int gpus_per_node) const = 0;
 };
 
+// A fit due for one job: everything FitSpeed reads, copied, so that it runs
+// off the thread that owns the models while they change.
+struct FitRequest {
+  JobId job = 0;
+  std::vector<StepSample> samples;  // the job's merged samples when it was due
+  SpeedPrior prior;
+  std::string reference_type;
+  SpeedBounds bounds;
+  std::optional<SpeedParams> warm;  // the start of the solver (the last fit), if any
+};
+
+// What a fit installs: the parameters and, per sample (FitRequest::samples'
+// order), the step count it covered.
+struct FitResult {
+  SpeedParams params;
+  std::vector<int> fitted_count;
+};
+
 enum class PriorSource : std::uint8_t { kCatalog, kSameModel, kCluster, kOptimistic };
 const char* PriorSourceName(PriorSource s);
 
@@ -62,9 +91,18 @@ class JobSpeedModel {
  public:
   JobSpeedModel(std::string model, double global_batch, SpeedPrior prior, PriorSource source);
 
-  // Validates, merges and refits when due (see SpeedModels::AddSample).
-  Result<bool> AddSample(const StepSample& sample, const std::string& reference_type,
-                         const SpeedBounds& bounds);
+  // Validates and merges; a request (job 0) when a fit is due (see
+  // SpeedModels::AddSample for when).
+  Result<std::optional<FitRequest>> RecordSample(const StepSample& sample,
+                                                 const std::string& reference_type,
+                                                 const SpeedBounds& bounds);
+  // The fit of the samples as they are now (due or not).
+  FitRequest Request(const std::string& reference_type, const SpeedBounds& bounds) const;
+  // Whether a sample changed since the fit that covered it calls for a refit
+  // against the current fit (the rule of RecordSample, for every sample).
+  bool FitDue() const;
+  // FailedPrecondition when the result covers more samples than recorded.
+  Status ApplyFit(const FitResult& fit);
   // 1 / step time at m = global_batch / workers on ceil(workers / gpus_per_node) servers.
   double Throughput(const std::string& gpu_type, int workers, int gpus_per_node) const;
 
@@ -80,6 +118,8 @@ class JobSpeedModel {
 
  private:
   friend class SpeedModels;  // FromJson
+  // Off the current fit by more than kRefitSigmas of the sample's noise.
+  bool Off(const StepSample& s) const;
   std::string model_;
   double global_batch_ = 1;
   SpeedPrior prior_;
@@ -110,7 +150,20 @@ class SpeedModels : public JobSpeedSource {
   // global_batch 0 = unknown: 1 (samples then give local_batch = 1 / workers).
   Status AddJob(JobId job, const std::string& model, double global_batch = 0);
   // NotFound for an unknown job, InvalidArgument for a bad sample (the field).
+  // = RecordSample, then RunFit and ApplyFit when a fit is due; true when the
+  // fit changed.
   Result<bool> AddSample(JobId job, const StepSample& sample);
+  // Step 3a: the sample merged; the fit that is now due, if one is. Errors as
+  // AddSample.
+  Result<std::optional<FitRequest>> RecordSample(JobId job, const StepSample& sample);
+  // Step 3b: FitSpeed on the request's copy. Pure, thread-safe.
+  static Result<FitResult> RunFit(const FitRequest& request);
+  // Step 3c: installs a fit of RunFit (or a journaled one). false, changing
+  // nothing, for a job no longer here (removed while its fit ran).
+  Result<bool> ApplyFit(JobId job, const FitResult& fit);
+  // After a fit was applied or the models restored: the fit that samples
+  // recorded since call for, if any (nullopt for an unknown job).
+  std::optional<FitRequest> DueFit(JobId job) const;
   Status RemoveJob(JobId job);
   const JobSpeedModel* Find(JobId job) const;
   std::size_t size() const { return jobs_.size(); }
