@@ -58,6 +58,16 @@ PriorSource SourceFrom(const std::string& name) {
 
 }  // namespace
 
+std::string SpeedParamsToJson(const SpeedParams& p) { return ParamsJson(p).dump(); }
+
+Result<SpeedParams> SpeedParamsFromJson(const std::string& text) {
+  try {
+    return ParamsFrom(json::parse(text));
+  } catch (const std::exception& e) {
+    return Status::Corruption(std::string("speed parameters: ") + e.what());
+  }
+}
+
 std::string SpeedModels::ToJson() const {
   json jobs = json::array();
   std::vector<JobId> ids;

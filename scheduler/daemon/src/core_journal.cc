@@ -138,18 +138,9 @@ std::string SpeedSampleToJson(const SpeedSampleRow& row) {
 
 // Doubles print shortest-exact: the row gives back the very parameters.
 std::string SpeedFitToJson(const SpeedFitRow& row) {
-  const s::SpeedParams& q = row.fit.params;
   return json{{"type", "speed_fit"},
               {"job", row.job},
-              {"fit",
-               {{"alpha_c", q.alpha_c},
-                {"beta_c", q.beta_c},
-                {"alpha_r", q.alpha_r},
-                {"beta_r", q.beta_r},
-                {"alpha_n", q.alpha_n},
-                {"beta_n", q.beta_n},
-                {"gamma", q.gamma},
-                {"type_speed", q.type_speed}}},
+              {"fit", json::parse(s::SpeedParamsToJson(row.fit.params))},
               {"fitted_count", row.fit.fitted_count}}
       .dump();
 }
@@ -159,16 +150,9 @@ namespace {
 SpeedFitRow SpeedFitFromJson(const json& j) {
   SpeedFitRow row;
   row.job = j.at("job").get<s::JobId>();
-  const json& f = j.at("fit");
-  s::SpeedParams& q = row.fit.params;
-  q.alpha_c = f.at("alpha_c").get<double>();
-  q.beta_c = f.at("beta_c").get<double>();
-  q.alpha_r = f.at("alpha_r").get<double>();
-  q.beta_r = f.at("beta_r").get<double>();
-  q.alpha_n = f.at("alpha_n").get<double>();
-  q.beta_n = f.at("beta_n").get<double>();
-  q.gamma = f.at("gamma").get<double>();
-  q.type_speed = f.at("type_speed").get<std::map<std::string, double>>();
+  auto params = s::SpeedParamsFromJson(j.at("fit").dump());
+  if (!params.ok()) throw std::invalid_argument(params.status().message());
+  row.fit.params = std::move(*params);
   row.fit.fitted_count = j.at("fitted_count").get<std::vector<int>>();
   return row;
 }

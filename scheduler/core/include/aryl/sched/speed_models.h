@@ -142,6 +142,12 @@ struct SpeedModelOptions {
   int catalog_gpus_per_node = 8;
 };
 
+// One set of parameters as the journal writes it (a JSON object; doubles
+// print shortest-exact, so the text gives back the very values), and back
+// (Corruption naming the field).
+std::string SpeedParamsToJson(const SpeedParams& p);
+Result<SpeedParams> SpeedParamsFromJson(const std::string& text);
+
 class SpeedModels : public JobSpeedSource {
  public:
   explicit SpeedModels(SpeedModelOptions options);
