@@ -88,7 +88,9 @@ class DemoTest : public ::testing::Test {
 };
 
 TEST_F(DemoTest, ElasticRunMatchesFixedSize) {
-  const std::vector<std::string> train = {ARYL_MLP_BIN, "--steps", "800", "--hidden", "256", "--log-every", "100"};
+  const std::vector<std::string> train = {ARYL_MLP_BIN, "--steps", "800", "--hidden", "256", "--log-every", "100",
+                                          // at least 9.6 s of steps, so the reclaim at 8 s lands mid-run
+                                          "--sleep-ms", "12"};
   // Reference: 2 workers throughout.
   std::vector<std::string> fixed = {"--standalone", "--slots", "2", "--workers", "2", "--work-dir", "fixed", "--quiet", "--"};
   fixed.insert(fixed.end(), train.begin(), train.end());
@@ -99,10 +101,13 @@ TEST_F(DemoTest, ElasticRunMatchesFixedSize) {
   ASSERT_EQ(fixed_steps, 800);
 
   // Elastic: the inference server is loaned at once (2 + 2 slots), reclaimed after
-  // 3 s (back to 2), and stays with inference: the run ends at 2 workers.
+  // 8 s (back to 2), and stays with inference: the run ends at 2 workers. Not
+  // sooner: on a loaded machine the first four workers took over 3 s to load
+  // libtorch and reach their first step, and a reclaim before that restarts the
+  // job at 2 instead of shrinking it in place.
   {
     std::ofstream demand(dir_ / "demand.csv");
-    demand << "time_s,servers\n0,0\n3,1\n";
+    demand << "time_s,servers\n0,0\n8,1\n";
   }
   int http = FreePort();
   double max_late = 0;
