@@ -294,6 +294,8 @@ TEST_F(CliTest, PendingReasons) {
   EXPECT_NE(st_big.text.find("\npending    " + min_size + "\n"), std::string::npos) << st_big.text;
   Out st_t4 = Aryl({"status", t4});
   EXPECT_NE(st_t4.text.find("\npending    " + gpu_type + "\n"), std::string::npos) << st_t4.text;
+  Out described = Aryl({"describe", "job", t4});
+  EXPECT_NE(described.text.find("\nPending:         " + gpu_type + "\n"), std::string::npos) << described.text;
   // A running job has no reason.
   EXPECT_EQ(reason(cpu_blocker), "");
   Out cancel = Aryl({"cancel", cpu_blocker, t4_blocker, big, t4});
