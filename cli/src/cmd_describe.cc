@@ -71,6 +71,7 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   Field(os, "Job", std::to_string(row.job) + " (" + row.name + ")");
   Field(os, "Owner", row.owner);
   Field(os, "State", std::string(p::ToString(row.state)));
+  if (!row.pending_reason.empty()) Field(os, "Pending", row.pending_reason);  // why a queued job waits
   std::string range = row.min_workers == row.max_workers
                           ? std::to_string(row.min_workers)
                           : std::to_string(row.min_workers) + "-" + std::to_string(row.max_workers);

@@ -177,7 +177,8 @@ int StatusCmd(const cxxopts::ParseResult& r, const Client& c) {
             << "env        " << (env.empty() ? "-" : env) << "\n";
   if (reply->exit_code) std::cout << "exit code  " << *reply->exit_code << "\n";
   if (!reply->message.empty()) std::cout << "message    " << Printable(reply->message) << "\n";
-  if (!reply->pending_reason.empty()) std::cout << "pending    " << Printable(reply->pending_reason) << "\n";
+  const std::string& pending = row.pending_reason.empty() ? reply->pending_reason : row.pending_reason;
+  if (!pending.empty()) std::cout << "pending    " << Printable(pending) << "\n";
   return 0;
 }
 
@@ -206,12 +207,12 @@ int Cancel(const cxxopts::ParseResult& r, const Client& c) {
 
 std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& out) {
   Table t({{"JOB"}, {"NAME"}, {"OWNER"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
-           {"SUBMITTED", true}, {"AGE"}});
+           {"SUBMITTED", true}, {"AGE"}, {"REASON"}});
   for (const auto& r : rows) {
     t.Add({std::to_string(r.job), Printable(r.name), Printable(r.owner), std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
            std::to_string(r.generation), ProgressUnknown(r) ? "unknown" : std::to_string(r.step),
            ProgressUnknown(r) ? "unknown" : Fixed(r.steps_per_second), std::to_string(r.rescales),
-           FormatTime(r.submit_time, out.utc), Age(r.submit_time)});
+           FormatTime(r.submit_time, out.utc), Age(r.submit_time), Printable(r.pending_reason)});
   }
   return t.Render(out);
 }

@@ -127,12 +127,15 @@ std::string Table::Render(const OutputOptions& out) const {
   }
   std::ostringstream os;
   auto line = [&](auto cell) {
+    std::string text;
     for (size_t k = 0; k < shown.size(); ++k) {
       const std::string& c = cell(shown[k]);
-      os << c;
-      if (k + 1 < shown.size()) os << std::string(width[shown[k]] - c.size() + 2, ' ');
+      text += c;
+      if (k + 1 < shown.size()) text += std::string(width[shown[k]] - c.size() + 2, ' ');
     }
-    os << "\n";
+    // No trailing blanks where the last cells are empty (REASON of a running job).
+    text.erase(text.find_last_not_of(' ') + 1);
+    os << text << "\n";
   };
   if (out.headers) line([&](size_t i) -> const std::string& { return columns_[i].name; });
   for (const auto& r : rows_) line([&](size_t i) -> const std::string& { return r[i]; });

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "aryl/agent/process.h"
 
@@ -196,6 +198,108 @@ TEST_F(CliTest, JobCommands) {
   Out top = Aryl({"top", "--once"});
   EXPECT_EQ(top.code, 0);
   EXPECT_NE(top.text.find("POOL"), std::string::npos) << top.text;
+}
+
+// A queued job says why it waits, as squeue's REASON, in `aryl jobs` and `aryl
+// status N`: capacity while slots are taken; its minimum size once more
+// workers than the slots in service; its GPU type once no node of that type
+// is in service. A job that could never fit is refused at submit instead.
+TEST_F(CliTest, PendingReasons) {
+  WaitForAgent();
+  // node-1 (cpu, 2 slots) is the suite's; node-2 (cpu, 2) and node-3 (t4, 1) join.
+  for (auto [id, slots, type] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"node-2", "2", "cpu"}, {"node-3", "1", "t4"}}) {
+    agent::LaunchSpec a;
+    a.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint_, "--id", id, "--host", "127.0.0.1", "--slots", slots,
+              "--gpu-type", type, "--log-dir", (dir_ / ("logs-" + id)).string()};
+    a.stdout_path = (dir_ / ("agent-" + id + ".log")).string();
+    ASSERT_TRUE(launcher_->Launch(a).ok());
+  }
+  auto until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 150; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(until([] {
+    Out nodes = Aryl({"nodes", "--json"});
+    auto n = nlohmann::json::parse(nodes.text, nullptr, false);
+    int connected = 0;
+    if (n.is_object())
+      for (const auto& row : n["nodes"]) connected += row.value("connected", false);
+    return connected == 3;
+  })) << Aryl({"nodes"}).text;
+  auto submit = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    for (const char* a : {"--", "sleep", "60"}) args.push_back(a);
+    Out o = Aryl(args);
+    EXPECT_EQ(o.code, 0) << o.text;
+    return o.text.substr(0, o.text.find('\n'));
+  };
+  auto reason = [](const std::string& id) {
+    Out js = Aryl({"jobs", "--json"});
+    auto doc = nlohmann::json::parse(js.text, nullptr, false);
+    if (!doc.is_object()) return std::string();
+    for (const auto& row : doc["jobs"])
+      if (std::to_string(row.value("job", 0)) == id) return row.value("pending_reason", std::string());
+    return std::string();
+  };
+  auto state = [](const std::string& id) {
+    auto doc = nlohmann::json::parse(Aryl({"status", id, "--json"}).text, nullptr, false);
+    return doc.is_object() ? doc["row"].value("state", std::string()) : std::string();
+  };
+
+  // Never placeable with the nodes connected: refused, naming what is there.
+  Out too_big = Aryl({"submit", "--workers", "9", "--", "sleep", "60"});
+  EXPECT_EQ(too_big.code, 1) << too_big.text;
+  EXPECT_NE(too_big.text.find("needs at least 9 workers"), std::string::npos) << too_big.text;
+  Out no_type = Aryl({"submit", "--workers", "1", "--gpu-type", "a100", "--", "sleep", "60"});
+  EXPECT_EQ(no_type.code, 1) << no_type.text;
+  EXPECT_NE(no_type.text.find("of type a100"), std::string::npos) << no_type.text;
+
+  // Two blockers take one cpu node and the t4 node; the jobs behind them wait for capacity.
+  const std::string cpu_blocker = submit({"--name", "hold-cpu", "--workers", "2", "--gpu-type", "cpu"});
+  const std::string t4_blocker = submit({"--name", "hold-t4", "--workers", "1", "--gpu-type", "t4"});
+  ASSERT_TRUE(until([&] { return state(cpu_blocker) == "running" && state(t4_blocker) == "running"; }))
+      << Aryl({"jobs"}).text;
+  const std::string big = submit({"--name", "big", "--workers", "4", "--gpu-type", "cpu"});
+  const std::string t4 = submit({"--name", "on-t4", "--workers", "1", "--gpu-type", "t4"});
+  ASSERT_TRUE(until([&] { return reason(big).rfind("Capacity: needs 4 workers at once; cpu 2 of 4 slots free", 0) == 0; }))
+      << reason(big);
+  EXPECT_EQ(reason(t4).rfind("Capacity: needs 1 worker at once; t4 0 of 1 slot free", 0), 0u) << reason(t4);
+
+  // The cpu node without the blocker and the t4 node are drained (their jobs run on).
+  auto placement = nlohmann::json::parse(Aryl({"status", cpu_blocker, "--json"}).text)["placement"];
+  ASSERT_EQ(placement.size(), 1u) << placement.dump();
+  const std::string other_cpu = placement[0]["agent_id"] == "node-1" ? "node-2" : "node-1";
+  for (const auto& node : {other_cpu, std::string("node-3")}) {
+    Out drain = Aryl({"nodes", "drain", node});
+    ASSERT_EQ(drain.code, 0) << drain.text;
+  }
+  const std::string min_size =
+      "MinSize: needs 4 workers at once, more than are in service: cpu 2 of 4 slots (" + other_cpu + " drained)";
+  const std::string gpu_type = "GpuType: no node of GPU type t4 is in service (node-3 drained)";
+  ASSERT_TRUE(until([&] { return reason(big) == min_size && reason(t4) == gpu_type; }))
+      << reason(big) << "\n" << reason(t4);
+  Out table = Aryl({"jobs"});
+  ASSERT_EQ(table.code, 0) << table.text;
+  EXPECT_NE(table.text.find("  REASON\n"), std::string::npos) << table.text;
+  EXPECT_NE(table.text.find(min_size + "\n"), std::string::npos) << table.text;
+  EXPECT_NE(table.text.find(gpu_type + "\n"), std::string::npos) << table.text;
+  Out csv = Aryl({"jobs", "-o", "csv"});
+  EXPECT_NE(csv.text.find(",REASON\n"), std::string::npos) << csv.text;
+  EXPECT_NE(csv.text.find(",\"" + min_size + "\"\n"), std::string::npos) << csv.text;
+  Out st_big = Aryl({"status", big});
+  EXPECT_NE(st_big.text.find("\npending    " + min_size + "\n"), std::string::npos) << st_big.text;
+  Out st_t4 = Aryl({"status", t4});
+  EXPECT_NE(st_t4.text.find("\npending    " + gpu_type + "\n"), std::string::npos) << st_t4.text;
+  Out described = Aryl({"describe", "job", t4});
+  EXPECT_NE(described.text.find("\nPending:         " + gpu_type + "\n"), std::string::npos) << described.text;
+  // A running job has no reason.
+  EXPECT_EQ(reason(cpu_blocker), "");
+  Out cancel = Aryl({"cancel", cpu_blocker, t4_blocker, big, t4});
+  EXPECT_EQ(cancel.code, 0) << cancel.text;
 }
 
 // What a submitter chose (argv, env names) reaches the terminal escaped: no

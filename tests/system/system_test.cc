@@ -285,7 +285,8 @@ TEST_F(SystemTest, LaggingProgressAtTheLastStepIsNoLeave) {
 }
 
 // A queued job says why it waits, as Slurm's REASON: here capacity, with the
-// free slots against its size and the jobs queued before it.
+// free slots against its size and the jobs ahead of it in the core's order
+// (shortest estimated remaining time first: without --steps, the larger job).
 TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {
   StartScheduler();
   StartAgent("a", 2);
@@ -299,8 +300,9 @@ TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {
   ASSERT_TRUE(one.ok() && two.ok());
   auto s1 = Status(*c, *one), s2 = Status(*c, *two), sb = Status(*c, *big);
   ASSERT_TRUE(s1.ok() && s2.ok() && sb.ok());
-  EXPECT_EQ(s1->pending_reason, "waiting for capacity: needs 1 worker, 0 of 2 slots free; 0 queued before it");
-  EXPECT_EQ(s2->pending_reason, "waiting for capacity: needs 2 workers, 0 of 2 slots free; 1 queued before it");
+  EXPECT_EQ(s1->pending_reason, "Capacity: needs 1 worker at once; cpu 0 of 2 slots free; 1 queued job ahead of it");
+  EXPECT_EQ(s2->pending_reason, "Capacity: needs 2 workers at once; cpu 0 of 2 slots free");
+  EXPECT_EQ(s1->row.pending_reason, s1->pending_reason) << "the row carries it too";
   EXPECT_EQ(sb->pending_reason, "") << "a running job waits for nothing";
   for (p::JobId j : {*big, *one, *two}) {
     p::CancelJob cancel;

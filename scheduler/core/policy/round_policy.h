@@ -2,7 +2,9 @@
 // options (Aryl, its ablations, baseline, Optimus, AFS differ only in those).
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../src/round.h"
@@ -21,6 +23,19 @@ class RoundPolicy : public Policy {
   bool uses_loaned_servers() const override { return options_.use_loaned; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
   bool elastic() const override { return options_.elastic; }
+  // The round's admission order (AdmissionOf).
+  std::vector<JobId> QueueOrder(const ClusterState& state) const override {
+    std::vector<internal::AdmissionPlace> places;
+    places.reserve(state.queued().size());
+    for (JobId id : state.queued()) places.push_back(internal::AdmissionOf(state, options_, *state.job(id)));
+    std::sort(places.begin(), places.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.key, a.submit, a.id) < std::tie(b.key, b.submit, b.id);
+    });
+    std::vector<JobId> order;
+    order.reserve(places.size());
+    for (const auto& p : places) order.push_back(p.id);
+    return order;
+  }
 
  private:
   std::string name_;

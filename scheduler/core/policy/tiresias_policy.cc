@@ -50,6 +50,23 @@ class TiresiasPolicy : public Policy {
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
   bool elastic() const override { return false; }
   Seconds next_wakeup() const override { return next_wakeup_; }
+  // Queue by queue, each front to back (rule 2); jobs it has not seen yet
+  // join the back of queue 0 in submission order (Track).
+  std::vector<JobId> QueueOrder(const ClusterState& state) const override {
+    std::vector<std::tuple<int, bool, std::uint64_t, Seconds, JobId>> places;
+    places.reserve(state.queued().size());
+    for (JobId id : state.queued()) {
+      auto it = recs_.find(id);
+      const bool seen = it != recs_.end();
+      places.emplace_back(seen ? it->second.queue : 0, !seen, seen ? it->second.seq : 0,
+                          state.job(id)->spec.submit_time, id);
+    }
+    std::sort(places.begin(), places.end());
+    std::vector<JobId> order;
+    order.reserve(places.size());
+    for (const auto& p : places) order.push_back(std::get<4>(p));
+    return order;
+  }
 
   // "next_seq next_wakeup" then one line per job: id queue seq run_base
   // service_base waited last_check (doubles in hex, so they round-trip).

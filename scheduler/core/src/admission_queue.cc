@@ -6,11 +6,9 @@
 namespace aryl::sched::internal {
 
 void AdmissionQueue::Insert(const ClusterState& state, const RoundOptions& opt, const JobInfo& j) {
-  const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
-  double best = 0;
-  for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
-  const Entry e{opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever),
-                j.spec.submit_time, j.spec.id};
+  const AdmissionPlace place = AdmissionOf(state, opt, j);
+  const int d = place.demand;
+  const Entry e{place.key, place.submit, place.id};
   auto [it, inserted] = where_.try_emplace(j.spec.id, d, e);
   if (!inserted) {
     buckets_[it->second.first].erase(it->second.second);

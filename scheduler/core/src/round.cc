@@ -217,12 +217,8 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   };
   if (free_left > 0 && !incremental) {
     for (JobId id : state.queued()) {
-      const JobInfo& j = *state.job(id);
-      const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
-      double best = 0;
-      for (int t = 0; t < n_types; ++t) best = std::max(best, j.Thr(t, d));
-      const double key = opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever);
-      queue.push_back({key, j.spec.submit_time, id, d});
+      const AdmissionPlace place = AdmissionOf(state, opt, *state.job(id));
+      queue.push_back({place.key, place.submit, place.id, place.demand});
     }
   }
   // Admission order, taken lazily from a heap: the walk usually stops long

@@ -2,6 +2,7 @@
 // allocation, placement), used by the policies under policy/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -89,6 +90,24 @@ struct RoundOptions {
   // then run at the speed-weighted sum of their workers.
   bool hetero_dp = false;
 };
+
+// Where a queued job stands in the round's admission order, and the GPUs it
+// asks for (`demand`): its base size under elasticity, its requested size
+// otherwise. The key is its submit time (FIFO) or its remaining time at that
+// size on its fastest type (SJF); ties go by submit time, then id.
+struct AdmissionPlace {
+  double key = 0;
+  Seconds submit = 0;
+  JobId id = 0;
+  int demand = 0;
+};
+inline AdmissionPlace AdmissionOf(const ClusterState& state, const RoundOptions& opt, const JobInfo& j) {
+  const int d = opt.elastic && j.elastic() ? j.base_workers : j.requested_workers;
+  double best = 0;
+  for (int t = 0; t < state.num_types(); ++t) best = std::max(best, j.Thr(t, d));
+  return {opt.fifo ? j.spec.submit_time : (best > 0 ? j.remaining_work / best : kNever), j.spec.submit_time,
+          j.spec.id, d};
+}
 
 // Queued jobs in admission order, kept across rounds so that a round costs
 // nothing per queued job it does not try: bucketed by demand (GPUs at the

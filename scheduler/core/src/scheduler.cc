@@ -88,6 +88,9 @@ Seconds Scheduler::NextWakeup() const {
   }
   return t;
 }
+std::vector<PendingReason> Scheduler::WhyPending(const std::vector<JobId>& jobs) const {
+  return sched::WhyPending(*impl_->state, *impl_->policy, jobs);
+}
 void Scheduler::set_action_observer(ActionObserver observer) {
   impl_->observer = std::move(observer);
 }

@@ -219,6 +219,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListJobs& 
       }
     }
   }
+  FillPendingReasons(reply.jobs);  // one core query for the page
   return reply;
 }
 
@@ -248,8 +249,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobStatus& m) {
   }
   if (IsTerminal(rec.state)) reply.exit_code = std::clamp(rec.exit_code, 0, 255);
   reply.message = rec.message;
-  if (it != jobs.end() && rec.state == JobState::kQueued && it->second.workers.empty())
-    reply.pending_reason = PendingReason(it->second);
+  if (it != jobs.end() && reply.row.state == p::JobState::kQueued && it->second.workers.empty())
+    reply.row.pending_reason = reply.pending_reason = PendingReason(it->second);
   return p::Message(reply);
 }
 

@@ -453,10 +453,17 @@ class Daemon::Impl {
   static const p::SubmitJob* SpecOf(const JobRecord& rec, const Job* live, std::optional<p::SubmitJob>& stored);
   // Slots held by staying workers, per node, in one pass over the jobs.
   std::map<std::string, std::set<int>> SlotsInUse() const;
-  // Why a queued job without workers waits (status.cc), as Slurm's REASON:
-  // no node of its type, too few slots in the cluster, a node's lease, or
-  // capacity (free slots against its minimum, jobs queued before it).
-  std::string PendingReason(const Job& j) const;
+  // Why queued jobs without workers wait, as squeue's REASON: a cause word,
+  // then the detail in slots and nodes. First what only the daemon knows
+  // (LeaseWait: a lost node's lease must run out before a fresh start;
+  // Starting: the core placed it, its workers are being started), then the
+  // core's answer (sched/pending.h; its NoServer is GpuType for a job that
+  // named a GPU type, NoNode otherwise; MinSize, Gang, Capacity, Priority).
+  // One core query for them all; "" for a job that does not wait.
+  std::vector<std::string> PendingReasons(const std::vector<const Job*>& waiting) const;
+  std::string PendingReason(const Job& j) const { return PendingReasons({&j}).at(0); }
+  // Sets pending_reason on the rows of live queued jobs without workers.
+  void FillPendingReasons(std::vector<p::JobRow>& rows) const;
   std::vector<p::NodeRow> NodeRows();
   json Summary();
   // Builds the /status snapshot and the gauges: O(nodes + live jobs). The

@@ -105,6 +105,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
   }
   p::JobDescription d;
   d.row = Row(rec, live);
+  if (live && d.row.state == p::JobState::kQueued && live->workers.empty()) d.row.pending_reason = PendingReason(*live);
   if (auto spec = p::DecodeAs<p::SubmitJob>(rec.spec_json); spec.ok()) {
     d.argv = spec->argv;
     for (const auto& [name, value] : spec->env) d.env_names.push_back(name);  // never the values

@@ -57,37 +57,123 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
   return r;
 }
 
-std::string Daemon::Impl::PendingReason(const Job& j) const {
-  const auto& spec = j.spec;
-  const int need = static_cast<int>(spec.workers.value_or(spec.min_workers.value_or(1)));
-  const std::string type = spec.gpu_type.empty() ? "" : " of type " + spec.gpu_type;
-  const std::string workers = std::to_string(need) + (need == 1 ? " worker" : " workers");
-  if (WallNow() < j.restart_not_before)
-    return "waiting for node " + j.lease_node + "'s lease to run out (its agent may still run this job's workers) until " +
-           FormatDuration(j.restart_not_before - WallNow()) + " from now";
-  // Slots a training job may use: training nodes and loaned inference nodes.
-  const auto used = SlotsInUse();
-  int usable = 0, free = 0;
-  for (const auto& [id, n] : nodes) {
-    if (!n.connected || n.drained || n.removed) continue;
-    if (n.pool != p::Pool::kTraining && n.loan_state != "loaned") continue;
-    if (!spec.gpu_type.empty() && n.gpu_type != spec.gpu_type) continue;
-    usable += n.slots;
-    auto u = used.find(n.id);
-    free += std::max(0, n.slots - (u == used.end() ? 0 : static_cast<int>(u->second.size())));
+namespace {
+
+std::string Plural(int n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); }
+
+}  // namespace
+
+std::vector<std::string> Daemon::Impl::PendingReasons(const std::vector<const Job*>& waiting) const {
+  std::vector<std::string> out(waiting.size());
+  std::vector<s::JobId> ids;
+  ids.reserve(waiting.size());
+  for (const Job* j : waiting) ids.push_back(j->rec.id);
+  const std::vector<s::PendingReason> why = core ? core->WhyPending(ids) : std::vector<s::PendingReason>(ids.size());
+  // The nodes of `type` a job cannot use now, and why ("node-2 drained"), for
+  // the causes that wait for nodes to come back.
+  auto out_of_service = [&](const std::string& type) {
+    std::string list;
+    int listed = 0, more = 0;
+    for (const auto& [id, n] : nodes) {
+      if (n.removed || (!type.empty() && n.gpu_type != type)) continue;
+      const char* why_not = nullptr;
+      if (!n.connected) why_not = "disconnected";
+      else if (n.drained) why_not = "drained";
+      else if (Draining(n)) why_not = "being reclaimed";
+      else if (n.pool != p::Pool::kTraining && n.loan_state != "loaned") why_not = "held by inference";
+      else continue;  // in service
+      if (listed++ < 3) list += (list.empty() ? "" : ", ") + id + " " + why_not;
+      else ++more;
+    }
+    if (more > 0) list += ", " + std::to_string(more) + " more";
+    return list;
+  };
+  for (size_t k = 0; k < waiting.size(); ++k) {
+    const Job& j = *waiting[k];
+    const double now = WallNow();
+    if (now < j.restart_not_before) {
+      out[k] = "LeaseWait: starts again once the lease of node " + j.lease_node + " has run out, " +
+               FormatDuration(j.restart_not_before - now) + " from now (its agent may still run this job's workers)";
+      continue;
+    }
+    const s::JobInfo* info = core ? core->state().job(j.rec.id) : nullptr;
+    if (info && info->status == s::JobStatus::kRunning) {
+      out[k] = "Starting: placed on " + std::to_string(info->workers) + " slots; its workers are being started";
+      continue;
+    }
+    const s::PendingReason& r = why[k];
+    const std::string need = Plural(r.need, "worker", "workers") + " at once";
+    const int min = static_cast<int>(j.spec.workers.value_or(j.spec.min_workers.value_or(1)));
+    const std::string smallest = r.need > min ? " (its smallest allowed size)" : "";
+    // "cpu 2 of 4 slots, t4 0 of 2 slots": per type, `count` of the slots there.
+    auto per_type = [&](bool fitting_only, auto count) {
+      std::string text;
+      for (const auto& t : r.types) {
+        if (fitting_only && !t.fits_size) continue;
+        text += (text.empty() ? "" : ", ") + t.gpu_type + " " + count(t);
+      }
+      return text;
+    };
+    auto in_paren = [](const std::string& s) { return s.empty() ? s : " (" + s + ")"; };
+    switch (r.cause) {
+      case s::PendingCause::kNone: break;
+      case s::PendingCause::kNoServer:
+        out[k] = j.spec.gpu_type.empty()
+                     ? "NoNode: no node is in service" + in_paren(out_of_service(""))
+                     : "GpuType: no node of GPU type " + j.spec.gpu_type + " is in service" +
+                           in_paren(out_of_service(j.spec.gpu_type));
+        break;
+      case s::PendingCause::kMinSize:
+        out[k] = "MinSize: needs " + need + smallest + (r.types.size() > 1 ? " on one GPU type" : "") +
+                 ", more than are in service: " +
+                 per_type(false, [](const s::PendingType& t) {
+                   return std::to_string(t.in_service) + " of " + Plural(t.gpus, "slot", "slots");
+                 }) +
+                 in_paren(out_of_service(r.types.size() == 1 ? r.types[0].gpu_type : ""));
+        break;
+      case s::PendingCause::kGang: {
+        int free = 0;
+        for (const auto& t : r.types) free += t.free + t.flexible;
+        out[k] = "Gang: needs " + need + smallest + " on one GPU type; " + Plural(free, "slot is", "slots are") +
+                 " free, but not of one type (" +
+                 per_type(false, [](const s::PendingType& t) { return std::to_string(t.free + t.flexible); }) + ")";
+        break;
+      }
+      case s::PendingCause::kCapacity:
+      case s::PendingCause::kPriority: {
+        int flexible = 0;
+        for (const auto& t : r.types) flexible += t.fits_size ? t.flexible : 0;
+        const std::string free =
+            per_type(true, [](const s::PendingType& t) {
+              return std::to_string(t.free) + " of " + Plural(t.in_service, "slot", "slots") + " free";
+            }) +
+            (flexible > 0 ? ", " + std::to_string(flexible) + " more held by elastic jobs above their minimum" : "");
+        const std::string ahead = r.ahead > 0 ? Plural(r.ahead, "queued job", "queued jobs") + " ahead of it" : "";
+        if (r.cause == s::PendingCause::kCapacity)
+          out[k] = "Capacity: needs " + need + smallest + "; " + free + (ahead.empty() ? "" : "; " + ahead);
+        else
+          out[k] = "Priority: fits now (" + free + "); the scheduler's next round starts it" +
+                   (ahead.empty() ? "" : ", after the " + ahead);
+        break;
+      }
+    }
   }
-  if (usable == 0) return "no connected training node" + type;
-  if (usable < need)
-    return "needs " + workers + type + "; the connected training nodes have " +
-           std::to_string(usable) + " slots";
-  int ahead = 0;
-  for (const auto& [id, other] : jobs)
-    ahead += id < j.rec.id && other.rec.state == JobState::kQueued && other.workers.empty();
-  if (free < need)
-    return "waiting for capacity: needs " + workers + type + ", " + std::to_string(free) +
-           " of " + std::to_string(usable) + " slots free; " + std::to_string(ahead) + " queued before it";
-  return "waiting for the scheduler's next round (" + std::to_string(free) + " slots free" + type + "; " +
-         std::to_string(ahead) + " queued before it)";
+  return out;
+}
+
+void Daemon::Impl::FillPendingReasons(std::vector<p::JobRow>& rows) const {
+  std::vector<const Job*> waiting;
+  std::vector<p::JobRow*> to;
+  for (auto& row : rows) {
+    if (row.state != p::JobState::kQueued) continue;
+    auto it = jobs.find(row.job);
+    if (it == jobs.end() || !it->second.workers.empty()) continue;
+    waiting.push_back(&it->second);
+    to.push_back(&row);
+  }
+  if (waiting.empty()) return;
+  const auto reasons = PendingReasons(waiting);
+  for (size_t k = 0; k < to.size(); ++k) to[k]->pending_reason = reasons[k];
 }
 
 std::vector<p::NodeRow> Daemon::Impl::NodeRows() {

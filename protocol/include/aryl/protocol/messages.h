@@ -282,11 +282,15 @@ struct JobRow {
   double submit_time = 0;  // seconds since the Unix epoch
   std::int64_t rescales = 0;
   std::string owner{};  // the submitter: its key's name, its login (keyless ipc://), or "local" (--insecure)
+  // A queued job without workers: why it waits, as squeue's REASON (a cause
+  // word, then the detail: "Capacity: needs 4 workers ..."); empty otherwise.
+  std::string pending_reason{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
     v("name", name);
     v("owner", owner);
+    v("pending_reason", pending_reason);
     v("state", state);
     v("workers", workers, {.min = 0});
     v("min_workers", min_workers, {.min = 1});
@@ -737,8 +741,8 @@ struct JobStatusReply {
   std::string message{};                    // last state change's reason
   std::int64_t rank0_worker = -1;           // the worker that is rank 0 now; -1: none
   std::vector<std::string> env_names{};     // the job's environment, names only
-  // A queued job without workers: why it waits (capacity, its GPU type, a
-  // node's lease, ...); empty otherwise.
+  // A queued job without workers: why it waits (row.pending_reason, kept
+  // here for older readers); empty otherwise.
   std::string pending_reason{};
   template <typename V>
   void Visit(V& v) {

@@ -50,6 +50,11 @@ class Policy {
   // Schedule call; infinity when none. Drivers send a Tick then.
   virtual Seconds next_wakeup() const { return std::numeric_limits<double>::infinity(); }
 
+  // The queued jobs in the order this policy tries them, first first (what
+  // WhyPending counts as ahead of a job, pending.h). By default by submit
+  // time, then id.
+  virtual std::vector<JobId> QueueOrder(const ClusterState& state) const;
+
   // What the policy remembers across rounds, as text, for a driver's snapshot
   // (Scheduler::Snapshot); "" for a policy that remembers nothing. LoadState
   // takes what SaveState wrote; Corruption when it cannot.

@@ -31,6 +31,7 @@
 
 #include "aryl/result.h"
 #include "aryl/sched/config.h"
+#include "aryl/sched/pending.h"
 #include "aryl/sched/state.h"
 #include "aryl/sched/types.h"
 
@@ -87,6 +88,9 @@ class Scheduler {
   const SchedulerConfig& config() const;
   // Whether the policy resizes jobs (Policy::elastic).
   bool elastic() const;
+  // Why each of `jobs` waits, if it is queued (pending.h: WhyPending with
+  // this scheduler's policy). One answer per id, in order.
+  std::vector<PendingReason> WhyPending(const std::vector<JobId>& jobs) const;
   // When the core next needs a round without an event: the policy's
   // (Policy::next_wakeup) or the time a job left to finish on a reclaimed
   // server must leave should it not be done (deadline - its checkpoint time);
