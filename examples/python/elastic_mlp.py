@@ -59,6 +59,9 @@ def main():
     ap.add_argument("--samples-dir", default="", help="each worker appends its committed samples here")
     ap.add_argument("--loop", choices=["steps", "epochs"], default="steps",
                     help="steps: one rt.step() per loop turn; epochs: a DataLoader over sampler.epoch_batches()")
+    ap.add_argument("--exit-rank", type=int, default=-1,
+                    help="tests: this rank raises SystemExit(0) at --exit-step (an early clean exit: a leave)")
+    ap.add_argument("--exit-step", type=int, default=0)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -101,6 +104,9 @@ def step_loop(args, rt, state, model, opt, sampler, x, y, done):
             print(f"start worker={rt.worker_id} world={rt.world_size} gen={rt.generation} step={state.step}",
                   flush=True)
             announced = True
+        if rt.rank == args.exit_rank and state.step == args.exit_step:
+            print(f"leaving worker={rt.worker_id} rank={rt.rank} step={state.step}", flush=True)
+            raise SystemExit(0)
         batch = sampler.local_batch(rt.rank, rt.world_size)
         idx = torch.tensor(batch.indices, dtype=torch.int64)
         opt.zero_grad()

@@ -304,6 +304,18 @@ TEST_F(SystemTest, QueuedJobSaysWhyItWaits) {
   EXPECT_EQ(s2->pending_reason, "Capacity: needs 2 workers at once; cpu 0 of 2 slots free");
   EXPECT_EQ(s1->row.pending_reason, s1->pending_reason) << "the row carries it too";
   EXPECT_EQ(sb->pending_reason, "") << "a running job waits for nothing";
+  // A queued job has no workers and no rate: 0 steps/s in its row and its
+  // series (not the 1.0 an unmeasured running job's model once gave).
+  EXPECT_EQ(s1->row.steps_per_second, 0);
+  const std::regex queued_rate("aryl_job_steps_per_second\\{job_id=\"" + std::to_string(*two) + "\",[^}]*\\} (\\S+)\n");
+  std::smatch m;
+  std::string text;
+  ASSERT_TRUE(WaitFor([&] {
+    auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+    if (metrics.ok()) text = metrics->second;
+    return std::regex_search(text, m, queued_rate);
+  }, 5)) << text;
+  EXPECT_EQ(m[1].str(), "0") << text;
   for (p::JobId j : {*big, *one, *two}) {
     p::CancelJob cancel;
     cancel.job = j;
@@ -884,6 +896,9 @@ TEST_F(SystemTest, RestartRescaleShowsItsPauseInDescribe) {
     auto r = Status(*c, job);
     return r.ok() && r->row.workers == 2 && r->row.step > 0;
   }, 15)) << Logs();
+  auto first = c->Call<p::JobDescription>(p::DescribeJob{.job = job}, milliseconds(3000));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_GT(first->start_time, 0);
   p::PoolOffer offer;
   offer.servers = {"i"};
   ASSERT_TRUE(c->Call<p::Ok>(offer, milliseconds(3000)).ok());
@@ -906,6 +921,11 @@ TEST_F(SystemTest, RestartRescaleShowsItsPauseInDescribe) {
   EXPECT_GT(seen.phases.total, 0);
   EXPECT_LT(seen.phases.total, 20);
   EXPECT_GE(seen.generation, 2);
+  // "Started" is the first start, not the restart's.
+  auto after = c->Call<p::JobDescription>(p::DescribeJob{.job = job}, milliseconds(3000));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->start_time, first->start_time);
+  EXPECT_LT(after->start_time, seen.time);
   ASSERT_TRUE(c->Call<p::Ok>(p::CancelJob{.job = job}, milliseconds(3000)).ok());
 }
 

@@ -178,6 +178,26 @@ class UnderArylRun(unittest.TestCase):
                 self.assertEqual(sorted(idx), list(range(DATASET)), f"epoch {epoch} is incomplete")
         self.assertEqual(sorted(s for s, _, _, _ in rows["0"]), list(range(steps)), "worker 0 did not stay")
 
+    def test_early_clean_exit_is_a_leave_and_the_job_grows_back(self):
+        """Rank 1 of a 1..2-worker job raises SystemExit(0) at step 60 of 300: a leave, not the
+        job's completion. Rank 0 trains on at 1 worker, the scheduler grows the job back into the
+        free slot, and the job ends at 300 steps on 2 workers with aryl-run's exit 0."""
+        steps = 300
+        cmd = [ARYL_RUN, "--standalone", "--slots", "2", "--min", "1", "--max", "2",
+               "--work-dir", os.path.join(self.tmp, "work"), "--follow-logs", os.path.join(self.tmp, "work"), "--",
+               sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--sleep-ms", "30",
+               "--exit-rank", "1", "--exit-step", "60"] + MODEL
+        proc = subprocess.run(cmd, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
+        output = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, output[-5000:])
+        # The scheduler's own words (aryl-run --standalone logs them): a leave, not the job's end.
+        self.assertRegex(output, r"worker \d+ \(rank 1\) on \S+ ended early \(step 60\).*a leave, not the job's end",
+                         "rank 1's exit was not taken as a leave")
+        worlds = [(int(s), int(w)) for s, w in re.findall(r"step=(\d+) loss=\S+ world=(\d)", output)]
+        self.assertTrue(any(w == 1 and s > 60 for s, w in worlds), f"never trained at 1 worker after the leave: {worlds}")
+        self.assertTrue(any(w == 2 and s > 60 for s, w in worlds), f"never grew back to 2 workers: {worlds}")
+        self.assertRegex(output, rf"done steps={steps} world=2 ", output[-5000:])
+
 
 class TorchrunScript(unittest.TestCase):
     def test_unmodified_ddp_script_runs_at_fixed_size(self):
