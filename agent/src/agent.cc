@@ -20,7 +20,6 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <set>
 #include <thread>
@@ -41,6 +40,7 @@
 #include "store_probe.h"
 #include "log_reader.h"
 #include "run_as.h"
+#include "stdout_progress.h"
 
 static_assert(std::string_view(aryl::protocol::kDefaultSchedulerEndpoint) == "ipc:///run/aryl/scheduler.sock",
               "AgentOptions::scheduler's default is the scheduler's");
@@ -94,29 +94,6 @@ std::optional<std::string> RouteAddressTo(const std::string& endpoint) {
   return out;
 }
 
-// Parses "step=12 loss=0.53 steps_per_second=4.1" style tokens from a line.
-bool ParseProgress(const std::string& line, std::int64_t* step, double* loss, double* rate) {
-  static const std::regex kStep(R"((?:^|\s)step[=: ]\s*(\d+))");
-  static const std::regex kLoss(R"((?:^|\s)loss[=: ]\s*([-+0-9.eE]+|nan))");
-  static const std::regex kRate(R"((?:^|\s)(?:steps_per_second|steps/s|rate)[=: ]\s*([-+0-9.eE]+))");
-  std::smatch m;
-  if (!std::regex_search(line, m, kStep)) return false;
-  try {
-    *step = std::stoll(m[1].str());
-    if (std::regex_search(line, m, kLoss)) *loss = m[1].str() == "nan" ? NAN : std::stod(m[1].str());
-    // step_s (seconds per step) wins over rate-like fields, which may count samples.
-    static const std::regex kStepTime(R"((?:^|\s)step_s[=: ]\s*([-+0-9.eE]+))");
-    if (std::regex_search(line, m, kStepTime)) {
-      double s = std::stod(m[1].str());
-      *rate = s > 0 ? 1.0 / s : 0;
-    } else if (std::regex_search(line, m, kRate)) {
-      *rate = std::max(0.0, std::stod(m[1].str()));
-    }
-  } catch (const std::exception&) {
-    return false;
-  }
-  return true;
-}
 }  // namespace
 
 class Agent::Impl {
@@ -131,8 +108,9 @@ class Agent::Impl {
     double leave_deadline = -1;  // leaver: stop after this time
     std::string store_key;       // the job's key in its store (empty: no store)
     std::string identity;        // its DEALER's routing id on the worker channel
+    int world = 0;               // its generation's world size
     std::string stdout_path;
-    std::streamoff read_offset = 0;
+    StdoutProgress progress;     // rank 0's progress lines (stdout_progress.h)
   };
 
   AgentOptions opt;
@@ -598,6 +576,7 @@ class Agent::Impl {
       w.identity = identity;
       w.generation = m.generation;
       w.rank = wp.rank;
+      w.world = static_cast<int>(m.members.size());
       w.slot = wp.local_slot;
       w.pid = *pid;
       workers[*pid] = w;
@@ -620,6 +599,7 @@ class Agent::Impl {
       if (it != m.members.end()) {
         w.generation = m.generation;
         w.rank = it - m.members.begin();
+        w.world = static_cast<int>(m.members.size());
       }
     }
     spdlog::info("job {}: generation {} with {} members, {} leaving here", m.job, m.generation, m.members.size(),
@@ -879,42 +859,28 @@ class Agent::Impl {
   // Progress (protocol 9), at most once a second per job: rank 0's
   // WorkerProgress messages, with the loss from its stdout when the message has
   // none (the program did not call Runtime::ReportLoss). Rank 0's stdout lines
-  // "step=N loss=X steps_per_second=R" (the examples print them) stand in for
-  // programs that do not speak to the agent.
+  // "step=N loss=X step_s=S" (the examples print them) stand in for programs
+  // that do not speak to the agent, their step_s summarised as the runtime's
+  // step times are (stdout_progress.h).
   void Progress() {
     double now = Now();
     if (now - last_progress < 1.0) return;
     last_progress = now;
     for (auto& [pid, w] : workers) {
       if (w.rank != 0) continue;
-      std::ifstream in(w.stdout_path);
-      if (!in) continue;
-      in.seekg(w.read_offset);
-      std::string line, last;
-      std::int64_t step = -1;
-      double loss = 0, rate = 0;
-      std::streamoff good = w.read_offset;
-      while (std::getline(in, line)) {
-        if (in.eof()) break;  // partial line: read it next time
-        good = in.tellg();
-        std::int64_t s;
-        double l = NAN, r = 0;
-        if (ParseProgress(line, &s, &l, &r)) {
-          step = s;
-          loss = l;
-          rate = r;
-        }
-      }
-      w.read_offset = good;
-      if (step < 0) continue;
-      if (!std::isnan(loss)) stdout_loss[w.job] = loss;
+      auto line = w.progress.Read(w.stdout_path, w.generation, w.world);
+      if (!line) continue;
+      if (!std::isnan(line->loss)) stdout_loss[w.job] = line->loss;
       if (!registered || worker_progress.count(w.job)) continue;
       p::JobProgress m;
       m.job = w.job;
       m.generation = w.generation;
-      m.step = step;
-      m.loss = loss;
-      m.steps_per_second = rate;
+      m.step = line->step;
+      m.loss = line->loss;
+      m.steps_per_second = line->rate;
+      // Step times from the printed step_s (stdout_progress.h); a program
+      // that links the runtime sends its own (WorkerProgress.stats).
+      if (!runtime_reported.count(w.job)) m.stats = w.progress.TakeSummary();
       Send(m);
     }
     for (auto it = worker_progress.begin(); it != worker_progress.end();) {

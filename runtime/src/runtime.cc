@@ -24,7 +24,7 @@
 #include "comm/registry.h"
 #include "grad_buckets.h"
 #include "rendezvous.h"
-#include "step_timer.h"
+#include "aryl/protocol/step_timer.h"
 #include "store_poller.h"
 
 namespace aryl {
@@ -745,7 +745,7 @@ class Runtime::Impl {
   double last_progress_time_ = 0;
   double last_loss_ = std::nan("");  // from ReportLoss; NaN until the program reports one
   int64_t last_progress_step_ = 0;
-  StepTimer timer_;          // rank 0: step-time summaries for the scheduler's speed model
+  protocol::StepTimer timer_;  // rank 0: step-time summaries for the scheduler's speed model
   double last_sync_s_ = -1;  // the last all-reduce's time
   int64_t total_steps_ = 0;  // ARYL_TOTAL_STEPS or SetTotalSteps; 0 = unknown
   int64_t gen_ = 0;

@@ -178,7 +178,9 @@ TEST_F(MeasuredSpeed, JobMeasuredToFinishBeforeTheDeadlineIsLeftToFinish) {
     if (s->row.state != p::JobState::kRunning) break;
     // Not resized; its workers leave only as they finish (all at step 700).
     ASSERT_EQ(s->row.rescales, rescales) << Logs();
-    if (s->row.step < 650) ASSERT_EQ(s->row.workers, 4) << Logs();
+    if (s->row.step < 650) {
+      ASSERT_EQ(s->row.workers, 4) << Logs();
+    }
     std::this_thread::sleep_for(milliseconds(250));
   }
   ASSERT_TRUE(WaitState(*c, job, p::JobState::kCompleted, 60)) << Logs();
@@ -219,6 +221,46 @@ TEST_F(MeasuredSpeed, ModelSurvivesASchedulerRestart) {
   for (std::size_t i = 0; i < a.predicted.size(); ++i)
     EXPECT_NEAR(a.predicted[i].steps_per_second / b.predicted[i].steps_per_second, 1.0, 0.05);
   EXPECT_EQ(after->row.generation, generation) << "the job ran on untouched";
+}
+
+
+// A program without the runtime (a torchrun script, here a shell loop) tells
+// its speed through its progress line: rank 0 prints "step=N ... step_s=S" and
+// its agent summarises the printed step times as the runtime does its own
+// (median over a window, the first lines of a group left out). The scheduler
+// fits on them. A program that prints no step_s stays "not measured".
+TEST_F(MeasuredSpeed, ScriptReportsItsStepTimeThroughItsProgressLine) {
+  auto c = Client();
+  StartScheduler();
+  StartAgent("t", 4);
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  auto submit = [&](const std::string& name, const std::string& fields) {
+    p::SubmitJob m;
+    m.name = name;
+    m.argv = {"sh", "-c",
+              "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo \"step=$i loss=0.5 " + fields + "\"; sleep 0.02; done"};
+    m.workers = 2;
+    auto r = c->Call<p::SubmitReply>(m, milliseconds(3000));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->job : 0;
+  };
+  const p::JobId timed = submit("timed", "step_s=0.125 rate=99");
+  const p::JobId untimed = submit("untimed", "rate=8");
+  ASSERT_TRUE(WaitFor([&] { return Measured(*c, timed, 2); }, 30)) << SpeedReport(*c, timed) << Logs();
+  auto d = Describe(*c, timed);
+  ASSERT_TRUE(d.ok() && d->speed) << Logs();
+  for (const auto& x : d->speed->samples) {
+    EXPECT_EQ(x.workers, 2);
+    EXPECT_EQ(x.nodes, 1);
+    EXPECT_DOUBLE_EQ(x.step_time, 0.125) << "the printed step time, not the loop's";
+    EXPECT_EQ(x.spread, 0);
+  }
+  EXPECT_NEAR(d->row.steps_per_second, 8, 1e-9) << "step_s wins over rate";
+  auto u = Describe(*c, untimed);
+  ASSERT_TRUE(u.ok() && u->speed) << Logs();
+  EXPECT_TRUE(u->speed->samples.empty()) << SpeedReport(*c, untimed);
+  EXPECT_NEAR(u->row.steps_per_second, 8, 1e-9);
+  for (p::JobId j : {timed, untimed}) (void)c->Call<p::Ok>(p::CancelJob{.job = j}, milliseconds(3000));
 }
 
 }  // namespace

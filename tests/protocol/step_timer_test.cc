@@ -1,9 +1,11 @@
-// StepTimer: the step-time summaries rank 0 reports to the scheduler.
-#include "step_timer.h"
+// StepTimer: the step-time summaries rank 0 (or its agent) reports to the scheduler.
+#include "aryl/protocol/step_timer.h"
 
 #include <gtest/gtest.h>
 
-namespace aryl {
+#include <cmath>
+
+namespace aryl::protocol {
 namespace {
 
 StepTimer::Options Opts(int warmup, int min_steps, double min_seconds) {
@@ -63,6 +65,22 @@ TEST(StepTimer, NewGenerationStartsOverAndInterruptSkipsAnInterval) {
   EXPECT_NEAR(s->median_s, 0.3, 1e-9);
 }
 
+// The agent's use: step times a program printed, not boundaries it timed.
+TEST(StepTimer, PrintedStepTimesWarmUpPerGenerationAndSkipNonsense) {
+  StepTimer t(Opts(2, 4, 0));
+  for (double s : {3.0, 2.0, 0.25, 0.25}) t.StepTime(s, 7, 2);  // two warm-up steps, two counted
+  EXPECT_FALSE(t.TakeSummary()) << "2 of 4 steps";
+  t.StepTime(4.0, 8, 4);  // a restart at 4 workers: a warm-up step of the new group
+  for (double s : {1.0, 0.125, 0.0, -1.0, std::nan(""), 0.125, 0.5, 0.125}) t.StepTime(s, 8, 4);
+  auto s = t.TakeSummary();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->generation, 8);
+  EXPECT_EQ(s->workers, 4);
+  EXPECT_EQ(s->count, 4) << "the 0, negative and NaN step times are not steps";
+  EXPECT_NEAR(s->median_s, 0.125, 1e-12);
+  EXPECT_EQ(s->sync_median_s, 0) << "unknown";
+}
+
 TEST(StepTimer, MedianOfEvenAndOdd) {
   std::vector<double> a{3, 1, 2};
   EXPECT_EQ(Median(a), 2);
@@ -73,4 +91,4 @@ TEST(StepTimer, MedianOfEvenAndOdd) {
 }
 
 }  // namespace
-}  // namespace aryl
+}  // namespace aryl::protocol

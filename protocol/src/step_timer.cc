@@ -1,9 +1,9 @@
-#include "step_timer.h"
+#include "aryl/protocol/step_timer.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace aryl {
+namespace aryl::protocol {
 
 double Median(std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -15,28 +15,39 @@ double Median(std::vector<double>& v) {
   return (lo + hi) / 2;
 }
 
-void StepTimer::Step(double now, int64_t generation, int world, double sync_s) {
-  if (generation != gen_ || world != world_) {
-    // A new generation: what was measured at the old size is summarised by
-    // nobody (too few steps) or was already taken; start over, warming up.
-    gen_ = generation;
-    world_ = world;
-    warm_left_ = opt_.warmup_steps;
-    times_.clear();
-    syncs_.clear();
-    span_ = 0;
-    last_ = now;
-    return;
-  }
+bool StepTimer::Restart(std::int64_t generation, int world) {
+  if (generation == gen_ && world == world_) return false;
+  // A new generation: what was measured at the old size is summarised by
+  // nobody (too few steps) or was already taken; start over, warming up.
+  gen_ = generation;
+  world_ = world;
+  warm_left_ = opt_.warmup_steps;
+  times_.clear();
+  syncs_.clear();
+  span_ = 0;
+  last_ = -1;
+  return true;
+}
+
+void StepTimer::Step(double now, std::int64_t generation, int world, double sync_s) {
+  Restart(generation, world);
   double prev = last_;
   last_ = now;
-  if (prev < 0) return;  // interrupted
+  if (prev < 0) return;  // the generation's first boundary, or interrupted
+  Add(now - prev, sync_s);
+}
+
+void StepTimer::StepTime(double seconds, std::int64_t generation, int world) {
+  Restart(generation, world);
+  Add(seconds, -1);
+}
+
+void StepTimer::Add(double dt, double sync_s) {
   if (warm_left_ > 0) {
     --warm_left_;
     return;
   }
-  double dt = now - prev;
-  if (!(dt > 0)) return;
+  if (!(dt > 0) || !std::isfinite(dt)) return;
   times_.push_back(dt);
   if (sync_s >= 0) syncs_.push_back(sync_s);
   span_ += dt;
@@ -47,13 +58,13 @@ void StepTimer::Step(double now, int64_t generation, int world, double sync_s) {
   }
 }
 
-std::optional<protocol::StepStats> StepTimer::TakeSummary() {
+std::optional<StepStats> StepTimer::TakeSummary() {
   if (static_cast<int>(times_.size()) < opt_.min_steps || span_ < opt_.min_seconds) return std::nullopt;
-  protocol::StepStats s;
+  StepStats s;
   s.seq = ++seq_;
   s.generation = gen_;
   s.workers = world_;
-  s.count = static_cast<int64_t>(times_.size());
+  s.count = static_cast<std::int64_t>(times_.size());
   s.median_s = Median(times_);
   std::vector<double> dev;
   dev.reserve(times_.size());
@@ -67,4 +78,4 @@ std::optional<protocol::StepStats> StepTimer::TakeSummary() {
   return s;
 }
 
-}  // namespace aryl
+}  // namespace aryl::protocol
