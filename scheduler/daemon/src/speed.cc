@@ -45,6 +45,13 @@ namespace aryl::daemon {
 namespace {
 constexpr const char* kSpeedModelsKey = "speed_models";
 constexpr const char* kSpeedReferenceKey = "speed_reference";
+// A changed curve reaches the core's decisions (knapsack, reclaim costs,
+// finish estimates) for a job it still schedules.
+Status RefreshSpeedIfLive(double t, s::JobId job, s::Scheduler& into) {
+  const auto* info = into.state().job(job);
+  if (!info || info->status == s::JobStatus::kFinished) return Status::Ok();
+  return into.RefreshSpeed(t, job);
+}
 }  // namespace
 
 s::SpeedModelOptions Daemon::Impl::SpeedOptions(const std::string& reference) const {
@@ -111,10 +118,7 @@ void Daemon::Impl::SpeedAfter(const s::EventBody& body) {
 Status Daemon::Impl::ApplySpeedSample(double t, s::JobId job, const s::StepSample& sample, s::Scheduler& into) {
   if (!speed) return Status::FailedPrecondition("no speed models");
   ARYL_ASSIGN_OR_RETURN(bool changed, speed->AddSample(job, sample));
-  if (!changed) return Status::Ok();
-  const auto* info = into.state().job(job);
-  if (!info || info->status == s::JobStatus::kFinished) return Status::Ok();
-  return into.RefreshSpeed(t, job);
+  return changed ? RefreshSpeedIfLive(t, job, into) : Status::Ok();
 }
 
 Status Daemon::Impl::RecordSpeedSample(s::JobId job, const s::StepSample& sample) {
@@ -125,10 +129,7 @@ Status Daemon::Impl::RecordSpeedSample(s::JobId job, const s::StepSample& sample
 Status Daemon::Impl::ApplySpeedFit(double t, s::JobId job, const s::FitResult& fit, s::Scheduler& into) {
   if (!speed) return Status::FailedPrecondition("no speed models");
   ARYL_ASSIGN_OR_RETURN(bool applied, speed->ApplyFit(job, fit));
-  if (!applied) return Status::Ok();
-  const auto* info = into.state().job(job);
-  if (!info || info->status == s::JobStatus::kFinished) return Status::Ok();
-  return into.RefreshSpeed(t, job);
+  return applied ? RefreshSpeedIfLive(t, job, into) : Status::Ok();
 }
 
 void Daemon::Impl::SubmitDueFit(s::JobId job) {
