@@ -62,5 +62,20 @@ TEST(CoreJournalTest, SampleRowsSayWhetherTheirFitIsDeferred) {
   EXPECT_FALSE(std::get<SpeedSampleRow>(*back).deferred);
 }
 
+TEST(CoreJournalTest, AServerFailuresCauseSurvivesItsRow) {
+  // drain --now's cause is kept (its actions' reasons name it on replay too);
+  // a plain failure's row is as before causes existed, and reads back as one.
+  const std::string drained = EventToJson(sched::ServerFailed{3, "drained (--now)"});
+  auto back = EventFromJson(drained);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<sched::ServerFailed>(*back).server, 3);
+  EXPECT_EQ(std::get<sched::ServerFailed>(*back).cause, "drained (--now)");
+  const std::string lost = EventToJson(sched::ServerFailed{4});
+  EXPECT_EQ(lost, R"({"server":4,"type":"failed"})");
+  back = EventFromJson(lost);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<sched::ServerFailed>(*back).cause, "server failed");
+}
+
 }  // namespace
 }  // namespace aryl::daemon

@@ -164,6 +164,13 @@ TEST(ScenarioTest, ServerFailureShrinksElasticAndPreemptsInelastic) {
   for (const auto& [sid, n] : h.job(2).placement) shared = sid;
   Plan plan = h.Send(ServerFailed{shared}, 1);
   EXPECT_EQ(h.job(2).stats.preemptions, 1);
+  int preempts = 0;
+  for (const Action& a : plan.actions)
+    if (a.job == 2 && a.type == ActionType::kPreempt) {
+      EXPECT_EQ(a.reason, "server failed: preempt");
+      ++preempts;
+    }
+  EXPECT_EQ(preempts, 1);
   EXPECT_EQ(h.job(1).status, JobStatus::kRunning);
   EXPECT_TRUE(h.state().server(shared)->failed);
   h.Send(ServerRecovered{shared}, 1);
@@ -201,7 +208,11 @@ TEST(ScenarioTest, ElasticJobOnACordonedServerDoesNotGrowThere) {
   h.Send(ServerCordoned{0, true}, 1);
   h.Send(JobProgress{1, kLong}, 2);
   EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
-  h.Send(ServerFailed{0}, 3);  // a failure still moves its workers off
+  // A drain --now still moves its workers off; the actions name the cause.
+  Plan off = h.Send(ServerFailed{0, "drained (--now)"}, 3);
+  ASSERT_FALSE(off.actions.empty());
+  EXPECT_EQ(off.actions[0].type, ActionType::kPreempt);
+  EXPECT_EQ(off.actions[0].reason, "drained (--now): preempt");
   EXPECT_EQ(h.job(1).status, JobStatus::kQueued);
   h.Send(ServerRecovered{0}, 4);
   EXPECT_EQ(h.job(1).status, JobStatus::kQueued) << "still cordoned";

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -68,7 +69,36 @@ class LiveCluster : public ::testing::Test {
     if (!HasFailure() && !std::getenv("ARYL_KEEP_TEST_DIRS")) fs::remove_all(dir_);
   }
 
+  // Starts aryl-scheduler on port_ and http_port_. FreePort() reserves its
+  // ports among the tests, but a process outside the reservations can hold
+  // one for a moment (CI once saw "bind http 127.0.0.1:13633 failed"): a
+  // scheduler that stops at once over a port in use starts again on the same
+  // ports (clients and agents already point there), once a second for 10 s.
   pid_t StartScheduler(std::vector<std::string> extra = {}) {
+    for (int attempt = 0;; ++attempt) {
+      pid_t pid = LaunchScheduler(extra);
+      if (pid == 0 || attempt == 10 || !StoppedOnPortInUse(pid)) return pid;
+      launcher_.Poll();  // reaps it
+      std::this_thread::sleep_for(milliseconds(1000));
+    }
+  }
+
+  // Whether `pid`, a scheduler just launched, stopped within its start over a
+  // port in use. Peeks at its exit without reaping it (a test may wait for it).
+  bool StoppedOnPortInUse(pid_t pid) {
+    const fs::path log = dir_ / "scheduler.log";
+    bool exited = false;
+    WaitFor([&] {
+      siginfo_t info{};
+      exited = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+      return exited || ReadFile(log).find("aryl-scheduler listening on") != std::string::npos;
+    }, 3);
+    if (!exited) return false;
+    const std::string text = ReadFile(log);
+    return text.find("bind") != std::string::npos || text.find("in use") != std::string::npos;
+  }
+
+  pid_t LaunchScheduler(const std::vector<std::string>& extra) {
     agent::LaunchSpec spec;
     spec.argv = {ARYL_SCHEDULER_BIN, "--endpoint", "tcp://" + listen_host_ + ":" + std::to_string(port_),
                  "--state", state_path_.empty() ? (dir_ / "state.db").string() : state_path_, "--http-port", std::to_string(http_port_),

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -126,6 +127,33 @@ TEST_F(SystemTest, JobLifecycle) {
   auto status = daemon::HttpGet("127.0.0.1", http_port_, "/status");
   ASSERT_TRUE(status.ok());
   EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
+}
+
+// The fixture's start (live_cluster.h): a port held by a process outside the
+// tests' reservations for a moment makes the scheduler stop at once ("bind
+// http ... failed"); it starts again on the same ports and serves.
+TEST_F(SystemTest, SchedulerStartWaitsOutAPortHeldForAMoment) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(http_port_));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  std::thread release([fd] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    ::close(fd);
+  });
+  StartScheduler();
+  release.join();
+  auto c = Client();
+  ASSERT_TRUE(WaitFor([&] { return c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500)).ok(); }, 10)) << Logs();
+  EXPECT_NE(ReadFile(dir_ / "scheduler.log").find("bind http 127.0.0.1:" + std::to_string(http_port_) + " failed"),
+            std::string::npos)
+      << "the port was not held after all: the test proves nothing\n" << Logs();
+  auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
 }
 
 // An early clean exit is a leave, not the job's end: rank 1 of a 1..2-worker

@@ -343,8 +343,7 @@ Result<Plan> Scheduler::Apply(const Event& event) {
           std::vector<Action> actions;
           CostOfReturning(st, {body.server}, &actions, nullptr, m.policy->elastic());
           for (auto& a : actions) {
-            a.reason = a.type == ActionType::kPreempt ? "server failed: preempt"
-                                                      : "server failed: shrink";
+            a.reason = body.cause + (a.type == ActionType::kPreempt ? ": preempt" : ": shrink");
             ARYL_RETURN_IF_ERROR(m.ApplyOne(a, &plan));
           }
           return st.MarkFailed(body.server);

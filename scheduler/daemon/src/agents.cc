@@ -280,7 +280,7 @@ Status Daemon::Impl::NodeCommandFor(const std::string& name, const std::string& 
       ARYL_RETURN_IF_ERROR(SyncCordon(n));
       const auto* info = core ? core->state().server(n.server_id) : nullptr;
       if (now && info && !info->failed)
-        return Feed(s::ServerFailed{n.server_id}, "drain --now " + name, false, "drained (--now)");
+        return Feed(s::ServerFailed{n.server_id, "drained (--now)"}, "drain --now " + name);
       return Status::Ok();
     });
   }

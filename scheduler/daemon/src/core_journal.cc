@@ -55,7 +55,11 @@ json EventJson(const s::EventBody& body) {
         if constexpr (std::is_same_v<T, s::ServersLoaned>) return {{"type", "loaned"}, {"servers", e.servers}};
         if constexpr (std::is_same_v<T, s::Reclaim>)
           return {{"type", "reclaim"}, {"count", e.count}, {"servers", e.servers}, {"deadline", e.deadline}};
-        if constexpr (std::is_same_v<T, s::ServerFailed>) return {{"type", "failed"}, {"server", e.server}};
+        if constexpr (std::is_same_v<T, s::ServerFailed>) {
+          json f{{"type", "failed"}, {"server", e.server}};
+          if (e.cause != s::ServerFailed{}.cause) f["cause"] = e.cause;  // rows before causes have none
+          return f;
+        }
         if constexpr (std::is_same_v<T, s::ServerRecovered>) return {{"type", "recovered"}, {"server", e.server}};
         if constexpr (std::is_same_v<T, s::ServerCordoned>)
           return {{"type", "cordoned"}, {"server", e.server}, {"cordoned", e.cordoned}};
@@ -83,7 +87,11 @@ Result<s::EventBody> EventFromParsed(const json& j) {
   if (type == "reclaim")
     return s::EventBody(s::Reclaim{j.at("count").get<int>(), j.at("servers").get<std::vector<s::ServerId>>(),
                                    j.at("deadline").get<double>()});
-  if (type == "failed") return s::EventBody(s::ServerFailed{j.at("server").get<s::ServerId>()});
+  if (type == "failed") {
+    s::ServerFailed f{j.at("server").get<s::ServerId>()};
+    if (j.contains("cause")) f.cause = j.at("cause").get<std::string>();
+    return s::EventBody(std::move(f));
+  }
   if (type == "recovered") return s::EventBody(s::ServerRecovered{j.at("server").get<s::ServerId>()});
   if (type == "tick") return s::EventBody(s::Tick{});
   if (type == "cordoned")

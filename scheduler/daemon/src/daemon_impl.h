@@ -340,10 +340,7 @@ class Daemon::Impl {
   std::vector<std::pair<std::string, p::Message>> outbox;
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).
-  // `failed_cause`: for a ServerFailed the daemon sent though the server did
-  // not fail (drain --now), the reason its preempt and shrink actions record
-  // in place of the core's "server failed" (the plan itself is the same).
-  Status Feed(s::EventBody body, const std::string& why, bool round = false, const std::string& failed_cause = "");
+  Status Feed(s::EventBody body, const std::string& why, bool round = false);
   // One event into `into` (Handle with the round, else Apply) with the speed
   // models' part of it (SpeedBefore / SpeedAfter): the one path of Feed and of
   // the journal's replay, so both build the same models.

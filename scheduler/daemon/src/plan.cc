@@ -54,7 +54,7 @@ void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
 // shrinks, a reclaim's returns, are executed now); the policy's round for every
 // event of a tick runs once, in RoundTick, as a journaled Tick. So a burst of
 // submissions, exits or registrations costs one round, not one per event.
-Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round, const std::string& failed_cause) {
+Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round) {
   if (!core) return Status::FailedPrecondition("no agent has registered yet");
   auto t0 = std::chrono::steady_clock::now();
   double t = CoreNow();
@@ -63,11 +63,6 @@ Status Daemon::Impl::Feed(s::EventBody body, const std::string& why, bool round,
   // core refuses an event without changing.
   auto plan = CoreStep(*core, {t, body}, round);
   if (!plan.ok()) return plan.status();
-  if (!failed_cause.empty() && std::holds_alternative<s::ServerFailed>(body)) {
-    static const std::string kFailed = "server failed: ";
-    for (auto& a : plan->actions)
-      if (a.reason.starts_with(kFailed)) a.reason = failed_cause + ": " + a.reason.substr(kFailed.size());
-  }
   last_core_time = t;
   if (!round) round_due = true;
   // The core moved: journal the event and execute the plan as one durable step

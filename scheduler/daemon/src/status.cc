@@ -296,8 +296,9 @@ void Daemon::Impl::PublishClusterSeries() {
     s.jobs.push_back(std::move(js));
   }
   for (const auto& row : NodeRows())
-    s.nodes.push_back({row.agent_id, std::string(p::ToString(row.pool)), std::string(p::ToString(row.state)), row.slots,
-                       row.used_slots, nodes[row.agent_id].loan_state == "loaned"});
+    s.nodes.push_back({row.agent_id, std::string(p::ToString(row.pool)), std::string(p::ToString(row.state)),
+                       static_cast<int>(row.slots), static_cast<int>(row.used_slots),
+                       nodes[row.agent_id].loan_state == "loaned"});
   double now = WallNow();
   auto pending = [&](const PendingReclaim& pr) {
     auto n = nodes.find(pr.node);

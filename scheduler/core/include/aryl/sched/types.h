@@ -118,7 +118,10 @@ struct ServersLoaned { std::vector<ServerId> servers; };
 // servers than are loaned (and not already being reclaimed), or a named server
 // that is not, is an error and changes nothing.
 struct Reclaim { int count = 0; std::vector<ServerId> servers; Seconds deadline = 0; };
-struct ServerFailed { ServerId server = 0; };
+// A server out of service (its agent lost, or an operator's drain --now): its
+// jobs shrink off it or go back to the queue. `cause` begins those actions'
+// reasons ("server failed: preempt", "drained (--now): shrink").
+struct ServerFailed { ServerId server = 0; std::string cause = "server failed"; };
 struct ServerRecovered { ServerId server = 0; };
 // An operator's drain that lets running jobs finish (Slurm's DRAIN, kubectl's
 // cordon): while `cordoned`, no new workers go to the server; the jobs there
