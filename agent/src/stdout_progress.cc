@@ -14,7 +14,6 @@ std::optional<ProgressLine> ParseProgressLine(const std::string& line) {
   std::smatch m;
   if (!std::regex_search(line, m, kStep)) return std::nullopt;
   ProgressLine out;
-  out.loss = NAN;
   try {
     out.step = std::stoll(m[1].str());
     if (std::regex_search(line, m, kLoss)) out.loss = m[1].str() == "nan" ? NAN : std::stod(m[1].str());

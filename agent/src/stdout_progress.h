@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -25,9 +26,9 @@ namespace aryl::agent {
 
 struct ProgressLine {
   std::int64_t step = 0;
-  double loss;           // NaN: none on the line
-  double rate = 0;       // steps per second (from step_s when given), 0: none
-  double step_s = -1;    // the step's own seconds, < 0: none
+  double loss = std::numeric_limits<double>::quiet_NaN();  // NaN: none on the line
+  double rate = 0;     // steps per second (from step_s when given), 0: none
+  double step_s = -1;  // the step's own seconds, < 0: none
 };
 
 // The values of one progress line; nullopt for any other line.
