@@ -69,7 +69,10 @@ Result<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(std::shared_ptr<etc
   s->opt_ = std::move(options);
   ARYL_ASSIGN_OR_RETURN(s->index_, SqliteStateStore::Open(":memory:"));
   ARYL_RETURN_IF_ERROR(s->Load());
-  if (s->opt_.term > 0) s->chunks_.clear();  // a follower (term 0) keeps them for snapshots to come
+  if (s->opt_.term > 0) {
+    s->chunks_.clear();  // a follower (term 0) keeps them for snapshots to come
+    ARYL_RETURN_IF_ERROR(s->ReadWriter());
+  }
   ARYL_ASSIGN_OR_RETURN(auto version, s->index_->GetMeta("schema_version"));
   // The index's own schema_version row is ours; a newer one read from etcd
   // replaced it and is refused.
@@ -210,6 +213,12 @@ Status EtcdStateStore::Lead(Options options) {
                                    opt_.prefix + "'");
   opt_ = std::move(options);
   chunks_.clear();  // a leader writes snapshots whole; it never reads chunks again
+  return ReadWriter();
+}
+
+Status EtcdStateStore::ReadWriter() {
+  ARYL_ASSIGN_OR_RETURN(auto r, client_->Range(opt_.prefix + "writer"));
+  writer_revision_ = r.kvs.empty() ? 0 : r.kvs.front().mod_revision;
   return Status::Ok();
 }
 
@@ -257,12 +266,17 @@ Status EtcdStateStore::Apply(const etcd::KeyValue& kv, std::string* head) {
 Status EtcdStateStore::Batch(const std::function<Status()>& body) {
   if (depth_ > 0) return body();
   if (reload_) {
-    // A batch split over several etcd transactions failed half-way: etcd
-    // holds what the index rolled back. Read it again before going on.
+    // A batch split over several etcd transactions failed half-way, or a
+    // transaction's outcome is unknown: etcd may hold what the index rolled
+    // back. Read it again before going on, but not while frozen (a frozen
+    // leader's write waits on nothing).
+    if (opt_.may_write && !opt_.may_write())
+      return Status::Unavailable(opt_.location + ": not written: this scheduler cannot decide now");
     ARYL_ASSIGN_OR_RETURN(index_, SqliteStateStore::Open(":memory:"));
     loaded_keys_ = 0;
     ARYL_RETURN_IF_ERROR(Load());
     chunks_.clear();
+    if (opt_.term > 0) ARYL_RETURN_IF_ERROR(ReadWriter());
     reload_ = false;
   }
   pending_.clear();
@@ -285,34 +299,63 @@ Status EtcdStateStore::Flush() {
   std::size_t i = 0;
   while (i < pending_.size()) {
     etcd::TxnRequest txn;
+    const std::string writer_key = opt_.prefix + "writer", leader_key = opt_.prefix + "leader";
+    const std::string writer = std::to_string(opt_.term) + "/" + std::to_string(writes_ + 1);
     if (opt_.term > 0) {
       etcd::Compare c;
-      c.key = opt_.prefix + "leader";
+      c.key = leader_key;
       c.target = etcd::Compare::Target::kCreate;
       c.result = etcd::Compare::Result::kEqual;
       c.number = opt_.term;
       txn.compare.push_back(c);
+      etcd::Compare w;
+      w.key = writer_key;
+      w.target = etcd::Compare::Target::kMod;
+      w.result = etcd::Compare::Result::kEqual;
+      w.number = writer_revision_;
+      txn.compare.push_back(w);
+      txn.success.push_back(etcd::Op::Put(writer_key, writer));
+      txn.failure = {etcd::Op::Get(leader_key), etcd::Op::Get(writer_key)};
     }
+    const std::size_t base = txn.success.size();  // P/writer's put
     std::size_t bytes = 0;
     while (i < pending_.size() && txn.success.size() < opt_.max_txn_ops) {
       std::size_t b = pending_[i].key.size() + pending_[i].value.size() + pending_[i].range_end.size() + 16;
-      if (!txn.success.empty() && bytes + b > opt_.max_txn_bytes) break;
+      if (txn.success.size() > base && bytes + b > opt_.max_txn_bytes) break;
       bytes += b;
       txn.success.push_back(std::move(pending_[i++]));
     }
+    const std::size_t sent = txn.success.size() - base;
+    ++writes_;
     auto result = Send(txn);
     if (!result.ok()) {
-      if (i > txn.success.size()) reload_ = true;  // an earlier transaction of this batch landed
+      // An earlier transaction of this batch landed, or this one may land
+      // yet (its answer was lost): etcd and the index may differ.
+      if (i > sent || result.status().IsUnavailable()) reload_ = true;
       if (result.status().IsUnavailable() && opt_.on_unavailable) opt_.on_unavailable(result.status().message());
       return result.status();
     }
     ++transactions_;
     if (!result->succeeded) {
-      std::string why = "the leader key " + opt_.prefix + "leader is no longer this scheduler's (term " +
-                        std::to_string(opt_.term) + "): another scheduler leads";
-      if (opt_.on_deposed) opt_.on_deposed(why);
-      return Status::FailedPrecondition("not the leader: " + why);
+      const auto& leader = result->ranges.at(0).kvs;
+      const auto& last = result->ranges.at(1).kvs;
+      if (leader.empty() || leader.front().create_revision != opt_.term) {
+        std::string why = "the leader key " + leader_key + " is no longer this scheduler's (term " +
+                          std::to_string(opt_.term) + "): another scheduler leads";
+        if (opt_.on_deposed) opt_.on_deposed(why);
+        return Status::FailedPrecondition("not the leader: " + why);
+      }
+      if (last.empty() || last.front().value != writer) {
+        reload_ = true;
+        return Status::Unavailable(opt_.location + ": etcd holds a transaction of this scheduler that was " +
+                                   "reported failed (" + (last.empty() ? std::string("none") : last.front().value) +
+                                   " landed late); the state is read again");
+      }
+      // This very transaction had landed: a try whose answer was lost.
+      writer_revision_ = last.front().mod_revision;
+      continue;
     }
+    if (opt_.term > 0) writer_revision_ = result->revision;
   }
   return Status::Ok();
 }

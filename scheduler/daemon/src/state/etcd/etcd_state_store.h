@@ -3,6 +3,7 @@
 //
 // Layout under the prefix P (keys sorted as etcd sorts them, bytewise):
 //   P/leader                 the leader's record, bound to its lease (leader_election.h)
+//   P/writer                 "<term>/<n>": the leader's n-th transaction, the last to land
 //   P/s/core/<seq>           {"time","body"}: a core journal row (20-digit seq)
 //   P/s/event/<seq>          {"seq","time","job","kind","detail","nodes","data"}
 //   P/s/job/<id>             the whole JobRecord with its placement, as JSON
@@ -21,8 +22,20 @@
 //     transactions whose one comparison is "P/leader's create_revision is my
 //     term". Only then does the index transaction commit; any failure rolls
 //     it back, so the index never holds what etcd does not.
-//  3. A comparison that fails means another scheduler leads: on_deposed is
-//     called and the write fails with FailedPrecondition. etcd unreachable or
+//     A leader's transaction also compares P/writer's mod_revision with the
+//     one its last transaction left, and puts P/writer = "<term>/<n>". So
+//     transactions land in the order they were sent or not at all: one whose
+//     answer was lost (a timeout) and that etcd applies later, after the
+//     store went on, fails its comparison instead of overwriting newer
+//     writes. A failed comparison reads P/leader and P/writer back (the
+//     failure branch): P/writer holding this very transaction's value means
+//     it had landed (a retry of a lost answer) and it counts as written.
+//  3. A comparison of P/leader that fails means another scheduler leads: on_deposed is
+//     called and the write fails with FailedPrecondition. One of P/writer
+//     alone means etcd holds a transaction the index does not (one that gave
+//     up as Unavailable and landed later): Unavailable, and the next Batch
+//     reads the prefix again; so does any Batch after an Unavailable
+//     transaction, whose outcome is unknown. etcd unreachable or
 //     without quorum: retried for retry_seconds while etcd refuses at once
 //     (an etcd leader election), then Unavailable and on_unavailable (the
 //     leader freezes); the caller retries once it is back. No try is made
@@ -129,6 +142,8 @@ class EtcdStateStore final : public StateStore {
   Status Write(const std::function<Status()>& apply);
   Status Flush();
   Result<etcd::TxnResult> Send(const etcd::TxnRequest& txn);
+  // P/writer's mod_revision now (0: absent), into writer_revision_.
+  Status ReadWriter();
   Status PutJob(std::uint64_t id);
   std::string Key(std::string_view table, std::string_view name) const;
 
@@ -137,7 +152,9 @@ class EtcdStateStore final : public StateStore {
   std::unique_ptr<SqliteStateStore> index_;
   std::vector<etcd::Op> pending_;
   int depth_ = 0;
-  bool reload_ = false;  // etcd may hold more than the index: Load again
+  bool reload_ = false;  // etcd may hold more (or less) than the index: Load again
+  std::int64_t writer_revision_ = 0;  // P/writer's mod_revision after this store's last transaction
+  std::uint64_t writes_ = 0;          // this store's transactions sent (P/writer's n)
   std::int64_t snapshot_id_ = 0;
   std::int64_t revision_ = 0;
   // Snapshot chunk key -> value: while loading, and kept by a follower, whose
