@@ -267,16 +267,25 @@ Status EtcdStateStore::Batch(const std::function<Status()>& body) {
   if (depth_ > 0) return body();
   if (reload_) {
     // A batch split over several etcd transactions failed half-way, or a
-    // transaction's outcome is unknown: etcd may hold what the index rolled
-    // back. Read it again before going on, but not while frozen (a frozen
-    // leader's write waits on nothing).
+    // transaction of this store landed late: etcd holds what the index does
+    // not. Read it again before going on, but not while frozen (a frozen
+    // leader's write waits on nothing); a read that fails keeps the index as
+    // it was and tries again at the next batch.
     if (opt_.may_write && !opt_.may_write())
       return Status::Unavailable(opt_.location + ": not written: this scheduler cannot decide now");
-    ARYL_ASSIGN_OR_RETURN(index_, SqliteStateStore::Open(":memory:"));
+    ARYL_ASSIGN_OR_RETURN(auto fresh, SqliteStateStore::Open(":memory:"));
+    std::unique_ptr<SqliteStateStore> old = std::move(index_);
+    index_ = std::move(fresh);
+    const std::size_t loaded = loaded_keys_;
     loaded_keys_ = 0;
-    ARYL_RETURN_IF_ERROR(Load());
+    Status read = Load();
+    if (read.ok() && opt_.term > 0) read = ReadWriter();
+    if (!read.ok()) {
+      index_ = std::move(old);
+      loaded_keys_ = loaded;
+      return read;
+    }
     chunks_.clear();
-    if (opt_.term > 0) ARYL_RETURN_IF_ERROR(ReadWriter());
     reload_ = false;
   }
   pending_.clear();
@@ -329,9 +338,10 @@ Status EtcdStateStore::Flush() {
     ++writes_;
     auto result = Send(txn);
     if (!result.ok()) {
-      // An earlier transaction of this batch landed, or this one may land
-      // yet (its answer was lost): etcd and the index may differ.
-      if (i > sent || result.status().IsUnavailable()) reload_ = true;
+      // An earlier transaction of this batch landed: etcd holds what the
+      // index rolls back. (This one may land yet, its answer lost: the next
+      // transaction's comparison of P/writer finds it.)
+      if (i > sent) reload_ = true;
       if (result.status().IsUnavailable() && opt_.on_unavailable) opt_.on_unavailable(result.status().message());
       return result.status();
     }

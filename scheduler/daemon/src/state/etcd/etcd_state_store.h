@@ -34,8 +34,8 @@
 //     called and the write fails with FailedPrecondition. One of P/writer
 //     alone means etcd holds a transaction the index does not (one that gave
 //     up as Unavailable and landed later): Unavailable, and the next Batch
-//     reads the prefix again; so does any Batch after an Unavailable
-//     transaction, whose outcome is unknown. etcd unreachable or
+//     reads the prefix again (not while frozen; a read that fails keeps the
+//     index and is tried again). etcd unreachable or
 //     without quorum: retried for retry_seconds while etcd refuses at once
 //     (an etcd leader election), then Unavailable and on_unavailable (the
 //     leader freezes); the caller retries once it is back. No try is made
