@@ -107,8 +107,13 @@ TEST_F(SecurityTest, WorkersGetOnlyStandardFdsAndTheAgentCleansUp) {
   auto c = Client();
   ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
   // What a process the worker starts holds (the shell itself juggles fds for
-  // its redirections): listed by another process, into the worker's log.
-  auto job = Submit(*c, {"sh", "-c", "echo $ARYL_AGENT_ENDPOINT; sleep 2 & ls /proc/$!/fd; wait"}, 1);
+  // its redirections): listed by another process, into the worker's log,
+  // once the child is sleep (before its exec it is a copy of the shell, with
+  // the shell's own fds: a loaded machine once listed that copy's fd 3).
+  auto job = Submit(*c, {"sh", "-c",
+                         "echo $ARYL_AGENT_ENDPOINT; sleep 3 & p=$!; i=0; "
+                         "while [ \"$(cat /proc/$p/comm)\" != sleep ] && [ $i -lt 50 ]; do sleep 0.05; i=$((i+1)); done; "
+                         "ls /proc/$p/fd; wait"}, 1);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(WaitState(*c, *job, p::JobState::kCompleted, 20)) << Logs();
   const fs::path out = dir_ / "logs-a" / ("job-" + std::to_string(*job)) / "worker-0.out";
