@@ -36,6 +36,7 @@
 #include "aryl/protocol/transport.h"
 #include "aryl/torchrun_env.h"
 #include "agent_security.h"
+#include "aryl/agent/generation_queue.h"
 #include "lease.h"
 #include "store_probe.h"
 #include "log_reader.h"
@@ -202,22 +203,10 @@ class Agent::Impl {
   std::map<p::JobId, double> stdout_loss;  // the newest loss rank 0 printed
   std::set<p::JobId> runtime_reported;     // jobs whose program was seen to link the runtime
 
-  // A resize this agent announces to its workers once every member is ready.
-  struct PendingPublish {
-    p::JobId job = 0;
-    std::string endpoint, key;
-    std::int64_t generation = 0;
-    std::vector<p::WorkerId> members;
-    double deadline = 0;
-  };
-  std::vector<PendingPublish> publishes;
-  struct PendingReport {
-    p::JobId job = 0;
-    std::string endpoint, key;
-    std::int64_t generation = 0;
-    double deadline = 0;
-  };
-  std::vector<PendingReport> reports;
+  // The job's generations (plans) in flight here: announced to the workers
+  // once every member is ready, then waited for until the runtime reports the
+  // switch; the newest plan of a job supersedes older ones (generation_queue.h).
+  GenerationQueue generations;
   // Worker exits the scheduler has not acknowledged yet, by (job, worker).
   static constexpr double kExitResendSeconds = 2.0;
   std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked_exits;
@@ -607,14 +596,14 @@ class Agent::Impl {
     if (UsesStore(m.store_endpoint)) {
       // Every agent that hosts members or leavers announces to its own workers;
       // all of them map this scheduler generation to the same store generation.
-      PendingPublish pp;
-      pp.job = m.job;
-      pp.endpoint = m.store_endpoint;
-      pp.key = m.store_prefix;
-      pp.generation = p::PlanGeneration(m.generation);
-      pp.members = m.members;
-      pp.deadline = Now() + 120;
-      publishes.push_back(pp);
+      GenerationQueue::Generation g;
+      g.job = m.job;
+      g.endpoint = m.store_endpoint;
+      g.key = m.store_prefix;
+      g.generation = p::PlanGeneration(m.generation);
+      g.members.assign(m.members.begin(), m.members.end());
+      generations.Plan(std::move(g), Now());
+      LogGenerationTransitions();
     }
   }
 
@@ -770,6 +759,7 @@ class Agent::Impl {
       spdlog::info("job {} worker {} {}", w.job, w.id, ex.Describe());
       p::JobId job = w.job;
       ReportExit(ExitOf(w, ex));
+      generations.MemberEnded(job, w.id);
       workers.erase(it);
       Forget(job);
     }
@@ -781,6 +771,8 @@ class Agent::Impl {
   void Forget(p::JobId job) {
     for (const auto& [pid, w] : workers)
       if (w.job == job) return;
+    generations.JobEnded(job);
+    LogGenerationTransitions();
     std::lock_guard<std::mutex> lock(channel->mu);
     std::erase_if(channel->announced, [job](const auto& kv) { return kv.first.first == job; });
     std::erase_if(channel->issued, [job](const auto& kv) { return kv.second.job == job; });
@@ -828,7 +820,8 @@ class Agent::Impl {
     r.phases = w.phases;
     spdlog::info("job {}: {} resize into generation {}: {} -> {} workers, pause {:.3f} s", w.job,
                  w.planned ? "planned" : "fault", w.generation, w.from_workers, w.to_workers, w.phases.total);
-    std::erase_if(reports, [&](const PendingReport& p) { return p.job == w.job && p.generation == w.generation; });
+    generations.Reported(w.job, w.generation);
+    LogGenerationTransitions();
     if (registered) Send(r);
   }
 
@@ -913,57 +906,63 @@ class Agent::Impl {
 
   // Announces resizes to this agent's workers (GenerationAnnounce, protocol
   // 12) once every member has set "ready/<id>" in the job's store (stayers set
-  // it when they started, so only joiners are waited for). One change at a
-  // time per job: the next waits until the runtime reported the previous one
-  // (WorkerResizeReport to the agent of rank 0, "report/<G>" in the store for
-  // every agent), in the order they arrived.
+  // it when they started, so only joiners are waited for), then waits for the
+  // runtime's report of the switch ("report/<G>" in the store, or rank 0's
+  // WorkerResizeReport here). Each step's store query runs on the probe's
+  // thread; the life cycle and its deadlines are the GenerationQueue's.
   void PumpStore() {
     if (!relay) return;
     double now = Now();
-    std::set<p::JobId> busy;
-    for (const auto& r : reports) busy.insert(r.job);
-    for (auto it = publishes.begin(); it != publishes.end();) {
-      if (busy.count(it->job)) {
-        ++it;
-        continue;
-      }
-      busy.insert(it->job);
-      std::string key = it->key + "/ready/" + std::to_string(it->generation);
-      if (now > it->deadline) {
-        spdlog::error("job {}: generation {} not announced in time (joiners not ready)", it->job, it->generation);
-        probe->Cancel(key);
-        it = publishes.erase(it);
-        continue;
-      }
-      auto ready = probe->Take(key);
-      if (!ready || !ready->ok() || !**ready) {
-        probe->Ask(key, [endpoint = it->endpoint, job = it->key, ids = Ids(it->members)](StoreRelay& r) {
-          return r.Ready(endpoint, job, ids);
+    generations.Expire(now);
+    for (const auto& g : generations.InFlight()) {
+      if (g.state == GenerationQueue::State::kForming) {
+        std::string key = g.key + "/ready/" + std::to_string(g.generation);
+        auto ready = probe->Take(key);
+        if (!ready || !ready->ok() || !**ready) {
+          probe->Ask(key, [endpoint = g.endpoint, job = g.key, ids = Ids(g.members)](StoreRelay& r) {
+            return r.Ready(endpoint, job, ids);
+          });
+          continue;
+        }
+        auto announced = generations.AllReady(g.job, g.generation, now);
+        if (!announced) continue;
+        auto announce = MakeAnnounce(g.job, g.generation, g.members, g.endpoint, g.key);
+        Remember(announce);
+        PushToWorkers(g.job, g.key, announce);
+        spdlog::info("job {}: announced generation {} ({} workers) to the workers here", g.job, g.generation,
+                     g.members.size());
+      } else if (g.state == GenerationQueue::State::kAgreed) {
+        std::string key = g.key + "/report/" + std::to_string(g.generation);
+        auto rep = probe->Take(key);
+        if (rep && rep->ok() && **rep) {
+          generations.Reported(g.job, g.generation);
+          continue;
+        }
+        probe->Ask(key, [endpoint = g.endpoint, job = g.key, gen = g.generation](StoreRelay& r) -> Result<bool> {
+          ARYL_ASSIGN_OR_RETURN(auto v, r.Report(endpoint, job, gen));
+          return v.has_value();
         });
-        ++it;
-        continue;
       }
-      auto announce = MakeAnnounce(it->job, it->generation, it->members, it->endpoint, it->key);
-      Remember(announce);
-      PushToWorkers(it->job, it->key, announce);
-      spdlog::info("job {}: announced generation {} ({} workers) to the workers here", it->job, it->generation,
-                   it->members.size());
-      reports.push_back({it->job, it->endpoint, it->key, it->generation, now + 30});
-      it = publishes.erase(it);
     }
-    for (auto it = reports.begin(); it != reports.end();) {
-      std::string key = it->key + "/report/" + std::to_string(it->generation);
-      auto rep = probe->Take(key);
-      if ((rep && (!rep->ok() || **rep)) || now > it->deadline) {
-        probe->Cancel(key);
-        it = reports.erase(it);
-        continue;
+    LogGenerationTransitions();
+  }
+
+  // The generation queue's transitions, in the agent's log; the ones that
+  // give a plan up are warnings.
+  void LogGenerationTransitions() {
+    for (const auto& t : generations.TakeTransitions()) {
+      if (t.to == GenerationQueue::State::kAbandoned || t.to == GenerationQueue::State::kTraining) {
+        // Its store queries are no longer wanted (an answer not taken is dropped).
+        probe->Cancel(t.key + "/ready/" + std::to_string(t.generation));
+        probe->Cancel(t.key + "/report/" + std::to_string(t.generation));
       }
-      probe->Ask(key, [endpoint = it->endpoint, job = it->key, g = it->generation](StoreRelay& r) -> Result<bool> {
-        ARYL_ASSIGN_OR_RETURN(auto v, r.Report(endpoint, job, g));
-        return v.has_value();
-      });
-      ++it;
+      if (t.to == GenerationQueue::State::kAbandoned) {
+        spdlog::warn("job {}: generation {} abandoned ({}, was {})", t.job, t.generation,
+                     GenerationQueue::Name(t.event), t.from ? GenerationQueue::Name(*t.from) : "new");
+      } else {
+        spdlog::debug("job {}: generation {} {} ({})", t.job, t.generation, GenerationQueue::Name(t.to),
+                      GenerationQueue::Name(t.event));
+      }
     }
   }
 

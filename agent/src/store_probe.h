@@ -64,11 +64,12 @@ class StoreProbe {
     return r;
   }
   // Forgets `key`: an answer still to come is dropped.
+  // Drops the query of `key`: its answer, or the answer it will have. A key
+  // never asked, or already taken, leaves nothing behind.
   void Cancel(const std::string& key) {
     std::lock_guard<std::mutex> lock(mu_);
-    done_.erase(key);
-    cancelled_.insert(key);
-    busy_.erase(key);
+    bool answered = done_.erase(key) > 0;
+    if (busy_.erase(key) && !answered) cancelled_.insert(key);  // queued or running
   }
 
  private:

@@ -146,10 +146,12 @@ Status Daemon::Impl::LoadState() {
       j.rescales = w.value("rescales", std::int64_t{0});
       j.preemptions = w.value("preemptions", std::int64_t{0});
       j.home_store = w.value("home_store", std::string("none"));
-      j.completing = w.value("completing", false);
-      j.completing_step = w.value("completing_step", std::int64_t{0});
       j.runtime = w.value("runtime", false);
-      j.restarting = w.value("restarting", false);
+      // The phase as the record implies it (a restore is not a transition).
+      JobPhase phase = rec.state == JobState::kRunning ? JobPhase::kRunning : JobPhase::kQueued;
+      if (w.value("restarting", false)) phase = JobPhase::kRestarting;
+      if (w.value("completing", false)) phase = JobPhase::kCompleting;
+      j.life.Restore(phase, j.generation, w.value("completing_step", std::int64_t{0}), WallNow());
       j.restarts = w.value("restarts", 0);
       if (w.contains("first_end")) j.first_end = WorkerEndFromJson(w["first_end"]);
       if (w.contains("failure")) j.failure = WorkerEndFromJson(w["failure"]);
@@ -160,6 +162,7 @@ Status Daemon::Impl::LoadState() {
         wk.rank = x.at("rank").get<int>();
         wk.slot = x.at("slot").get<int>();
         wk.generation = x.at("generation").get<std::int64_t>();
+        wk.joined = wk.generation;
         wk.leaving = x.at("leaving").get<bool>();
         if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
           return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +

@@ -56,6 +56,7 @@
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/demand.h"
 #include "authz.h"
+#include "aryl/daemon/job_machine.h"
 #include "secrets.h"
 #include "speed_fitter.h"
 
@@ -145,6 +146,7 @@ class Daemon::Impl {
     int rank = 0;
     int slot = 0;
     std::int64_t generation = 0;
+    std::int64_t joined = 0;  // the generation it was started for (memory only; restored: its generation)
     bool leaving = false;  // asked to leave (resize, preempt, cancel, reclaim)
   };
   struct Job {
@@ -159,11 +161,14 @@ class Daemon::Impl {
     int master_port = 0;  // this start's MASTER_PORT (memory only)
     double last_start = 0;  // wall time of this start (rec.start_time is the first; memory only)
     std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
-    bool completing = false;  // a worker exited 0 on its own: the job is done
+    // Its life cycle (job_machine.h): phase, planned and formed generations.
+    // kCompleting: a worker said it finished; the job is done once the rest
+    // are gone, unless its peers report steps past that worker's end
+    // (life.completing_step(), On(JobProgress)): then it left early.
+    JobMachine life;
+    bool Completing() const { return life.Is(JobPhase::kCompleting); }
+    bool Restarting() const { return life.Is(JobPhase::kRestarting); }
     double completing_since = 0;
-    // The job's step when a worker said "completed": progress past it means
-    // that worker left early and its peers go on (On(JobProgress)).
-    std::int64_t completing_step = 0;
     // Who the job's failure report names: the worker whose own end began
     // `completing` (its peers' failures often follow from it: a collective
     // whose peer is gone), and the worker whose end fails the job (the first
@@ -184,11 +189,10 @@ class Daemon::Impl {
     std::int64_t restart_generation = 0;  // the new group's, once started
     bool restart_planned = true;          // a resize, not a failure
     // Restart elasticity (SubmitJob::elastic): `runtime` once the program was
-    // seen to link the runtime; `restarting` while every worker is being
+    // seen to link the runtime; phase kRestarting while every worker is being
     // stopped to start the group again (a resize or a failure); `restarts`
     // counts the restarts after failures (against max_restarts).
     bool runtime = false;
-    bool restarting = false;
     int restarts = 0;
     // A resize of a job that did not say how it resizes, planned before its
     // kind is known: carried out once the runtime's hello arrives (in place)
@@ -213,7 +217,6 @@ class Daemon::Impl {
     // scheduler counts the lease again from its own start.
     double restart_not_before = 0;
     std::string lease_node;
-    bool lease_wait_noted = false;  // the wait is in the journal
     double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)
     // Measured speed (speed.cc): 1 / the median step time of rank 0's newest
     // summary. Memory only.
@@ -373,6 +376,13 @@ class Daemon::Impl {
   void IndexWorkers();  // rebuilds workers_on from jobs
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
   Status Restart(Job& j, const std::string& reason, bool planned = true);  // stop all workers, then start them again
+  // Records a life-cycle transition's outcome: a refused one (no row in
+  // JobMachine's table) is a bug, logged with the job and the phase.
+  void Phase(const Job& j, bool ok, std::string_view what);
+  // The forming rule (job_machine.h, StrandedJoiners): after worker of
+  // generation `lost_joined` was lost, stops the joiners of that generation
+  // stranded in its rendezvous.
+  void StopStrandedJoiners(Job& j, std::int64_t lost_joined);
   Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).

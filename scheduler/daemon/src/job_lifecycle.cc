@@ -7,6 +7,11 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
     it->second.erase(j.rec.id);
     if (it->second.empty()) live_by_owner.erase(it);
   }
+  Phase(j, j.life.Ended(state == JobState::kFinished ? JobPhase::kCompleted
+                        : state == JobState::kFailed ? JobPhase::kFailed
+                                                     : JobPhase::kCancelled,
+                        WallNow()),
+        "end");
   j.rec.state = state;
   j.rec.exit_code = exit_code;
   j.rec.message = message;
@@ -63,7 +68,8 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   if (wit == j.workers.end() || wit->second.agent != m.agent_id) return Status::Ok();  // handled before
   bool leaving = wit->second.leaving;
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
-  ExitKind kind = ClassifyExit(m, j.restarting);
+  ExitKind kind = ClassifyExit(m, j.Restarting());
+  const std::int64_t lost_joined = wit->second.joined;
   const p::WorkerEnd end{m.worker, wit->second.rank, m.agent_id, m.exit_code, m.signal, m.error};
   EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
@@ -76,18 +82,17 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
                                 {"signal", m.signal ? json(*m.signal) : json(nullptr)},
                                 {"outcome", m.outcome}, {"leaving", leaving}, {"error", m.error}},
                                {m.agent_id}));
-  if (kind == ExitKind::kCompleted && !j.completing) {
+  if (kind == ExitKind::kCompleted && !j.Completing()) {
     // The program finished its work (even if it was also asked to leave): the
-    // job is done once its other workers are gone.
-    j.completing = true;
+    // job is done once its other workers are gone. The step it ended at comes
+    // from its own report: the scheduler's last progress report may lag its
+    // peers' last steps, and a peer's report of the common last step must not
+    // read as "went on without it".
+    Phase(j, j.life.WorkerDone(std::max(j.step, m.step.value_or(0)), WallNow()), "worker done");
     j.completing_since = WallNow();
-    // The step it ended at, from its own report: the scheduler's last
-    // progress report may lag its peers' last steps, and a peer's report of
-    // the common last step must not read as "went on without it".
-    j.completing_step = std::max(j.step, m.step.value_or(0));
     j.first_end = end;
   }
-  if (j.completing) {
+  if (j.Completing()) {
     // A peer that fails after one rank ended on its own (a torchrun script's
     // rank that returned early leaves the others' collectives with a closed
     // connection) fails the job; its report names both (FinishJob).
@@ -149,8 +154,42 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
   }
   spdlog::warn("job {}: {} ended ({}); the job goes on without it", j.rec.id, who, how);
+  if (j.runtime && !j.RestartsToResize()) StopStrandedJoiners(j, lost_joined);
   pending_converge.insert(j.rec.id);
   return SaveJob(j);
+}
+
+void Daemon::Impl::Phase(const Job& j, bool ok, std::string_view what) {
+  if (!ok)
+    spdlog::error("job {}: {} refused in phase {} (no such transition in job_machine.h)", j.rec.id, what,
+                  PhaseName(j.life.phase()));
+}
+
+void Daemon::Impl::StopStrandedJoiners(Job& j, std::int64_t lost_joined) {
+  std::vector<MemberView> live;
+  for (const auto& [id, w] : j.workers) live.push_back({static_cast<std::int64_t>(id), w.joined, w.leaving});
+  auto stranded = StrandedJoiners(live, lost_joined, j.life.formed());
+  if (stranded.empty()) return;
+  std::map<std::string, std::vector<p::WorkerId>> by_agent;
+  for (auto id : stranded) {
+    auto& w = j.workers[static_cast<p::WorkerId>(id)];
+    w.leaving = true;
+    by_agent[w.agent].push_back(w.id);
+  }
+  spdlog::warn("job {}: generation {} cannot form without the lost worker; stopping its {} other joiner(s)",
+               j.rec.id, lost_joined, stranded.size());
+  (void)Journal(j.rec.id, "generation_abandoned",
+                "generation " + std::to_string(lost_joined) + " lost a joiner before it formed; " +
+                    std::to_string(stranded.size()) + " other joiner(s) stopped",
+                {{"generation", lost_joined}, {"stopped", stranded}});
+  for (const auto& [agent, ids] : by_agent) {
+    p::StopWorkers sw;
+    sw.job = j.rec.id;
+    sw.workers = ids;
+    sw.grace_seconds = 0;  // waiting in a rendezvous: nothing to save
+    sw.reason = "generation " + std::to_string(lost_joined) + " cannot form";
+    Push(agent, sw);
+  }
 }
 
 // "worker 4 (rank 0) on a exited with 1; the first to end was worker 5 (rank 1)
@@ -214,6 +253,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
                 JobNodes(jit->second));
   metrics.Observe("aryl_resize_pause_seconds", m.phases.total);
   jit->second.last_resize_pause = m.phases.total;
+  Phase(jit->second, jit->second.life.Formed(plan, WallNow()), "formed");
   snapshot_dirty = true;
   return std::nullopt;
 }
@@ -249,6 +289,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
     if (m.step == 0 && m.remaining_work == 0) return std::nullopt;  // the hello, no progress yet
   }
   j.step = m.step;
+  // Rank 0 steps in its generation: that generation formed.
+  if (m.step > 0 && m.generation > 0) Phase(j, j.life.Formed(PlanOfStore(m.generation), WallNow()), "formed");
   if (j.restart_generation > 0 && m.step > 0) RestartMeasured(j);
   // An early clean exit is a leave, not the job's end: one rank said
   // "completed" (SystemExit(0) at step 300, say) and its peers, regrouped, go
@@ -256,20 +298,21 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m)
   // no longer completing: it goes on without that worker and may grow back
   // into its slot. When every rank ends at its last step (or stops early on
   // its own), no step follows, and the job completes as before.
-  if (j.completing && !j.workers.empty() && !j.RestartsToResize() && m.step > j.completing_step + kLeftEarlySteps) {
-    j.completing = false;
+  const std::int64_t completing_step = j.life.completing_step();
+  if (j.Completing() && !j.workers.empty() && !j.RestartsToResize() && m.step > completing_step + kLeftEarlySteps) {
+    Phase(j, j.life.WentOn(WallNow()), "went on");
     const std::string who = j.first_end ? j.first_end->Who() : "a worker";
     Status st = Transaction("left early", [&]() -> Status {
       ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "left_early",
-                                   who + " ended at step " + std::to_string(j.completing_step) +
+                                   who + " ended at step " + std::to_string(completing_step) +
                                        " and its peers went on to step " + std::to_string(m.step) +
                                        ": it left; the job goes on and may grow back",
-                                   {{"step", j.completing_step}, {"peers_step", m.step}}));
+                                   {{"step", completing_step}, {"peers_step", m.step}}));
       return SaveJob(j);
     });
     if (!st.ok()) spdlog::warn("job {}: {}", m.job, st.ToString());
     spdlog::info("job {}: {} ended early (step {}); its peers are at step {}: a leave, not the job's end", m.job, who,
-                 j.completing_step, m.step);
+                 completing_step, m.step);
     pending_converge.insert(j.rec.id);
   }
   j.loss = std::isnan(m.loss) ? 0 : m.loss;
@@ -306,12 +349,12 @@ void Daemon::Impl::ConvergeTick(double now) {
     if (it == jobs.end() || !core) continue;
     Status st = Transaction("converge job " + std::to_string(jid), [&]() -> Status {
       Job& j = it->second;
-      if (j.completing) return j.workers.empty() ? FinishJob(j, j.rec.exit_code) : Status::Ok();
+      if (j.Completing()) return j.workers.empty() ? FinishJob(j, j.rec.exit_code) : Status::Ok();
       const auto* info = core->state().job(jid);
       if (!info || info->status != s::JobStatus::kRunning) return SaveJob(j);
       if (j.resize_pending) return Status::Ok();  // converges once its kind is known
       auto desired = ToNodePlacement(info->placement);
-      if (j.RestartsToResize() && !j.restarting && !j.workers.empty() && desired != j.LivePlacement()) {
+      if (j.RestartsToResize() && !j.Restarting() && !j.workers.empty() && desired != j.LivePlacement()) {
         // A restart only when the new placement fits now: restarting into
         // slots still held would start the group short and restart it again
         // at every tick. Until then the job runs as it is.
@@ -321,7 +364,7 @@ void Daemon::Impl::ConvergeTick(double now) {
         }
         return Restart(j, "resize to " + PlacementString(desired));
       }
-      return Converge(j, desired, j.restarting ? "restart of all workers" : "replace lost workers");
+      return Converge(j, desired, j.Restarting() ? "restart of all workers" : "replace lost workers");
     });
     if (!st.ok()) {
       spdlog::error("job {}: converge: {}", jid, st.ToString());
@@ -333,7 +376,7 @@ void Daemon::Impl::ConvergeTick(double now) {
   // the worker left early (On(JobProgress)).
   for (auto& [jid, j] : jobs) {
     const double grace = j.RestartsToResize() ? opt.stop_grace : std::max(opt.stop_grace, kLeftEarlySeconds);
-    if (j.completing && now - j.completing_since > grace) {
+    if (j.Completing() && now - j.completing_since > grace) {
       StopJobWorkers(j, false, "the job completed");
       j.completing_since = now + 3600;  // once
     }

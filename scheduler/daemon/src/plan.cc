@@ -127,7 +127,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       if (it == jobs.end()) return Status::Ok();
       // A job whose workers are finishing keeps them until they are gone; the
       // slots the core takes back count as free (those workers are leaving).
-      if (it->second.completing) {
+      if (it->second.Completing()) {
         if (MarkLeavers(it->second, ToNodePlacement(a.placement)).empty()) return Status::Ok();
         return SaveJob(it->second);
       }
@@ -161,6 +161,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       Job& j = it->second;
       j.preemptions++;
       StopJobWorkers(j, /*checkpoint_first=*/true, "preempted: " + a.reason);
+      if (!j.Completing()) Phase(j, j.life.Unplaced(WallNow()), "preempt");
       j.rec.state = JobState::kQueued;
       j.rec.placement.clear();
       j.rec.message = "preempted: " + a.reason;
@@ -228,10 +229,11 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["rescales"] = j.rescales;
   w["preemptions"] = j.preemptions;
   w["home_store"] = j.home_store;
-  w["completing"] = j.completing;
-  w["completing_step"] = j.completing_step;
+  w["completing"] = j.Completing();
+  w["completing_step"] = j.life.completing_step();
   w["runtime"] = j.runtime;
-  w["restarting"] = j.restarting;
+  w["restarting"] = j.Restarting();
+  w["phase"] = std::string(PhaseName(j.life.phase()));
   w["restarts"] = j.restarts;
   if (j.first_end) w["first_end"] = WorkerEndJson(*j.first_end);
   if (j.failure) w["failure"] = WorkerEndJson(*j.failure);
@@ -349,7 +351,7 @@ int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
 Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
   // A restart starts the group again once every old worker is gone (they may
   // still write their checkpoint); the last exit converges.
-  if (j.restarting && !j.workers.empty()) return Status::Ok();
+  if (j.Restarting() && !j.workers.empty()) return Status::Ok();
   std::map<std::string, int> have;
   for (const auto& [id, w] : j.workers)
     if (!w.leaving) have[w.agent]++;
@@ -359,8 +361,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   // of a job that regroups need no wait: the job's store admits only the new
   // generation's members.
   if (have.empty() && !desired.empty() && WallNow() < j.restart_not_before) {
-    if (!j.lease_wait_noted) {
-      j.lease_wait_noted = true;
+    if (!j.life.Is(JobPhase::kLeaseWait)) {
+      Phase(j, j.life.LeaseWait(WallNow()), "lease wait");
       double left = j.restart_not_before - WallNow();
       spdlog::warn("job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may still run there)",
                    j.rec.id, left, j.lease_node);
@@ -374,7 +376,6 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     pending_converge.insert(j.rec.id);
     return Status::Ok();
   }
-  j.lease_wait_noted = false;
   if (have == desired && !desired.empty()) return Status::Ok();
   bool fresh = have.empty();
   std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
@@ -407,6 +408,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       w.id = j.next_worker++;
       w.agent = node;
       w.slot = *free.begin();
+      w.joined = j.generation + 1;  // the generation made below
       free.erase(free.begin());
       joiners[node].push_back({w.id, 0, w.slot});
       AddWorker(j, w);
@@ -448,14 +450,15 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
 
   if (fresh) {
     j.starts++;
-    if (j.restarting && j.restart_stopped_at > 0) {
+    if (j.Restarting() && j.restart_stopped_at > 0) {
       j.restart_generation = j.generation;
       j.restart_to = static_cast<std::int64_t>(members.size());
     }
-    j.restarting = false;
-    j.completing = false;
+    Phase(j, j.life.Started(j.generation, WallNow()), "start");
     j.last_start = WallNow();
     if (j.rec.start_time <= 0) j.rec.start_time = j.last_start;  // the first start, kept (describe's "Started")
+  } else {
+    Phase(j, j.life.Resized(j.generation, WallNow()), "resize");
   }
   std::string master_node = members.empty() ? "" : j.workers[members[0]].agent;
   std::string master_host = nodes.count(master_node) ? nodes[master_node].host : "127.0.0.1";
@@ -552,8 +555,8 @@ Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
     pending_converge.insert(j.rec.id);
     return Status::Ok();
   }
-  if (!j.restarting) {
-    j.restarting = true;
+  if (!j.Restarting()) {
+    Phase(j, j.life.RestartBegun(WallNow()), "restart");
     j.restart_stopped_at = WallNow();
     j.restart_from = static_cast<std::int64_t>(j.workers.size());
     j.restart_to = j.restart_generation = 0;

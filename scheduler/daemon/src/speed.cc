@@ -212,7 +212,7 @@ Status Daemon::Impl::AddStepStats(Job& j, const p::StepStats& st) {
     if (w.leaving) return Status::Ok();
     ++workers;
   }
-  if (j.restarting || workers != st.workers) return Status::Ok();
+  if (j.Restarting() || workers != st.workers) return Status::Ok();
   s::StepSample sample;
   std::tie(sample.gpu_type, std::ignore) = SpeedTypeFor(j);
   sample.workers = workers;

@@ -1,0 +1,149 @@
+// JobMachine and the forming rule (scheduler/daemon/src/job_machine.h): the
+// table, each transition driven on its own, and the life cycles the daemon
+// goes through.
+#include "aryl/daemon/job_machine.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace aryl::daemon {
+namespace {
+
+using P = JobPhase;
+using E = JobEvent;
+
+TEST(JobMachine, FinalPhasesLeadNowhereAndEveryLivePhaseCanEnd) {
+  for (const auto& r : JobMachine::Table()) EXPECT_FALSE(IsFinal(r.from)) << PhaseName(r.from);
+  for (P p : {P::kQueued, P::kStarting, P::kRunning, P::kResizing, P::kRestarting, P::kLeaseWait, P::kCompleting})
+    for (P end : {P::kCompleted, P::kFailed, P::kCancelled}) EXPECT_TRUE(JobMachine::Legal(p, E::kEnded, end));
+}
+
+TEST(JobMachine, NamesRoundTrip) {
+  std::set<std::string_view> names;
+  for (P p : {P::kQueued, P::kStarting, P::kRunning, P::kResizing, P::kRestarting, P::kLeaseWait, P::kCompleting,
+              P::kCompleted, P::kFailed, P::kCancelled}) {
+    EXPECT_EQ(PhaseFromName(PhaseName(p)), p);
+    names.insert(PhaseName(p));
+  }
+  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(PhaseFromName("pending"), std::nullopt);
+}
+
+TEST(JobMachine, StartFormResizeFormComplete) {
+  // The common life: start (generation 1), first step, grow (2), switch, end.
+  JobMachine m;
+  EXPECT_TRUE(m.Started(1, 10));
+  EXPECT_TRUE(m.Is(P::kStarting));
+  EXPECT_TRUE(m.Formed(1, 11));
+  EXPECT_TRUE(m.Is(P::kRunning));
+  EXPECT_TRUE(m.Resized(2, 20));
+  EXPECT_TRUE(m.Is(P::kResizing));
+  EXPECT_EQ(m.planned(), 2);
+  EXPECT_EQ(m.formed(), 1);
+  EXPECT_TRUE(m.Formed(1, 21));  // rank 0 still reports generation 1
+  EXPECT_TRUE(m.Is(P::kResizing));
+  EXPECT_TRUE(m.Formed(2, 22));
+  EXPECT_TRUE(m.Is(P::kRunning));
+  EXPECT_DOUBLE_EQ(m.since(), 22);
+  EXPECT_TRUE(m.WorkerDone(500, 30));
+  EXPECT_EQ(m.completing_step(), 500);
+  EXPECT_TRUE(m.Ended(P::kCompleted, 31));
+  EXPECT_TRUE(m.Is(P::kCompleted));
+  auto log = m.TakeTransitions();
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_EQ(log[0].event, E::kStarted);
+  EXPECT_EQ(log[5].to, P::kCompleted);
+}
+
+TEST(JobMachine, EndedIsFinal) {
+  // Nothing moves an ended job; a non-final "end" is refused.
+  JobMachine m;
+  EXPECT_FALSE(m.Ended(P::kRunning, 1));
+  EXPECT_TRUE(m.Ended(P::kCancelled, 1));
+  EXPECT_FALSE(m.Started(1, 2));
+  EXPECT_FALSE(m.RestartBegun(2));
+  EXPECT_FALSE(m.WorkerDone(1, 2));
+  EXPECT_FALSE(m.Ended(P::kFailed, 2));
+  EXPECT_TRUE(m.Is(P::kCancelled));
+}
+
+TEST(JobMachine, RestartThenStartAgain) {
+  // Restart elasticity: every worker stopped, then a fresh group.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  EXPECT_TRUE(m.RestartBegun(5));
+  EXPECT_TRUE(m.Is(P::kRestarting));
+  EXPECT_FALSE(m.Resized(2, 6)) << "no generation with stayers while every worker stops";
+  EXPECT_TRUE(m.Started(2, 7));
+  EXPECT_TRUE(m.Is(P::kStarting));
+}
+
+TEST(JobMachine, LeaseWaitHoldsAFreshStart) {
+  // Workers lost with their server: the fresh start waits out the lease.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  EXPECT_TRUE(m.LeaseWait(2));
+  EXPECT_FALSE(m.LeaseWait(3)) << "already waiting: noted once";
+  EXPECT_TRUE(m.Started(2, 60));
+}
+
+TEST(JobMachine, CompletingJobWhosePeersGoOnRunsAgain) {
+  // A rank said "completed" at step 300; its peers trained on: it left.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  m.WorkerDone(300, 5);
+  EXPECT_FALSE(m.Resized(2, 6)) << "a completing job makes no generation with stayers";
+  EXPECT_TRUE(m.WentOn(7));
+  EXPECT_TRUE(m.Is(P::kRunning));
+  EXPECT_FALSE(m.WentOn(8));
+}
+
+TEST(JobMachine, PreemptedJobIsQueuedAgain) {
+  JobMachine m;
+  m.Started(1, 0);
+  EXPECT_TRUE(m.Unplaced(3));
+  EXPECT_TRUE(m.Is(P::kQueued));
+  EXPECT_FALSE(m.Unplaced(4));
+}
+
+TEST(JobMachine, RestoreTrustsTheRecord) {
+  JobMachine m;
+  m.Restore(P::kCompleting, 7, 120, 100);
+  EXPECT_TRUE(m.Is(P::kCompleting));
+  EXPECT_EQ(m.completing_step(), 120);
+  EXPECT_EQ(m.formed(), 7);
+  EXPECT_EQ(m.planned(), 7);
+  EXPECT_TRUE(m.TakeTransitions().empty());
+}
+
+TEST(StrandedJoiners, OtherJoinersOfAFormingGenerationAreStranded) {
+  // Stayers 0, 1 train in generation 3; joiners 2, 3, 4 were started for
+  // generation 4; joiner 2 was killed before 4 formed: 3 and 4 are stranded.
+  std::vector<MemberView> live = {{0, 1, false}, {1, 3, false}, {3, 4, false}, {4, 4, false}};
+  EXPECT_EQ(StrandedJoiners(live, /*lost_joined=*/4, /*formed=*/3), (std::vector<std::int64_t>{3, 4}));
+}
+
+TEST(StrandedJoiners, NothingOnceTheGenerationFormed) {
+  // Generation 4 trains: the runtime's fault recovery regroups the survivors.
+  std::vector<MemberView> live = {{0, 1, false}, {3, 4, false}};
+  EXPECT_TRUE(StrandedJoiners(live, 4, 4).empty());
+}
+
+TEST(StrandedJoiners, NothingWithoutAStayer) {
+  // A fresh start (every worker joined generation 1, none formed): the job
+  // starts again as a whole, not by this rule.
+  std::vector<MemberView> live = {{1, 1, false}, {2, 1, false}};
+  EXPECT_TRUE(StrandedJoiners(live, 1, 0).empty());
+}
+
+TEST(StrandedJoiners, LeaversAndOtherGenerationsAreLeftAlone) {
+  std::vector<MemberView> live = {{0, 1, false}, {3, 4, true}, {5, 5, false}, {6, 4, false}};
+  EXPECT_EQ(StrandedJoiners(live, 4, 1), (std::vector<std::int64_t>{6}));
+}
+
+}  // namespace
+}  // namespace aryl::daemon
