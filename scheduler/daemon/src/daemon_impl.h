@@ -80,6 +80,9 @@ inline constexpr double kKindDetectSeconds = 15;
 // after another worker of its job was lost is that loss's knock-on: the
 // runtime's timeouts (30 s by default) with a margin.
 inline constexpr double kKnockOnSeconds = 60;
+// How long a generation may form before a voluntary change abandons it
+// (job_machine.h, WhileForming): the runtime's rendezvous timeout (30 s) and a margin.
+inline constexpr double kFormingSeconds = 40;
 // A job one of whose workers said "completed" is not done when its peers then
 // report more than this many steps past that worker's end: it left early.
 inline constexpr std::int64_t kLeftEarlySteps = 1;
@@ -379,10 +382,9 @@ class Daemon::Impl {
   // Records a life-cycle transition's outcome: a refused one (no row in
   // JobMachine's table) is a bug, logged with the job and the phase.
   void Phase(const Job& j, bool ok, std::string_view what);
-  // The forming rule (job_machine.h, StrandedJoiners): after worker of
-  // generation `lost_joined` was lost, stops the joiners of that generation
-  // stranded in its rendezvous.
-  void StopStrandedJoiners(Job& j, std::int64_t lost_joined);
+  // The forming rule (job_machine.h, WhileForming): abandons the generation
+  // that forms, stopping its joiners (UnformedJoiners) at once; returns how many.
+  std::size_t AbandonForming(Job& j);
   Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).

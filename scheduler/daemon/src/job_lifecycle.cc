@@ -69,7 +69,6 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   bool leaving = wit->second.leaving;
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
   ExitKind kind = ClassifyExit(m, j.Restarting());
-  const std::int64_t lost_joined = wit->second.joined;
   const p::WorkerEnd end{m.worker, wit->second.rank, m.agent_id, m.exit_code, m.signal, m.error};
   EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
@@ -154,7 +153,6 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
     return FailJob(j, code, who + " " + how + " (" + std::to_string(j.failures) + " workers lost; giving up)");
   }
   spdlog::warn("job {}: {} ended ({}); the job goes on without it", j.rec.id, who, how);
-  if (j.runtime && !j.RestartsToResize()) StopStrandedJoiners(j, lost_joined);
   pending_converge.insert(j.rec.id);
   return SaveJob(j);
 }
@@ -165,31 +163,33 @@ void Daemon::Impl::Phase(const Job& j, bool ok, std::string_view what) {
                   PhaseName(j.life.phase()));
 }
 
-void Daemon::Impl::StopStrandedJoiners(Job& j, std::int64_t lost_joined) {
+std::size_t Daemon::Impl::AbandonForming(Job& j) {
   std::vector<MemberView> live;
   for (const auto& [id, w] : j.workers) live.push_back({static_cast<std::int64_t>(id), w.joined, w.leaving});
-  auto stranded = StrandedJoiners(live, lost_joined, j.life.formed());
-  if (stranded.empty()) return;
+  auto joiners = UnformedJoiners(live, j.life.formed());
+  if (joiners.empty()) return 0;
   std::map<std::string, std::vector<p::WorkerId>> by_agent;
-  for (auto id : stranded) {
+  for (auto id : joiners) {
     auto& w = j.workers[static_cast<p::WorkerId>(id)];
     w.leaving = true;
     by_agent[w.agent].push_back(w.id);
   }
-  spdlog::warn("job {}: generation {} cannot form without the lost worker; stopping its {} other joiner(s)",
-               j.rec.id, lost_joined, stranded.size());
+  const std::int64_t g = j.life.planned();
+  spdlog::warn("job {}: generation {} abandoned before it formed; stopping its {} joiner(s)", j.rec.id, g,
+               joiners.size());
   (void)Journal(j.rec.id, "generation_abandoned",
-                "generation " + std::to_string(lost_joined) + " lost a joiner before it formed; " +
-                    std::to_string(stranded.size()) + " other joiner(s) stopped",
-                {{"generation", lost_joined}, {"stopped", stranded}});
+                "generation " + std::to_string(g) + " abandoned before it formed; " + std::to_string(joiners.size()) +
+                    " joiner(s) stopped",
+                {{"generation", g}, {"stopped", joiners}});
   for (const auto& [agent, ids] : by_agent) {
     p::StopWorkers sw;
     sw.job = j.rec.id;
     sw.workers = ids;
-    sw.grace_seconds = 0;  // waiting in a rendezvous: nothing to save
-    sw.reason = "generation " + std::to_string(lost_joined) + " cannot form";
+    sw.grace_seconds = 0;  // waiting in the generation's rendezvous: nothing to save
+    sw.reason = "generation " + std::to_string(g) + " abandoned before it formed";
     Push(agent, sw);
   }
+  return joiners.size();
 }
 
 // "worker 4 (rank 0) on a exited with 1; the first to end was worker 5 (rank 1)

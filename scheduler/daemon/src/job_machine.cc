@@ -103,6 +103,7 @@ bool JobMachine::Move(JobEvent e, JobPhase to, double now) {
 bool JobMachine::Started(std::int64_t generation, double now) {
   if (!Move(E::kStarted, P::kStarting, now)) return false;
   planned_ = generation;
+  planned_at_ = now;
   completing_step_ = 0;
   return true;
 }
@@ -110,6 +111,7 @@ bool JobMachine::Started(std::int64_t generation, double now) {
 bool JobMachine::Resized(std::int64_t generation, double now) {
   if (!Move(E::kResized, phase_ == P::kStarting ? P::kStarting : P::kResizing, now)) return false;
   planned_ = generation;
+  planned_at_ = now;
   return true;
 }
 
@@ -141,6 +143,7 @@ void JobMachine::Restore(JobPhase p, std::int64_t generation, std::int64_t compl
   phase_ = p;
   since_ = now;
   planned_ = formed_ = generation;  // the runtime's own generation is learnt again from its reports
+  planned_at_ = now;
   completing_step_ = completing_step;
 }
 
@@ -150,15 +153,18 @@ std::vector<JobMachine::Transition> JobMachine::TakeTransitions() {
   return out;
 }
 
-std::vector<std::int64_t> StrandedJoiners(const std::vector<MemberView>& live, std::int64_t lost_joined,
-                                          std::int64_t formed) {
-  if (lost_joined <= formed) return {};
-  bool stayer = std::any_of(live.begin(), live.end(),
-                            [&](const MemberView& m) { return !m.leaving && m.joined <= formed; });
-  if (!stayer) return {};
+FormingDecision WhileForming(const JobMachine& life, bool forced, double now, double forming_timeout) {
+  const bool forming = life.planned() > life.formed() &&
+                       (life.Is(JobPhase::kStarting) || life.Is(JobPhase::kResizing));
+  if (!forming) return FormingDecision::kPlan;
+  if (!forced && now - life.planned_at() < forming_timeout) return FormingDecision::kWait;
+  return FormingDecision::kAbandonThenPlan;
+}
+
+std::vector<std::int64_t> UnformedJoiners(const std::vector<MemberView>& live, std::int64_t formed) {
   std::vector<std::int64_t> out;
   for (const auto& m : live)
-    if (!m.leaving && m.joined == lost_joined) out.push_back(m.id);
+    if (!m.leaving && m.joined > formed) out.push_back(m.id);
   return out;
 }
 

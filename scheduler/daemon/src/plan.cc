@@ -377,6 +377,42 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     return Status::Ok();
   }
   if (have == desired && !desired.empty()) return Status::Ok();
+  // The forming rule (job_machine.h): a voluntary change waits while a
+  // generation forms; a forced one (a lost worker, workers taken away)
+  // abandons it, and its joiners do not count as stayers.
+  if (!j.RestartsToResize() && !have.empty()) {
+    bool forced = j.last_loss_time >= j.life.planned_at();
+    for (const auto& [node, n] : have) {
+      auto d = desired.find(node);
+      forced = forced || d == desired.end() || d->second < n;
+    }
+    switch (WhileForming(j.life, forced, WallNow(), kFormingSeconds)) {
+      case FormingDecision::kWait:
+        pending_converge.insert(j.rec.id);
+        return Status::Ok();
+      case FormingDecision::kAbandonThenPlan:
+        if (AbandonForming(j) > 0) {
+          have.clear();
+          for (const auto& [id, w] : j.workers)
+            if (!w.leaving) have[w.agent]++;
+        }
+        break;
+      case FormingDecision::kPlan:
+        break;
+    }
+  }
+  // A fresh group (no worker stays) starts once every old worker is gone: the
+  // ones still running (leaving) would train beside it until they are. They
+  // are stopped first, checkpointing on SIGTERM (a restart), and the last
+  // exit converges again.
+  bool stays = false;
+  for (const auto& [node, n] : have) {
+    auto d = desired.find(node);
+    stays = stays || (d != desired.end() && std::min(n, d->second) > 0);
+  }
+  if (!stays && !desired.empty() && !j.workers.empty())
+    return Restart(j, "a fresh group starts once the old workers are gone",
+                   /*planned=*/j.last_loss_time < j.life.planned_at());
   bool fresh = have.empty();
   std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
   std::map<std::string, std::vector<p::WorkerPlacement>> joiners;

@@ -85,6 +85,7 @@ class JobMachine {
   bool Is(JobPhase p) const { return phase_ == p; }
   double since() const { return since_; }  // when the phase began
   std::int64_t planned() const { return planned_; }
+  double planned_at() const { return planned_at_; }  // when `planned` was made
   std::int64_t formed() const { return formed_; }
   // The step a worker ended at when it said it finished (kCompleting).
   std::int64_t completing_step() const { return completing_step_; }
@@ -119,28 +120,40 @@ class JobMachine {
   JobPhase phase_ = JobPhase::kQueued;
   double since_ = 0;
   std::int64_t planned_ = 0;
+  double planned_at_ = 0;
   std::int64_t formed_ = 0;
   std::int64_t completing_step_ = 0;
   std::vector<Transition> log_;
 };
 
-// The forming rule (the scheduler's half of ending a generation that cannot
-// form). Worker `lost` ended without being asked while the generation it
-// joined was still forming (`lost_joined` > the job's formed generation): the
-// other workers that joined that generation are stranded, waiting in its
-// rendezvous for a member that will never come, until their timeout (30 s)
-// makes them fail and be replaced, again and again while new plans keep
-// coming. They are returned here to be stopped at once, so that the next plan
-// starts fresh joiners beside the members that train. Nothing is returned
-// when no worker of a formed generation stays (a fresh start: the job starts
-// again as a whole) or when the lost worker's generation had formed (the
-// runtime's fault recovery regroups the survivors).
+// The forming rule: what the scheduler does with a generation that has not
+// formed yet when the job must change again.
+//
+// A joiner is committed to the generation it was started for: it waits in
+// that generation's rendezvous (runtime.h, step 4) and hears of no other
+// until it has formed or its rendezvous timed out (30 s). So a new plan that
+// counted such a joiner as a stayer could only form after the older one did,
+// and never when the older one lost a member: then every later plan's joiners
+// waited for members that never came, timed out, were replaced, and the job
+// livelocked (a SIGKILL during a grow; a loan reclaimed while a grow formed).
+// Hence:
+//  1. A voluntary change (a grow, or a shrink that no deadline forces) waits
+//     while a generation forms, up to `forming_timeout`.
+//  2. A forced change (a worker of the job was lost, a reclaim or drain takes
+//     workers away, or the forming generation is past its timeout) abandons
+//     the forming generation: its joiners (started for a generation newer
+//     than the formed one) are stopped and the new plan counts only members of
+//     a formed generation, with fresh joiners beside them. The agents drop the
+//     abandoned generation when the new plan reaches them (generation_queue.h, T2).
+enum class FormingDecision { kPlan, kWait, kAbandonThenPlan };
+FormingDecision WhileForming(const JobMachine& life, bool forced, double now, double forming_timeout);
+
 struct MemberView {
   std::int64_t id = 0;
   std::int64_t joined = 0;  // the generation it was started for
   bool leaving = false;
 };
-std::vector<std::int64_t> StrandedJoiners(const std::vector<MemberView>& live, std::int64_t lost_joined,
-                                          std::int64_t formed);
+// The workers, not leaving, that were started for a generation newer than `formed`.
+std::vector<std::int64_t> UnformedJoiners(const std::vector<MemberView>& live, std::int64_t formed);
 
 }  // namespace aryl::daemon
