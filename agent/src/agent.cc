@@ -809,7 +809,7 @@ class Agent::Impl {
   }
 
   // Rank 0's WorkerResizeReport becomes the scheduler's ResizeReport (protocol 8);
-  // it also ends the wait for that change (one change at a time per job).
+  // it also ends the agent's wait for that change (GenerationQueue, T4).
   void OnWorkerResizeReport(const p::WorkerResizeReport& w) {
     p::ResizeReport r;
     r.job = w.job;

@@ -709,7 +709,7 @@ Outcome World::Run() {
 
 }  // namespace
 
-Outcome Run(const Options& opt) {
+Outcome RunSeed(const Options& opt) {
   World w(opt);
   return w.Run();
 }

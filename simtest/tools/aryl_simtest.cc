@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     opt.seed = seed;
     opt.faults = faults;
     opt.trace = replay;
-    auto out = aryl::simtest::Run(opt);
+    auto out = aryl::simtest::RunSeed(opt);
     ++seeds;
     completed += out.completed;
     kills += static_cast<std::uint64_t>(out.kills);

@@ -16,7 +16,8 @@
 //     every member has set "ready/<id>". The agent does not publish planned
 //     generations in the store.
 //  4. After the switch the runtime writes "report/<G>" (timed phases): the
-//     next change of the job waits for it. The scheduler's ResizeReport comes
+//     agent's GenerationQueue marks G training; a newer plan that arrives
+//     before does not wait for it (generation_queue.h). The scheduler's ResizeReport comes
 //     from rank 0's WorkerResizeReport.
 //
 // Thread safety: Serve from the agent's setup; the queries from one thread at a

@@ -63,7 +63,7 @@ inline constexpr std::string_view kEventKinds[] = {
     "submit",  "start",      "resize",    "resize_report", "preempt", "worker_exit", "checkpoint",
     "finished", "failed",    "cancelled", "register",      "node_failed", "drain",   "resume",
     "remove",  "loan",       "reclaim",   "reclaimed",     "return",  "restart",     "lease_wait",
-    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report"};
+    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report", "generation_abandoned"};
 bool IsEventKind(std::string_view kind);
 
 // One journal row. `data` holds the row's facts as JSON (generation,

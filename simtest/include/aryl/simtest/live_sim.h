@@ -84,6 +84,6 @@ struct Outcome {
 
 inline constexpr int kMaxGenerationsWithoutStep = 12;
 
-Outcome Run(const Options& opt);
+Outcome RunSeed(const Options& opt);
 
 }  // namespace aryl::simtest
