@@ -33,6 +33,8 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "aryl/agent/agent.h"
@@ -81,6 +83,8 @@ constexpr const char* kExitCodeHelp =
 constexpr std::int64_t kTailBytes = 4096;
 constexpr std::size_t kTailLines = 20;
 const milliseconds kCallTimeout{3000};
+// How the scheduler's resizing event of a restart-kind job begins.
+constexpr std::string_view kRestartAll = "restarting all workers";
 
 // The last `n` lines of `text`. When the window cut its first line (`cut`),
 // that part is dropped if a whole line follows it (else it is all there is).
@@ -246,7 +250,10 @@ int main(int argc, char** argv) {
   bool standalone = r.count("standalone") > 0;
   int slots = r["slots"].as<int>();
   if (standalone && slots <= 0 && (r.count("nproc-per-node") || r.count("nnodes"))) {
-    slots = int(m.workers ? *m.workers : m.max_workers.value_or(0));
+    // torchrun --standalone is one machine: --nnodes MIN:MAX starts with MIN
+    // machines' workers (LOCAL_WORLD_SIZE = nproc when MIN is 1); --loan-slots
+    // adds a second "machine" to grow onto.
+    slots = int(m.workers ? *m.workers : m.min_workers.value_or(0));
   }
   int loan_slots = r["loan-slots"].as<int>();
   if (!m.workers && !m.min_workers && !m.max_workers) {
@@ -254,8 +261,10 @@ int main(int argc, char** argv) {
     else aryl::UsageError(kProg, "give --workers N or --min A --max B");
   }
   if (m.argv.empty()) aryl::UsageError(kProg, "missing the command to run (after --)");
-  aryl::Status v = m.Validate();
-  if (!v.ok()) aryl::UsageError(kProg, v.message());
+  aryl::cli::ValidateJobOrExit(kProg, m,
+                               r.count("nproc-per-node") || r.count("nnodes")
+                                   ? "--nproc-per-node N [--nnodes M | MIN:MAX] or --workers N or --min A --max B"
+                                   : "--workers N or --min A --max B");
   if (standalone && slots <= 0) aryl::UsageError(kProg, "--standalone needs --slots N (N >= 1)");
   if (loan_slots < 0) aryl::UsageError(kProg, "--loan-slots must be >= 0");
   bool quiet = r.count("quiet") > 0;
@@ -276,6 +285,14 @@ int main(int argc, char** argv) {
   std::string log_dir;
   std::string standalone_dir;  // holds the standalone scheduler's socket
   if (standalone) {
+    const bool quiet_flag = r.count("quiet") > 0;
+    // The embedded scheduler and agents log at info as the daemons do; here
+    // their lines would bury the job's: warnings and errors only, unless
+    // --log-level or $ARYL_LOG asks for more.
+    const char* env_level = std::getenv("ARYL_LOG");
+    const bool level_chosen = (r.count("log-level") && !r["log-level"].as<std::string>().empty()) ||
+                              (env_level && *env_level);
+    if (!level_chosen) spdlog::set_level(spdlog::level::warn);
     fs::path work = r["work-dir"].as<std::string>();
     std::error_code ec;
     fs::create_directories(work, ec);
@@ -293,7 +310,17 @@ int main(int argc, char** argv) {
       fs::remove(d.state_path, ec);
       fs::remove(d.state_path + "-wal", ec);
       fs::remove(d.state_path + "-shm", ec);
-      fs::remove_all(work / "logs", ec);  // job ids restart at 1 with a fresh state
+      // Job ids restart at 1 with a fresh state: the previous run's logs move
+      // to logs.N rather than being overwritten.
+      if (fs::is_directory(work / "logs", ec) && !fs::is_empty(work / "logs", ec)) {
+        int n = 1;
+        while (fs::exists(work / ("logs." + std::to_string(n)), ec)) ++n;
+        fs::path kept = work / ("logs." + std::to_string(n));
+        fs::rename(work / "logs", kept, ec);
+        if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": cannot move the previous run's logs to " +
+                                            kept.string() + ": " + ec.message());
+        if (!quiet_flag) std::cerr << kProg << ": the previous run's logs are in " << kept.string() << "\n";
+      }
     }
     d.http_port = r["http-port"].as<int>();
     d.inference_demand = r["inference-demand"].as<std::string>();
@@ -317,7 +344,14 @@ int main(int argc, char** argv) {
       a.slots = n;
       a.gpu_type = m.gpu_type.empty() ? "cpu" : m.gpu_type;
       a.log_dir = log_dir;
-      ARYL_ASSIGN_OR_RETURN(auto agent, aryl::agent::Agent::Create(a));
+      // Only this account reaches the standalone scheduler (its socket is in a
+      // 0700 directory), so the agent's warning about running as root without
+      // --run-as, which is about other accounts' jobs, does not apply.
+      const auto level = spdlog::get_level();
+      if (!level_chosen && ::geteuid() == 0) spdlog::set_level(spdlog::level::err);
+      auto created = aryl::agent::Agent::Create(a);
+      spdlog::set_level(level);
+      ARYL_ASSIGN_OR_RETURN(auto agent, std::move(created));
       agents.push_back(std::move(agent));
       return aryl::Status::Ok();
     };
@@ -356,7 +390,10 @@ int main(int argc, char** argv) {
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
     submitted = (*client)->Call<p::SubmitReply>(m, per_try);
     if (submitted.ok()) break;
-    if (submitted.status().IsTimeout() && ++timeouts < 3) continue;
+    // Not even sent (no scheduler answers at that address): no job can have
+    // been made, and waiting longer rarely helps; say so now, not in 9 s.
+    const bool not_sent = submitted.status().message().find("' not sent") != std::string::npos;
+    if (submitted.status().IsTimeout() && !(not_sent && !standalone) && ++timeouts < 3) continue;
     if (p::IsStandbyError(submitted.status()) && ++elections < 10) continue;
     if (!(submitted.status().IsUnavailable() && standalone)) break;
     std::this_thread::sleep_for(milliseconds(100));
@@ -364,6 +401,16 @@ int main(int argc, char** argv) {
   if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status(), kExitNotSubmitted));
   p::JobId job = submitted->job;
   if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
+  // A restart-kind elastic job (a torchrun script) resumes after a resize only
+  // from a checkpoint the script keeps: say so before the first resize does.
+  const bool elastic = m.min_workers && m.max_workers && *m.min_workers < *m.max_workers;
+  const bool torchrun_flags = r.count("nproc-per-node") || r.count("nnodes");
+  if (!quiet && elastic && m.checkpoint_dir.empty() &&
+      (m.elastic == std::optional<std::string>("restart") || (!m.elastic && torchrun_flags))) {
+    std::cerr << kProg << ": note: job " << job << " resizes by restarting all its workers (--elastic restart) "
+              << "and has no --checkpoint-dir: unless the script saves a checkpoint and resumes from it, every "
+                 "resize starts it again from step 0\n";
+  }
 
   Tail tail;
   int exit_code = kExitEndUnknown;
@@ -414,9 +461,18 @@ int main(int argc, char** argv) {
     auto* ev = std::get_if<p::JobEvent>(&*msg);
     if (!ev || ev->job != job) continue;
     if (ev->rank0_worker >= 0) rank0_worker = ev->rank0_worker;
-    std::string line = std::string(p::ToString(ev->state)) + " (" + std::to_string(ev->workers) + " workers)" +
-                       (ev->message.empty() ? "" : ": " + ev->message);
-    if (!quiet && line != last_line) std::cerr << kProg << ": job " << job << " " << line << "\n";
+    // "running (2 workers): ...", "queued", "completed": the size only where
+    // there is one, the reason only where it adds to the state's name.
+    const std::string state_name(p::ToString(ev->state));
+    std::string line = state_name;
+    if (ev->workers > 0) line += " (" + std::to_string(ev->workers) + (ev->workers == 1 ? " worker)" : " workers)");
+    if (!ev->message.empty() && ev->message != state_name) line += ": " + ev->message;
+    if (!quiet && line != last_line) {
+      std::cerr << kProg << ": job " << job << " " << line << "\n";
+      if (ev->state == p::JobState::kResizing && ev->message.rfind(kRestartAll, 0) == 0 && m.checkpoint_dir.empty())
+        std::cerr << kProg << ": note: job " << job << " has no --checkpoint-dir: its workers start again from step 0 "
+                  << "unless the script resumes from a checkpoint of its own\n";
+    }
     last_line = line;
     for (const auto& l : ev->output) std::cout << l << "\n";
     if (ev->final) {
@@ -431,7 +487,9 @@ int main(int argc, char** argv) {
         exit_code = ev->failure ? static_cast<int>(ev->exit_code.value_or(0)) : 0;
         if (exit_code == 0) exit_code = kExitFailedWithoutCode;
       }
-      if (ev->state == p::JobState::kFailed && ev->failure) {
+      // A worker that could not start (a missing program) has no stderr: the
+      // job's line above already says why.
+      if (ev->state == p::JobState::kFailed && ev->failure && ev->failure->error.empty()) {
         std::string more = standalone ? log_dir + "/job-" + std::to_string(job) + "/worker-" +
                                             std::to_string(ev->failure->worker) + ".err"
                                       : "aryl logs " + std::to_string(job) + " --rank " +
