@@ -419,6 +419,8 @@ int main(int argc, char** argv) {
   std::optional<std::chrono::steady_clock::time_point> cancelling_since;
   auto last_watch = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   std::string last_line;
+  std::optional<p::JobState> last_state;
+  std::int64_t last_workers = -1;
   std::int64_t rank0_worker = 0;
   while (true) {
     if (g_interrupts > 0 && !cancelling_since) {
@@ -467,13 +469,19 @@ int main(int argc, char** argv) {
     std::string line = state_name;
     if (ev->workers > 0) line += " (" + std::to_string(ev->workers) + (ev->workers == 1 ? " worker)" : " workers)");
     if (!ev->message.empty() && ev->message != state_name) line += ": " + ev->message;
-    if (!quiet && line != last_line) {
+    // A re-watch answers with the job's state and its bare reason ("admit
+    // (sjf)"), which the line of that change already said in full.
+    const bool restated = ev->state == last_state && ev->workers == last_workers && !ev->message.empty() &&
+                          last_line.ends_with(ev->message);
+    last_state = ev->state;
+    last_workers = ev->workers;
+    if (!quiet && line != last_line && !restated) {
       std::cerr << kProg << ": job " << job << " " << line << "\n";
       if (ev->state == p::JobState::kResizing && ev->message.rfind(kRestartAll, 0) == 0 && m.checkpoint_dir.empty())
         std::cerr << kProg << ": note: job " << job << " has no --checkpoint-dir: its workers start again from step 0 "
                   << "unless the script resumes from a checkpoint of its own\n";
     }
-    last_line = line;
+    if (!restated) last_line = line;
     for (const auto& l : ev->output) std::cout << l << "\n";
     if (ev->final) {
       if (ev->state == p::JobState::kCompleted) {

@@ -1,7 +1,8 @@
 // aryl-run --standalone as a new user meets it, with /bin/sh workers: torchrun's
 // flags give torchrun's world, a second run keeps the first run's logs, a
 // missing program is reported once, and a restart-kind elastic job without a
-// checkpoint is told that a resize starts it again from step 0.
+// checkpoint is told that a resize starts it again from step 0; each state
+// line is printed once.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,6 +117,19 @@ TEST_F(Standalone, SecondRunKeepsTheFirstRunsLogs) {
   RunResult third = Run({"--slots", "1", "--quiet", "--", "true"});
   ASSERT_EQ(third.code, 0) << third.out;
   EXPECT_TRUE(fs::exists(dir_ / "work" / "logs.2" / "job-1" / "worker-0.out"));
+}
+
+// A job that runs past aryl-run's re-watch (every 3 s): its state line is
+// printed once, not again when the re-watch answers with the bare reason.
+TEST_F(Standalone, StateLinePrintedOnce) {
+  RunResult r = Run({"--slots", "1", "--", "sh", "-c", "sleep 4"});
+  ASSERT_EQ(r.code, 0) << r.out;
+  size_t running = 0;
+  for (size_t at = r.out.find("job 1 running"); at != std::string::npos; at = r.out.find("job 1 running", at + 1))
+    ++running;
+  EXPECT_EQ(running, 1u) << r.out;
+  EXPECT_NE(r.out.find("job 1 queued\n"), std::string::npos) << r.out;      // no "(0 workers)"
+  EXPECT_NE(r.out.find("job 1 completed\n"), std::string::npos) << r.out;   // nor "completed: completed"
 }
 
 // A program that is not there: exit 127 and the reason, once; no stderr to
