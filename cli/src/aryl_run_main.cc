@@ -31,6 +31,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include <unistd.h>
@@ -178,7 +180,7 @@ int main(int argc, char** argv) {
                      "  torchrun --rdzv-endpoint HOST:PORT   -> --scheduler tcp://HOST:PORT (the scheduler does rendezvous)\n"
                      "  torchrun --master-addr/--master-port -> not needed (set per start by the scheduler)\n"
                      "  torchrun --node-rank                 -> not needed (the scheduler places workers)\n"
-                     "  torchrun --log-dir/--tee             -> --work-dir (standalone), --follow-logs\n"
+                     "  torchrun --log-dir/--tee             -> --work-dir (standalone), --follow\n"
                      "A resize of a torchrun script is a restart (--elastic restart): all workers get SIGTERM,\n"
                      "then start again at the new size and resume from the script's own checkpoint. Programs\n"
                      "that link the Aryl runtime resize in place (--elastic inplace, detected by default).\n"
@@ -197,6 +199,8 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("30"))
       ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
        cxxopts::value<std::string>()->default_value(""))
+      ("follow", "Print rank 0's output read from its agent through the scheduler (as aryl logs --follow), "
+                 "wherever rank 0 runs and moves")
       ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(defaults.curve_key))
       ("curve-server-key", "Scheduler CURVE public key file",
        cxxopts::value<std::string>()->default_value(defaults.curve_server_key));
@@ -272,6 +276,13 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(kProg, "--cancel-grace", cancel_grace, 0);
   const bool scheduler_given = r.count("scheduler") > 0;
   std::string follow_logs = r["follow-logs"].as<std::string>();
+  const bool follow = r.count("follow") > 0;
+  if (follow && !follow_logs.empty())
+    aryl::UsageError(kProg, "give --follow or --follow-logs DIR, not both");
+  if (!follow_logs.empty() && !standalone && !fs::is_directory(follow_logs))
+    aryl::FlagError(kProg, "--follow-logs", follow_logs,
+                    "no such directory (the agents' --log-dir, on this machine or a shared file system; "
+                    "--follow reads rank 0's output through the scheduler instead)");
   std::string endpoint = r["scheduler"].as<std::string>();
   if (auto list = p::ParseSchedulerEndpoints(endpoint); !list.ok())
     aryl::FlagError(kProg, "--scheduler", endpoint, list.status().message());
@@ -422,6 +433,36 @@ int main(int argc, char** argv) {
   std::optional<p::JobState> last_state;
   std::int64_t last_workers = -1;
   std::int64_t rank0_worker = 0;
+  // Since when the current rank 0 is known; the --follow offsets per worker;
+  // the workers whose missing log was already said.
+  std::optional<std::chrono::steady_clock::time_point> rank0_since;
+  auto last_log_poll = std::chrono::steady_clock::now();
+  std::map<std::int64_t, std::int64_t> log_offsets;
+  std::set<std::int64_t> missing_said;
+  // --follow: one chunk of rank 0's stdout from its agent, from where the last
+  // chunk of that worker ended (a new rank 0, after a restart or a move, is
+  // another file); true when it held data. An error is said once per worker.
+  auto pump_remote = [&]() -> bool {
+    p::JobLogs q;
+    q.job = job;
+    q.worker = rank0_worker;
+    q.offset = log_offsets[rank0_worker];
+    q.max_bytes = p::kMaxLogChunk;
+    auto chunk = (*client)->Call<p::LogChunk>(q, std::min(per_try, milliseconds(1000)));
+    if (!chunk.ok()) {
+      if (!missing_said.count(rank0_worker) && !chunk.status().IsNotFound()) {
+        missing_said.insert(rank0_worker);
+        std::cerr << kProg << ": rank 0's output (worker " << rank0_worker << "): " << chunk.status().ToString()
+                  << "\n";
+      }
+      return false;
+    }
+    std::cout.write(reinterpret_cast<const char*>(chunk->data.data.data()),
+                    static_cast<std::streamsize>(chunk->data.data.size()));
+    std::cout.flush();
+    log_offsets[rank0_worker] = chunk->offset + static_cast<std::int64_t>(chunk->data.data.size());
+    return !chunk->data.data.empty();
+  };
   while (true) {
     if (g_interrupts > 0 && !cancelling_since) {
       cancelling_since = std::chrono::steady_clock::now();
@@ -455,14 +496,32 @@ int main(int argc, char** argv) {
     }
     if (!follow_logs.empty()) {
       // Rank 0's output, wherever rank 0 is now (it moves when its worker is lost).
-      tail.Follow(follow_logs + "/job-" + std::to_string(job) + "/worker-" + std::to_string(rank0_worker) + ".out");
+      const std::string path =
+          follow_logs + "/job-" + std::to_string(job) + "/worker-" + std::to_string(rank0_worker) + ".out";
+      tail.Follow(path);
       tail.Pump(std::cout);
+      // Rank 0 has run for a while and its log is not here: another machine's
+      // agent runs it (a move), or DIR is not its --log-dir. Said once per worker.
+      if (rank0_since && now - *rank0_since > std::chrono::seconds(5) && !missing_said.count(rank0_worker) &&
+          !fs::exists(path)) {
+        missing_said.insert(rank0_worker);
+        std::cerr << kProg << ": --follow-logs: " << path << " does not exist: rank 0 (worker " << rank0_worker
+                  << ") runs on an agent whose log dir is not " << follow_logs
+                  << " here; --follow reads its output through the scheduler\n";
+      }
+    }
+    if (follow && rank0_since && now - last_log_poll > milliseconds(500)) {
+      last_log_poll = now;
+      if (pump_remote()) last_log_poll = now - milliseconds(500);  // more may be there
     }
     auto msg = (*client)->Receive(milliseconds(100));
     if (!msg.ok()) continue;
     auto* ev = std::get_if<p::JobEvent>(&*msg);
     if (!ev || ev->job != job) continue;
-    if (ev->rank0_worker >= 0) rank0_worker = ev->rank0_worker;
+    if (ev->rank0_worker >= 0) {
+      if (!rank0_since || ev->rank0_worker != rank0_worker) rank0_since = std::chrono::steady_clock::now();
+      rank0_worker = ev->rank0_worker;
+    }
     // "running (2 workers): ...", "queued", "completed": the size only where
     // there is one, the reason only where it adds to the state's name.
     const std::string state_name(p::ToString(ev->state));
@@ -512,5 +571,9 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(milliseconds(100));
     tail.Pump(std::cout);
   }
+  // The rest of rank 0's output (bounded: a chunk is up to kMaxLogChunk).
+  if (follow && rank0_since)
+    for (int i = 0; i < 64 && pump_remote(); ++i) {
+    }
   return shutdown(exit_code);
 }

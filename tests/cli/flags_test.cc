@@ -123,6 +123,10 @@ TEST(FlagChecks, ArylRunUsageCodesStayApartFromTheJobs) {
   ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--nnodes", "x", "--", "true"}, "--nnodes", "x", 200);
   ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--env", "NOEQUALS", "--workers", "1", "--", "true"},
                    "--env", "NOEQUALS", 200);
+  // A --follow-logs directory that is not there would print nothing, silently.
+  ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--follow-logs", "/nonexistent/logs", "--workers", "1",
+                    "--", "true"},
+                   "--follow-logs", "/nonexistent/logs", 200);
   RunResult missing = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--workers", "1"});
   EXPECT_EQ(missing.code, 200) << missing.out;
   RunResult unknown = Exec({ARYL_RUN_BIN, "--no-such-flag"});
