@@ -14,8 +14,8 @@
 // loaned to training when inference demand (--inference-demand) is low.
 //
 // torchrun spellings: --nproc-per-node N [--nnodes M | MIN:MAX] (workers =
-// N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to the
-// most workers), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
+// N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to
+// N x M or N x MIN, one machine as under torchrun --standalone), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
 // get torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...;
 // aryl/torchrun_env.h); `aryl-run --help` prints the whole mapping.
 //
