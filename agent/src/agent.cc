@@ -37,6 +37,7 @@
 #include "aryl/torchrun_env.h"
 #include "agent_security.h"
 #include "aryl/agent/generation_queue.h"
+#include "host_address.h"
 #include "lease.h"
 #include "store_probe.h"
 #include "log_reader.h"
@@ -59,40 +60,6 @@ std::string HostName() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
-}
-
-// The local address of the interface that routes to the scheduler's
-// tcp://host:port: the address the other servers reach this one at, when
-// --host does not say. A UDP connect() picks the route without sending.
-std::optional<std::string> RouteAddressTo(const std::string& endpoint) {
-  std::string hostport = endpoint;
-  if (auto s = hostport.find("://"); s != std::string::npos) hostport = hostport.substr(s + 3);
-  auto colon = hostport.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  std::string host = hostport.substr(0, colon), port = hostport.substr(colon + 1);
-  if (host.size() > 1 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return std::nullopt;
-  std::optional<std::string> out;
-  for (addrinfo* ai = res; ai && !out; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    char buf[INET6_ADDRSTRLEN] = {0};
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      const void* addr = local.ss_family == AF_INET6
-                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) out = buf;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return out;
 }
 
 }  // namespace
@@ -1025,11 +992,12 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.id.empty()) options.id = HostName();
   auto schedulers = p::ParseSchedulerEndpoints(options.scheduler);
   if (!schedulers.ok()) return schedulers.status().WithContext("--scheduler");
-  if (options.host.empty()) {
-    auto routed = RouteAddressTo(schedulers->front());
-    options.host = routed ? *routed : HostName();
-    spdlog::info("--host not given: peers reach this server at {} ({})", options.host,
-                 routed ? "the address of the interface that routes to the scheduler" : "the host name");
+  {
+    ARYL_ASSIGN_OR_RETURN(HostChoice host, ChooseHost(options.host, schedulers->front()));
+    if (!host.warning.empty()) spdlog::warn("{}", host.warning);
+    if (options.host.empty() || options.host != host.address)
+      spdlog::info("peers reach this server at {} ({})", host.address, host.why);
+    options.host = host.address;
   }
   if (!p::FromString(options.pool, &impl->pool)) {
     return Status::InvalidArgument("--pool '" + options.pool + "': expected training or inference");

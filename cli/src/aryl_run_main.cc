@@ -14,8 +14,8 @@
 // loaned to training when inference demand (--inference-demand) is low.
 //
 // torchrun spellings: --nproc-per-node N [--nnodes M | MIN:MAX] (workers =
-// N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to the
-// most workers), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
+// N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to
+// N x M or N x MIN, one machine as under torchrun --standalone), --rdzv-id ID (= --name), --max-restarts, --standalone. Workers
 // get torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...;
 // aryl/torchrun_env.h); `aryl-run --help` prints the whole mapping.
 //
@@ -31,7 +31,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <thread>
+
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
@@ -81,6 +85,8 @@ constexpr const char* kExitCodeHelp =
 constexpr std::int64_t kTailBytes = 4096;
 constexpr std::size_t kTailLines = 20;
 const milliseconds kCallTimeout{3000};
+// How the scheduler's resizing event of a restart-kind job begins.
+constexpr std::string_view kRestartAll = "restarting all workers";
 
 // The last `n` lines of `text`. When the window cut its first line (`cut`),
 // that part is dropped if a whole line follows it (else it is all there is).
@@ -174,7 +180,7 @@ int main(int argc, char** argv) {
                      "  torchrun --rdzv-endpoint HOST:PORT   -> --scheduler tcp://HOST:PORT (the scheduler does rendezvous)\n"
                      "  torchrun --master-addr/--master-port -> not needed (set per start by the scheduler)\n"
                      "  torchrun --node-rank                 -> not needed (the scheduler places workers)\n"
-                     "  torchrun --log-dir/--tee             -> --work-dir (standalone), --follow-logs\n"
+                     "  torchrun --log-dir/--tee             -> --work-dir (standalone), --follow\n"
                      "A resize of a torchrun script is a restart (--elastic restart): all workers get SIGTERM,\n"
                      "then start again at the new size and resume from the script's own checkpoint. Programs\n"
                      "that link the Aryl runtime resize in place (--elastic inplace, detected by default).\n"
@@ -193,6 +199,8 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value("30"))
       ("follow-logs", "Print rank 0's output from the agents' log dir (same machine or shared file system)",
        cxxopts::value<std::string>()->default_value(""))
+      ("follow", "Print rank 0's output read from its agent through the scheduler (as aryl logs --follow), "
+                 "wherever rank 0 runs and moves")
       ("curve-key", "Client CURVE secret key file", cxxopts::value<std::string>()->default_value(defaults.curve_key))
       ("curve-server-key", "Scheduler CURVE public key file",
        cxxopts::value<std::string>()->default_value(defaults.curve_server_key));
@@ -246,7 +254,10 @@ int main(int argc, char** argv) {
   bool standalone = r.count("standalone") > 0;
   int slots = r["slots"].as<int>();
   if (standalone && slots <= 0 && (r.count("nproc-per-node") || r.count("nnodes"))) {
-    slots = int(m.workers ? *m.workers : m.max_workers.value_or(0));
+    // torchrun --standalone is one machine: --nnodes MIN:MAX starts with MIN
+    // machines' workers (LOCAL_WORLD_SIZE = nproc when MIN is 1); --loan-slots
+    // adds a second "machine" to grow onto.
+    slots = int(m.workers ? *m.workers : m.min_workers.value_or(0));
   }
   int loan_slots = r["loan-slots"].as<int>();
   if (!m.workers && !m.min_workers && !m.max_workers) {
@@ -254,8 +265,10 @@ int main(int argc, char** argv) {
     else aryl::UsageError(kProg, "give --workers N or --min A --max B");
   }
   if (m.argv.empty()) aryl::UsageError(kProg, "missing the command to run (after --)");
-  aryl::Status v = m.Validate();
-  if (!v.ok()) aryl::UsageError(kProg, v.message());
+  aryl::cli::ValidateJobOrExit(kProg, m,
+                               r.count("nproc-per-node") || r.count("nnodes")
+                                   ? "--nproc-per-node N [--nnodes M | MIN:MAX] or --workers N or --min A --max B"
+                                   : "--workers N or --min A --max B");
   if (standalone && slots <= 0) aryl::UsageError(kProg, "--standalone needs --slots N (N >= 1)");
   if (loan_slots < 0) aryl::UsageError(kProg, "--loan-slots must be >= 0");
   bool quiet = r.count("quiet") > 0;
@@ -263,6 +276,13 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(kProg, "--cancel-grace", cancel_grace, 0);
   const bool scheduler_given = r.count("scheduler") > 0;
   std::string follow_logs = r["follow-logs"].as<std::string>();
+  const bool follow = r.count("follow") > 0;
+  if (follow && !follow_logs.empty())
+    aryl::UsageError(kProg, "give --follow or --follow-logs DIR, not both");
+  if (!follow_logs.empty() && !standalone && !fs::is_directory(follow_logs))
+    aryl::FlagError(kProg, "--follow-logs", follow_logs,
+                    "no such directory (the agents' --log-dir, on this machine or a shared file system; "
+                    "--follow reads rank 0's output through the scheduler instead)");
   std::string endpoint = r["scheduler"].as<std::string>();
   if (auto list = p::ParseSchedulerEndpoints(endpoint); !list.ok())
     aryl::FlagError(kProg, "--scheduler", endpoint, list.status().message());
@@ -276,6 +296,14 @@ int main(int argc, char** argv) {
   std::string log_dir;
   std::string standalone_dir;  // holds the standalone scheduler's socket
   if (standalone) {
+    const bool quiet_flag = r.count("quiet") > 0;
+    // The embedded scheduler and agents log at info as the daemons do; here
+    // their lines would bury the job's: warnings and errors only, unless
+    // --log-level or $ARYL_LOG asks for more.
+    const char* env_level = std::getenv("ARYL_LOG");
+    const bool level_chosen = (r.count("log-level") && !r["log-level"].as<std::string>().empty()) ||
+                              (env_level && *env_level);
+    if (!level_chosen) spdlog::set_level(spdlog::level::warn);
     fs::path work = r["work-dir"].as<std::string>();
     std::error_code ec;
     fs::create_directories(work, ec);
@@ -293,7 +321,17 @@ int main(int argc, char** argv) {
       fs::remove(d.state_path, ec);
       fs::remove(d.state_path + "-wal", ec);
       fs::remove(d.state_path + "-shm", ec);
-      fs::remove_all(work / "logs", ec);  // job ids restart at 1 with a fresh state
+      // Job ids restart at 1 with a fresh state: the previous run's logs move
+      // to logs.N rather than being overwritten.
+      if (fs::is_directory(work / "logs", ec) && !fs::is_empty(work / "logs", ec)) {
+        int n = 1;
+        while (fs::exists(work / ("logs." + std::to_string(n)), ec)) ++n;
+        fs::path kept = work / ("logs." + std::to_string(n));
+        fs::rename(work / "logs", kept, ec);
+        if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": cannot move the previous run's logs to " +
+                                            kept.string() + ": " + ec.message());
+        if (!quiet_flag) std::cerr << kProg << ": the previous run's logs are in " << kept.string() << "\n";
+      }
     }
     d.http_port = r["http-port"].as<int>();
     d.inference_demand = r["inference-demand"].as<std::string>();
@@ -317,7 +355,14 @@ int main(int argc, char** argv) {
       a.slots = n;
       a.gpu_type = m.gpu_type.empty() ? "cpu" : m.gpu_type;
       a.log_dir = log_dir;
-      ARYL_ASSIGN_OR_RETURN(auto agent, aryl::agent::Agent::Create(a));
+      // Only this account reaches the standalone scheduler (its socket is in a
+      // 0700 directory), so the agent's warning about running as root without
+      // --run-as, which is about other accounts' jobs, does not apply.
+      const auto level = spdlog::get_level();
+      if (!level_chosen && ::geteuid() == 0) spdlog::set_level(spdlog::level::err);
+      auto created = aryl::agent::Agent::Create(a);
+      spdlog::set_level(level);
+      ARYL_ASSIGN_OR_RETURN(auto agent, std::move(created));
       agents.push_back(std::move(agent));
       return aryl::Status::Ok();
     };
@@ -356,7 +401,10 @@ int main(int argc, char** argv) {
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
     submitted = (*client)->Call<p::SubmitReply>(m, per_try);
     if (submitted.ok()) break;
-    if (submitted.status().IsTimeout() && ++timeouts < 3) continue;
+    // Not even sent (no scheduler answers at that address): no job can have
+    // been made, and waiting longer rarely helps; say so now, not in 9 s.
+    const bool not_sent = submitted.status().message().find("' not sent") != std::string::npos;
+    if (submitted.status().IsTimeout() && !(not_sent && !standalone) && ++timeouts < 3) continue;
     if (p::IsStandbyError(submitted.status()) && ++elections < 10) continue;
     if (!(submitted.status().IsUnavailable() && standalone)) break;
     std::this_thread::sleep_for(milliseconds(100));
@@ -364,6 +412,16 @@ int main(int argc, char** argv) {
   if (!submitted.ok()) return shutdown(aryl::cli::Fail(kProg, submitted.status(), kExitNotSubmitted));
   p::JobId job = submitted->job;
   if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
+  // A restart-kind elastic job (a torchrun script) resumes after a resize only
+  // from a checkpoint the script keeps: say so before the first resize does.
+  const bool elastic = m.min_workers && m.max_workers && *m.min_workers < *m.max_workers;
+  const bool torchrun_flags = r.count("nproc-per-node") || r.count("nnodes");
+  if (!quiet && elastic && m.checkpoint_dir.empty() &&
+      (m.elastic == std::optional<std::string>("restart") || (!m.elastic && torchrun_flags))) {
+    std::cerr << kProg << ": note: job " << job << " resizes by restarting all its workers (--elastic restart) "
+              << "and has no --checkpoint-dir: unless the script saves a checkpoint and resumes from it, every "
+                 "resize starts it again from step 0\n";
+  }
 
   Tail tail;
   int exit_code = kExitEndUnknown;
@@ -372,7 +430,39 @@ int main(int argc, char** argv) {
   std::optional<std::chrono::steady_clock::time_point> cancelling_since;
   auto last_watch = std::chrono::steady_clock::now() - std::chrono::seconds(10);
   std::string last_line;
+  std::optional<p::JobState> last_state;
+  std::int64_t last_workers = -1;
   std::int64_t rank0_worker = 0;
+  // Since when the current rank 0 is known; the --follow offsets per worker;
+  // the workers whose missing log was already said.
+  std::optional<std::chrono::steady_clock::time_point> rank0_since;
+  auto last_log_poll = std::chrono::steady_clock::now();
+  std::map<std::int64_t, std::int64_t> log_offsets;
+  std::set<std::int64_t> missing_said;
+  // --follow: one chunk of rank 0's stdout from its agent, from where the last
+  // chunk of that worker ended (a new rank 0, after a restart or a move, is
+  // another file); true when it held data. An error is said once per worker.
+  auto pump_remote = [&]() -> bool {
+    p::JobLogs q;
+    q.job = job;
+    q.worker = rank0_worker;
+    q.offset = log_offsets[rank0_worker];
+    q.max_bytes = p::kMaxLogChunk;
+    auto chunk = (*client)->Call<p::LogChunk>(q, std::min(per_try, milliseconds(1000)));
+    if (!chunk.ok()) {
+      if (!missing_said.count(rank0_worker) && !chunk.status().IsNotFound()) {
+        missing_said.insert(rank0_worker);
+        std::cerr << kProg << ": rank 0's output (worker " << rank0_worker << "): " << chunk.status().ToString()
+                  << "\n";
+      }
+      return false;
+    }
+    std::cout.write(reinterpret_cast<const char*>(chunk->data.data.data()),
+                    static_cast<std::streamsize>(chunk->data.data.size()));
+    std::cout.flush();
+    log_offsets[rank0_worker] = chunk->offset + static_cast<std::int64_t>(chunk->data.data.size());
+    return !chunk->data.data.empty();
+  };
   while (true) {
     if (g_interrupts > 0 && !cancelling_since) {
       cancelling_since = std::chrono::steady_clock::now();
@@ -406,18 +496,51 @@ int main(int argc, char** argv) {
     }
     if (!follow_logs.empty()) {
       // Rank 0's output, wherever rank 0 is now (it moves when its worker is lost).
-      tail.Follow(follow_logs + "/job-" + std::to_string(job) + "/worker-" + std::to_string(rank0_worker) + ".out");
+      const std::string path =
+          follow_logs + "/job-" + std::to_string(job) + "/worker-" + std::to_string(rank0_worker) + ".out";
+      tail.Follow(path);
       tail.Pump(std::cout);
+      // Rank 0 has run for a while and its log is not here: another machine's
+      // agent runs it (a move), or DIR is not its --log-dir. Said once per worker.
+      if (rank0_since && now - *rank0_since > std::chrono::seconds(5) && !missing_said.count(rank0_worker) &&
+          !fs::exists(path)) {
+        missing_said.insert(rank0_worker);
+        std::cerr << kProg << ": --follow-logs: " << path << " does not exist: rank 0 (worker " << rank0_worker
+                  << ") runs on an agent whose log dir is not " << follow_logs
+                  << " here; --follow reads its output through the scheduler\n";
+      }
+    }
+    if (follow && rank0_since && now - last_log_poll > milliseconds(500)) {
+      last_log_poll = now;
+      if (pump_remote()) last_log_poll = now - milliseconds(500);  // more may be there
     }
     auto msg = (*client)->Receive(milliseconds(100));
     if (!msg.ok()) continue;
     auto* ev = std::get_if<p::JobEvent>(&*msg);
     if (!ev || ev->job != job) continue;
-    if (ev->rank0_worker >= 0) rank0_worker = ev->rank0_worker;
-    std::string line = std::string(p::ToString(ev->state)) + " (" + std::to_string(ev->workers) + " workers)" +
-                       (ev->message.empty() ? "" : ": " + ev->message);
-    if (!quiet && line != last_line) std::cerr << kProg << ": job " << job << " " << line << "\n";
-    last_line = line;
+    if (ev->rank0_worker >= 0) {
+      if (!rank0_since || ev->rank0_worker != rank0_worker) rank0_since = std::chrono::steady_clock::now();
+      rank0_worker = ev->rank0_worker;
+    }
+    // "running (2 workers): ...", "queued", "completed": the size only where
+    // there is one, the reason only where it adds to the state's name.
+    const std::string state_name(p::ToString(ev->state));
+    std::string line = state_name;
+    if (ev->workers > 0) line += " (" + std::to_string(ev->workers) + (ev->workers == 1 ? " worker)" : " workers)");
+    if (!ev->message.empty() && ev->message != state_name) line += ": " + ev->message;
+    // A re-watch answers with the job's state and its bare reason ("admit
+    // (sjf)"), which the line of that change already said in full.
+    const bool restated = ev->state == last_state && ev->workers == last_workers && !ev->message.empty() &&
+                          last_line.ends_with(ev->message);
+    last_state = ev->state;
+    last_workers = ev->workers;
+    if (!quiet && line != last_line && !restated) {
+      std::cerr << kProg << ": job " << job << " " << line << "\n";
+      if (ev->state == p::JobState::kResizing && ev->message.rfind(kRestartAll, 0) == 0 && m.checkpoint_dir.empty())
+        std::cerr << kProg << ": note: job " << job << " has no --checkpoint-dir: its workers start again from step 0 "
+                  << "unless the script resumes from a checkpoint of its own\n";
+    }
+    if (!restated) last_line = line;
     for (const auto& l : ev->output) std::cout << l << "\n";
     if (ev->final) {
       if (ev->state == p::JobState::kCompleted) {
@@ -431,7 +554,9 @@ int main(int argc, char** argv) {
         exit_code = ev->failure ? static_cast<int>(ev->exit_code.value_or(0)) : 0;
         if (exit_code == 0) exit_code = kExitFailedWithoutCode;
       }
-      if (ev->state == p::JobState::kFailed && ev->failure) {
+      // A worker that could not start (a missing program) has no stderr: the
+      // job's line above already says why.
+      if (ev->state == p::JobState::kFailed && ev->failure && ev->failure->error.empty()) {
         std::string more = standalone ? log_dir + "/job-" + std::to_string(job) + "/worker-" +
                                             std::to_string(ev->failure->worker) + ".err"
                                       : "aryl logs " + std::to_string(job) + " --rank " +
@@ -446,5 +571,9 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(milliseconds(100));
     tail.Pump(std::cout);
   }
+  // The rest of rank 0's output (bounded: a chunk is up to kMaxLogChunk).
+  if (follow && rank0_since)
+    for (int i = 0; i < 64 && pump_remote(); ++i) {
+    }
   return shutdown(exit_code);
 }

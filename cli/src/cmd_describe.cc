@@ -100,6 +100,14 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   } else {
     Field(os, "Last checkpoint", "-");
   }
+  // A restart of every worker (a program without the runtime: torchrun's way)
+  // keeps only what the script checkpoints itself; none is known here.
+  int restarts = 0;
+  for (const auto& x : d->rescales) restarts += x.kind == "restart";
+  if (restarts > 0 && d->checkpoint_dir.empty() && !d->last_checkpoint)
+    Field(os, "Warning", std::to_string(restarts) + (restarts == 1 ? " restart" : " restarts") +
+                             " of all workers and no checkpoint (no --checkpoint-dir, none reported): unless the "
+                             "script resumes from a checkpoint of its own, each restart began again at step 0");
   if (d->exit_code) Field(os, "Exit code", std::to_string(*d->exit_code));
   if (!d->message.empty()) Field(os, "Message", d->message);
 

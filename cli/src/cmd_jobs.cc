@@ -27,8 +27,7 @@ int Submit(const cxxopts::ParseResult& r, const Client& c) {
   p::SubmitJob m;
   ReadJobFlags(prog, r, m);
   if (m.argv.empty()) UsageError(prog, "missing the command to run (after --)");
-  Status v = m.Validate();
-  if (!v.ok()) UsageError(prog, v.message());
+  ValidateJobOrExit(prog, m);
   // Resent with the same token after a timeout: at most one job is created.
   m.client_token = NewClientToken();
   auto reply = c.Call<p::SubmitReply>(m);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,44 @@ inline void ReadJobFlags(const std::string& prog, const cxxopts::ParseResult& r,
     }
   }
   for (const auto& a : r.unmatched()) m.argv.push_back(a);
+}
+
+// Checks a job read by ReadJobFlags as SubmitJob::Validate does, but speaks
+// of flags (--min, --max, --workers), not of the message's fields; exits with a
+// usage error. `size_flags` names how the size was given, for the messages.
+inline void ValidateJobOrExit(const std::string& prog, const protocol::SubmitJob& m,
+                              const std::string& size_flags = "--workers N or --min A --max B") {
+  if (m.workers && (m.min_workers || m.max_workers))
+    UsageError(prog, "give " + size_flags + ", not both a fixed and an elastic size");
+  if (!m.workers && !(m.min_workers && m.max_workers)) {
+    if (m.min_workers) UsageError(prog, "--min " + std::to_string(*m.min_workers) + " needs --max too");
+    if (m.max_workers) UsageError(prog, "--max " + std::to_string(*m.max_workers) + " needs --min too");
+    UsageError(prog, "give " + size_flags);
+  }
+  auto at_least_one = [&](const char* flag, const std::optional<std::int64_t>& v) {
+    if (v && *v < 1) FlagError(prog, flag, std::to_string(*v), "must be >= 1");
+  };
+  at_least_one("--workers", m.workers);
+  at_least_one("--min", m.min_workers);
+  at_least_one("--max", m.max_workers);
+  if (m.min_workers && m.max_workers && *m.min_workers > *m.max_workers)
+    UsageError(prog, "--min " + std::to_string(*m.min_workers) + " > --max " + std::to_string(*m.max_workers) +
+                         ": the fewest workers must not exceed the most");
+  Status v = m.Validate();
+  if (v.ok()) return;
+  // What is left names a field: say which flag sets it.
+  std::string msg = v.message();
+  for (const auto& [field, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"field 'name': ", "--name: "}, {"field 'env': ", "--env: "}, {"field 'argv[0]': ", "the command: "},
+           {"field 'elastic': ", "--elastic: "}, {"field 'gpu_type': ", "--gpu-type: "},
+           {"field 'checkpoint_dir': ", "--checkpoint-dir: "}, {"field 'cwd': ", "--cwd: "},
+           {"field 'model': ", "--model: "}, {"field 'max_restarts': ", "--max-restarts: "}}) {
+    if (msg.rfind(field, 0) == 0) {
+      msg = flag + msg.substr(field.size());
+      break;
+    }
+  }
+  UsageError(prog, msg);
 }
 
 }  // namespace aryl::cli

@@ -1,7 +1,9 @@
 // The packaged defaults start: aryl-scheduler run the way the shipped unit and
 // scheduler.env run it answers `aryl status` on its socket within seconds, and
 // aryl-agent run with the shipped agent.env on a host without GPUs stops at
-// once with the exit code its unit does not restart on, naming --slots.
+// once with the exit code its unit does not restart on, naming --slots. The
+// README's agent (--slots 2 --gpu-type cpu, no --host) registers with the
+// README's scheduler; an unusable --host stops it at once, naming --host.
 //
 // The command lines are read from deploy/: the unit's ExecStart, with
 // $ARYL_*_ARGS replaced by the env file's value split at blanks (as systemd
@@ -236,6 +238,58 @@ TEST_F(PackagedDefaults, AgentWithoutGpusStopsOnceNamingSlots) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--slots N --gpu-type cpu"), std::string::npos) << r.out;
   EXPECT_LT(r.seconds, 10) << r.out;
+}
+
+// The README's agent on one machine: `aryl-agent --scheduler ipc://... --pool
+// training --slots 2 --gpu-type cpu`, no --host. It binds its store to an
+// address of this server (not to the host name, which ZeroMQ cannot bind) and
+// registers; `aryl nodes` lists it with that address.
+TEST_F(PackagedDefaults, ReadmeAgentWithoutHostRegisters) {
+  const std::string endpoint = "ipc://" + (root_ / "run" / "scheduler.sock").string();
+  aryl::agent::ProcessLauncher launcher;
+  aryl::agent::LaunchSpec sched;
+  sched.argv = {ARYL_SCHEDULER_BIN, "--endpoint", endpoint, "--state", (root_ / "state" / "state.db").string(),
+                "--http-port", "-1"};
+  sched.env = {{"ARYL_CONFIG", "/dev/null"}};
+  sched.stdout_path = (root_ / "scheduler.log").string();
+  ASSERT_TRUE(launcher.Launch(sched).ok());
+  aryl::agent::LaunchSpec agent;
+  agent.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint, "--pool", "training", "--slots", "2", "--gpu-type", "cpu",
+                "--log-dir", (root_ / "log").string()};
+  agent.env = {{"ARYL_CONFIG", "/dev/null"}};
+  agent.stdout_path = (root_ / "agent.log").string();
+  auto agent_pid = launcher.Launch(agent);
+  ASSERT_TRUE(agent_pid.ok());
+  RunResult nodes;
+  const auto t0 = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - t0).count() < 10) {
+    for (const auto& e : launcher.Poll()) {
+      FAIL() << (e.pid == *agent_pid ? "aryl-agent" : "aryl-scheduler") << " exited: " << e.Describe() << "\n"
+             << ReadFile(root_ / "agent.log") << ReadFile(root_ / "scheduler.log");
+    }
+    nodes = Exec({ARYL_BIN, "nodes", "--scheduler", endpoint, "--timeout", "1"});
+    if (nodes.code == 0 && nodes.out.find("training") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(nodes.code, 0) << nodes.out;
+  EXPECT_NE(nodes.out.find("training"), std::string::npos) << nodes.out << ReadFile(root_ / "agent.log");
+  const std::string log = ReadFile(root_ / "agent.log");
+  EXPECT_NE(log.find("peers reach this server at "), std::string::npos) << log;
+  EXPECT_NE(log.find("rendezvous store on tcp://"), std::string::npos) << log;
+  launcher.StopAll(5);
+}
+
+// An unusable --host stops the agent at once: exit 2 (not restarted by its
+// unit), one line naming --host and the value.
+TEST_F(PackagedDefaults, AgentWithUnusableHostStopsNamingHost) {
+  for (const std::string host : {"no-such-host.invalid", "203.0.113.7"}) {
+    RunResult r = Exec({ARYL_AGENT_BIN, "--scheduler", "ipc://" + (root_ / "run" / "none.sock").string(), "--pool",
+                        "training", "--slots", "2", "--gpu-type", "cpu", "--log-dir", (root_ / "log").string(),
+                        "--host", host});
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("--host '" + host + "'"), std::string::npos) << r.out;
+    EXPECT_LT(r.seconds, 10) << r.out;
+  }
 }
 
 }  // namespace

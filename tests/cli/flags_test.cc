@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -92,6 +93,21 @@ TEST(FlagChecks, ClientRefusesBadValuesBeforeConnecting) {
   ExpectUsageError({ARYL_BIN, "top", "--scheduler", kNowhere, "--interval", "0"}, "--interval", "0");
   ExpectUsageError({ARYL_BIN, "jobs", "--scheduler", kNowhere, "-o", "xml"}, "-o", "xml");
   ExpectUsageError({ARYL_BIN, "nodes", "--scheduler", kNowhere, "evict"}, "ACTION", "evict");
+  // A job's size is spoken of in flags, not in the message's fields.
+  for (const auto& [args, want] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--min", "3", "--max", "2"}, "--min 3 > --max 2"},
+           {{"--min", "3"}, "--min 3 needs --max too"},
+           {{"--workers", "2", "--max", "4"}, "give --workers N or --min A --max B, not both"},
+           {{"--workers", "0"}, "--workers '0': must be >= 1"}}) {
+    std::vector<std::string> argv = {ARYL_BIN, "submit", "--scheduler", kNowhere};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--", "true"});
+    RunResult r = Exec(argv);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(Lines(r.out), 1u) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("field"), std::string::npos) << r.out;
+  }
   // A good value gets past the checks and fails on the missing scheduler instead.
   RunResult ok = Exec({ARYL_BIN, "pool", "reclaim", "2", "--scheduler", kNowhere, "--timeout", "0.3"});
   EXPECT_EQ(ok.code, 1) << ok.out;
@@ -107,12 +123,22 @@ TEST(FlagChecks, ArylRunUsageCodesStayApartFromTheJobs) {
   ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--nnodes", "x", "--", "true"}, "--nnodes", "x", 200);
   ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--env", "NOEQUALS", "--workers", "1", "--", "true"},
                    "--env", "NOEQUALS", 200);
+  // A --follow-logs directory that is not there would print nothing, silently.
+  ExpectUsageError({ARYL_RUN_BIN, "--scheduler", kNowhere, "--follow-logs", "/nonexistent/logs", "--workers", "1",
+                    "--", "true"},
+                   "--follow-logs", "/nonexistent/logs", 200);
   RunResult missing = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--workers", "1"});
   EXPECT_EQ(missing.code, 200) << missing.out;
   RunResult unknown = Exec({ARYL_RUN_BIN, "--no-such-flag"});
   EXPECT_EQ(unknown.code, 200) << unknown.out;
+  // Nothing listens there: said after one request's timeout (3 s), not three.
+  const auto t0 = std::chrono::steady_clock::now();
   RunResult nowhere = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--workers", "1", "--", "true"});
   EXPECT_EQ(nowhere.code, 201) << nowhere.out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 6) << nowhere.out;
+  RunResult range = Exec({ARYL_RUN_BIN, "--scheduler", kNowhere, "--min", "3", "--max", "2", "--", "true"});
+  EXPECT_EQ(range.code, 200) << range.out;
+  EXPECT_NE(range.out.find("--min 3 > --max 2"), std::string::npos) << range.out;
   RunResult help = Exec({ARYL_RUN_BIN, "--help"});
   EXPECT_EQ(help.code, 0);
   for (const char* row : {"\n  0  ", "\n  1-255  ", "\n  130  ", "\n  200  ", "\n  201  ", "\n  202  ", "\n  203  "})

@@ -231,6 +231,37 @@ TEST_F(InspectTest, DeadAgentLogsUnavailable) {
   EXPECT_NE(failed.out.find("node_failed"), std::string::npos) << failed.out;
 }
 
+// A restart-kind elastic job (a program without the runtime) grows 1 -> 2 by
+// restarting every worker; it has no --checkpoint-dir and reports none, so
+// describe warns that each restart began again at step 0.
+TEST_F(InspectTest, RestartWithoutCheckpointIsWarnedInDescribe) {
+  StartScheduler();
+  StartAgent("a", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  p::SubmitJob m;
+  m.argv = {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo step=$i; i=$((i+1)); sleep 0.05; done"};
+  m.min_workers = 1;
+  m.max_workers = 2;
+  m.elastic = "restart";
+  auto reply = c->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  const std::string job = std::to_string(reply->job);
+  ASSERT_TRUE(WaitState(*c, reply->job, p::JobState::kRunning, 20)) << Logs();
+  Outcome before = Aryl({"describe", "job", job});
+  EXPECT_EQ(before.out.find("Warning:"), std::string::npos) << before.out;
+  StartAgent("b", 1);
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  Outcome after;
+  ASSERT_TRUE(WaitFor([&] {
+    after = Aryl({"describe", "job", job});
+    return after.out.find("Warning:") != std::string::npos;
+  }, 30)) << after.out << Logs();
+  EXPECT_NE(after.out.find("1 restart of all workers and no checkpoint"), std::string::npos) << after.out;
+  EXPECT_NE(after.out.find("began again at step 0"), std::string::npos) << after.out;
+  EXPECT_TRUE(c->Call<p::Ok>(p::CancelJob{.job = reply->job}, milliseconds(3000)).ok());
+}
+
 #ifdef ARYL_MLP_BIN
 // An elastic training job grows when a second agent joins: describe shows the
 // resize with the pause the runtime measured and the last checkpoint rank 0

@@ -2,7 +2,8 @@
 # aryl-sim end to end: byte-identical JSON for the same inputs and seed (apart
 # from sim_wall_s), exit code 2 for bad flags, 1 with file:line for a bad trace
 # row, --skip-bad-rows counting, the timeline CSV header, boolean flags, stray
-# arguments and the per-job CSV.
+# arguments, the per-job CSV, and exit 2 for bad values found before the run
+# (unknown GPU type, demand generator, unwritable outputs).
 # Usage: cli_test.sh ARYL_SIM SOURCE_DIR
 set -euo pipefail
 SIM="$1"
@@ -80,4 +81,32 @@ set +e
 "$SIM" "${SMALL[@]}" --speed-knowledge psychic >/dev/null 2>"$TMP/err"; rc=$?
 set -e
 [ $rc -eq 2 ] || fail "--speed-knowledge psychic gave exit $rc, want 2"
+
+# 7. Bad values of --training (a GPU type without tables: the known types are
+#    listed), --inference-demand (a generator's keys and ranges, a missing
+#    file) and the outputs (--plot, --json) are usage errors, found before
+#    the simulation runs: exit 2 naming the flag.
+expect_usage() {  # expect_usage "MESSAGE PART" ARGS...
+  local want="$1"; shift
+  set +e
+  "$SIM" "$@" >/dev/null 2>"$TMP/err"; local rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "$* gave exit $rc, want 2: $(cat "$TMP/err")"
+  grep -qF -- "$want" "$TMP/err" || fail "$*: message '$(cat "$TMP/err")' lacks '$want'"
+}
+BASE=(--trace "$TRACE" --inference 2x8xT4 --policy baseline --no-progress)
+expect_usage "--training '8x8xZ': no throughput tables for GPU type 'Z'" "${BASE[@]}" --training 8x8xZ
+expect_usage "(known: A100, T4)" "${BASE[@]}" --training 8x8xZ
+expect_usage "--inference-demand: peak must be in [0,1], got 2" "${SMALL[@]}" --inference-demand daily:peak=2
+expect_usage "--inference-demand: unknown key 'peek'" "${SMALL[@]}" --inference-demand daily:peek=0.5
+expect_usage "--inference-demand '$TMP/none.csv': no such file" "${SMALL[@]}" --inference-demand "$TMP/none.csv"
+expect_usage "--plot '/proc/nope'" "${SMALL[@]}" --plot /proc/nope
+expect_usage "--json '$TMP/no/dir/x.json': no directory" "${SMALL[@]}" --json "$TMP/no/dir/x.json"
+# A demand FILE with a bad row is input data: exit 1, file:line.
+printf 'time_s,servers\n0,x\n' >"$TMP/demand.csv"
+set +e
+"$SIM" "${SMALL[@]}" --inference-demand "$TMP/demand.csv" >/dev/null 2>"$TMP/err"; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "bad demand row gave exit $rc, want 1"
+grep -q "demand.csv:2" "$TMP/err" || fail "bad demand row message: $(cat "$TMP/err")"
 echo "cli_test: ok"

@@ -81,5 +81,15 @@ TEST(ReportTest, TableShowsRatiosToBaseline) {
   EXPECT_EQ(FormatTable({aryl}).find("ratio"), std::string::npos);
 }
 
+// A run that wasted a fraction of a GPU-hour less than nothing (rounding in
+// the accounting) prints 0, not "-0".
+TEST(ReportTest, TableNeverPrintsMinusZero) {
+  RunMetrics m;
+  m.policy = "baseline";
+  m.wasted_gpu_hours = -0.3;
+  std::string table = FormatTable({m});
+  EXPECT_EQ(table.find("-0"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace aryl::sim

@@ -428,6 +428,36 @@ TEST_F(SystemTest, ArylRunNamesTheWorkerThatEndedFirst) {
   EXPECT_NE(s->message.find("the first to end was worker"), std::string::npos) << s->message;
 }
 
+// aryl-run --follow prints rank 0's output read through the scheduler from
+// whichever agent runs it: after `drain --now` moves the job from one agent
+// (its own log dir) to the other, the new rank 0's lines follow too.
+TEST_F(SystemTest, ArylRunFollowsRankZeroWhereverItMoves) {
+  StartScheduler();
+  StartAgent("a", 1);
+  StartAgent("b", 1);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  pid_t run = StartArylRun({"--follow", "--workers", "1", "--", "sh", "-c",
+                            "i=0; while [ $i -lt 50 ]; do echo line-$i; i=$((i+1)); sleep 0.1; done"},
+                           "aryl-run.log");
+  std::string first;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, 1);
+    if (!r.ok() || r->row.state != p::JobState::kRunning || r->placement.empty()) return false;
+    first = r->placement[0].agent_id;
+    return ReadFile(dir_ / "aryl-run.log").find("line-5\n") != std::string::npos;
+  }, 20)) << ReadFile(dir_ / "aryl-run.log") << Logs();
+  ASSERT_TRUE(c->Call<p::Ok>(p::NodeCommand{.node = first, .action = "drain-now"}, milliseconds(2000)).ok());
+  auto done = WaitExit(run, 40);
+  ASSERT_TRUE(done.has_value()) << ReadFile(dir_ / "aryl-run.log") << Logs();
+  const std::string out = ReadFile(dir_ / "aryl-run.log");
+  EXPECT_EQ(done->exit_code, 0) << out;
+  size_t starts = 0;
+  for (size_t at = out.find("line-0\n"); at != std::string::npos; at = out.find("line-0\n", at + 1)) ++starts;
+  EXPECT_EQ(starts, 2u) << "one line-0 per start, on " << first << " and on the other agent\n" << out;
+  EXPECT_NE(out.find("line-49\n"), std::string::npos) << out;
+}
+
 // After SIGTERM aryl-run cancels the job and waits --cancel-grace for it to
 // stop, no longer: with the scheduler gone it exits 202 (the job's end is unknown).
 TEST_F(SystemTest, ArylRunCancelWaitIsBounded) {

@@ -576,7 +576,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   for (auto id : members) placed[j.workers[id].agent]++;
   ARYL_RETURN_IF_ERROR(JournalPlacement(j, kind, members, reason));
   Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
-         kind + " to " + std::to_string(size) + " workers on " + PlacementString(placed) + ": " + reason);
+         kind + " to " + std::to_string(size) + (size == 1 ? " worker on " : " workers on ") + PlacementString(placed) +
+             ": " + reason);
   spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
   return SaveJob(j);
 }

@@ -1,5 +1,6 @@
 #include "aryl/sim/report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -56,7 +57,7 @@ const Column kColumns[] = {
      [](const RunMetrics& m) { return m.useful_gpu_hours; }},
     {"norm GPU-h", 10, [](const RunMetrics& m) { return Fmt("%.0f", m.useful_norm_gpu_hours); }, 0,
      [](const RunMetrics& m) { return m.useful_norm_gpu_hours; }},
-    {"wasted GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", m.wasted_gpu_hours); }, 0,
+    {"wasted GPU-h", 12, [](const RunMetrics& m) { return Fmt("%.0f", std::round(m.wasted_gpu_hours) + 0.0); }, 0,  // + 0.0: never "-0"
      [](const RunMetrics& m) { return m.wasted_gpu_hours; }},
     {"preempt", 7, [](const RunMetrics& m) { return std::to_string(m.preemptions); }, 0,
      [](const RunMetrics& m) { return static_cast<double>(m.preemptions); }},

@@ -1,8 +1,13 @@
 // aryl-sim: replays job traces against a simulated training + inference cluster
 // under one or more scheduling policies and prints a comparison table.
 // See docs/simulator.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -42,6 +47,49 @@ std::vector<std::string> SplitList(const std::vector<std::string>& values) {
     }
   }
   return out;
+}
+
+// The GPU types with throughput tables: the subdirectories of `dir`, sorted.
+std::vector<std::string> TableTypes(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.is_directory(ec)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string JoinComma(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// An output FILE (--json, --timeline, --jobs-csv) must be writable before the
+// simulation runs, not found unwritable after it: a usage error otherwise.
+void RequireWritableFile(const std::string& flag, const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (file.empty()) aryl::FlagError(kProgram, flag, file, "a file name is not empty");
+  if (fs::is_directory(file, ec)) aryl::FlagError(kProgram, flag, file, "is a directory, not a file");
+  fs::path parent = fs::path(file).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec)) aryl::FlagError(kProgram, flag, file, "no directory " + parent.string());
+  if (::access(parent.c_str(), W_OK) != 0)
+    aryl::FlagError(kProgram, flag, file, "cannot write in " + parent.string() + ": " + std::strerror(errno));
+  if (fs::exists(file, ec) && ::access(file.c_str(), W_OK) != 0)
+    aryl::FlagError(kProgram, flag, file, std::strerror(errno));
+}
+
+// --plot DIR: made now (as WritePlots would) and writable.
+void RequireWritableDir(const std::string& flag, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty()) aryl::FlagError(kProgram, flag, dir, "a directory name is not empty");
+  fs::create_directories(dir, ec);
+  if (ec) aryl::FlagError(kProgram, flag, dir, "cannot create the directory: " + ec.message());
+  if (!fs::is_directory(dir, ec)) aryl::FlagError(kProgram, flag, dir, "not a directory");
+  if (::access(dir.c_str(), W_OK) != 0) aryl::FlagError(kProgram, flag, dir, std::strerror(errno));
 }
 
 // data/throughput next to the working directory, else in the source tree.
@@ -187,6 +235,30 @@ int main(int argc, char** argv) {
       aryl::UsageError(kProgram, "--policy: unknown policy '" + p + "' (known: " + known + ")");
     }
   }
+
+  // The training type needs throughput tables of its own (the other types are
+  // scaled by --relative-speed): a type without any is a bad --training value.
+  const std::string throughput_dir = flags["throughput"].as<std::string>();
+  if (std::filesystem::is_directory(throughput_dir)) {
+    const auto types = TableTypes(throughput_dir);
+    if (std::find(types.begin(), types.end(), training_type) == types.end())
+      aryl::FlagError(kProgram, "--training", flags["training"].as<std::string>(),
+                      "no throughput tables for GPU type '" + training_type + "' under " + throughput_dir +
+                          " (known: " + (types.empty() ? std::string("none") : JoinComma(types)) + ")");
+  }
+  // The demand generators are flag values (a bad one exits 2); a FILE's
+  // contents are input data (exit 1), read below.
+  const std::string demand_spec = flags["inference-demand"].as<std::string>();
+  const bool demand_is_file = !(demand_spec.empty() || demand_spec == "none" || demand_spec.rfind("daily", 0) == 0 ||
+                                demand_spec.rfind("constant:", 0) == 0);
+  if (demand_is_file && !std::filesystem::is_regular_file(demand_spec))
+    aryl::FlagError(kProgram, "--inference-demand", demand_spec,
+                    "no such file, and not daily:KEY=V,..., constant:F or none");
+  if (!demand_is_file)
+    (void)OrUsage(aryl::sim::ParseDemand(demand_spec, config.inference.Servers(), seed));
+  for (const char* flag : {"json", "timeline", "jobs-csv"})
+    if (flags.count(flag)) RequireWritableFile(std::string("--") + flag, flags[flag].as<std::string>());
+  if (flags.count("plot")) RequireWritableDir("--plot", flags["plot"].as<std::string>());
 
   // Inputs.
   auto trace = aryl::sim::ReadTraces(trace_paths, {.skip_bad_rows = flags["skip-bad-rows"].as<bool>()});
