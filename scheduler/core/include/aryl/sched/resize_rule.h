@@ -9,18 +9,21 @@
 //     shrinks and preemptions (by its deadline), those of a server that
 //     failed or was drained --now (ServerFailed: an agent lost, an
 //     operator), a job left to finish on a reclaimed server leaving by the
-//     deadline, the job's end, and a queued job's base demand taking GPUs
-//     that flexible workers hold (admission: flexible workers are lent; a
-//     base is what a job was admitted with, and a queued job waiting out a
-//     dwell would cost it more than the shrink's pause costs the other).
-//     A worker the runtime loses is regrouped by the runtime, not decided
-//     here.
+//     deadline, the job's end, and the admission of a queued job: its base
+//     takes GPUs that flexible workers hold, and a round that starts a job
+//     with extra workers may shrink jobs in their dwell for them. Flexible
+//     workers are lent; a queued job waiting out a dwell would lose more
+//     than the shrink's pause costs, and a job started small to wait out
+//     another's dwell would grow later, a resize of its own. A worker the
+//     runtime loses is regrouped by the runtime, not decided here.
 //  2. Dwell: a running job keeps its size for SchedulerConfig::resize_dwell
 //     seconds after its last resize, forced or not (JobInfo::last_resize).
 //     A start is not a resize: a job may grow onto a loan that arrives just
 //     after it started (the grow must still pay, 3). When the dwell holds a
-//     job the allocation wanted to change, the policy asks for a round when
-//     that dwell ends (Policy::next_wakeup), so no event is needed to lift it.
+//     job the allocation wanted to change, the GPUs it wanted beyond its
+//     current ones stay free (given to another job, they would be taken back
+//     when the dwell ends), and the policy asks for a round then
+//     (Policy::next_wakeup), so no event is needed to lift it.
 //  3. Pays: a voluntary grow of a running job from rate r0 (iterations/s at
 //     its placement now) to r1 is made only when
 //         (r1 - r0) x H  >  r0 x (P + resize_margin),
