@@ -64,12 +64,12 @@ TEST(ResizeRuleTest, AGrowValueCountsTheHorizonAgainstThePauseAndMargin) {
   j.measured_pause = 1000;  // a measured pause replaces rescale_pause
   EXPECT_DOUBLE_EQ(ValueOfGrow(c, j, 4, 8).cost, 4 * 1010);
   EXPECT_FALSE(GrowPays(c, j, 4, 8));
-  EXPECT_FALSE(GrowPays(c, j, 8, 8));   // no gain never pays
-  EXPECT_TRUE(GrowPays(c, j, 0, 1));    // a stalled job gains from any progress
+  EXPECT_FALSE(GrowPays(c, j, 8, 8));  // no gain never pays
+  EXPECT_TRUE(GrowPays(c, j, 0, 1));   // a stalled job gains from any progress
   j.spec.rescale = Rescale::kRestart;
-  j.measured_pause = -1;                // unknown: the kind's configured pause
+  j.measured_pause = -1;  // unknown: the kind's configured pause
   EXPECT_DOUBLE_EQ(ResizePause(c, j), c.restart_pause);
-  EXPECT_EQ(DwellEnd(c, j), -kNever);   // never resized: no dwell
+  EXPECT_EQ(DwellEnd(c, j), -kNever);  // never resized: no dwell
   j.last_resize = 100;
   EXPECT_DOUBLE_EQ(DwellEnd(c, j), 100 + c.resize_dwell);
   EXPECT_TRUE(InDwell(c, j, 159.9));

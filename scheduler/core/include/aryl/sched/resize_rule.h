@@ -74,7 +74,8 @@ struct GrowValue {
 // after; a rate after no higher than before never pays.
 GrowValue ValueOfGrow(const SchedulerConfig& config, const JobInfo& job, double rate_before,
                       double rate_after);
-inline bool GrowPays(const SchedulerConfig& config, const JobInfo& job, double rate_before, double rate_after) {
+inline bool GrowPays(const SchedulerConfig& config, const JobInfo& job, double rate_before,
+                     double rate_after) {
   return ValueOfGrow(config, job, rate_before, rate_after).pays();
 }
 
