@@ -77,5 +77,15 @@ TEST(CoreJournalTest, AServerFailuresCauseSurvivesItsRow) {
   EXPECT_EQ(std::get<sched::ServerFailed>(*back).cause, "server failed");
 }
 
+TEST(CoreJournalTest, AMeasuredResizePauseSurvivesItsRow) {
+  // The pause the resize rule weighs is journaled exactly, so a replayed core
+  // decides as the live one did.
+  const std::string row = EventToJson(sched::JobResizeMeasured{7, 0.1234567890123});
+  auto back = EventFromJson(row);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(std::get<sched::JobResizeMeasured>(*back).job, 7u);
+  EXPECT_EQ(std::get<sched::JobResizeMeasured>(*back).pause, 0.1234567890123);
+}
+
 }  // namespace
 }  // namespace aryl::daemon

@@ -134,12 +134,12 @@ TEST(ScenarioTest, LoanedServersJoinAtOnceAndTheJobGrows) {
   EXPECT_EQ(h.job(1).placement.at(1), 8);
 }
 
-TEST(ScenarioTest, FlexibleWorkersGoToLoanedServersFirst) {
-  // Extra workers land on the loaned server even where the training server has room.
+TEST(ScenarioTest, FlexibleWorkersGoToTrainingServersBeforeLoanedOnes) {
+  // Extra workers stay on the training server while it has room (resize_rule.h, 4).
   Harness h(Servers(1, 1));
   h.Loan({1});
   h.Submit(Elastic(1, 4, 8, kLong), 1);
-  EXPECT_EQ(h.job(1).placement, (Placement{{0, 4}, {1, 4}}));
+  EXPECT_EQ(h.job(1).placement, (Placement{{0, 8}}));
 }
 
 TEST(ScenarioTest, FinishedJobsFreeGpusForTheQueue) {

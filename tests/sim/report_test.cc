@@ -61,7 +61,7 @@ TEST(ReportTest, JsonHasExactlyTheSchemaKeys) {
                       "avg_wait_s", "p50_wait_s", "p95_wait_s", "p99_wait_s", "avg_queue_s", "p50_queue_s",
                       "p95_queue_s", "p99_queue_s", "training_usage", "overall_usage", "loaned_gpu_hours",
                       "allocated_gpu_hours", "useful_gpu_hours", "useful_norm_gpu_hours", "wasted_gpu_hours", "lost_gpu_hours",
-                      "preemptions", "rescales", "reclaims", "reclaims_late", "sim_wall_s"}));
+                      "preemptions", "rescales", "rescale_pause_gpu_hours", "reclaims", "reclaims_late", "sim_wall_s"}));
 }
 
 TEST(ReportTest, TableShowsRatiosToBaseline) {

@@ -18,8 +18,11 @@ class RoundPolicy : public Policy {
       : name_(std::move(name)), options_(options), reclaim_(reclaim) {}
   const std::string& name() const override { return name_; }
   std::vector<Action> Schedule(const ClusterState& state) override {
-    return internal::RunRound(state, options_, &queue_);
+    return internal::RunRound(state, options_, &queue_, &wakeup_);
   }
+  // When the first dwell that held a job back in the last round ends
+  // (resize_rule.h): a round then may make the resize it held.
+  Seconds next_wakeup() const override { return wakeup_; }
   bool uses_loaned_servers() const override { return options_.use_loaned; }
   ReclaimStrategy reclaim_strategy() const override { return reclaim_; }
   bool elastic() const override { return options_.elastic; }
@@ -42,6 +45,7 @@ class RoundPolicy : public Policy {
   internal::RoundOptions options_;
   ReclaimStrategy reclaim_;
   internal::AdmissionQueue queue_;
+  Seconds wakeup_ = kNever;
 };
 
 inline internal::RoundOptions OptionsFrom(const SchedulerConfig& c) {

@@ -1,6 +1,8 @@
 #include "round_alloc.h"
 
 #include <algorithm>
+
+#include "aryl/sched/resize_rule.h"
 #include <tuple>
 
 namespace aryl::sched::internal {
@@ -71,7 +73,9 @@ bool Slower(const JobInfo& job, int t, int f, int w) {
 
 }  // namespace
 
-std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt, AdmissionQueue* keep) {
+std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt, AdmissionQueue* keep,
+                             Seconds* wakeup) {
+  if (wakeup) *wakeup = kNever;
   // Nothing to admit, migrate or resize: every running job keeps its placement.
   if (!opt.elastic && state.queued().empty() && !(opt.type_aware && state.num_types() > 1)) {
     return {};
@@ -176,6 +180,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // free). With none, no job starts or moves: the queue is not even looked at,
   // so a round costs nothing per queued job while the cluster is full.
   const int n_types = state.num_types();
+  const SchedulerConfig& cfg = state.config();
   int free_left = 0;
   for (int t = 0; t < n_types; ++t) free_left += index.Total(t, true, opt.use_loaned);
   if (free_left == 0 && !opt.elastic) return {};
@@ -198,6 +203,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       if (state.OnDraining(j)) continue;  // left to finish where it is
       const int f = FastestType(j, n_types, d);
       if (f < 0 || !Slower(j, a.home, f, d)) continue;
+      // An elastic move is a voluntary resize: not within the job's dwell
+      // (resize_rule.h, 2); the round when it ends looks again.
+      if (a.flexible && InDwell(cfg, j, state.now())) {
+        if (wakeup) *wakeup = std::min(*wakeup, DwellEnd(cfg, j));
+        continue;
+      }
       const double key = opt.fifo ? j.spec.submit_time : RemainingTime(j, f, d);
       queue.push_back({key, j.spec.submit_time, j.spec.id, d, static_cast<int>(k)});
     }
@@ -229,7 +240,6 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   };
   if (!incremental) std::make_heap(queue.begin(), queue.end(), later);
   std::vector<int> types;
-  const SchedulerConfig& cfg = state.config();
   // A job needing more GPUs than are left anywhere cannot start; it still waits
   // for its fastest type (type_aware). Exact when min_type_speed <= 1 (then a job
   // has an allowed type iff it has a fastest one).
@@ -268,7 +278,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
           const Alloc& a = allocs[q.alloc];
           if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
           const double rt = RemainingTime(j, t, d);
-          const double cost = a.flexible ? cfg.RescalePause(j.spec)
+          const double cost = a.flexible ? ResizePause(cfg, j)
                                          : cfg.restart_pause +
                                                std::max(0.0, j.checkpoint_remaining - j.remaining_work) /
                                                    j.Thr(t, d);
@@ -357,7 +367,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
 
   // 3. Elastic allocation of the GPUs left, per GPU type, and 4. placement
   // of the flexible workers (elastic_alloc.cc).
-  if (opt.elastic) AllocateElastic(allocs, index, state, opt);
+  if (opt.elastic) AllocateElastic(allocs, index, state, opt, wakeup);
 
   // 5. The actions: starts for admitted jobs, resizes for changed ones.
   return RoundActions(allocs, state, opt);

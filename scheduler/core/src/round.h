@@ -142,11 +142,13 @@ class AdmissionQueue {
 };
 
 // The actions of one non-preemptive round: admissions (kStart) in SJF/FIFO
-// order with backfill, then the elastic allocation of the GPUs left (kResize).
-// With `keep`, admission walks that queue instead of ordering the queue anew
-// (the same decisions).
+// order with backfill, then the elastic allocation of the GPUs left (kResize)
+// under the resize rule (resize_rule.h). With `keep`, admission walks that
+// queue instead of ordering the queue anew (the same decisions). `wakeup`,
+// when given, is set to when the first dwell that held a job back ends
+// (kNever: none), for Policy::next_wakeup.
 std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& options,
-                             AdmissionQueue* keep = nullptr);
+                             AdmissionQueue* keep = nullptr, Seconds* wakeup = nullptr);
 
 // Whether training may use server `s` under these options.
 bool Usable(const ServerInfo& s, bool use_loaned);

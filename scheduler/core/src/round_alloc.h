@@ -47,6 +47,7 @@ struct Alloc {
   bool is_new = false;
   bool moved = false;     // running job migrated to a faster GPU type this round
   bool flexible = false;  // takes part in the elastic allocation
+  bool pinned = false;    // its dwell holds its size (resize_rule.h, 2): `extra` is fixed
   int home = -1;          // GPU type of its base workers
   FlatPlacement base;
   // A running job outside the elastic allocation keeps its placement as its
@@ -72,7 +73,7 @@ struct Alloc {
   // Back to a fresh Alloc, keeping the placements' capacity.
   void Reset() {
     job = nullptr;
-    is_new = moved = flexible = false;
+    is_new = moved = flexible = pinned = false;
     home = -1;
     base.clear();
     fixed = nullptr;
@@ -116,10 +117,13 @@ inline double RemainingTime(const JobInfo& job, int type, int w) {
 }
 
 // 3. The elastic allocation of the GPUs `index` counts as free, per GPU type
-// (multiple-choice knapsack, Optimus or AFS rule; hetero_dp guests), and 4.
-// the placement of every flexible job's extra workers (kept where they are,
-// loaned servers first). Takes the GPUs it places from `index`.
-void AllocateElastic(AllocList& allocs, FreeIndex& index, const ClusterState& state, const RoundOptions& opt);
+// (multiple-choice knapsack, Optimus or AFS rule; hetero_dp guests), under
+// the resize rule (resize_rule.h), and 4. the placement of every flexible
+// job's extra workers (kept where they are, then training servers before
+// loaned ones). Takes the GPUs it places from `index`. `*wakeup` is lowered
+// to the end of every dwell that held a job the allocation wanted to change.
+void AllocateElastic(AllocList& allocs, FreeIndex& index, const ClusterState& state, const RoundOptions& opt,
+                     Seconds* wakeup);
 
 // 5. The actions: starts for admitted jobs, resizes for changed ones.
 std::vector<Action> RoundActions(AllocList& allocs, const ClusterState& state, const RoundOptions& opt);

@@ -137,6 +137,14 @@ Status Scheduler::Impl::Validate(const Event& e) const {
                                            std::to_string(body.remaining_work));
           }
           return Status::Ok();
+        } else if constexpr (std::is_same_v<T, JobResizeMeasured>) {
+          ARYL_RETURN_IF_ERROR(ActiveJob(st, body.job));
+          if (!(body.pause >= 0) || std::isinf(body.pause)) {
+            return Status::InvalidArgument("job " + std::to_string(body.job) +
+                                           ": measured resize pause must be finite and >= 0, got " +
+                                           std::to_string(body.pause));
+          }
+          return Status::Ok();
         } else if constexpr (std::is_same_v<T, ServersLoaned>) {
           if (body.servers.empty()) return Status::InvalidArgument("loan of no servers");
           std::set<ServerId> seen;
@@ -316,6 +324,8 @@ Result<Plan> Scheduler::Apply(const Event& event) {
           return st.SetRemainingWork(body.job, body.remaining_work);
         } else if constexpr (std::is_same_v<T, JobRescaleKnown>) {
           return st.SetRescale(body.job, body.rescale);
+        } else if constexpr (std::is_same_v<T, JobResizeMeasured>) {
+          return st.SetMeasuredPause(body.job, body.pause);
         } else if constexpr (std::is_same_v<T, ServersLoaned>) {
           for (ServerId id : body.servers) ARYL_RETURN_IF_ERROR(st.LoanServer(id));
           return Status::Ok();

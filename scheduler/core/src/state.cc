@@ -29,6 +29,12 @@ Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
       config.checkpoint_interval < 0) {
     return Status::InvalidArgument("pauses and checkpoint_interval must be >= 0");
   }
+  if (!(config.resize_horizon > 0) || !(config.resize_dwell >= 0) || !(config.resize_margin >= 0) ||
+      std::isinf(config.resize_dwell) || std::isinf(config.resize_margin)) {
+    return Status::InvalidArgument("resize_horizon must be > 0, resize_dwell and resize_margin finite and >= 0; got " +
+                                   std::to_string(config.resize_horizon) + ", " +
+                                   std::to_string(config.resize_dwell) + ", " + std::to_string(config.resize_margin));
+  }
   ClusterState state;
   state.config_ = std::move(config);
   state.thr_ = std::move(thr);
@@ -450,7 +456,23 @@ Status ClusterState::SetRescale(JobId id, Rescale rescale) {
   if (j->status != JobStatus::kRunning && j->status != JobStatus::kQueued) {
     return Status::FailedPrecondition(JobName(id) + ": rescale kind for a job that is not active");
   }
+  // A pause measured for the other kind says nothing about this one.
+  if (j->spec.rescale != rescale) j->measured_pause = -1;
   j->spec.rescale = rescale;
+  return Status::Ok();
+}
+
+Status ClusterState::SetMeasuredPause(JobId id, Seconds pause) {
+  JobInfo* j = mutable_job(id);
+  if (!j) return Status::NotFound(JobName(id) + ": unknown job id");
+  if (j->status != JobStatus::kRunning && j->status != JobStatus::kQueued) {
+    return Status::FailedPrecondition(JobName(id) + ": measured pause for a job that is not active");
+  }
+  if (!(pause >= 0) || std::isinf(pause)) {
+    return Status::InvalidArgument(JobName(id) + ": measured pause must be finite and >= 0, got " +
+                                   std::to_string(pause));
+  }
+  j->measured_pause = pause;
   return Status::Ok();
 }
 

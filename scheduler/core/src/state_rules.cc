@@ -130,6 +130,7 @@ Status ClusterState::Apply(const Action& a) {
       JobInfo& j = *mutable_job(a.job);
       SetPlacement(j, a.placement);
       j.stats.rescales++;
+      j.last_resize = now_;
       j.paused_until = std::max(j.paused_until, now_ + config_.RescalePause(j.spec));
       j.checkpoint_time = now_;
       j.checkpoint_remaining = j.remaining_work;

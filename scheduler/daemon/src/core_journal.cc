@@ -66,6 +66,8 @@ json EventJson(const s::EventBody& body) {
         if constexpr (std::is_same_v<T, s::Tick>) return {{"type", "tick"}};
         if constexpr (std::is_same_v<T, s::JobRescaleKnown>)
           return {{"type", "rescale_kind"}, {"job", e.job}, {"restart", e.rescale == s::Rescale::kRestart}};
+        if constexpr (std::is_same_v<T, s::JobResizeMeasured>)
+          return {{"type", "resize_pause"}, {"job", e.job}, {"pause", e.pause}};
       },
       body);
 }
@@ -96,6 +98,8 @@ Result<s::EventBody> EventFromParsed(const json& j) {
   if (type == "tick") return s::EventBody(s::Tick{});
   if (type == "cordoned")
     return s::EventBody(s::ServerCordoned{j.at("server").get<s::ServerId>(), j.at("cordoned").get<bool>()});
+  if (type == "resize_pause")
+    return s::EventBody(s::JobResizeMeasured{j.at("job").get<s::JobId>(), j.at("pause").get<double>()});
   if (type == "rescale_kind")
     return s::EventBody(s::JobRescaleKnown{j.at("job").get<s::JobId>(),
                                            j.at("restart").get<bool>() ? s::Rescale::kRestart : s::Rescale::kInPlace});
@@ -236,6 +240,9 @@ s::SchedulerConfig Daemon::Impl::CoreConfig() const {
   cfg.rescale_pause = opt.rescale_pause;
   cfg.restart_pause = opt.restart_pause;
   cfg.checkpoint_interval = opt.checkpoint_interval;
+  cfg.resize_horizon = opt.resize_horizon;
+  cfg.resize_dwell = opt.resize_dwell;
+  cfg.resize_margin = opt.resize_margin;
   // RoundTick runs a round at Scheduler::NextWakeup: a job left to finish on a
   // reclaimed server leaves by its deadline if it is not done.
   cfg.reclaim_lets_jobs_finish = opt.reclaim_lets_jobs_finish;

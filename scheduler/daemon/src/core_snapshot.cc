@@ -43,7 +43,7 @@ json JobJson(const s::JobInfo& j) {
     for (double v : c) row.push_back(N(v, "curve"));
     curves.push_back(row);
   }
-  return {{"spec",
+  json out = {{"spec",
            {{"id", sp.id}, {"name", sp.name}, {"submit_time", N(sp.submit_time, "submit_time")},
             {"elastic", sp.kind == s::JobKind::kElastic}, {"min", sp.min_workers}, {"max", sp.max_workers},
             {"requested", sp.requested_workers}, {"granularity", static_cast<int>(sp.granularity.kind)},
@@ -67,6 +67,11 @@ json JobJson(const s::JobInfo& j) {
             j.stats.rescales, N(j.stats.gpu_seconds, "gpu_seconds"), N(j.stats.run_time, "run_time"),
             N(j.stats.lost_work, "lost_work")}},
           {"curves", curves}};
+  // The resize rule's inputs (resize_rule.h); absent before the rule and
+  // while unknown.
+  if (std::isfinite(j.last_resize)) out["last_resize"] = N(j.last_resize, "last_resize");
+  if (j.measured_pause >= 0) out["measured_pause"] = N(j.measured_pause, "measured_pause");
+  return out;
 }
 
 s::JobInfo JobFrom(const json& x) {
@@ -110,6 +115,8 @@ s::JobInfo JobFrom(const json& x) {
   j.stats.run_time = st.at(5).get<double>();
   j.stats.lost_work = st.at(6).get<double>();
   j.curves = x.at("curves").get<std::vector<std::vector<double>>>();
+  if (x.contains("last_resize")) j.last_resize = x.at("last_resize").get<double>();
+  if (x.contains("measured_pause")) j.measured_pause = x.at("measured_pause").get<double>();
   return j;
 }
 

@@ -255,6 +255,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ResizeReport& m
   jit->second.last_resize_pause = m.phases.total;
   Phase(jit->second, jit->second.life.Formed(plan, WallNow()), "formed");
   snapshot_dirty = true;
+  // The core's resize rule weighs the job's measured pause (aryl/sched/resize_rule.h).
+  if (m.planned) {
+    Status fed = Feed(s::JobResizeMeasured{m.job, std::max(0.0, m.phases.total)}, "resize pause measured");
+    if (!fed.ok()) spdlog::warn("job {}: resize pause not recorded: {}", m.job, fed.ToString());
+  }
   return std::nullopt;
 }
 
@@ -272,9 +277,14 @@ void Daemon::Impl::RestartMeasured(Job& j) {
                 JobNodes(j));
   metrics.Observe("aryl_resize_pause_seconds", pause);
   j.last_resize_pause = pause;
+  const bool planned = j.restart_planned;
   j.restart_stopped_at = 0;
   j.restart_generation = j.restart_from = j.restart_to = 0;
   snapshot_dirty = true;
+  if (planned) {
+    Status fed = Feed(s::JobResizeMeasured{j.rec.id, pause}, "restart pause measured");
+    if (!fed.ok()) spdlog::warn("job {}: restart pause not recorded: {}", j.rec.id, fed.ToString());
+  }
 }
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::JobProgress& m) {

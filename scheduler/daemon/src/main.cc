@@ -48,6 +48,14 @@ int main(int argc, char** argv) {
       ("rescale-pause", "Cost model: pause of one in-place rescale (s)", cxxopts::value<double>()->default_value("2"))
       ("restart-pause", "Cost model: pause of a restart after preemption, and of a restart job's rescale (s)", cxxopts::value<double>()->default_value("5"))
       ("checkpoint-interval", "Cost model: jobs checkpoint this often (s)", cxxopts::value<double>()->default_value("60"))
+      ("resize-horizon", "Resize rule: a grow is made only when its gain over this many seconds (at most the job's "
+                         "remaining time) beats its measured pause plus --resize-margin (s)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_horizon)))
+      ("resize-dwell", "Resize rule: a job keeps its size this long after a resize unless a reclaim, failure or "
+                       "queued job forces a change (s)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_dwell)))
+      ("resize-margin", "Resize rule: seconds of progress a grow must gain on top of its pause (s)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_margin)))
       ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s)", cxxopts::value<double>()->default_value("10"))
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
       ("speed", "Jobs' speed: learned (fitted from the step times they report; docs/scheduler.md) or linear "
@@ -114,6 +122,9 @@ int main(int argc, char** argv) {
   d.rescale_pause = r["rescale-pause"].as<double>();
   d.restart_pause = r["restart-pause"].as<double>();
   d.checkpoint_interval = r["checkpoint-interval"].as<double>();
+  d.resize_horizon = r["resize-horizon"].as<double>();
+  d.resize_dwell = r["resize-dwell"].as<double>();
+  d.resize_margin = r["resize-margin"].as<double>();
   d.stop_grace = r["stop-grace"].as<double>();
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.speed = r["speed"].as<std::string>();
@@ -178,6 +189,9 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--rescale-pause", d.rescale_pause, 0);
   aryl::RequireAtLeast(prog, "--restart-pause", d.restart_pause, 0);
   aryl::RequireAbove(prog, "--checkpoint-interval", d.checkpoint_interval, 0);
+  aryl::RequireAbove(prog, "--resize-horizon", d.resize_horizon, 0);
+  aryl::RequireAtLeast(prog, "--resize-dwell", d.resize_dwell, 0);
+  aryl::RequireAtLeast(prog, "--resize-margin", d.resize_margin, 0);
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
   aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);
 

@@ -63,6 +63,8 @@ const Column kColumns[] = {
      [](const RunMetrics& m) { return static_cast<double>(m.preemptions); }},
     {"rescale", 7, [](const RunMetrics& m) { return std::to_string(m.rescales); }, 0,
      [](const RunMetrics& m) { return static_cast<double>(m.rescales); }},
+    {"pause GPU-h", 11, [](const RunMetrics& m) { return Fmt("%.0f", m.rescale_pause_gpu_hours); }, 0,
+     [](const RunMetrics& m) { return m.rescale_pause_gpu_hours; }},
     {"reclaims", 8, [](const RunMetrics& m) { return std::to_string(m.reclaims); }, 0,
      [](const RunMetrics& m) { return static_cast<double>(m.reclaims); }},
     {"late", 4, [](const RunMetrics& m) { return std::to_string(m.reclaims_late); }, 0,
@@ -147,6 +149,7 @@ nlohmann::ordered_json RunToJson(const RunMetrics& m) {
   j["lost_gpu_hours"] = m.lost_gpu_hours;
   j["preemptions"] = m.preemptions;
   j["rescales"] = m.rescales;
+  j["rescale_pause_gpu_hours"] = m.rescale_pause_gpu_hours;
   j["reclaims"] = m.reclaims;
   j["reclaims_late"] = m.reclaims_late;
   j["sim_wall_s"] = m.sim_wall_s;

@@ -178,6 +178,7 @@ class Run {
   double useful_gpu_s_ = 0;        // GPU-s of progress kept
   double norm_gpu_s_ = 0;          // the same at training-GPU speed
   double lost_gpu_s_ = 0;          // GPU-s of progress lost to preemptions
+  double rescale_pause_gpu_s_ = 0; // GPU-s of the pauses resizes added
   std::int64_t preemptions_ = 0;
   std::int64_t rescales_ = 0;
   std::int64_t reclaims_ = 0;
@@ -397,7 +398,11 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       Status placed = Place(*job, a.placement, "resize of");
       if (!placed.ok()) return placed;
       ++job->rescales;
-      job->paused_until = std::max(job->paused_until, t + config_.scheduler.RescalePause(*job->spec));
+      {
+        const double paused_from = std::max(job->paused_until, t);
+        job->paused_until = std::max(job->paused_until, t + config_.scheduler.RescalePause(*job->spec));
+        rescale_pause_gpu_s_ += (job->paused_until - paused_from) * job->workers;
+      }
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       Reestimate(*job);
@@ -691,6 +696,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
   m.lost_gpu_hours = lost_gpu_s_ / 3600.0;
   m.preemptions = preemptions_;
   m.rescales = rescales_;
+  m.rescale_pause_gpu_hours = rescale_pause_gpu_s_ / 3600.0;
   m.reclaims = reclaims_;
   m.reclaims_late = reclaims_late_;
   m.end_time_s = now_;

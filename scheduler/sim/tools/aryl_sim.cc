@@ -92,6 +92,13 @@ void RequireWritableDir(const std::string& flag, const std::string& dir) {
   if (::access(dir.c_str(), W_OK) != 0) aryl::FlagError(kProgram, flag, dir, std::strerror(errno));
 }
 
+// A default value as cxxopts takes it ("600", "0.5").
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 // data/throughput next to the working directory, else in the source tree.
 std::string DefaultThroughputDir() {
   if (std::filesystem::is_directory("data/throughput")) return "data/throughput";
@@ -146,6 +153,13 @@ int main(int argc, char** argv) {
       ("restart-pause", "Seconds a restart after preemption costs", cxxopts::value<double>()->default_value("60"))
       ("resume-pause", "Seconds a start after a suspension (a preemption that checkpoints first) costs",
        cxxopts::value<double>()->default_value("10"))
+      ("resize-horizon", "Seconds a voluntary grow's gain is counted over (at most the job's remaining time): "
+       "it is made only when that gain beats its pause plus --resize-margin (docs/scheduler.md)",
+       cxxopts::value<double>()->default_value(Num(aryl::sched::SchedulerConfig{}.resize_horizon)))
+      ("resize-dwell", "Seconds a job keeps its size after a resize unless a reclaim, failure or queued "
+       "job's base forces a change", cxxopts::value<double>()->default_value(Num(aryl::sched::SchedulerConfig{}.resize_dwell)))
+      ("resize-margin", "Seconds of progress a grow must gain on top of its pause",
+       cxxopts::value<double>()->default_value(Num(aryl::sched::SchedulerConfig{}.resize_margin)))
       ("knapsack-exact-budget", "Largest knapsack (groups x capacity x options) solved exactly; above it the "
        "core's approximate solver is used (default: the core's)",
        cxxopts::value<std::int64_t>()->default_value(std::to_string(aryl::sched::SchedulerConfig{}.knapsack_exact_budget)))
@@ -193,6 +207,9 @@ int main(int argc, char** argv) {
   config.scheduler.rescale_pause = flags["rescale-pause"].as<double>();
   config.scheduler.restart_pause = flags["restart-pause"].as<double>();
   config.scheduler.resume_pause = flags["resume-pause"].as<double>();
+  config.scheduler.resize_horizon = flags["resize-horizon"].as<double>();
+  config.scheduler.resize_dwell = flags["resize-dwell"].as<double>();
+  config.scheduler.resize_margin = flags["resize-margin"].as<double>();
   config.scheduler.seed = seed;
   config.scheduler.knapsack_exact_budget = flags["knapsack-exact-budget"].as<std::int64_t>();
   {
@@ -348,6 +365,9 @@ int main(int argc, char** argv) {
     cfg["rescale_pause_s"] = config.scheduler.rescale_pause;
     cfg["restart_pause_s"] = config.scheduler.restart_pause;
     cfg["resume_pause_s"] = config.scheduler.resume_pause;
+    cfg["resize_horizon_s"] = config.scheduler.resize_horizon;
+    cfg["resize_dwell_s"] = config.scheduler.resize_dwell;
+    cfg["resize_margin_s"] = config.scheduler.resize_margin;
     cfg["tick_s"] = config.tick;
   cfg["knapsack_exact_budget"] = config.scheduler.knapsack_exact_budget;
     // Only without the oracle, so that oracle runs write what they always did.

@@ -45,6 +45,19 @@ struct SchedulerConfig {
   Seconds RescalePause(const JobSpec& spec) const {
     return spec.rescale == Rescale::kRestart ? restart_pause : rescale_pause;
   }
+  // The resize rule (resize_rule.h; docs/scheduler.md, "Resizes pay for
+  // themselves"), for every elastic policy. A voluntary grow of a running job
+  // is made only when the progress it adds over min(resize_horizon, the job's
+  // remaining time at the new size) beats the progress its pause costs,
+  // (pause + resize_margin) x its rate now; the pause is the job's measured
+  // one (JobResizeMeasured) when the driver sent it, RescalePause otherwise.
+  // A job keeps its size for resize_dwell seconds after a resize unless a
+  // forced change (reclaim, failure, drain, a queued job's base demand)
+  // moves it. resize_dwell = 0 and resize_margin = 0 with an infinite
+  // horizon leave only the knapsack's own pause charge.
+  Seconds resize_horizon = 600;  // s: about how long a size lasts (the simulator's round tick)
+  Seconds resize_dwell = 60;     // s: >= 2 x the simulated rescale pause, many x a live one
+  Seconds resize_margin = 10;    // s of progress on top of the pause (warm-up steps, noise)
   bool fifo = false;                   // admission order: SJF (default) or FIFO
   bool inelastic_on_loaned = true;     // inelastic jobs may use loaned servers when no
                                        // training server fits

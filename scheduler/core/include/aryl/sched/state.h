@@ -77,6 +77,12 @@ struct JobInfo {
   double throughput = 0;      // iterations/s at the current placement (0 when queued)
   Seconds queued_since = 0;   // submit time, or the last preemption
   bool suspended = false;     // its last stop saved a checkpoint (Action::suspend)
+  // When a kResize last changed its placement (-kNever: never). The resize
+  // rule's dwell counts from here (resize_rule.h).
+  Seconds last_resize = -kNever;
+  // How long its last resize paused it, as the driver measured it
+  // (JobResizeMeasured); < 0: unknown, SchedulerConfig::RescalePause counts.
+  Seconds measured_pause = -1;
   JobStats stats;
   // Per GPU type index (ClusterState::type_index): thr at w workers, w = 0..max
   // (0 where the size is not allowed: table cell, granularity, inelastic size).
@@ -262,6 +268,8 @@ class ClusterState {
   Status CancelJob(JobId id);     // running or queued -> cancelled, frees its GPUs
   Status SetRemainingWork(JobId id, double remaining);
   Status SetRescale(JobId id, Rescale rescale);  // an active job's Rescale kind
+  // An active job's measured resize pause (JobInfo::measured_pause); >= 0.
+  Status SetMeasuredPause(JobId id, Seconds pause);
   // Re-reads an active job's curves (SchedulerConfig::speed, then the catalog)
   // after its speed model changed; allowed sizes and base are unchanged.
   Status RefreshCurves(JobId id);

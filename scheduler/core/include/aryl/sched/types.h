@@ -108,6 +108,12 @@ struct JobProgress { JobId job = 0; double remaining_work = 0; };
 // saying links the runtime once its first report arrives); later rescales cost
 // that kind's pause (SchedulerConfig::RescalePause).
 struct JobRescaleKnown { JobId job = 0; Rescale rescale = Rescale::kInPlace; };
+// The driver measured how long the job's last resize paused it (the daemon:
+// the runtime's ResizeReport total, or a restart's stop to its first step).
+// Later voluntary resizes of the job weigh this pause instead of
+// SchedulerConfig::RescalePause (resize_rule.h); a JobRescaleKnown that
+// changes the job's kind forgets it. pause >= 0 and finite.
+struct JobResizeMeasured { JobId job = 0; Seconds pause = 0; };
 struct ServersLoaned { std::vector<ServerId> servers; };
 // The inference side wants servers back: `count` of any loaned servers, or exactly
 // the named ones (when `servers` is non-empty), returned by `deadline`.
@@ -132,7 +138,7 @@ struct Tick {};
 
 using EventBody = std::variant<JobSubmitted, JobFinished, JobCancelled, JobProgress,
                                ServersLoaned, Reclaim, ServerFailed, ServerRecovered, Tick,
-                               JobRescaleKnown, ServerCordoned>;
+                               JobRescaleKnown, ServerCordoned, JobResizeMeasured>;
 
 struct Event {
   Seconds time = 0;

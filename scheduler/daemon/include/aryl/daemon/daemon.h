@@ -63,6 +63,13 @@ struct DaemonOptions {
   double rescale_pause = 2.0;            // core cost model (seconds)
   double restart_pause = 5.0;
   double checkpoint_interval = 60.0;
+  // The core's resize rule (aryl/sched/resize_rule.h; SchedulerConfig's
+  // defaults): a grow's gain is counted over this horizon (s), it must beat
+  // the job's measured pause plus the margin (s), and a job keeps its size
+  // for the dwell (s) after a resize unless a forced change moves it.
+  double resize_horizon = 600.0;
+  double resize_dwell = 60.0;
+  double resize_margin = 10.0;
   double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
   int journal_snapshot_rows = 10000;     // core journal rows between snapshots (0: never)

@@ -23,7 +23,9 @@
 //                GPU-time it takes on the training type at the same worker
 //                count), so a T4-hour counts for what it achieved; wasted:
 //                allocated - useful (pauses and lost work); lost: the GPU-time
-//                of work lost to preemptions alone.
+//                of work lost to preemptions alone; rescale pause: the
+//                GPU-time of the pauses resizes added (part of wasted:
+//                workers after the resize x the pause it added).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +83,7 @@ struct RunMetrics {
   double lost_gpu_hours = 0;
   std::int64_t preemptions = 0;
   std::int64_t rescales = 0;
+  double rescale_pause_gpu_hours = 0;
   std::int64_t reclaims = 0;
   std::int64_t reclaims_late = 0;
   double sim_wall_s = 0;
