@@ -3,7 +3,9 @@
 //   daemon.cc           setup (state file, metrics), the public Daemon class
 //   core_journal.cc     rebuilding the core by replaying its journal
 //   plan.cc             the one path from a core event to executed actions:
-//                       Feed, Execute, Converge (placement -> agent commands)
+//                       Transaction, Feed, Execute, SaveJob
+//   converge.cc         a job's placement -> its workers and generations
+//                       (Converge, the forming rule, Restart, StopJobWorkers)
 //   agents.cc           agent registration, heartbeats, liveness, reconciliation
 //   job_lifecycle.cc    worker reports (exits, progress, resizes) and job ends
 //   client_handlers.cc  requests from aryl / aryl-run / inference managers
@@ -362,6 +364,7 @@ class Daemon::Impl {
   Status Execute(const s::Action& a);
   Status SaveNode(const Node& n);
   Status SaveJob(Job& j);
+  // --- converge.cc
   std::set<int> FreeSlots(const Node& n);
   // Whether `desired` (node -> workers) fits now: on every node, the free
   // slots plus the job's own workers that stay there.

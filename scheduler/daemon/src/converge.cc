@@ -1,0 +1,388 @@
+// Converge: from the core's placement of a job to the workers that run it.
+// Which workers stay, leave and join; the forming rule (job_machine.h) for a
+// generation that has not formed; the generation's NewGeneration and
+// StartWorkers messages; restarts (stop every worker, start again) and stops.
+// Declared in daemon_impl.h ("converge.cc").
+#include <algorithm>
+
+#include "core_journal.h"
+#include "aryl/hash.h"
+#include "daemon_impl.h"
+
+namespace aryl::daemon {
+
+// Slots not held by a worker that stays. A leaver's slot counts as free: the
+// core gave it away with the plan, and the leaver goes at its next step
+// boundary (or is stopped), so the joiner shares it only briefly.
+bool Daemon::Impl::Fits(const Job& j, const std::map<std::string, int>& desired) {
+  const std::map<std::string, int> live = j.LivePlacement();
+  for (const auto& [node, want] : desired) {
+    auto nit = nodes.find(node);
+    if (nit == nodes.end()) return false;
+    auto own = live.find(node);
+    const int have = own == live.end() ? 0 : own->second;
+    if (static_cast<int>(FreeSlots(nit->second).size()) + have < want) return false;
+  }
+  return true;
+}
+
+std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
+  std::set<int> used;
+  auto on = workers_on.find(n.id);
+  if (on != workers_on.end()) {
+    for (const auto& [jid, wid] : on->second) {
+      const Worker& w = jobs.at(jid).workers.at(wid);
+      if (!w.leaving) used.insert(w.slot);
+    }
+  }
+  std::set<int> free;
+  for (int i = 0; i < n.slots; ++i)
+    if (!used.count(i)) free.insert(i);
+  return free;
+}
+
+void Daemon::Impl::AddWorker(Job& j, const Worker& w) {
+  j.workers[w.id] = w;
+  workers_on[w.agent].insert({j.rec.id, w.id});
+}
+
+void Daemon::Impl::EraseWorker(Job& j, p::WorkerId id) {
+  auto it = j.workers.find(id);
+  if (it == j.workers.end()) return;
+  auto on = workers_on.find(it->second.agent);
+  if (on != workers_on.end()) {
+    on->second.erase({j.rec.id, id});
+    if (on->second.empty()) workers_on.erase(on);
+  }
+  j.workers.erase(it);
+}
+
+void Daemon::Impl::ClearWorkers(Job& j) {
+  while (!j.workers.empty()) EraseWorker(j, j.workers.begin()->first);
+}
+
+void Daemon::Impl::IndexWorkers() {
+  workers_on.clear();
+  for (const auto& [jid, j] : jobs)
+    for (const auto& [wid, w] : j.workers) workers_on[w.agent].insert({jid, wid});
+}
+
+std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::string, int>& desired) {
+  std::map<std::string, std::vector<p::WorkerId>> actual;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) actual[w.agent].push_back(id);
+  std::vector<p::WorkerId> leavers;
+  for (auto& [node, ids] : actual) {
+    auto want = desired.find(node);
+    std::size_t keep = want == desired.end() ? 0 : static_cast<std::size_t>(want->second);
+    // Leave the highest ranks first.
+    std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return j.workers[a].rank < j.workers[b].rank; });
+    while (ids.size() > keep) {
+      leavers.push_back(ids.back());
+      j.workers[ids.back()].leaving = true;
+      ids.pop_back();
+    }
+  }
+  return leavers;
+}
+
+// Makes the job's live workers match `desired` (node -> count): starts joiners
+// where there are too few, marks leavers where there are too many, and
+// announces the new generation to every agent involved.
+// This start's MASTER_PORT: in --port-range, from a start salted by the
+// scheduler's endpoint, the job and its start count (two clusters on one
+// machine, and a job's consecutive starts, try different ports first); never a
+// port another live job of this scheduler holds; on a loopback master, never
+// one something on this machine listens on now.
+int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
+  const bool local = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
+  std::uint64_t salt = Fnv1a64(server ? server->endpoint() : opt.endpoint);
+  salt ^= j.rec.id * 0x9E3779B97F4A7C15ull ^ std::uint64_t(j.starts) * 0xC2B2AE3D27D4EB4Full;
+  auto taken = [&](int port) {
+    for (const auto& [id, other] : jobs)
+      if (id != j.rec.id && !other.workers.empty() && other.master_port == port) return true;
+    return local && !PortBindable(port);
+  };
+  if (auto port = PickPort(ports, salt, taken)) return *port;
+  spdlog::warn("job {}: every port of --port-range {} is taken; MASTER_PORT {} may be in use", j.rec.id,
+               ports.ToString(), ports.lo);
+  return ports.lo;
+}
+
+Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
+  // A restart starts the group again once every old worker is gone (they may
+  // still write their checkpoint); the last exit converges.
+  if (j.Restarting() && !j.workers.empty()) return Status::Ok();
+  std::map<std::string, int> have;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving) have[w.agent]++;
+  // Fencing: a fresh group (no worker stays) of a job that lost workers on a
+  // failed node waits until that node's agent has surely stopped them (its
+  // lease ran out), so two copies of the job never train at once. The stayers
+  // of a job that regroups need no wait: the job's store admits only the new
+  // generation's members.
+  if (have.empty() && !desired.empty() && WallNow() < j.restart_not_before) {
+    if (!j.life.Is(JobPhase::kLeaseWait)) {
+      Phase(j, j.life.LeaseWait(WallNow()), "lease wait");
+      double left = j.restart_not_before - WallNow();
+      spdlog::warn("job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may still run there)",
+                   j.rec.id, left, j.lease_node);
+      ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "lease_wait",
+                                   "starts again once the lease of " + j.lease_node + " has run out (" +
+                                       std::to_string(static_cast<int>(std::ceil(left))) + " s)",
+                                   {{"node", j.lease_node}, {"seconds", left}}, {j.lease_node}));
+      Notify(j, p::JobState::kResizing, "waiting " + std::to_string(static_cast<int>(std::ceil(left))) +
+                                             " s for the lease of " + j.lease_node + " to run out");
+    }
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  if (have == desired && !desired.empty()) return Status::Ok();
+  // The forming rule (job_machine.h): a voluntary change waits while a
+  // generation forms; a forced one (a lost worker, workers taken away)
+  // abandons it, and its joiners do not count as stayers.
+  if (!j.RestartsToResize() && !have.empty()) {
+    bool forced = j.last_loss_time >= j.life.planned_at();
+    for (const auto& [node, n] : have) {
+      auto d = desired.find(node);
+      forced = forced || d == desired.end() || d->second < n;
+    }
+    switch (WhileForming(j.life, forced, WallNow(), kFormingSeconds)) {
+      case FormingDecision::kWait:
+        pending_converge.insert(j.rec.id);
+        return Status::Ok();
+      case FormingDecision::kAbandonThenPlan:
+        if (AbandonForming(j) > 0) {
+          have.clear();
+          for (const auto& [id, w] : j.workers)
+            if (!w.leaving) have[w.agent]++;
+        }
+        break;
+      case FormingDecision::kPlan:
+        break;
+    }
+  }
+  // A fresh group (no worker stays) starts once every old worker is gone: the
+  // ones still running (leaving) would train beside it until they are. They
+  // are stopped first, checkpointing on SIGTERM (a restart), and the last
+  // exit converges again.
+  bool stays = false;
+  for (const auto& [node, n] : have) {
+    auto d = desired.find(node);
+    stays = stays || (d != desired.end() && std::min(n, d->second) > 0);
+  }
+  if (!stays && !desired.empty() && !j.workers.empty())
+    return Restart(j, "a fresh group starts once the old workers are gone",
+                   /*planned=*/j.last_loss_time < j.life.planned_at());
+  bool fresh = have.empty();
+  std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
+  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
+  std::set<std::string> existing_agents;
+  for (const auto& [id, w] : j.workers) existing_agents.insert(w.agent);
+  // Training servers first: their workers get the lowest ranks, so rank 0 (and
+  // the job's rendezvous store) stays off loaned servers that may be reclaimed.
+  std::vector<std::pair<std::string, int>> order(desired.begin(), desired.end());
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    auto rank_of = [&](const std::string& n) {
+      auto it = nodes.find(n);
+      return it == nodes.end() || it->second.pool != p::Pool::kTraining ? 1 : 0;
+    };
+    return rank_of(a.first) < rank_of(b.first);
+  });
+  for (const auto& [node, want] : order) {
+    int got = have.count(node) ? have.at(node) : 0;
+    if (got >= want) continue;
+    auto nit = nodes.find(node);
+    if (nit == nodes.end()) continue;
+    auto free = FreeSlots(nit->second);
+    if (static_cast<int>(free.size()) < want - got) {
+      spdlog::error("job {}: {} needs {} more slots but has {} free; the scheduler's view and the agent disagree",
+                    j.rec.id, node, want - got, free.size());
+      pending_converge.insert(j.rec.id);
+    }
+    for (int k = got; k < want && !free.empty(); ++k) {
+      Worker w;
+      w.id = j.next_worker++;
+      w.agent = node;
+      w.slot = *free.begin();
+      w.joined = j.generation + 1;  // the generation made below
+      free.erase(free.begin());
+      joiners[node].push_back({w.id, 0, w.slot});
+      AddWorker(j, w);
+    }
+  }
+  // A start that can place no worker yet (every slot it was given is still
+  // held) is no generation: the job stays pending until the slots free up.
+  if (fresh && joiners.empty()) {
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  // Nothing can change (the slots are still held) and no member was lost since
+  // the last generation: a generation would change nothing. The job stays
+  // pending and converges once the slots free up.
+  if (!fresh && leavers.empty() && joiners.empty()) {
+    std::size_t staying = 0;
+    for (const auto& [id, w] : j.workers) staying += !w.leaving;
+    if (staying == j.members_announced) return Status::Ok();
+  }
+  j.generation++;
+  // Ranks: stayers keep their order, joiners follow.
+  std::vector<p::WorkerId> members;
+  std::vector<std::pair<int, p::WorkerId>> stayers;
+  for (const auto& [id, w] : j.workers)
+    if (!w.leaving && w.generation != 0) stayers.push_back({w.rank, id});
+  std::sort(stayers.begin(), stayers.end());
+  for (auto& [r, id] : stayers) members.push_back(id);
+  for (const auto& [node, want] : order)
+    if (joiners.count(node))
+      for (auto& wp : joiners[node]) members.push_back(wp.worker);
+  j.members_announced = members.size();
+  for (size_t r = 0; r < members.size(); ++r) {
+    auto& w = j.workers[members[r]];
+    w.rank = static_cast<int>(r);
+    w.generation = j.generation;
+  }
+  for (auto& [node, list] : joiners)
+    for (auto& wp : list) wp.rank = j.workers[wp.worker].rank;
+
+  if (fresh) {
+    j.starts++;
+    if (j.Restarting() && j.restart_stopped_at > 0) {
+      j.restart_generation = j.generation;
+      j.restart_to = static_cast<std::int64_t>(members.size());
+    }
+    Phase(j, j.life.Started(j.generation, WallNow()), "start");
+    j.last_start = WallNow();
+    if (j.rec.start_time <= 0) j.rec.start_time = j.last_start;  // the first start, kept (describe's "Started")
+  } else {
+    Phase(j, j.life.Resized(j.generation, WallNow()), "resize");
+  }
+  std::string master_node = members.empty() ? "" : j.workers[members[0]].agent;
+  std::string master_host = nodes.count(master_node) ? nodes[master_node].host : "127.0.0.1";
+  if (fresh || j.master_port == 0) j.master_port = PickMasterPort(j, master_host);
+  const int master_port = j.master_port;
+  // Every agent hosting stayers or leavers learns the new generation; the
+  // agent relays it to its workers and makes leavers go at the switch.
+  std::map<std::string, std::vector<p::WorkerId>> leaving_by_agent;
+  for (auto id : leavers) leaving_by_agent[j.workers[id].agent].push_back(id);
+  if (fresh) {
+    // The agent of rank 0 hosts this start's rendezvous (when it has a store).
+    j.home_store = nodes.count(master_node) && !nodes[master_node].store_endpoint.empty()
+                       ? nodes[master_node].store_endpoint
+                       : "none";
+  }
+  std::string store_ep = j.home_store;
+  std::string store_key = std::to_string(j.rec.id) + "-" + std::to_string(j.starts);
+  if (!fresh && store_ep != "none") {
+    for (const auto& [id, n] : nodes)
+      if (n.store_endpoint == store_ep && n.connected) existing_agents.insert(id);
+  }
+  if (!fresh) {
+    for (const auto& agent : existing_agents) {
+      p::NewGeneration ng;
+      ng.job = j.rec.id;
+      ng.generation = j.generation;
+      ng.members = members;
+      ng.leaving = leaving_by_agent.count(agent) ? leaving_by_agent[agent] : std::vector<p::WorkerId>{};
+      ng.store_endpoint = store_ep;
+      ng.store_prefix = store_key;
+      if (members.empty()) {
+        p::StopWorkers sw;
+        sw.job = j.rec.id;
+        sw.workers = ng.leaving;
+        sw.grace_seconds = opt.stop_grace;
+        sw.reason = reason;
+        Push(agent, sw);
+      } else {
+        Push(agent, ng);
+      }
+    }
+  }
+  for (const auto& [agent, list] : joiners) {
+    p::StartWorkers sw;
+    sw.job = j.rec.id;
+    sw.generation = j.generation;
+    sw.workers = list;
+    sw.members = members;
+    sw.argv = j.spec.argv;
+    sw.env = j.spec.env;
+    sw.env["ARYL_JOB_ID"] = store_key;
+    sw.env["ARYL_MIN_WORKERS"] = std::to_string(j.spec.min_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MASTER_ADDR"] = master_host;
+    sw.env["ARYL_MASTER_PORT"] = std::to_string(master_port);
+    sw.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(j.spec.max_restarts.value_or(0));
+    // The checkpoint fence's owner (runtime/include/aryl/checkpoint.h): the
+    // same for every start of this job, different from any other job's, even
+    // one of another state file that reuses the number.
+    sw.env["ARYL_FENCE_ID"] = std::to_string(j.rec.id) + "." +
+                              std::to_string(static_cast<std::int64_t>(j.rec.submit_time * 1000));
+    // The runtime reports the steps left from it (Runtime::SetTotalSteps).
+    if (j.spec.total_work > 0)
+      sw.env["ARYL_TOTAL_STEPS"] = std::to_string(static_cast<std::int64_t>(std::ceil(j.spec.total_work)));
+    sw.cwd = j.spec.cwd;
+    sw.checkpoint_dir = j.spec.checkpoint_dir;
+    sw.store_endpoint = store_ep;
+    sw.store_prefix = store_key;
+    sw.owner = j.spec.owner.value_or("local");
+    sw.owner_uid = j.spec.owner_uid;
+    sw.restart_count = j.starts - 1;
+    Push(agent, sw);
+  }
+  int size = static_cast<int>(members.size());
+  j.rec.state = size > 0 ? JobState::kRunning : j.rec.state;
+  j.rec.message = reason;
+  std::string kind = fresh ? "start" : "resize";
+  std::map<std::string, int> placed;
+  for (auto id : members) placed[j.workers[id].agent]++;
+  ARYL_RETURN_IF_ERROR(JournalPlacement(j, kind, members, reason));
+  Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
+         kind + " to " + std::to_string(size) + (size == 1 ? " worker on " : " workers on ") + PlacementString(placed) +
+             ": " + reason);
+  spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
+  return SaveJob(j);
+}
+
+// Restart elasticity: stops every worker of the job (SIGTERM, then SIGKILL
+// after the grace period); when the last is gone, ConvergeTick starts the
+// group again at the core's placement, with fresh torchrun variables and
+// TORCHELASTIC_RESTART_COUNT one higher. Exits meanwhile are planned
+// (ClassifyExit). A restart asked for while one is under way joins it.
+Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
+  if (j.workers.empty()) {
+    pending_converge.insert(j.rec.id);
+    return Status::Ok();
+  }
+  if (!j.Restarting()) {
+    Phase(j, j.life.RestartBegun(WallNow()), "restart");
+    j.restart_stopped_at = WallNow();
+    j.restart_from = static_cast<std::int64_t>(j.workers.size());
+    j.restart_to = j.restart_generation = 0;
+    j.restart_planned = planned;
+    StopJobWorkers(j, false, "restart: " + reason);
+    ARYL_RETURN_IF_ERROR(
+        Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}, {"planned", planned}}, JobNodes(j)));
+    Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);
+    spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(), reason);
+  }
+  return SaveJob(j);
+}
+
+void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace) {
+  std::map<std::string, std::vector<p::WorkerId>> by_agent;
+  for (auto& [id, w] : j.workers) {
+    w.leaving = true;
+    by_agent[w.agent].push_back(id);
+  }
+  for (const auto& [agent, ids] : by_agent) {
+    p::StopWorkers sw;
+    sw.job = j.rec.id;
+    sw.workers = ids;
+    sw.grace_seconds = grace < 0 ? opt.stop_grace : grace;
+    sw.checkpoint_first = checkpoint_first;
+    sw.reason = reason;
+    Push(agent, sw);
+  }
+}
+
+}  // namespace aryl::daemon
