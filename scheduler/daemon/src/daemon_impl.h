@@ -58,6 +58,7 @@
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/demand.h"
 #include "authz.h"
+#include "live_job.h"
 #include "aryl/daemon/job_machine.h"
 #include "secrets.h"
 #include "speed_fitter.h"
@@ -122,113 +123,10 @@ std::optional<p::WorkerEnd> WorkerEndFromJson(const json& j);
 class Daemon::Impl {
  public:
  public:
-  struct Node {
-    std::string id;
-    std::string host;
-    p::Pool pool = p::Pool::kTraining;
-    std::string gpu_type;
-    int slots = 0;
-    s::ServerId server_id = 0;
-    bool connected = false;
-    double last_heartbeat = 0;  // wall
-    double heard_at = 0;        // watch time (LivenessTick) of its last message
-    bool heard_here = false;    // heard by this scheduler process
-    std::uint64_t instance = 0;  // the agent process's AgentRegister::instance (memory only)
-    bool log_disk_full = false;  // its last heartbeat said its log disk is full (memory only)
-    std::string store_endpoint;
-    std::string loan_state = "available";  // available | held | loaned
-    // An operator took it out of service (nodes drain): no new workers. With
-    // drain_now its workers were moved off at once (the core sees it failed);
-    // without, the jobs on it run to their end (the core sees it cordoned).
-    bool drained = false;
-    bool drain_now = false;
-    bool removed = false;  // an operator forgot it (nodes remove); known again when its agent registers
-    std::string route;                     // routing id it registered from (authz.cc)
-  };
-  struct Worker {
-    p::WorkerId id = 0;
-    std::string agent;
-    int rank = 0;
-    int slot = 0;
-    std::int64_t generation = 0;
-    std::int64_t joined = 0;  // the generation it was started for (memory only; restored: its generation)
-    bool leaving = false;  // asked to leave (resize, preempt, cancel, reclaim)
-  };
-  struct Job {
-    JobRecord rec;
-    p::SubmitJob spec;
-    std::map<p::WorkerId, Worker> workers;  // live workers
-    std::int64_t generation = 0;
-    std::size_t members_announced = 0;  // size of the last generation Converge made (memory only)
-    p::WorkerId next_worker = 0;
-    int starts = 0;
-    int failures = 0;
-    int master_port = 0;  // this start's MASTER_PORT (memory only)
-    double last_start = 0;  // wall time of this start (rec.start_time is the first; memory only)
-    std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
-    // Its life cycle (job_machine.h): phase, planned and formed generations.
-    // kCompleting: a worker said it finished; the job is done once the rest
-    // are gone, unless its peers report steps past that worker's end
-    // (life.completing_step(), On(JobProgress)): then it left early.
-    JobMachine life;
-    bool Completing() const { return life.Is(JobPhase::kCompleting); }
-    bool Restarting() const { return life.Is(JobPhase::kRestarting); }
-    double completing_since = 0;
-    // Who the job's failure report names: the worker whose own end began
-    // `completing` (its peers' failures often follow from it: a collective
-    // whose peer is gone), and the worker whose end fails the job (the first
-    // that failed). Persisted; `failure` goes out in the final JobEvent.
-    std::optional<p::WorkerEnd> first_end;
-    std::optional<p::WorkerEnd> failure;
-    std::int64_t step = 0;
-    double loss = 0, rate = 0;
-    std::int64_t rescales = 0;
-    std::int64_t preemptions = 0;
-    double last_resize_pause = 0;  // as the runtime last measured it (memory only)
-    // A restart's pause, from the stop of every worker to the first step the
-    // new group reports (journaled as restart_report; memory only: a restart
-    // under way when the scheduler restarts goes unmeasured).
-    double restart_stopped_at = 0;    // wall time of the stop; 0: none under way
-    std::int64_t restart_from = 0;    // workers before it
-    std::int64_t restart_to = 0;      // workers of the new group, once started
-    std::int64_t restart_generation = 0;  // the new group's, once started
-    bool restart_planned = true;          // a resize, not a failure
-    // Restart elasticity (SubmitJob::elastic): `runtime` once the program was
-    // seen to link the runtime; phase kRestarting while every worker is being
-    // stopped to start the group again (a resize or a failure); `restarts`
-    // counts the restarts after failures (against max_restarts).
-    bool runtime = false;
-    int restarts = 0;
-    // A resize of a job that did not say how it resizes, planned before its
-    // kind is known: carried out once the runtime's hello arrives (in place)
-    // or kKindDetectSeconds after the start without one (restart). Memory only.
-    bool resize_pending = false;
-    // A resize of this job stops and restarts all its workers (explicit
-    // "restart", or unset and the program has not shown that it links the runtime).
-    bool RestartsToResize() const {
-      return spec.elastic ? *spec.elastic == "restart" : !runtime;
-    }
-    // node -> workers that stay (not asked to leave).
-    std::map<std::string, int> LivePlacement() const {
-      std::map<std::string, int> out;
-      for (const auto& [id, w] : workers)
-        if (!w.leaving) out[w.agent]++;
-      return out;
-    }
-    double last_progress_event = 0;
-    // Fencing: the job lost workers on `lease_node`, whose agent may still run
-    // them until its lease runs out; no fresh start (a new group from the
-    // checkpoint) before `restart_not_before` (wall). Memory only: a restarted
-    // scheduler counts the lease again from its own start.
-    double restart_not_before = 0;
-    std::string lease_node;
-    double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)
-    // Measured speed (speed.cc): 1 / the median step time of rank 0's newest
-    // summary. Memory only.
-    double measured_rate = 0;
-    std::vector<std::string> watchers;  // client identities
-    std::deque<std::string> output;
-  };
+  // A job, node and worker as the daemon holds them (live_job.h).
+  using Node = LiveNode;
+  using Worker = LiveWorker;
+  using Job = LiveJob;
   struct PendingReclaim {
     std::string node;
     double start = 0;     // wall
