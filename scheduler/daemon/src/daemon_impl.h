@@ -56,6 +56,7 @@
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/demand.h"
 #include "authz.h"
+#include "failure_tally.h"
 #include "secrets.h"
 #include "speed_fitter.h"
 
@@ -492,7 +493,8 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo& from, p::CheckpointReport& m);
   std::map<p::JobId, p::CheckpointRow> last_checkpoint;  // newest report per live job
   std::map<p::JobId, double> checkpoint_journaled;       // wall time of its last journal row
-  std::map<p::JobId, double> checkpoint_failure_journaled;  // ... of its last checkpoint_failed row
+  // Each live job's failed checkpoints and which became checkpoint_failed rows.
+  std::map<p::JobId, FailureTally> checkpoint_failures;
 
   // --- logs.cc (protocol/inspect.h, steps 4-7)
   std::optional<p::Message> On(const p::ReplyTo& from, p::JobLogs& m);
