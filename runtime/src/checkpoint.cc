@@ -27,7 +27,8 @@ constexpr char kNoSpacePrefix[] = "no space: ";
 // The message of a NoSpace status without its tag, to quote it in another.
 std::string Cause(const Status& s) {
   std::string m = s.message();
-  if (auto at = m.find(kNoSpacePrefix); at != std::string::npos) m.erase(at, sizeof(kNoSpacePrefix) - 1);
+  if (auto at = m.find(kNoSpacePrefix); at != std::string::npos)
+    m.erase(at, sizeof(kNoSpacePrefix) - 1);
   return m;
 }
 
@@ -61,9 +62,10 @@ class PosixFs final : public CheckpointFs {
       ssize_t n = ::write(fd, data.data() + done, data.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        Status s = n < 0 ? Errno("write", path)
-                         : CheckpointFs::NoSpace("write " + path + ": stopped at " + std::to_string(done) +
-                                                 " of " + std::to_string(data.size()) + " bytes");
+        Status s =
+            n < 0 ? Errno("write", path)
+                  : CheckpointFs::NoSpace("write " + path + ": stopped at " + std::to_string(done) +
+                                          " of " + std::to_string(data.size()) + " bytes");
         ::close(fd);
         return s;
       }
@@ -215,7 +217,9 @@ Result<uint64_t> CheckpointFs::FreeBytes(const std::string& dir) {
   return uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
 }
 
-Status CheckpointFs::NoSpace(const std::string& what) { return Status::IoError(kNoSpacePrefix + what); }
+Status CheckpointFs::NoSpace(const std::string& what) {
+  return Status::IoError(kNoSpacePrefix + what);
+}
 
 bool CheckpointFs::IsNoSpace(const Status& s) {
   return s.IsIoError() && s.message().find(kNoSpacePrefix) != std::string::npos;
@@ -309,16 +313,17 @@ Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, st
   if (CheckpointFs::IsNoSpace(s)) {
     // A full disk: room from older checkpoints, then one more try.
     auto room = MakeRoom(data.size());
-    if (!room.ok()) return room.status().WithContext(context + ": making room after \"" + s.message() + "\"");
+    if (!room.ok())
+      return room.status().WithContext(context + ": making room after \"" + s.message() + "\"");
     info.removed_for_space = room->removed;
     if (room->removed > 0) s = WriteAndCommit(tmp, info.path, data);
     if (CheckpointFs::IsNoSpace(s)) {
       std::string kept = room->kept.empty() ? "no valid checkpoint to keep"
                                             : "kept the newest good checkpoint " + room->kept;
-      return CheckpointFs::NoSpace(context + " needs " + std::to_string(data.size()) + " bytes in " + dir_ +
-                                   "; " + room->free + " bytes free after removing " +
-                                   std::to_string(room->removed) + " older checkpoint(s); " + kept +
-                                   "; cause: " + Cause(s));
+      return CheckpointFs::NoSpace(context + " needs " + std::to_string(data.size()) +
+                                   " bytes in " + dir_ + "; " + room->free +
+                                   " bytes free after removing " + std::to_string(room->removed) +
+                                   " older checkpoint(s); " + kept + "; cause: " + Cause(s));
     }
   }
   if (!s.ok()) return s.WithContext(context);

@@ -254,23 +254,24 @@ class Runtime::Impl {
     FenceAs(gen_);
     double t0 = Now();
     auto bytes = state.Serialize();
-    Result<CheckpointInfo> info = bytes.ok() ? ckpt_->Write(state.step(), world_, *bytes)
-                                             : Result<CheckpointInfo>(bytes.status().WithContext("serialize"));
+    Result<CheckpointInfo> info =
+        bytes.ok() ? ckpt_->Write(state.step(), world_, *bytes)
+                   : Result<CheckpointInfo>(bytes.status().WithContext("serialize"));
     if (!info.ok()) {
       if (ckpt_failures_++ == 0) ckpt_failing_since_ = state.step();
-      spdlog::error("aryl: checkpoint at step {} failed ({} in a row since step {}): {}", state.step(),
-                    ckpt_failures_, ckpt_failing_since_, info.status().ToString());
+      spdlog::error("aryl: checkpoint at step {} failed ({} in a row since step {}): {}",
+                    state.step(), ckpt_failures_, ckpt_failing_since_, info.status().ToString());
       // A full disk is the operator's to see, not only this worker's stderr.
       if (channel_ && !CheckpointManager::IsFenced(info.status()))
         channel_->ReportCheckpoint(gen_, state.step(), ckpt_->dir(), 0, Now() - t0, info.status().ToString());
       return info.status();
     }
     if (info->removed_for_space > 0)
-      spdlog::warn("aryl: checkpoint dir {} was full: removed {} older checkpoint(s) to make room", ckpt_->dir(),
-                   info->removed_for_space);
+      spdlog::warn("aryl: checkpoint dir {} was full: removed {} older checkpoint(s) to make room",
+                   ckpt_->dir(), info->removed_for_space);
     if (ckpt_failures_ > 0) {
-      spdlog::info("aryl: checkpoints written again after {} failure(s) since step {}", ckpt_failures_,
-                   ckpt_failing_since_);
+      spdlog::info("aryl: checkpoints written again after {} failure(s) since step {}",
+                   ckpt_failures_, ckpt_failing_since_);
       ckpt_failures_ = 0;
     }
     spdlog::info("aryl: checkpoint {} step={} world={} bytes={} seconds={:.3f}", info->path, state.step(), world_,

@@ -25,7 +25,8 @@ TEST(FailureTally, RowsStandForEveryFailure) {
   };
   for (int i = 0; i <= 100; ++i) {
     double now = 1000 + 5.0 * i;
-    auto row = t.Fail(now, 200 + 50 * i, "no space: step " + std::to_string(200 + 50 * i), kInterval);
+    auto row =
+        t.Fail(now, 200 + 50 * i, "no space: step " + std::to_string(200 + 50 * i), kInterval);
     if (i == 0) {
       ASSERT_TRUE(row.has_value());
       EXPECT_EQ(row->failures, 1);

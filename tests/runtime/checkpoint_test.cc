@@ -103,7 +103,6 @@ TEST(Checkpoint, InjectedWriteFailureKeepsThePreviousOne) {
   EXPECT_EQ(latest->payload, "five");
 }
 
-
 // ---- a full disk --------------------------------------------------------------
 
 // A disk of `budget` bytes over a real directory: the used bytes are the sizes
@@ -118,7 +117,8 @@ class BudgetFs : public CheckpointFs {
       ++no_space;
       uint64_t fits = budget_ > used ? budget_ - used : 0;
       (void)base_->WriteFileSynced(path, data.substr(0, fits));
-      return NoSpace("write " + path + ": injected: disk of " + std::to_string(budget_) + " bytes is full");
+      return NoSpace("write " + path + ": injected: disk of " + std::to_string(budget_) +
+                     " bytes is full");
     }
     return base_->WriteFileSynced(path, data);
   }
@@ -129,7 +129,9 @@ class BudgetFs : public CheckpointFs {
   Status Rename(const std::string& a, const std::string& b) override { return base_->Rename(a, b); }
   Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
   Result<std::string> ReadFile(const std::string& p) override { return base_->ReadFile(p); }
-  Result<std::vector<std::string>> ListDir(const std::string& d) override { return base_->ListDir(d); }
+  Result<std::vector<std::string>> ListDir(const std::string& d) override {
+    return base_->ListDir(d);
+  }
   Status CreateDirs(const std::string& d) override { return base_->CreateDirs(d); }
   Status Remove(const std::string& p) override {
     ++removes;
@@ -161,8 +163,10 @@ DirFiles FilesOf(const std::string& dir) {
   DirFiles out;
   for (auto& e : std::filesystem::directory_iterator(dir)) {
     std::string name = e.path().filename().string();
-    if (name.find(".tmp.") != std::string::npos) out.temps.push_back(name);
-    else if (name.rfind("ckpt-", 0) == 0) out.checkpoints.push_back(name);
+    if (name.find(".tmp.") != std::string::npos)
+      out.temps.push_back(name);
+    else if (name.rfind("ckpt-", 0) == 0)
+      out.checkpoints.push_back(name);
   }
   std::sort(out.checkpoints.begin(), out.checkpoints.end());
   return out;
@@ -217,9 +221,12 @@ TEST_P(CheckpointFullDisk, TooSmallForTwoKeepsTheNewestGood) {
     EXPECT_TRUE(CheckpointFs::IsNoSpace(s)) << s;
     EXPECT_FALSE(CheckpointManager::IsFenced(s)) << s;
     const std::vector<std::string> parts = {
-        "checkpoint step " + std::to_string(step), "needs " + std::to_string(kPayload + 40) + " bytes in " + dir_,
-        "removing 0 older", "kept the newest good checkpoint " + dir_ + "/" + CheckpointManager::FileName(1),
-        "cause: write " + dir_ + "/", "injected: disk of"};
+        "checkpoint step " + std::to_string(step),
+        "needs " + std::to_string(kPayload + 40) + " bytes in " + dir_,
+        "removing 0 older",
+        "kept the newest good checkpoint " + dir_ + "/" + CheckpointManager::FileName(1),
+        "cause: write " + dir_ + "/",
+        "injected: disk of"};
     for (const std::string& part : parts)
       EXPECT_NE(s.message().find(part), std::string::npos) << "'" << part << "' not in " << s;
     DirFiles files = FilesOf(dir_);
@@ -240,14 +247,15 @@ TEST_P(CheckpointFullDisk, NeverRemovesTheNewestGoodBehindACorruptOne) {
   Fence(m);
   for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(m.Write(step, 2, PayloadOf(step)).ok());
   std::string third = dir_ + "/" + CheckpointManager::FileName(3);
-  std::filesystem::resize_file(third, 600);  // truncated: steps 1, 2 good, 3 not
+  std::filesystem::resize_file(third, 600);       // truncated: steps 1, 2 good, 3 not
   ASSERT_TRUE(m.Write(4, 2, PayloadOf(4)).ok());  // fits: the truncation freed room
   auto w = m.Write(5, 2, PayloadOf(5));
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->removed_for_space, 1);
-  EXPECT_EQ(FilesOf(dir_).checkpoints,
-            (std::vector<std::string>{CheckpointManager::FileName(2), CheckpointManager::FileName(3),
-                                      CheckpointManager::FileName(4), CheckpointManager::FileName(5)}));
+  EXPECT_EQ(
+      FilesOf(dir_).checkpoints,
+      (std::vector<std::string>{CheckpointManager::FileName(2), CheckpointManager::FileName(3),
+                                CheckpointManager::FileName(4), CheckpointManager::FileName(5)}));
   // Steps 5 and 4 damaged too: step 2 is the newest good, and nothing is
   // older than it, so a write that does not fit removes nothing.
   std::filesystem::resize_file(dir_ + "/" + CheckpointManager::FileName(5), 10);
@@ -341,7 +349,8 @@ constexpr size_t kRealPayload = 260 * 1024;  // the issue's checkpoint size
 // on 1 MiB, keep = 3. Every write succeeds, making room when the disk is full.
 TEST(CheckpointRealDisk, OneMebibyteTmpfsKeepsCheckpointing) {
   Tmpfs fs("tmpfs1m", "1m");
-  if (!fs.mounted()) GTEST_SKIP() << "no tmpfs (" << fs.why() << "): the real-disk check did not run";
+  if (!fs.mounted())
+    GTEST_SKIP() << "no tmpfs (" << fs.why() << "): the real-disk check did not run";
   CheckpointManager m(fs.ckpt_dir(), 3);
   m.set_fence("7", 3000);
   int removed = 0;
@@ -361,13 +370,15 @@ TEST(CheckpointRealDisk, OneMebibyteTmpfsKeepsCheckpointing) {
 // the failure is a NoSpace naming the directory, and no temp file is left.
 TEST(CheckpointRealDisk, TooSmallForTwoKeepsTheFirst) {
   Tmpfs fs("tmpfs400k", "400k");
-  if (!fs.mounted()) GTEST_SKIP() << "no tmpfs (" << fs.why() << "): the real-disk check did not run";
+  if (!fs.mounted())
+    GTEST_SKIP() << "no tmpfs (" << fs.why() << "): the real-disk check did not run";
   CheckpointManager m(fs.ckpt_dir(), 3);
   ASSERT_TRUE(m.Write(1, 4, std::string(kRealPayload, 'a')).ok());
   auto w = m.Write(2, 4, std::string(kRealPayload, 'b'));
   ASSERT_FALSE(w.ok());
   EXPECT_TRUE(CheckpointFs::IsNoSpace(w.status())) << w.status();
-  EXPECT_NE(w.status().message().find("bytes in " + fs.ckpt_dir()), std::string::npos) << w.status();
+  EXPECT_NE(w.status().message().find("bytes in " + fs.ckpt_dir()), std::string::npos)
+      << w.status();
   EXPECT_NE(w.status().message().find("No space left on device"), std::string::npos) << w.status();
   EXPECT_TRUE(FilesOf(fs.ckpt_dir()).temps.empty());
   auto latest = m.LoadLatest();

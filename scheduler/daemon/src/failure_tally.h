@@ -29,7 +29,8 @@ class FailureTally {
     std::string last_error;
   };
 
-  std::optional<Row> Fail(double now, std::int64_t step, const std::string& error, double interval) {
+  std::optional<Row> Fail(double now, std::int64_t step, const std::string& error,
+                          double interval) {
     ++total_;
     if (pending_.failures++ == 0) {
       pending_.first_step = step;
