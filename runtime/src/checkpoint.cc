@@ -136,8 +136,15 @@ bool ParseName(const std::string& name, int64_t* step) {
 constexpr char kFenceFile[] = "FENCE";
 constexpr char kFenceLock[] = "FENCE.lock";
 constexpr char kFencedPrefix[] = "fenced: ";
+constexpr uint64_t kFenceBytes = 4096;  // room for "<job> <generation>" (one block)
 
 }  // namespace
+
+struct CheckpointManager::Room {
+  std::string kept;  // the newest good checkpoint ("" when there is none)
+  int removed = 0;
+  std::string free;  // free bytes after the removals, as text ("unknown" when not known)
+};
 
 Status CheckpointFs::WithLock(const std::string& path, const std::function<Status()>& body) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -203,7 +210,13 @@ Status CheckpointManager::RaiseFence() {
   if (generation_ <= 0) return Status::Ok();
   if (dir_.empty()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
-  return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
+  auto raise = [&] { return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); }); };
+  Status s = raise();
+  if (!CheckpointFs::IsNoSpace(s)) return s;
+  // A disk full to the last block would stop the job from starting again.
+  auto room = MakeRoom(kFenceBytes);
+  if (!room.ok()) return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
+  return room->removed > 0 ? raise() : s;
 }
 
 CheckpointFs* CheckpointFs::Posix() {
@@ -250,12 +263,6 @@ Status CheckpointManager::WriteAndCommit(const std::string& tmp, const std::stri
   if (!s.ok()) (void)fs_->Remove(tmp);  // a partial file would hold the space we lack
   return s;
 }
-
-struct CheckpointManager::Room {
-  std::string kept;  // the newest good checkpoint ("" when there is none)
-  int removed = 0;
-  std::string free;  // free bytes after the removals, as text ("unknown" when not known)
-};
 
 Result<CheckpointManager::Room> CheckpointManager::MakeRoom(uint64_t needed) {
   Room room;

@@ -300,6 +300,32 @@ TEST(CheckpointFence, StaleCopyOnAFullDiskRemovesNothing) {
   EXPECT_EQ(latest->info.step, 3);
 }
 
+// A new generation starting on a disk full to the byte still raises the fence
+// (room from the older checkpoints) and restores the newest.
+TEST(CheckpointFence, RaisingTheFenceOnAFullDiskMakesRoom) {
+  std::string dir = TempDir("fence_raise_full");
+  {
+    CheckpointManager old_gen(dir, 3);
+    old_gen.set_fence("7", 2000);
+    for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(old_gen.Write(step, 2, PayloadOf(step)).ok());
+  }
+  uint64_t used = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) used += e.file_size();
+  BudgetFs fs(dir, used);  // not a byte free
+  CheckpointManager next(dir, 3, &fs);
+  next.set_fence("7", 3000);
+  ASSERT_TRUE(next.RaiseFence().ok());
+  EXPECT_EQ(fs.no_space, 1);
+  EXPECT_EQ(FilesOf(dir).checkpoints.size(), 2u);  // step 1 made room
+  auto fence = next.Fence();
+  ASSERT_TRUE(fence.ok()) << fence.status();
+  EXPECT_EQ(fence->generation, 3000);
+  auto latest = next.LoadLatest();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->info.step, 3);
+}
+
 // An I/O error that is not a lack of space removes no checkpoint.
 TEST(Checkpoint, OtherWriteErrorsMakeNoRoom) {
   FailingFs fs;

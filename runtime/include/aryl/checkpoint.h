@@ -110,6 +110,7 @@ class CheckpointManager {
   }
   // Moves the fence up to this manager's generation; FailedPrecondition
   // ("fenced: ...") when a newer generation of the job has already run here.
+  // On a full disk makes room as Write does and tries once more.
   Status RaiseFence();
   // Reads the fence without changing it: the same refusal as RaiseFence when
   // a newer generation of the job has run here (a cheap periodic check).
