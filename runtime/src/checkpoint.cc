@@ -210,12 +210,15 @@ Status CheckpointManager::RaiseFence() {
   if (generation_ <= 0) return Status::Ok();
   if (dir_.empty()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
-  auto raise = [&] { return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); }); };
+  auto raise = [&] {
+    return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
+  };
   Status s = raise();
   if (!CheckpointFs::IsNoSpace(s)) return s;
   // A disk full to the last block would stop the job from starting again.
   auto room = MakeRoom(kFenceBytes);
-  if (!room.ok()) return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
+  if (!room.ok())
+    return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
   return room->removed > 0 ? raise() : s;
 }
 

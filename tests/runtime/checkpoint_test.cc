@@ -307,7 +307,8 @@ TEST(CheckpointFence, RaisingTheFenceOnAFullDiskMakesRoom) {
   {
     CheckpointManager old_gen(dir, 3);
     old_gen.set_fence("7", 2000);
-    for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(old_gen.Write(step, 2, PayloadOf(step)).ok());
+    for (int64_t step = 1; step <= 3; ++step)
+      ASSERT_TRUE(old_gen.Write(step, 2, PayloadOf(step)).ok());
   }
   uint64_t used = 0;
   for (auto& e : std::filesystem::directory_iterator(dir))
