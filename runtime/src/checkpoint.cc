@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,7 +22,15 @@ namespace {
 constexpr char kMagic[8] = {'A', 'R', 'Y', 'L', 'C', 'K', 'P', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 8 + 4 + 8 + 4 + 8 + 8;
+constexpr char kNoSpacePrefix[] = "no space: ";
 
+// The message of a NoSpace status without its tag, to quote it in another.
+std::string Cause(const Status& s) {
+  std::string m = s.message();
+  if (auto at = m.find(kNoSpacePrefix); at != std::string::npos)
+    m.erase(at, sizeof(kNoSpacePrefix) - 1);
+  return m;
+}
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -34,8 +43,13 @@ T Get(std::string_view in, size_t at) {
   return T(v);
 }
 
+// The failed call's errno as a Status; lack of space as CheckpointFs::NoSpace
+// (fsync, close and rename can report it too, not only write).
 Status Errno(std::string_view what, const std::string& path) {
-  return Status::IoError(std::string(what) + " " + path + ": " + std::strerror(errno));
+  int err = errno;
+  std::string msg = std::string(what) + " " + path + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return CheckpointFs::NoSpace(msg);
+  return Status::IoError(msg);
 }
 
 class PosixFs final : public CheckpointFs {
@@ -46,9 +60,12 @@ class PosixFs final : public CheckpointFs {
     size_t done = 0;
     while (done < data.size()) {
       ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        Status s = Errno("write", path);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Status s =
+            n < 0 ? Errno("write", path)
+                  : CheckpointFs::NoSpace("write " + path + ": stopped at " + std::to_string(done) +
+                                          " of " + std::to_string(data.size()) + " bytes");
         ::close(fd);
         return s;
       }
@@ -119,8 +136,15 @@ bool ParseName(const std::string& name, int64_t* step) {
 constexpr char kFenceFile[] = "FENCE";
 constexpr char kFenceLock[] = "FENCE.lock";
 constexpr char kFencedPrefix[] = "fenced: ";
+constexpr uint64_t kFenceBytes = 4096;  // room for "<job> <generation>" (one block)
 
 }  // namespace
+
+struct CheckpointManager::Room {
+  std::string kept;  // the newest good checkpoint ("" when there is none)
+  int removed = 0;
+  std::string free;  // free bytes after the removals, as text ("unknown" when not known)
+};
 
 Status CheckpointFs::WithLock(const std::string& path, const std::function<Status()>& body) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -186,12 +210,35 @@ Status CheckpointManager::RaiseFence() {
   if (generation_ <= 0) return Status::Ok();
   if (dir_.empty()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(fs_->CreateDirs(dir_));
-  return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
+  auto raise = [&] {
+    return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
+  };
+  Status s = raise();
+  if (!CheckpointFs::IsNoSpace(s)) return s;
+  // A disk full to the last block would stop the job from starting again.
+  auto room = MakeRoom(kFenceBytes);
+  if (!room.ok())
+    return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
+  return room->removed > 0 ? raise() : s;
 }
 
 CheckpointFs* CheckpointFs::Posix() {
   static PosixFs fs;
   return &fs;
+}
+
+Result<uint64_t> CheckpointFs::FreeBytes(const std::string& dir) {
+  struct statvfs st;
+  if (::statvfs(dir.c_str(), &st) != 0) return Errno("statvfs", dir);
+  return uint64_t(st.f_bavail) * uint64_t(st.f_frsize);
+}
+
+Status CheckpointFs::NoSpace(const std::string& what) {
+  return Status::IoError(kNoSpacePrefix + what);
+}
+
+bool CheckpointFs::IsNoSpace(const Status& s) {
+  return s.IsIoError() && s.message().find(kNoSpacePrefix) != std::string::npos;
 }
 
 CheckpointManager::CheckpointManager(std::string dir, int keep, CheckpointFs* fs)
@@ -201,6 +248,59 @@ std::string CheckpointManager::FileName(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "ckpt-%012lld.aryl", static_cast<long long>(step));
   return buf;
+}
+
+Status CheckpointManager::WriteAndCommit(const std::string& tmp, const std::string& path,
+                                         std::string_view data) {
+  Status s = fs_->WriteFileSynced(tmp, data);
+  if (s.ok()) {
+    if (generation_ > 0) {
+      s = fs_->WithLock(dir_ + "/" + kFenceLock, [&]() -> Status {
+        ARYL_RETURN_IF_ERROR(CheckAndRaiseLocked());
+        return fs_->Rename(tmp, path);
+      });
+    } else {
+      s = fs_->Rename(tmp, path);
+    }
+  }
+  if (!s.ok()) (void)fs_->Remove(tmp);  // a partial file would hold the space we lack
+  return s;
+}
+
+Result<CheckpointManager::Room> CheckpointManager::MakeRoom(uint64_t needed) {
+  Room room;
+  auto body = [&]() -> Status {
+    // The same check as a commit: a stale copy must not touch the live copy's files.
+    if (generation_ > 0) {
+      ARYL_ASSIGN_OR_RETURN(FenceValue fence, Fence());
+      ARYL_RETURN_IF_ERROR(StaleAgainst(fence));
+    }
+    ARYL_ASSIGN_OR_RETURN(auto files, List());
+    // Validating reads whole files; this runs only after a write ran out of space.
+    size_t good = files.size();  // the newest file Load accepts
+    for (size_t i = 0; i < files.size() && good == files.size(); ++i)
+      if (Load(files[i].path).ok()) good = i;
+    if (good == files.size()) return Status::Ok();  // nothing good to keep, nothing removed
+    room.kept = files[good].path;
+    // A file takes whole blocks and some metadata: a little slack. The free
+    // space may not tell (a quota), hence at least one removal per failure.
+    const uint64_t want = needed + needed / 32 + 8192;
+    for (size_t i = files.size(); i-- > good + 1;) {
+      if (room.removed > 0) {
+        auto free = fs_->FreeBytes(dir_);
+        if (free.ok() && *free >= want) break;
+      }
+      ARYL_RETURN_IF_ERROR(fs_->Remove(files[i].path));
+      ++room.removed;
+    }
+    return Status::Ok();
+  };
+  Status s = generation_ > 0 ? fs_->WithLock(dir_ + "/" + kFenceLock, body) : body();
+  if (!s.ok()) return s;
+  if (room.removed > 0) (void)fs_->SyncDir(dir_);
+  auto free = fs_->FreeBytes(dir_);
+  room.free = free.ok() ? std::to_string(*free) : "unknown";
+  return room;
 }
 
 Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, std::string_view payload) {
@@ -216,23 +316,27 @@ Result<CheckpointInfo> CheckpointManager::Write(int64_t step, int world_size, st
   Put<uint64_t>(data, Fnv1a64(payload));
   data.append(payload);
   CheckpointInfo info{dir_ + "/" + FileName(step), step, world_size};
+  const std::string context = "checkpoint step " + std::to_string(step);
   // "<name>.tmp.g<generation>.<pid>": a stray file names who wrote it.
   std::string tmp = info.path + ".tmp.g" + std::to_string(generation_) + "." + std::to_string(::getpid());
-  Status s = fs_->WriteFileSynced(tmp, data);
-  if (s.ok()) {
-    if (generation_ > 0) {
-      s = fs_->WithLock(dir_ + "/" + kFenceLock, [&]() -> Status {
-        ARYL_RETURN_IF_ERROR(CheckAndRaiseLocked());
-        return fs_->Rename(tmp, info.path);
-      });
-    } else {
-      s = fs_->Rename(tmp, info.path);
+  Status s = WriteAndCommit(tmp, info.path, data);
+  if (CheckpointFs::IsNoSpace(s)) {
+    // A full disk: room from older checkpoints, then one more try.
+    auto room = MakeRoom(data.size());
+    if (!room.ok())
+      return room.status().WithContext(context + ": making room after \"" + s.message() + "\"");
+    info.removed_for_space = room->removed;
+    if (room->removed > 0) s = WriteAndCommit(tmp, info.path, data);
+    if (CheckpointFs::IsNoSpace(s)) {
+      std::string kept = room->kept.empty() ? "no valid checkpoint to keep"
+                                            : "kept the newest good checkpoint " + room->kept;
+      return CheckpointFs::NoSpace(context + " needs " + std::to_string(data.size()) +
+                                   " bytes in " + dir_ + "; " + room->free +
+                                   " bytes free after removing " + std::to_string(room->removed) +
+                                   " older checkpoint(s); " + kept + "; cause: " + Cause(s));
     }
   }
-  if (!s.ok()) {
-    (void)fs_->Remove(tmp);
-    return s.WithContext("checkpoint step " + std::to_string(step));
-  }
+  if (!s.ok()) return s.WithContext(context);
   ARYL_RETURN_IF_ERROR(fs_->SyncDir(dir_));
   // Retention: keep the newest keep_ files.
   auto listed = List();

@@ -247,19 +247,32 @@ class Runtime::Impl {
   }
 
   // A refused (fenced) write means this copy of the job is stale: the caller stops.
+  // Every other failure is reported to the scheduler, which counts each one
+  // (aryl_checkpoint_failures_total); the job keeps its newest good checkpoint.
   Status CheckpointNow(const ElasticState& state) {
     if (rank_ != 0 || !ckpt_) return Status::Ok();
     FenceAs(gen_);
     double t0 = Now();
     auto bytes = state.Serialize();
-    if (!bytes.ok()) return bytes.status();
-    auto info = ckpt_->Write(state.step(), world_, *bytes);
+    Result<CheckpointInfo> info =
+        bytes.ok() ? ckpt_->Write(state.step(), world_, *bytes)
+                   : Result<CheckpointInfo>(bytes.status().WithContext("serialize"));
     if (!info.ok()) {
-      spdlog::error("aryl: checkpoint at step {} failed: {}", state.step(), info.status().ToString());
+      if (ckpt_failures_++ == 0) ckpt_failing_since_ = state.step();
+      spdlog::error("aryl: checkpoint at step {} failed ({} in a row since step {}): {}",
+                    state.step(), ckpt_failures_, ckpt_failing_since_, info.status().ToString());
       // A full disk is the operator's to see, not only this worker's stderr.
       if (channel_ && !CheckpointManager::IsFenced(info.status()))
         channel_->ReportCheckpoint(gen_, state.step(), ckpt_->dir(), 0, Now() - t0, info.status().ToString());
       return info.status();
+    }
+    if (info->removed_for_space > 0)
+      spdlog::warn("aryl: checkpoint dir {} was full: removed {} older checkpoint(s) to make room",
+                   ckpt_->dir(), info->removed_for_space);
+    if (ckpt_failures_ > 0) {
+      spdlog::info("aryl: checkpoints written again after {} failure(s) since step {}",
+                   ckpt_failures_, ckpt_failing_since_);
+      ckpt_failures_ = 0;
     }
     spdlog::info("aryl: checkpoint {} step={} world={} bytes={} seconds={:.3f}", info->path, state.step(), world_,
                  bytes->size(), Now() - t0);
@@ -739,6 +752,8 @@ class Runtime::Impl {
   std::unique_ptr<Communicator> comm_;
   GradBuckets grads_{opt_.bucket_bytes};
   std::unique_ptr<CheckpointManager> ckpt_;
+  int64_t ckpt_failures_ = 0;       // checkpoints failed in a row (CheckpointNow)
+  int64_t ckpt_failing_since_ = 0;  // the step of the first of them
   double last_fence_check_ = 0;
   std::unique_ptr<AgentChannel> channel_;
   std::map<int64_t, GenerationRecord> gens_;  // announced by the agent

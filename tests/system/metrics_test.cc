@@ -150,6 +150,7 @@ TEST(ClusterSeries, ZeroSeriesAndEscapedNames) {
   EXPECT_EQ(text.find("aryl_job_workers"), std::string::npos) << text;
   ClusterSnapshot s;
   s.jobs.push_back({7, "say \"hi\" \\ bye", 3, 2.5, 0.125, 2, 4});
+  s.jobs.back().checkpoint_failures = 5;
   s.nodes.push_back({"rack\"1\\a", "inference", "loaned", 8, 6, true});
   s.reclaims.push_back({"rack\"1\\a", "inference", 3.25});
   series.Publish(s);
@@ -159,6 +160,7 @@ TEST(ClusterSeries, ZeroSeriesAndEscapedNames) {
   EXPECT_NE(text.find("aryl_job_steps_per_second" + job + " 2.5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_job_last_resize_pause_seconds" + job + " 0.125\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_job_preemptions_total" + job + " 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("aryl_job_checkpoint_failures_total" + job + " 5\n"), std::string::npos) << text;
   const std::string node = "node=\"rack\\\"1\\\\a\"";
   EXPECT_NE(text.find("aryl_node_gpus_busy{" + node + ",pool=\"inference\"} 6\n"), std::string::npos) << text;
   EXPECT_NE(text.find("aryl_node_gpus_loaned{" + node + ",pool=\"inference\"} 8\n"), std::string::npos) << text;

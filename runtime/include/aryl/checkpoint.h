@@ -21,6 +21,17 @@
 // the check and the rename are one step. IsFenced() tells that refusal from
 // other errors. Generation 0 (the default): no fencing.
 //
+// A full disk (docs/runtime.md, "A full checkpoint disk"): when a write fails
+// for lack of space (CheckpointFs::IsNoSpace: ENOSPC, EDQUOT, a short write),
+// its temp file is removed and room is made from checkpoints older than the
+// newest good one (the newest that Load accepts), oldest first: at least one,
+// then until the free space covers the new file. The write is then tried once
+// more. The newest good checkpoint is never removed, nor any newer file that
+// failed its checks. Room is made under the fence lock after the same check as
+// a commit, so a stale copy removes nothing. Still no room: an IoError that
+// IsNoSpace, naming the directory, the bytes needed and free, the checkpoint
+// kept and the cause. Retention (keep) is applied after each good write as before.
+//
 // File I/O goes through CheckpointFs so tests can inject failures.
 // Thread safety: CheckpointManager is not thread-safe.
 #pragma once
@@ -52,13 +63,24 @@ class CheckpointFs {
   // Runs `body` holding an exclusive lock on `path` (created if missing).
   // The default is flock(2), which also serializes processes.
   virtual Status WithLock(const std::string& path, const std::function<Status()>& body);
+  // Bytes an unprivileged writer may still use on the file system of `dir`.
+  // The default is statvfs(3); a quota (EDQUOT) is not seen there.
+  virtual Result<uint64_t> FreeBytes(const std::string& dir);
   static CheckpointFs* Posix();
+
+  // An implementation returns NoSpace when an operation failed for lack of
+  // space (ENOSPC, EDQUOT, a write that stopped short): an IoError whose
+  // message starts "no space: ". The manager then makes room (above).
+  static Status NoSpace(const std::string& what);
+  static bool IsNoSpace(const Status& s);
 };
 
 struct CheckpointInfo {
   std::string path;
   int64_t step = 0;
   int world_size = 0;
+  // Write: older checkpoints removed to make room on a full disk (0: none).
+  int removed_for_space = 0;
 };
 
 struct LoadedCheckpoint {
@@ -72,6 +94,8 @@ class CheckpointManager {
   // Keeps the newest `keep` checkpoints (older ones are removed after a write).
   explicit CheckpointManager(std::string dir, int keep = 3, CheckpointFs* fs = CheckpointFs::Posix());
 
+  // Writes atomically; on a full disk makes room and tries once more (above).
+  // Errors: fenced (IsFenced), no space (CheckpointFs::IsNoSpace), other I/O.
   Result<CheckpointInfo> Write(int64_t step, int world_size, std::string_view payload);
   // NotFound when the directory holds no valid checkpoint.
   Result<LoadedCheckpoint> LoadLatest();
@@ -86,6 +110,7 @@ class CheckpointManager {
   }
   // Moves the fence up to this manager's generation; FailedPrecondition
   // ("fenced: ...") when a newer generation of the job has already run here.
+  // On a full disk makes room as Write does and tries once more.
   Status RaiseFence();
   // Reads the fence without changing it: the same refusal as RaiseFence when
   // a newer generation of the job has run here (a cheap periodic check).
@@ -109,6 +134,13 @@ class CheckpointManager {
   // Under the lock: checks the fence against generation_ and raises it.
   Status CheckAndRaiseLocked();
   Status StaleAgainst(const FenceValue& fence) const;
+  // Writes `data` to `tmp` and commits it as `path` (under the fence when
+  // fenced); removes `tmp` when either step fails.
+  Status WriteAndCommit(const std::string& tmp, const std::string& path, std::string_view data);
+  struct Room;
+  // After a write of `needed` bytes failed for lack of space: removes older
+  // checkpoints (see the header comment). Fenced when this copy is stale.
+  Result<Room> MakeRoom(uint64_t needed);
 };
 
 }  // namespace aryl

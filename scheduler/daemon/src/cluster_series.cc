@@ -19,7 +19,7 @@ const std::vector<std::string>& ClusterSeries::Families() {
   static const std::vector<std::string> names = {
       "aryl_job_workers", "aryl_job_steps_per_second", "aryl_job_last_resize_pause_seconds",
       "aryl_job_preemptions_total", "aryl_job_rescales_total", "aryl_job_measured_steps_per_second",
-      "aryl_job_predicted_steps_per_second",
+      "aryl_job_predicted_steps_per_second", "aryl_job_checkpoint_failures_total",
       "aryl_node_gpus", "aryl_node_gpus_busy", "aryl_node_gpus_loaned", "aryl_node_state",
       "aryl_reclaim_pending_slack_seconds",
       "aryl_pool_gpus", "aryl_pool_gpus_busy", "aryl_pool_gpus_loaned", "aryl_pool_reclaims_pending",
@@ -40,6 +40,8 @@ ClusterSeries::ClusterSeries(Metrics& metrics, std::vector<std::string> node_sta
                  "1 / the median step time of a live job's newest step-time summary (0: not measured yet)", {});
   m.DeclareGauge("aryl_job_predicted_steps_per_second",
                  "Steps per second the scheduler's speed model predicts for a live job at its current size", {});
+  m.DeclareCounter("aryl_job_checkpoint_failures_total",
+                   "Failed checkpoints of a live job (a full disk, an I/O error) since the scheduler started", {});
   m.DeclareGauge("aryl_node_gpus", "GPUs (slots) of a node", {});
   m.DeclareGauge("aryl_node_gpus_busy", "GPUs of a node held by training workers", {});
   m.DeclareGauge("aryl_node_gpus_loaned", "GPUs of an inference node loaned to training", {});
@@ -91,7 +93,8 @@ void ClusterSeries::Publish(const ClusterSnapshot& s) {
       return std::vector<std::pair<const char*, Labels>>{
           {"aryl_job_workers", l}, {"aryl_job_steps_per_second", l}, {"aryl_job_last_resize_pause_seconds", l},
           {"aryl_job_preemptions_total", l}, {"aryl_job_rescales_total", l},
-          {"aryl_job_measured_steps_per_second", l}, {"aryl_job_predicted_steps_per_second", l}};
+          {"aryl_job_measured_steps_per_second", l}, {"aryl_job_predicted_steps_per_second", l},
+          {"aryl_job_checkpoint_failures_total", l}};
     });
     h.series[0].Set(j.workers);
     h.series[1].Set(j.steps_per_second);
@@ -100,6 +103,7 @@ void ClusterSeries::Publish(const ClusterSnapshot& s) {
     h.series[4].Set(static_cast<double>(j.rescales));
     h.series[5].Set(j.measured_steps_per_second);
     h.series[6].Set(j.predicted_steps_per_second);
+    h.series[7].Set(static_cast<double>(j.checkpoint_failures));
   }
   DropUnseen(jobs_);
 

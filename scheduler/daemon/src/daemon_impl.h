@@ -60,6 +60,7 @@
 #include "authz.h"
 #include "live_job.h"
 #include "aryl/daemon/job_machine.h"
+#include "failure_tally.h"
 #include "secrets.h"
 #include "speed_fitter.h"
 
@@ -405,7 +406,8 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo& from, p::CheckpointReport& m);
   std::map<p::JobId, p::CheckpointRow> last_checkpoint;  // newest report per live job
   std::map<p::JobId, double> checkpoint_journaled;       // wall time of its last journal row
-  std::map<p::JobId, double> checkpoint_failure_journaled;  // ... of its last checkpoint_failed row
+  // Each live job's failed checkpoints and which became checkpoint_failed rows.
+  std::map<p::JobId, FailureTally> checkpoint_failures;
 
   // --- logs.cc (protocol/inspect.h, steps 4-7)
   std::optional<p::Message> On(const p::ReplyTo& from, p::JobLogs& m);

@@ -346,23 +346,43 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListEvents
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointReport& m) {
   auto jit = jobs.find(m.job);
   if (jit == jobs.end()) return std::nullopt;  // a late report of a job that is over
-  if (!m.error.empty()) {
-    // The job keeps its last good checkpoint; the operator sees why the next
-    // one is missing (aryl events, describe job, aryl_checkpoint_failures_total).
-    metrics.Inc("aryl_checkpoint_failures_total");
-    double& noted = checkpoint_failure_journaled[m.job];
-    if (WallNow() - noted < p::kCheckpointJournalSeconds) return std::nullopt;
-    noted = WallNow();
-    if (checkpoint_failure_journaled.size() > 2 * jobs.size() + 1000)
-      std::erase_if(checkpoint_failure_journaled, [&](const auto& kv) { return !jobs.count(kv.first); });
-    spdlog::error("job {}: checkpoint at step {} failed on {}: {}", m.job, m.step, m.agent_id, m.error);
-    Status st = Journal(m.job, "checkpoint_failed",
-                        "step " + std::to_string(m.step) + " in " + m.path + " on " + m.agent_id + ": " + m.error,
-                        {{"generation", m.generation}, {"step", m.step}, {"path", m.path}, {"node", m.agent_id},
-                         {"worker", m.worker}, {"error", m.error}},
+  // One checkpoint_failed row for `r` in checkpoint directory `dir`: the
+  // failures it stands for, the newest one's step and error, and how many the
+  // job has had in all. `then`: what followed (a recovery), or "".
+  auto journal_failures = [&](const FailureTally::Row& r, const std::string& dir, const std::string& then) {
+    std::string detail = "step " + std::to_string(r.last_step) + " in " + dir + " on " + m.agent_id + ": " +
+                         r.last_error;
+    if (r.failures > 1)
+      detail += " (" + std::to_string(r.failures) + " failures since step " + std::to_string(r.first_step) + ", " +
+                FormatDuration(WallNow() - r.first_time) + " ago)";
+    Status st = Journal(m.job, "checkpoint_failed", detail + then,
+                        {{"generation", m.generation}, {"step", r.last_step}, {"path", dir}, {"node", m.agent_id},
+                         {"worker", m.worker}, {"error", r.last_error}, {"failures", r.failures},
+                         {"first_step", r.first_step}, {"total_failures", checkpoint_failures[m.job].total()}},
                         {m.agent_id});
     if (!st.ok()) spdlog::warn("job {}: checkpoint failure not journaled: {}", m.job, st.ToString());
+  };
+  if (!m.error.empty()) {
+    // The job keeps its last good checkpoint; the operator sees why the next
+    // one is missing (aryl events, describe job, aryl_checkpoint_failures_total
+    // and aryl_job_checkpoint_failures_total). Each failure is counted; one row
+    // per kCheckpointJournalSeconds stands for those since the previous row.
+    metrics.Inc("aryl_checkpoint_failures_total");
+    auto due = checkpoint_failures[m.job].Fail(WallNow(), m.step, m.error, p::kCheckpointJournalSeconds);
+    if (checkpoint_failures.size() > 2 * jobs.size() + 1000)
+      std::erase_if(checkpoint_failures, [&](const auto& kv) { return !jobs.count(kv.first); });
+    if (!due) return std::nullopt;
+    spdlog::error("job {}: checkpoint at step {} failed on {}: {} ({} failure(s) since step {})", m.job, m.step,
+                  m.agent_id, m.error, due->failures, due->first_step);
+    journal_failures(*due, m.path, "");
     return std::nullopt;
+  }
+  // Checkpoints work again: the failures no row stood for yet get one now.
+  if (auto f = checkpoint_failures.find(m.job); f != checkpoint_failures.end()) {
+    if (auto left = f->second.Recovered()) {
+      std::string dir = m.path.substr(0, m.path.rfind('/'));  // a failure's path is the directory
+      journal_failures(*left, dir, "; then step " + std::to_string(m.step) + " was checkpointed");
+    }
   }
   p::CheckpointRow row{WallNow(), PlanOfStore(m.generation), m.step, m.path, m.bytes, m.seconds, m.agent_id};
   last_checkpoint[m.job] = row;

@@ -35,6 +35,7 @@ struct JobSeries {
   std::int64_t rescales = 0;
   double measured_steps_per_second = 0;   // 1 / median step time of the newest summary; 0: none
   double predicted_steps_per_second = 0;  // the speed model at the current size
+  std::int64_t checkpoint_failures = 0;   // failed checkpoints reported (memory only)
 };
 
 struct NodeSeries {
