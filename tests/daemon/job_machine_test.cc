@@ -120,29 +120,50 @@ TEST(JobMachine, RestoreTrustsTheRecord) {
   EXPECT_TRUE(m.TakeTransitions().empty());
 }
 
-TEST(StrandedJoiners, OtherJoinersOfAFormingGenerationAreStranded) {
-  // Stayers 0, 1 train in generation 3; joiners 2, 3, 4 were started for
-  // generation 4; joiner 2 was killed before 4 formed: 3 and 4 are stranded.
-  std::vector<MemberView> live = {{0, 1, false}, {1, 3, false}, {3, 4, false}, {4, 4, false}};
-  EXPECT_EQ(StrandedJoiners(live, /*lost_joined=*/4, /*formed=*/3), (std::vector<std::int64_t>{3, 4}));
+TEST(FormingRule, NothingFormsAfterAFormedGeneration) {
+  // Generation 2 trains (formed == planned): any change is planned at once.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  m.Resized(2, 5);
+  m.Formed(2, 6);
+  EXPECT_EQ(WhileForming(m, /*forced=*/false, 7, 40), FormingDecision::kPlan);
 }
 
-TEST(StrandedJoiners, NothingOnceTheGenerationFormed) {
-  // Generation 4 trains: the runtime's fault recovery regroups the survivors.
-  std::vector<MemberView> live = {{0, 1, false}, {3, 4, false}};
-  EXPECT_TRUE(StrandedJoiners(live, 4, 4).empty());
+TEST(FormingRule, AVoluntaryChangeWaitsWhileAGenerationForms) {
+  // A grow (generation 2) forms since t=5: another voluntary change waits,
+  // up to the forming timeout; then it abandons generation 2.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  m.Resized(2, 5);
+  EXPECT_EQ(WhileForming(m, false, 6, 40), FormingDecision::kWait);
+  EXPECT_EQ(WhileForming(m, false, 44.9, 40), FormingDecision::kWait);
+  EXPECT_EQ(WhileForming(m, false, 45.1, 40), FormingDecision::kAbandonThenPlan);
 }
 
-TEST(StrandedJoiners, NothingWithoutAStayer) {
-  // A fresh start (every worker joined generation 1, none formed): the job
-  // starts again as a whole, not by this rule.
-  std::vector<MemberView> live = {{1, 1, false}, {2, 1, false}};
-  EXPECT_TRUE(StrandedJoiners(live, 1, 0).empty());
+TEST(FormingRule, AForcedChangeAbandonsTheFormingGeneration) {
+  // A worker was lost (or a reclaim takes workers) while generation 2 forms.
+  JobMachine m;
+  m.Started(1, 0);
+  m.Formed(1, 1);
+  m.Resized(2, 5);
+  EXPECT_EQ(WhileForming(m, /*forced=*/true, 6, 40), FormingDecision::kAbandonThenPlan);
+  // A fresh start forms too: its first step has not been seen.
+  JobMachine fresh;
+  fresh.Started(1, 0);
+  EXPECT_EQ(WhileForming(fresh, true, 1, 40), FormingDecision::kAbandonThenPlan);
+  EXPECT_EQ(WhileForming(fresh, false, 1, 40), FormingDecision::kWait);
 }
 
-TEST(StrandedJoiners, LeaversAndOtherGenerationsAreLeftAlone) {
-  std::vector<MemberView> live = {{0, 1, false}, {3, 4, true}, {5, 5, false}, {6, 4, false}};
-  EXPECT_EQ(StrandedJoiners(live, 4, 1), (std::vector<std::int64_t>{6}));
+TEST(FormingRule, UnformedJoinersAreThoseStartedForANewerGeneration) {
+  // Workers 0, 1 joined generation 1 (formed); 3, 4 joined generation 2
+  // (forming); 5 is already leaving.
+  std::vector<MemberView> live = {{0, 1, false}, {1, 1, false}, {3, 2, false}, {4, 2, false}, {5, 2, true}};
+  EXPECT_EQ(UnformedJoiners(live, /*formed=*/1), (std::vector<std::int64_t>{3, 4}));
+  EXPECT_TRUE(UnformedJoiners(live, 2).empty());
+  // A fresh start that never formed: every worker is a joiner.
+  EXPECT_EQ(UnformedJoiners(live, 0).size(), 4u);
 }
 
 }  // namespace

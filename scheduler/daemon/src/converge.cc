@@ -140,8 +140,9 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   if (have == desired && !desired.empty()) return Status::Ok();
   // The forming rule (job_machine.h): a voluntary change waits while a
   // generation forms; a forced one (a lost worker, workers taken away)
-  // abandons it, and its joiners do not count as stayers.
-  if (!j.RestartsToResize() && !have.empty()) {
+  // abandons it, and its joiners do not count as stayers. Only for programs
+  // seen to link the runtime: their rank 0 reports the generation it trains in.
+  if (j.runtime && !j.RestartsToResize() && !have.empty()) {
     bool forced = j.last_loss_time >= j.life.planned_at();
     for (const auto& [node, n] : have) {
       auto d = desired.find(node);
