@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     if (seed == last) break;
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "%llu completed, %llu kills, %llu generations (%llu abandoned by agents), %.2f s wall\n",
+  std::printf("%llu completed, %llu kills, %llu generations (%llu abandoned by agents), %.2f s wall\n",
                (unsigned long long)completed, (unsigned long long)kills, (unsigned long long)generations,
                (unsigned long long)abandoned, wall);
   std::printf("%llu seeds, %llu violations\n", (unsigned long long)seeds, (unsigned long long)violations);

@@ -2,11 +2,11 @@
 // aryl-agent and runtime workers (rt_test_worker, Gloo) on loopback, real
 // SIGKILLs. The same scenarios run by the thousand in aryl-simtest
 // (docs/simtest.md); here they are checked once with real processes.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <fstream>
+#include <filesystem>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -19,32 +19,21 @@ namespace {
 namespace p = aryl::protocol;
 using std::chrono::milliseconds;
 using namespace aryl::livetest;  // NOLINT
+namespace fs = std::filesystem;
 
-// The pid of worker `worker` of job `job`, from the environment the agent
-// gave it (ARYL_JOB_ID, ARYL_WORKER_ID); 0 when no such process runs.
-pid_t WorkerPid(p::JobId job, p::WorkerId worker) {
-  const std::string want_job = "ARYL_JOB_ID=" + std::to_string(job);
-  const std::string want_worker = "ARYL_WORKER_ID=" + std::to_string(worker);
-  DIR* d = ::opendir("/proc");
-  if (!d) return 0;
-  pid_t found = 0;
-  while (dirent* e = ::readdir(d)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
-    std::string var;
-    bool job_ok = false, worker_ok = false;
-    while (std::getline(in, var, '\0')) {
-      job_ok = job_ok || var == want_job;
-      worker_ok = worker_ok || var == want_worker;
-    }
-    if (job_ok && worker_ok) {
-      found = pid;
-      break;
-    }
+// The pid of worker `worker` of job `job`, from the agents' logs ("job 1
+// worker 2 (rank 2, slot 0) started: pid 9446"); 0 before it started.
+pid_t WorkerPid(const fs::path& dir, p::JobId job, p::WorkerId worker) {
+  const std::regex line("job " + std::to_string(job) + " worker " + std::to_string(worker) +
+                        " \\([^)]*\\) started: pid ([0-9]+)");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("agent-", 0) != 0) continue;
+    std::smatch m;
+    const std::string text = ReadFile(e.path());
+    if (std::regex_search(text, m, line)) return static_cast<pid_t>(std::stol(m[1].str()));
   }
-  ::closedir(d);
-  return found;
+  return 0;
 }
 
 class FormingTest : public LiveCluster {
@@ -97,7 +86,7 @@ TEST_F(FormingTest, JoinerKilledDuringAGrowDoesNotStallTheJob) {
   Lend(*c);
   // Workers 0 and 1 run; the grow starts 2 and 3 on the lent server.
   pid_t joiner = 0;
-  ASSERT_TRUE(WaitFor([&] { return (joiner = WorkerPid(job, 2)) > 0; }, 15)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return (joiner = WorkerPid(dir_, job, 2)) > 0; }, 15)) << Logs();
   std::this_thread::sleep_for(milliseconds(300));
   ASSERT_EQ(::kill(joiner, SIGKILL), 0);
   const std::int64_t at_kill = Step(*c, job);
