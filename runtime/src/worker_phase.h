@@ -143,7 +143,7 @@ inline constexpr WorkerTransition kTable[] = {
 std::optional<WorkerPhase> Next(WorkerPhase from, WorkerEvent event);
 // Moves `phase` by `event` when the table allows it; false (phase unchanged) otherwise.
 bool Apply(WorkerPhase& phase, WorkerEvent event);
-bool IsTerminal(WorkerPhase phase);  // kLeft, kStopped, kFailed
+bool IsTerminal(WorkerPhase phase);             // kLeft, kStopped, kFailed
 std::string_view PhaseName(WorkerPhase phase);  // "training", "waiting_for_workers", ...
 std::string_view EventName(WorkerEvent event);  // "reduce", "time_out", ...
 

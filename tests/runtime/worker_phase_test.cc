@@ -30,19 +30,32 @@ std::vector<E> AllEvents() {
 // The transition function of each event, as the runtime calls it.
 bool Drive(P& p, E e) {
   switch (e) {
-    case E::kStart: return StartWorker(p);
-    case E::kJoin: return JoinGeneration(p);
-    case E::kReduce: return ReduceGradients(p);
-    case E::kAbandon: return AbandonStep(p);
-    case E::kCommit: return CommitStep(p);
-    case E::kResize: return BeginResize(p);
-    case E::kRecover: return BeginRecovery(p);
-    case E::kWait: return BeginWait(p);
-    case E::kTimeOut: return TimeOutWait(p);
-    case E::kLeave: return LeaveJob(p);
-    case E::kStop: return BeginStop(p);
-    case E::kStopped: return FinishStop(p);
-    case E::kFail: return FailWorker(p);
+    case E::kStart:
+      return StartWorker(p);
+    case E::kJoin:
+      return JoinGeneration(p);
+    case E::kReduce:
+      return ReduceGradients(p);
+    case E::kAbandon:
+      return AbandonStep(p);
+    case E::kCommit:
+      return CommitStep(p);
+    case E::kResize:
+      return BeginResize(p);
+    case E::kRecover:
+      return BeginRecovery(p);
+    case E::kWait:
+      return BeginWait(p);
+    case E::kTimeOut:
+      return TimeOutWait(p);
+    case E::kLeave:
+      return LeaveJob(p);
+    case E::kStop:
+      return BeginStop(p);
+    case E::kStopped:
+      return FinishStop(p);
+    case E::kFail:
+      return FailWorker(p);
   }
   ADD_FAILURE() << "no transition function for event " << int(e);
   return false;
@@ -90,7 +103,8 @@ TEST(WorkerPhase, EverythingElseIsRefused) {
       ++refused;
     }
   }
-  EXPECT_EQ(refused + int(std::size(worker_phase::kTable)), int(kWorkerPhaseCount * kWorkerEventCount));
+  EXPECT_EQ(refused + int(std::size(worker_phase::kTable)),
+            int(kWorkerPhaseCount * kWorkerEventCount));
 }
 
 // Terminal phases accept nothing; every other phase has a way out, and only
@@ -129,22 +143,25 @@ std::vector<P> DriveFromCreated(const std::vector<E>& events) {
 
 // A worker starts, trains two steps, is resized, trains on, and is stopped.
 TEST(WorkerPhase, PlannedResizeThenStop) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kReduce, E::kCommit, E::kResize, E::kJoin,
-                   E::kReduce, E::kCommit, E::kStop, E::kStopped});
+  auto seen =
+      DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kReduce, E::kCommit,
+                        E::kResize, E::kJoin, E::kReduce, E::kCommit, E::kStop, E::kStopped});
   EXPECT_EQ(seen[6], P::kSwitching);
   EXPECT_EQ(seen.back(), P::kStopped);
 }
 
 // A shrink that drops this worker: it leaves.
 TEST(WorkerPhase, ResizeWithoutThisWorkerLeaves) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kResize, E::kLeave});
+  auto seen =
+      DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kResize, E::kLeave});
   EXPECT_EQ(seen.back(), P::kLeft);
 }
 
 // A peer dies mid-step: the step is abandoned, the next Step() recovers, one
 // retry, back to training.
 TEST(WorkerPhase, FaultRecoveryWithARetry) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kAbandon, E::kRecover, E::kRecover, E::kJoin, E::kReduce});
+  auto seen = DriveFromCreated(
+      {E::kStart, E::kJoin, E::kAbandon, E::kRecover, E::kRecover, E::kJoin, E::kReduce});
   EXPECT_EQ(seen[2], P::kAbandoned);
   EXPECT_EQ(seen[3], P::kRecovering);
   EXPECT_EQ(seen.back(), P::kReduced);
@@ -152,14 +169,16 @@ TEST(WorkerPhase, FaultRecoveryWithARetry) {
 
 // Too few survivors: wait, a large enough generation forms, switch into it.
 TEST(WorkerPhase, BelowMinWorkersWaitsThenSwitches) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kAbandon, E::kRecover, E::kWait, E::kResize, E::kJoin});
+  auto seen = DriveFromCreated(
+      {E::kStart, E::kJoin, E::kReduce, E::kAbandon, E::kRecover, E::kWait, E::kResize, E::kJoin});
   EXPECT_EQ(seen[5], P::kWaitingForWorkers);
   EXPECT_EQ(seen.back(), P::kTraining);
 }
 
 // The wait runs out: recovery stops retrying and the worker has failed.
 TEST(WorkerPhase, WaitThatRunsOutFails) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kAbandon, E::kRecover, E::kWait, E::kTimeOut});
+  auto seen =
+      DriveFromCreated({E::kStart, E::kJoin, E::kAbandon, E::kRecover, E::kWait, E::kTimeOut});
   EXPECT_EQ(seen.back(), P::kFailed);
   P p = P::kFailed;
   EXPECT_FALSE(BeginRecovery(p));
@@ -169,7 +188,8 @@ TEST(WorkerPhase, WaitThatRunsOutFails) {
 
 // A planned resize that fails retryably falls back to fault recovery.
 TEST(WorkerPhase, FailedResizeRecovers) {
-  auto seen = DriveFromCreated({E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kResize, E::kRecover, E::kJoin});
+  auto seen = DriveFromCreated(
+      {E::kStart, E::kJoin, E::kReduce, E::kCommit, E::kResize, E::kRecover, E::kJoin});
   EXPECT_EQ(seen[5], P::kRecovering);
   EXPECT_EQ(seen.back(), P::kTraining);
 }
