@@ -142,6 +142,7 @@ class World {
   void Agree(std::vector<Worker*>& group);
   void Deliver(std::int64_t id, std::int64_t gen, std::vector<std::int64_t> members);
   void Timeouts();
+  void Regroup(std::int64_t gen, const std::vector<Worker*>& survivors, const std::string& who);
 
   void Check();
 
@@ -515,26 +516,7 @@ void World::StepGroup() {
   const auto& members = group.front()->members;
   bool whole = group.size() == members.size();
   if (!whole) {
-    // Fault recovery: the survivors form the fault successor after the settle.
-    auto next = p::FaultSuccessor(gen);
-    std::vector<std::int64_t> survivors;
-    for (Worker* w : group) survivors.push_back(w->id);
-    for (Worker* w : group) {
-      if (!next.ok()) {
-        Exit(*w, true, "fault recoveries exhausted");
-        continue;
-      }
-      w->records[*next] = survivors;
-      w->s = WS::kRendezvous;
-      w->gen = *next;
-      w->members = survivors;
-      w->deadline = now_ + kRendezvousTimeout;
-    }
-    if (next.ok()) {
-      std::int64_t g = *next;
-      After(kFaultSettle, [this, g] { TryFormRendezvous(g); });
-      Trace("survivors of " + std::to_string(gen) + " regroup as " + std::to_string(g));
-    }
+    Regroup(gen, group, "survivors of " + std::to_string(gen));
     return;
   }
   ++step_;
@@ -565,6 +547,29 @@ void World::Agree(std::vector<Worker*>& group) {
   for (Worker* w : group) Enter(*w, target);
 }
 
+// Fault recovery (runtime.h): `survivors` of failed generation `gen` form
+// its fault successor after the settle time.
+void World::Regroup(std::int64_t gen, const std::vector<Worker*>& survivors, const std::string& who) {
+  auto next = p::FaultSuccessor(gen);
+  std::vector<std::int64_t> ids;
+  for (Worker* w : survivors) ids.push_back(w->id);
+  for (Worker* w : survivors) {
+    if (!next.ok()) {
+      Exit(*w, true, "fault recoveries exhausted");
+      continue;
+    }
+    w->records[*next] = ids;
+    w->s = WS::kRendezvous;
+    w->gen = *next;
+    w->members = ids;
+    w->deadline = now_ + kRendezvousTimeout;
+  }
+  if (!next.ok()) return;
+  std::int64_t g = *next;
+  After(kFaultSettle, [this, g] { TryFormRendezvous(g); });
+  Trace(who + " regroup as " + std::to_string(g));
+}
+
 void World::Timeouts() {
   std::set<std::int64_t> regroup;
   for (auto& [id, w] : workers_) {
@@ -576,27 +581,10 @@ void World::Timeouts() {
     }
   }
   for (std::int64_t gen : regroup) {
-    auto next = p::FaultSuccessor(gen);
     std::vector<Worker*> survivors;
     for (auto& [id, w] : workers_)
       if (w.s == WS::kRendezvous && w.gen == gen && !w.joiner) survivors.push_back(&w);
-    std::vector<std::int64_t> ids;
-    for (Worker* w : survivors) ids.push_back(w->id);
-    for (Worker* w : survivors) {
-      if (!next.ok()) {
-        Exit(*w, true, "fault recoveries exhausted");
-        continue;
-      }
-      w->records[*next] = ids;
-      w->gen = *next;
-      w->members = ids;
-      w->deadline = now_ + kRendezvousTimeout;
-    }
-    if (next.ok()) {
-      std::int64_t g = *next;
-      After(kFaultSettle, [this, g] { TryFormRendezvous(g); });
-      Trace("rendezvous of " + std::to_string(gen) + " timed out; stayers regroup as " + std::to_string(g));
-    }
+    Regroup(gen, survivors, "the rendezvous of " + std::to_string(gen) + " timed out; its stayers");
   }
 }
 
