@@ -788,8 +788,10 @@ TEST_F(SystemTest, GarbageFrames) {
 
 // Operators drain a node (its workers move off, no new ones land), resume it,
 // and remove a dead one, which then no longer counts toward submit capacity.
+// After the drain's forced shrink the job keeps its size for the resize dwell
+// (sched/resize_rule.h; 2 s here, 60 s by default), then grows back.
 TEST_F(SystemTest, NodesDrainResumeRemove) {
-  StartScheduler();
+  StartScheduler({"--resize-dwell", "2"});
   StartAgent("a", 2);
   pid_t b = StartAgent("b", 2);
   auto c = Client();

@@ -183,7 +183,8 @@ class UnderArylRun(unittest.TestCase):
         job's completion. Rank 0 trains on at 1 worker, the scheduler grows the job back into the
         free slot, and the job ends at 300 steps on 2 workers with aryl-run's exit 0."""
         steps = 300
-        cmd = [ARYL_RUN, "--standalone", "--slots", "2", "--min", "1", "--max", "2",
+        # --log-level info: the scheduler's info lines (standalone logs warnings only by default).
+        cmd = [ARYL_RUN, "--standalone", "--slots", "2", "--min", "1", "--max", "2", "--log-level", "info",
                "--work-dir", os.path.join(self.tmp, "work"), "--follow-logs", os.path.join(self.tmp, "work"), "--",
                sys.executable, os.path.join(EXAMPLES, "elastic_mlp.py"), "--steps", str(steps), "--sleep-ms", "30",
                "--exit-rank", "1", "--exit-step", "60"] + MODEL
