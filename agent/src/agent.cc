@@ -200,6 +200,7 @@ class Agent::Impl {
                  m.leaving.size());
     if (UsesStore(m.store_endpoint)) announcer.Plan(m, Now());
   }
+
   void OnStop(const p::StopWorkers& m) {
     std::set<p::WorkerId> which(m.workers.begin(), m.workers.end());
     if (m.checkpoint_first) {
@@ -256,8 +257,8 @@ class Agent::Impl {
     if (!lease.Expired(now)) return;
     lease.Drop();
     if (workers.empty()) return;
-    spdlog::error("no word from the scheduler for {:.1f} s (the lease): stopping the {} workers here", lease.lease_seconds(),
-                  workers.size());
+    spdlog::error("no word from the scheduler for {:.1f} s (the lease): stopping the {} workers here",
+                  lease.lease_seconds(), workers.size());
     for (p::JobId job : workers.Jobs()) {
       p::WorkerCheckpointRequest req;
       req.job = job;

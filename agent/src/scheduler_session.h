@@ -12,6 +12,7 @@
 // Thread safety: none; the agent's loop owns it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
