@@ -100,4 +100,21 @@ Result<Account> UserMap::Lookup(const std::string& owner) const {
                                   origin_ + ")");
 }
 
+Result<std::optional<Account>> WorkerAccount(const UserMap* map, const std::optional<std::string>& owner,
+                                             const std::optional<std::int64_t>& owner_uid) {
+  if (map) {
+    ARYL_ASSIGN_OR_RETURN(Account a, map->Lookup(owner.value_or("local")));
+    return std::optional<Account>(a);
+  }
+  // root's jobs may run with any account's rights, as may the agent's own.
+  if (!owner_uid || *owner_uid == 0 || static_cast<uid_t>(*owner_uid) == ::geteuid())
+    return std::optional<Account>();
+  if (::geteuid() != 0)
+    return Status::PermissionDenied("job of uid " + std::to_string(*owner_uid) + " ('" + owner.value_or("?") +
+                                    "'): this agent runs as uid " + std::to_string(::geteuid()) +
+                                    " and cannot start workers as another account (run aryl-agent as root)");
+  ARYL_ASSIGN_OR_RETURN(Account a, ResolveAccount(static_cast<uid_t>(*owner_uid)));
+  return std::optional<Account>(a);
+}
+
 }  // namespace aryl::agent

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,5 +51,14 @@ class UserMap {
 Result<Account> ResolveAccount(const std::string& name);
 // The local account with uid `uid`, with its groups (getpwuid_r).
 Result<Account> ResolveAccount(uid_t uid);
+
+// The account a job's workers run as; nullopt: the agent's own. With a map
+// (--run-as), the one mapped to the job's `owner` ("local" when unnamed).
+// Without one, a job whose owner the scheduler knows by uid (keyless ipc://,
+// `owner_uid`) runs as that uid: a root agent switches to it; any other agent
+// runs only its own account's and root's jobs (another account's would gain
+// the agent's rights) and refuses the rest with PermissionDenied.
+Result<std::optional<Account>> WorkerAccount(const UserMap* map, const std::optional<std::string>& owner,
+                                             const std::optional<std::int64_t>& owner_uid);
 
 }  // namespace aryl::agent

@@ -1,0 +1,98 @@
+// SchedulerSession: this agent's standing with the scheduler (agent.h, steps
+// 1-2): the client to the leader among --scheduler's list, registration and
+// its retries, heartbeats, the lease they renew (lease.h), the move to another
+// leader when HeartbeatAcks stop, and fencing: commands of an older job
+// generation than one seen here, and messages of a lower scheduler term
+// (messages.h, "Term fencing"), are refused.
+//
+// What the agent reports (its workers, its unacknowledged exits) is built by
+// the agent and handed in; the session adds its own identity (instance) and
+// sequence numbers.
+//
+// Thread safety: none; the agent's loop owns it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aryl/agent/agent.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/protocol/scheduler_client.h"
+#include "lease.h"
+
+namespace aryl::agent {
+
+class SchedulerSession {
+ public:
+  // Connects to `endpoints` (--scheduler, parsed) as options.id, with CURVE
+  // when options name both keys. Registration is left to the loop.
+  static Result<std::unique_ptr<SchedulerSession>> Connect(const AgentOptions& options,
+                                                           const std::vector<std::string>& endpoints);
+
+  // A leader whose HeartbeatAcks stopped for AckTimeout() is left for the
+  // next of the list (only with several schedulers); the agent registers again.
+  void FailoverIfQuiet(double now);
+  // Not registered and the last try is over a second old.
+  bool RegisterDue(double now) const { return !registered_ && now - last_register_try_ > 1.0; }
+  // Sends `m` (what is here; the session adds its instance) and takes the answer.
+  void Register(protocol::AgentRegister m);
+  bool HeartbeatDue(double now) const { return registered_ && now - last_heartbeat_ >= heartbeat_interval_; }
+  // Sends `hb` (what is here; the session numbers it) as sent at `now`.
+  void Heartbeat(protocol::Heartbeat hb, double now);
+
+  // Whether `msg` comes from a deposed leader (a term below the newest seen);
+  // otherwise remembers its term. Logs a refusal.
+  bool FromDeposedLeader(const protocol::Message& msg);
+  // Whether a `what` for `generation` of `job` is older than one seen here
+  // (docs/architecture.md, "Leases and fencing"); otherwise remembers it.
+  bool Stale(protocol::JobId job, std::int64_t generation, std::string_view what);
+  void OnHeartbeatAck(const protocol::HeartbeatAck& a);
+  // An Error push: a standby or a scheduler that does not know this agent
+  // means registering again; any other is logged.
+  void OnError(const protocol::Error& e);
+
+  // One-way to the leader; a failure is logged at debug level.
+  void Send(const protocol::Message& m);
+  Result<protocol::Message> Receive(std::chrono::milliseconds timeout) { return client_->Receive(timeout); }
+  void Close() { client_->Close(); }
+
+  bool registered() const { return registered_; }
+  SchedulerLease& lease() { return lease_; }
+
+ private:
+  SchedulerSession() = default;
+  // Term fencing: whether term `t` of a `what` is below the newest seen. Term
+  // 0 (a scheduler that stamps none) passes only while no term was seen.
+  bool Deposed(std::uint64_t t, std::string_view what);
+  // How long without a HeartbeatAck before the agent looks for another leader.
+  double AckTimeout() const { return std::max(3 * heartbeat_interval_, 2.0); }
+
+  AgentOptions opt_;
+  std::unique_ptr<protocol::SchedulerClient> client_;  // the leader among --scheduler's list
+  bool several_schedulers_ = false;                    // --scheduler lists more than one
+  bool registered_ = false;
+  bool ever_registered_ = false;  // this process has registered with some leader
+  double heartbeat_interval_ = 1.0;
+  double last_heartbeat_ = 0;
+  double last_ack_ = 0;  // the newest registration or HeartbeatAck taken (monotonic)
+  double last_register_try_ = -10;
+  std::uint64_t seq_ = 0;
+  // This process's identity for the scheduler (AgentRegister::instance).
+  std::uint64_t instance_ = std::random_device{}() * 4294967296ull + std::random_device{}() + 1;
+  SchedulerLease lease_;  // how long workers may run without the scheduler
+  // The newest scheduler generation seen per job. A StartWorkers or
+  // NewGeneration below it was overtaken (a queued message from before a
+  // restart elsewhere) and is refused.
+  std::map<protocol::JobId, std::int64_t> newest_generation_;
+  std::uint64_t term_ = 0;  // the highest scheduler term seen here
+  std::uint64_t scheduler_epoch_ = 0;
+};
+
+}  // namespace aryl::agent
