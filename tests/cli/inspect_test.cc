@@ -235,10 +235,14 @@ TEST_F(InspectTest, DeadAgentLogsUnavailable) {
 // restarting every worker; it has no --checkpoint-dir and reports none, so
 // describe warns that each restart began again at step 0.
 TEST_F(InspectTest, RestartWithoutCheckpointIsWarnedInDescribe) {
+  // A restart-kind job on two 1-slot agents; draining one (--now) restarts
+  // all its workers on the other: a forced change, made whatever the resize
+  // rule would say of a voluntary one.
   StartScheduler();
   StartAgent("a", 1);
+  StartAgent("b", 1);
   auto c = Client();
-  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
   p::SubmitJob m;
   m.argv = {"sh", "-c", "i=0; while [ $i -lt 3000 ]; do echo step=$i; i=$((i+1)); sleep 0.05; done"};
   m.min_workers = 1;
@@ -247,11 +251,14 @@ TEST_F(InspectTest, RestartWithoutCheckpointIsWarnedInDescribe) {
   auto reply = c->Call<p::SubmitReply>(m, milliseconds(3000));
   ASSERT_TRUE(reply.ok()) << reply.status();
   const std::string job = std::to_string(reply->job);
-  ASSERT_TRUE(WaitState(*c, reply->job, p::JobState::kRunning, 20)) << Logs();
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = Status(*c, reply->job);
+    return r.ok() && r->row.state == p::JobState::kRunning && r->row.workers == 2;
+  }, 20)) << Logs();
   Outcome before = Aryl({"describe", "job", job});
   EXPECT_EQ(before.out.find("Warning:"), std::string::npos) << before.out;
-  StartAgent("b", 1);
-  ASSERT_TRUE(WaitAgents(*c, 2)) << Logs();
+  auto drain = c->Call<p::Ok>(p::NodeCommand{.node = "b", .action = "drain-now"}, milliseconds(2000));
+  ASSERT_TRUE(drain.ok()) << drain.status();
   Outcome after;
   ASSERT_TRUE(WaitFor([&] {
     after = Aryl({"describe", "job", job});

@@ -200,7 +200,10 @@ TEST_F(PrometheusDemand, RiseReclaimsWithinDeadlineFallOffers) {
                   "prometheus:http://127.0.0.1:" + std::to_string(prom_port) +
                       "?query=sum(rate(aryl_test_requests_total[4s]))",
                   "--demand-step", "0.5", "--demand-per-server", "10", "--demand-headroom", "0",
-                  "--demand-hysteresis", "0.2", "--demand-hold", "2", "--demand-reclaim-deadline", "8"});
+                  "--demand-hysteresis", "0.2", "--demand-hold", "2", "--demand-reclaim-deadline", "8",
+                  // The reclaim's forced shrink holds the job's size for the
+                  // resize dwell (sched/resize_rule.h) before the regrow below.
+                  "--resize-dwell", "2"});
   StartAgent("t1", 1);
   StartAgent("i1", 1, "inference");
   StartAgent("i2", 1, "inference");
