@@ -250,10 +250,21 @@ Result<GenerationRecord> Runtime::Impl::Record(int64_t generation) {
   if (channel_) {
     // Another rank saw the announcement first: ours is on its way, unless
     // the generation came from fault recovery (then it is in the store).
+    // A worker whose hello reached the agent after the announcement was
+    // pushed never gets that push: every 200 ms it asks the agent, which
+    // answers a WorkerHello with any generation it announced (agent.h).
     double deadline = RuntimeNow() + std::chrono::duration<double>(opt_.rendezvous_timeout).count();
+    double next_ask = RuntimeNow() + 0.2;
     while (RuntimeNow() < deadline) {
       for (auto& rec : channel_->Poll().generations) gens_[rec.generation] = rec;
       if (auto it = gens_.find(generation); it != gens_.end()) return it->second;
+      if (RuntimeNow() >= next_ask) {
+        next_ask = RuntimeNow() + 0.2;
+        if (auto asked = channel_->Hello(generation, std::chrono::milliseconds(500)); asked.ok()) {
+          gens_[asked->generation] = *asked;
+          if (asked->generation == generation) return *asked;
+        }
+      }
       auto in_store = store_->Check("gen/" + std::to_string(generation));
       if (in_store.ok() && *in_store) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
