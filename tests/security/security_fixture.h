@@ -44,6 +44,7 @@ class SecurityTest : public LiveCluster {
     auto kp = p::LoadKeyPair((keys_ / (key + ".key")).string());
     auto server = p::LoadPublicKey((keys_ / "scheduler.pub").string());
     EXPECT_TRUE(kp.ok() && server.ok());
+    endpoint_given_ = true;
     p::Client::Options o;
     o.endpoint = endpoint_;
     o.identity = identity;

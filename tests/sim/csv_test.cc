@@ -105,7 +105,15 @@ TEST(PlotTest, SevenPoliciesIntoAnAwkwardDirectory) {
   ss << gp.rdbuf();
   std::string script = ss.str();
   EXPECT_NE(script.find("set key outside right"), std::string::npos);
-  EXPECT_NE(script.find("title 'training capacity (own GPUs)'"), std::string::npos);
+  // Capacities are shaded areas, so no run's line (the first is black) can
+  // look like one; each panel leaves headroom above its peak.
+  EXPECT_NE(script.find("with filledcurves x1 fs transparent solid 0.5 noborder fc rgb '#a0a0a0' "
+                        "title 'own GPUs (shaded)'"),
+            std::string::npos) << script;
+  EXPECT_NE(script.find("with fillsteps fs transparent solid 0.5 noborder fc rgb '#a0a0a0' title 'loaned capacity (shaded)'"),
+            std::string::npos) << script;
+  EXPECT_EQ(script.find("lc rgb 'black' lw 3"), std::string::npos) << "a capacity drawn as a line";
+  EXPECT_NE(script.find("set offsets 0, 0, graph 0.08, 0"), std::string::npos);
   for (const char* n : names) EXPECT_NE(script.find(std::string("title '") + n + "'"), std::string::npos) << n;
   fs::remove_all(dir);
 }

@@ -99,6 +99,24 @@ TEST(HttpServerTest, StopsPromptly) {
   EXPECT_FALSE(HttpGet("127.0.0.1", (*s)->port(), "/metrics", 0.5).ok());
 }
 
+// A second server on a port in use is refused and says why; once the first
+// stops after serving (its side holds TIME_WAIT connections), the port binds
+// again at once, as a restarted daemon needs.
+TEST(HttpServerTest, PortInUseRefusedAndRebindsAfterStop) {
+  auto first = HttpServer::Start("127.0.0.1", 0, Handle);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->port();
+  auto second = HttpServer::Start("127.0.0.1", port, Handle);
+  ASSERT_FALSE(second.ok()) << "two servers share port " << port;
+  EXPECT_NE(second.status().ToString().find("Address already in use"), std::string::npos) << second.status();
+  for (int i = 0; i < 3; ++i) EXPECT_NE(Exchange(port, "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"), "");
+  (*first)->Stop();
+  first->reset();
+  auto again = HttpServer::Start("127.0.0.1", port, Handle);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(HttpGet("127.0.0.1", port, "/metrics", 2.0).ok());
+}
+
 // Prometheus text format for counters, labelled gauges and histograms.
 TEST(MetricsTest, Render) {
   Metrics m;

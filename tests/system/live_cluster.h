@@ -71,31 +71,68 @@ class LiveCluster : public ::testing::Test {
 
   // Starts aryl-scheduler on port_ and http_port_. FreePort() reserves its
   // ports among the tests, but a process outside the reservations can hold
-  // one for a moment (CI once saw "bind http 127.0.0.1:13633 failed"): a
-  // scheduler that stops at once over a port in use starts again on the same
-  // ports (clients and agents already point there), once a second for 10 s.
+  // one (CI saw "bind http 127.0.0.1:12525 failed" for 11 s in a row). A
+  // scheduler that stops at once over a port in use starts again, once a
+  // second for 10 s: on a fresh HTTP port (only this fixture reads
+  // http_port_), on a fresh protocol port while no agent or client was given
+  // endpoint_ yet, else on the same port. Who held the port goes to the log.
   pid_t StartScheduler(std::vector<std::string> extra = {}) {
     for (int attempt = 0;; ++attempt) {
+      const auto log_size = LogSize();
       pid_t pid = LaunchScheduler(extra);
-      if (pid == 0 || attempt == 10 || !StoppedOnPortInUse(pid)) return pid;
+      if (pid == 0 || attempt == 10) return pid;
+      auto failed = StoppedOnPortInUse(pid, log_size);
+      if (!failed) return pid;
       launcher_.Poll();  // reaps it
-      std::this_thread::sleep_for(milliseconds(1000));
+      NoteHolder(failed->rfind("bind http", 0) == 0 ? http_port_ : port_);
+      if (failed->rfind("bind http", 0) == 0) {
+        http_port_ = FreePort();
+      } else if (!endpoint_given_) {
+        port_ = FreePort();
+        endpoint_ = "tcp://" + listen_host_ + ":" + std::to_string(port_);
+      } else {
+        std::this_thread::sleep_for(milliseconds(1000));
+      }
     }
   }
 
   // Whether `pid`, a scheduler just launched, stopped within its start over a
-  // port in use. Peeks at its exit without reaping it (a test may wait for it).
-  bool StoppedOnPortInUse(pid_t pid) {
+  // port in use: the log line that says so (from `log_offset` on), else
+  // nullopt. Peeks at its exit without reaping it (a test may wait for it).
+  std::optional<std::string> StoppedOnPortInUse(pid_t pid, std::uintmax_t log_offset) {
     const fs::path log = dir_ / "scheduler.log";
     bool exited = false;
+    auto fresh = [&] {
+      std::string text = ReadFile(log);
+      return text.substr(std::min<std::size_t>(log_offset, text.size()));
+    };
     WaitFor([&] {
       siginfo_t info{};
       exited = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
-      return exited || ReadFile(log).find("aryl-scheduler listening on") != std::string::npos;
+      return exited || fresh().find("aryl-scheduler listening on") != std::string::npos;
     }, 3);
-    if (!exited) return false;
-    const std::string text = ReadFile(log);
-    return text.find("bind") != std::string::npos || text.find("in use") != std::string::npos;
+    if (!exited) return std::nullopt;
+    const std::string text = fresh();
+    for (const char* what : {"bind http", "bind", "in use"}) {
+      auto at = text.find(what);
+      if (at == std::string::npos) continue;
+      auto end = text.find('\n', at);
+      return text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    }
+    return std::nullopt;
+  }
+
+  std::uintmax_t LogSize() {
+    std::error_code ec;
+    auto n = fs::file_size(dir_ / "scheduler.log", ec);
+    return ec ? 0 : n;
+  }
+
+  // Appends the sockets on `port` (ss -tanp) to <dir>/port-holders.log.
+  void NoteHolder(int port) {
+    const std::string cmd = "ss -tanp '( sport = :" + std::to_string(port) + " )' >> '" +
+                            (dir_ / "port-holders.log").string() + "' 2>&1";
+    (void)std::system(cmd.c_str());
   }
 
   pid_t LaunchScheduler(const std::vector<std::string>& extra) {
@@ -120,6 +157,7 @@ class LiveCluster : public ::testing::Test {
   pid_t StartAgent(const std::string& id, int slots, const std::string& pool = "training",
                    std::vector<std::string> extra = {}) {
     agent::LaunchSpec spec;
+    endpoint_given_ = true;
     spec.argv = {ARYL_AGENT_BIN, "--scheduler", endpoint_, "--id", id, "--host", "127.0.0.1", "--pool", pool,
                  "--slots", std::to_string(slots), "--gpu-type", "cpu", "--log-dir", (dir_ / ("logs-" + id)).string(),
                  "--log-level", "debug"};
@@ -140,6 +178,7 @@ class LiveCluster : public ::testing::Test {
   }
 
   std::unique_ptr<p::Client> Client(std::optional<p::CurveClientKeys> curve = std::nullopt) {
+    endpoint_given_ = true;
     p::Client::Options o;
     o.endpoint = endpoint_;
     o.curve = curve;
@@ -204,6 +243,7 @@ class LiveCluster : public ::testing::Test {
   std::string agent_lease_ = "8";
   int port_ = 0, http_port_ = 0;
   std::string endpoint_;
+  bool endpoint_given_ = false;  // an agent or client points at endpoint_
   pid_t scheduler_pid_ = 0;
   agent::ProcessLauncher launcher_;
 };

@@ -3,12 +3,35 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 namespace aryl::daemon {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(2);
+
+// Why binding host:port fails, from a probe socket with the listener's options.
+std::string BindError(const std::string& host, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  std::string why = "the address does not parse";
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1)
+    why = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 ? "a transient error" : std::strerror(errno);
+  ::close(fd);
+  return why;
+}
 
 }  // namespace
 
@@ -26,6 +49,13 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address
   srv.set_keep_alive_timeout(2);
   srv.set_keep_alive_max_count(100);
   srv.set_payload_max_length(8192);
+  // SO_REUSEADDR, not cpp-httplib's SO_REUSEPORT: a restart binds over its
+  // own TIME_WAIT connections, and a second daemon on the port is refused
+  // rather than handed half of the scrapes.
+  srv.set_socket_options([](socket_t sock) {
+    int one = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  });
   HttpServer* raw = s.get();
   // GET routes also answer HEAD (cpp-httplib strips the body).
   srv.Get(".*", [raw](const httplib::Request& req, httplib::Response& res) {
@@ -51,9 +81,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address
   std::string host = address == "*" ? "0.0.0.0" : address;
   if (port == 0) {
     s->port_ = srv.bind_to_any_port(host);
-    if (s->port_ <= 0) return Status::IoError("bind http " + host + ":0 failed");
+    if (s->port_ <= 0) return Status::IoError("bind http " + host + ":0 failed: " + BindError(host, 0));
   } else {
-    if (!srv.bind_to_port(host, port)) return Status::IoError("bind http " + host + ":" + std::to_string(port) + " failed");
+    if (!srv.bind_to_port(host, port))
+      return Status::IoError("bind http " + host + ":" + std::to_string(port) + " failed: " + BindError(host, port));
     s->port_ = port;
   }
   s->thread_ = std::thread([raw] { raw->server_->listen_after_bind(); });

@@ -1,8 +1,9 @@
 // WritePlots (report.h): gnuplot figures of the simulator's runs.
 //
 // timeline.png has one panel per measure (GPUs busy with training, queued
-// jobs, training's use of loaned GPUs), the x axes aligned, the capacity drawn
-// as a black line and one legend outside the data, right of the panels. The
+// jobs, training's use of loaned GPUs), the x axes aligned, the capacities
+// shaded (never a line a run could be taken for), headroom above each
+// panel's peak, and one legend outside the data, right of the panels. The
 // policies differ by dash pattern and point shape as well as by colour (a
 // dark-to-light ramp), so seven of them stay apart in a grey-scale print.
 // Policies whose lines coincide in a panel (elastic-only, optimus and afs
@@ -67,6 +68,10 @@ constexpr Style kStyles[] = {
     {"#000000", 1, 7}, {"#1b4f8a", 2, 5}, {"#b2182b", 3, 9}, {"#1a7a3a", 4, 11},
     {"#7b3294", 5, 13}, {"#c06a00", 6, 4}, {"#7f7f7f", 7, 6},
 };
+
+// Capacities (what runs are measured against) are shaded areas, never lines:
+// no run's line can be mistaken for them.
+constexpr const char* kCapacityFill = "#a0a0a0";
 
 // Beyond seven policies the styles repeat with a heavier line.
 double LineWidth(std::size_t i) { return 2.0 + static_cast<double>(i / std::size(kStyles)); }
@@ -278,10 +283,13 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
      // a margin wide enough for its longest line.
      << "set lmargin at screen 0.07\nset rmargin at screen 0.75\n"
      << "set key outside right top vertical Left reverse samplen 4 spacing 1.2 box opaque\n"
-     << "set grid lc rgb '#d0d0d0'\nset xlabel 'day'\nset yrange [0:*]\n";
+     // 8% headroom above each panel's peak, so that no run's peak lies on
+     // the frame.
+     << "set grid lc rgb '#d0d0d0'\nset xlabel 'day'\nset yrange [0:*]\nset offsets 0, 0, graph 0.08, 0\n";
   // Panel 1: GPUs busy with training, against the training capacity.
   gp << "set title 'GPUs busy with training (own + loaned)'\nset ylabel 'GPUs'\nplot " << training_gpus
-     << " with lines lc rgb 'black' lw 3 title 'training capacity (own GPUs)'"
+     << " with filledcurves x1 fs transparent solid 0.5 noborder fc rgb '" << kCapacityFill
+     << "' title 'own GPUs (shaded)'"
      << panel("($4+$5)", [](const TimelineSample& s) { return double(s.busy_training_gpus + s.busy_loaned_gpus); })
      << "\n";
   // Panel 2: queued jobs.
@@ -294,7 +302,8 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
   gp << "set title 'inference GPUs loaned to training, and training use of them'\nset ylabel 'GPUs'\nplot ";
   if (!runs.empty()) {
     std::string first = Quoted("timeline-" + SafeName(runs.front().metrics.policy) + ".dat");
-    gp << first << " using 1:($6*" << per_server << ") with steps lc rgb 'black' lw 3 title 'loaned capacity'"
+    gp << first << " using 1:($6*" << per_server << ") with fillsteps fs transparent solid 0.5 noborder fc rgb '" << kCapacityFill
+       << "' title 'loaned capacity (shaded)'"
        << panel("5", [](const TimelineSample& s) { return double(s.busy_loaned_gpus); });
   } else {
     gp << "0 notitle";
@@ -302,7 +311,7 @@ Status WritePlots(const std::string& dir, const std::vector<RunResult>& runs, in
   gp << "\nunset multiplot\n";
   // JCT CDF, legend outside.
   gp << "set terminal pngcairo size 1300,800 font 'DejaVu Sans,12' noenhanced\n"
-     << "set output 'jct_cdf.png'\nset lmargin at screen 0.08\nset rmargin at screen 0.78\n"
+     << "set output 'jct_cdf.png'\nset offsets 0, 0, 0, 0\nset lmargin at screen 0.08\nset rmargin at screen 0.78\n"
      << "set title 'job completion time CDF'\nset logscale x\nset xlabel 'job completion time (hours, log scale)'\n"
      << "set ylabel 'fraction of jobs'\nset yrange [0:1]\n"
      << "set key outside right top vertical Left reverse samplen 4 spacing 1.2 box opaque\nplot ";
