@@ -37,6 +37,7 @@
 #include "progress_relay.h"
 #include "run_as.h"
 #include "scheduler_session.h"
+#include "stop_notice.h"
 #include "store_probe.h"
 #include "worker_channel.h"
 
@@ -51,10 +52,14 @@ using std::chrono::milliseconds;
 
 namespace {
 double Now() { return SystemClock::Default()->NowSeconds(); }
+// What a stop notice's deadline is counted in (stop_notice.h).
+double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 class Agent::Impl {
  public:
+  static constexpr double kShutdownGraceSeconds = 5;  // SIGTERM..SIGKILL when the agent stops
+
   AgentOptions opt;
   std::unique_ptr<SchedulerSession> session;  // registration, heartbeats, lease, fencing
   ProcessLauncher launcher;
@@ -71,6 +76,7 @@ class Agent::Impl {
   GenerationAnnouncer announcer;           // the jobs' generations in flight here
   ProgressRelay progress;                  // rank 0's progress, to the scheduler
   ExitBook exits;                          // exits the scheduler has not acknowledged
+  std::optional<StopNotices> notices;      // ARYL_STOP_NOTICE files (stop_notice.h)
   double log_free_checked = -10;
   std::int64_t log_free = -1;
 
@@ -163,6 +169,8 @@ class Agent::Impl {
       auto nonce = p::NewStoreKey();
       WorkerLaunch launch =
           BuildWorkerLaunch(m, wp, ctx, nonce.ok() ? std::optional(nonce->substr(0, 32)) : std::nullopt);
+      notices->Remove(m.job, wp.worker);
+      launch.spec.env["ARYL_STOP_NOTICE"] = notices->PathOf(m.job, wp.worker);
       if (nonce.ok()) {
         channel->Issue(launch.channel_id, m.job, ctx.account ? ctx.account->credentials.uid : channel->self_uid());
       } else if (env_ok.ok()) {
@@ -186,6 +194,7 @@ class Agent::Impl {
       w.world = static_cast<int>(m.members.size());
       w.slot = wp.local_slot;
       w.pid = *pid;
+      if (ctx.account) w.owner = std::pair(ctx.account->credentials.uid, ctx.account->credentials.gid);
       workers.Add(w);
       spdlog::info("job {} worker {} (rank {}, slot {}) started: pid {}", m.job, wp.worker, wp.rank, wp.local_slot,
                    *pid);
@@ -215,9 +224,25 @@ class Agent::Impl {
     }
     for (const LocalWorker* w : workers.Of(m.job, which)) {
       spdlog::info("job {} worker {}: stopping ({}; grace {} s)", m.job, w->id, m.reason, m.grace_seconds);
-      if (m.grace_seconds <= 0) launcher.Signal(w->pid, SIGKILL);
+      if (m.grace_seconds <= 0) {
+        launcher.Signal(w->pid, SIGKILL);
+      } else {
+        Notify(*w, m.grace_seconds, m.reason);
+      }
       launcher.RequestStop(w->pid, m.grace_seconds);
     }
+  }
+
+  // The worker's stop notice, just before its SIGTERM (stop_notice.h).
+  void Notify(const LocalWorker& w, double grace_seconds, const std::string& reason) {
+    StopNotice n;
+    n.job = w.job;
+    n.worker = w.id;
+    n.grace_seconds = grace_seconds;
+    n.deadline = UnixNow() + grace_seconds;
+    n.reason = reason;
+    if (Status st = notices->Write(n, w.owner); !st.ok())
+      spdlog::warn("job {} worker {}: {}", w.job, w.id, st.ToString());
   }
 
   void OnPush(const p::Message& msg) {
@@ -267,7 +292,10 @@ class Agent::Impl {
       req.stop_after = true;
       PushToWorkers(job, "", req);
     }
-    for (const auto& [pid, w] : workers) launcher.RequestStop(pid, p::kLeaseStopGraceSeconds);
+    for (const auto& [pid, w] : workers) {
+      Notify(w, p::kLeaseStopGraceSeconds, "the agent lost its lease from the scheduler");
+      launcher.RequestStop(pid, p::kLeaseStopGraceSeconds);
+    }
   }
 
   // What the scheduler learns of a worker's end (exit_book.h), with what its
@@ -298,6 +326,7 @@ class Agent::Impl {
       p::JobId job = w.job;
       ReportExit(ExitOf(w, ex));
       announcer.MemberEnded(job, w.id);
+      notices->Remove(job, w.id);
       workers.erase(it);
       Forget(job);
     }
@@ -378,9 +407,11 @@ class Agent::Impl {
       announcer.Pump(Now(), [this](const p::GenerationAnnounce& a) { Announce(a); });
     }
     spdlog::info("agent {} stopping: {} workers", opt.id, workers.size());
-    for (const auto& ex : launcher.StopAll(5)) {
+    for (const auto& [pid, w] : workers) Notify(w, kShutdownGraceSeconds, "the agent is stopping");
+    for (const auto& ex : launcher.StopAll(kShutdownGraceSeconds)) {
       auto it = workers.find(ex.pid);
       if (it == workers.end()) continue;
+      notices->Remove(it->second.job, it->second.id);
       ReportExit(ExitOf(it->second, ex));
       workers.erase(it);
     }
@@ -420,6 +451,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions given) {
                  "owner's account, every other job's workers run as root (docs/security.md)");
   }
   impl->opt = options;
+  impl->notices.emplace(fs::path(options.log_dir) / "notices");
+  ARYL_RETURN_IF_ERROR(impl->notices->Prepare());
   impl->worker_env = WorkerEnvFilter(options.worker_env);
   ARYL_ASSIGN_OR_RETURN(impl->channel,
                         WorkerChannel::Start(options.log_dir, options.id, impl->WorkersMayRunAsOthers()));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@ struct LocalWorker {
   int world = 0;               // its generation's world size
   std::string stdout_path;
   StdoutProgress progress;     // rank 0's progress lines (stdout_progress.h)
+  std::optional<std::pair<uid_t, gid_t>> owner;  // its account, when not the agent's
 };
 
 class LocalWorkers {

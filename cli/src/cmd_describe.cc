@@ -90,6 +90,7 @@ int DescribeJob(const cxxopts::ParseResult& r, const Client& c) {
   if (!d->cwd.empty()) Field(os, "Working dir", d->cwd);
   Field(os, "Checkpoint dir", d->checkpoint_dir.empty() ? "-" : d->checkpoint_dir);
   if (!d->model.empty()) Field(os, "Model", d->model);
+  if (d->stop_grace) Field(os, "Stop grace", FormatDuration(*d->stop_grace) + " from SIGTERM and $ARYL_STOP_NOTICE to SIGKILL");
   Field(os, "Placement", Placement(d->placement) +
                              (d->rank0_worker >= 0 ? " (rank 0: worker " + std::to_string(d->rank0_worker) + ")" : ""));
   if (d->last_checkpoint) {

@@ -36,7 +36,9 @@ inline void AddJobFlags(cxxopts::Options& o) {
        "new size; torchrun style). Default: inplace once the runtime reports, restart until then",
        cxxopts::value<std::string>())
       ("max-restarts", "torchrun --max-restarts: restarts of a failed worker group before the job fails",
-       cxxopts::value<int>());
+       cxxopts::value<int>())
+      ("stop-grace", "Seconds the workers get from a stop's notice (SIGTERM and the file $ARYL_STOP_NOTICE names) "
+       "to SIGKILL, to checkpoint (default: the scheduler's --stop-grace)", cxxopts::value<double>());
   o.positional_help("-- CMD ARGS...");
 }
 
@@ -69,6 +71,10 @@ inline void ReadJobFlags(const std::string& prog, const cxxopts::ParseResult& r,
   if (r.count("max-restarts")) {
     m.max_restarts = r["max-restarts"].as<int>();
     RequireAtLeast(prog, "--max-restarts", double(*m.max_restarts), 0);
+  }
+  if (r.count("stop-grace")) {
+    m.stop_grace = r["stop-grace"].as<double>();
+    RequireAtLeast(prog, "--stop-grace", *m.stop_grace, 0);
   }
   if (r.count("env")) {
     for (const auto& kv : r["env"].as<std::vector<std::string>>()) {
@@ -109,7 +115,8 @@ inline void ValidateJobOrExit(const std::string& prog, const protocol::SubmitJob
            {"field 'name': ", "--name: "}, {"field 'env': ", "--env: "}, {"field 'argv[0]': ", "the command: "},
            {"field 'elastic': ", "--elastic: "}, {"field 'gpu_type': ", "--gpu-type: "},
            {"field 'checkpoint_dir': ", "--checkpoint-dir: "}, {"field 'cwd': ", "--cwd: "},
-           {"field 'model': ", "--model: "}, {"field 'max_restarts': ", "--max-restarts: "}}) {
+           {"field 'model': ", "--model: "}, {"field 'max_restarts': ", "--max-restarts: "},
+           {"field 'stop_grace': ", "--stop-grace: "}}) {
     if (msg.rfind(field, 0) == 0) {
       msg = flag + msg.substr(field.size());
       break;

@@ -7,12 +7,21 @@ ends with the parameters of a fixed-size run. The labels come from a fixed
 linear teacher, so there is something to learn: the loss falls from about
 1.3 to about 0.15 over the 200 default steps.
 
+A stop (a preemption, a reclaim, a restart to resize) sends SIGTERM and, under
+aryl, writes the file $ARYL_STOP_NOTICE names with the deadline (its SIGKILL):
+the script finishes its step, the ranks agree to stop at the same step, rank 0
+checkpoints there and every rank then ends by the SIGTERM it got. Nothing of
+the steps since the last periodic checkpoint is lost. Under torchrun, which
+sends only the SIGTERM, the same happens.
+
 Rank 0 appends one line per start to starts.log (TORCHELASTIC_RESTART_COUNT,
 WORLD_SIZE, the step it resumed from) and one per step to steps.log (step,
 world size, time, loss), keeps progress.txt at the newest step, and saves the final
 parameters to final.pt."""
 import argparse
+import json
 import os
+import signal
 import time
 
 import torch
@@ -32,6 +41,26 @@ def write_atomically(path, save):
     tmp = path + ".tmp"
     save(tmp)
     os.replace(tmp, path)
+
+
+stop_requested = False
+
+
+def on_sigterm(signum, frame):
+    global stop_requested
+    stop_requested = True
+
+
+signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def stop_deadline():
+    """The SIGKILL deadline (unix seconds) from aryl's stop notice, or None."""
+    try:
+        with open(os.environ["ARYL_STOP_NOTICE"]) as f:
+            return json.load(f)["deadline"]
+    except (KeyError, OSError, ValueError):
+        return None
 
 
 dist.init_process_group("gloo")
@@ -70,6 +99,19 @@ for step in range(start, args.steps):
         write_atomically("progress.txt", lambda p: open(p, "w").write(f"{done} {world} {time.time():.3f}\n"))
         with open("steps.log", "a") as f:
             f.write(f"{done} {world} {time.time():.3f} {loss.item():.5f}\n")
+    # Stop together: any rank told to stop stops every rank after this step.
+    flag = torch.tensor([1 if stop_requested else 0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item():
+        if rank == 0:
+            deadline = stop_deadline()
+            left = f"{deadline - time.time():.1f} s before SIGKILL" if deadline else "no notice file"
+            if done % args.checkpoint_every and done != args.steps:
+                write_atomically(args.checkpoint, lambda p: torch.save(
+                    {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": done}, p))
+            print(f"stop requested: checkpointed step {done} ({left})", flush=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # end as the stop asked, now that the step is saved
     if args.sleep_ms:
         time.sleep(args.sleep_ms / 1000)
 if rank == 0:

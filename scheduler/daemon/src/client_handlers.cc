@@ -106,6 +106,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
       return Err(*refusal);
     }
   }
+  if (m.stop_grace && *m.stop_grace > opt.max_stop_grace) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(Status::InvalidArgument(fmt::format(
+        "--stop-grace {:g} s is more than this scheduler allows (--max-stop-grace {:g} s)", *m.stop_grace,
+        opt.max_stop_grace)));
+  }
   JobRecord rec;
   rec.client_token = token;
   rec.name = m.name.empty() ? m.argv[0].substr(m.argv[0].find_last_of('/') + 1) : m.name;

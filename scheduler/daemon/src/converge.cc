@@ -291,7 +291,7 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
         p::StopWorkers sw;
         sw.job = j.rec.id;
         sw.workers = ng.leaving;
-        sw.grace_seconds = opt.stop_grace;
+        sw.grace_seconds = StopGraceOn(j, agent);
         sw.reason = reason;
         Push(agent, sw);
       } else {
@@ -369,6 +369,15 @@ Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
   return SaveJob(j);
 }
 
+double Daemon::Impl::StopGraceOn(const Job& j, const std::string& agent) const {
+  double grace = j.StopGrace(opt.stop_grace);
+  const double now = WallNow();
+  for (const auto& pr : reclaims)
+    if (pr.node == agent && !pr.forced)
+      grace = std::min(grace, std::max(kReclaimEnforceSeconds, pr.deadline - kReclaimEnforceSeconds - now));
+  return grace;
+}
+
 void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace) {
   std::map<std::string, std::vector<p::WorkerId>> by_agent;
   for (auto& [id, w] : j.workers) {
@@ -379,7 +388,7 @@ void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::stri
     p::StopWorkers sw;
     sw.job = j.rec.id;
     sw.workers = ids;
-    sw.grace_seconds = grace < 0 ? opt.stop_grace : grace;
+    sw.grace_seconds = grace < 0 ? StopGraceOn(j, agent) : grace;
     sw.checkpoint_first = checkpoint_first;
     sw.reason = reason;
     Push(agent, sw);

@@ -93,6 +93,9 @@ inline constexpr std::int64_t kLeftEarlySteps = 1;
 // ... within this long: the time for its peers to regroup and step (the
 // runtime's fault settle, 2 s by default, and a rendezvous).
 inline constexpr double kLeftEarlySeconds = 30;
+// A reclaim is enforced (SIGKILL of the workers still on the server) this
+// long before its deadline; a stop's grace on that server ends by then.
+inline constexpr double kReclaimEnforceSeconds = 1.0;
 // An agent's log disk with less free than this is full (Heartbeat::log_free_bytes).
 inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 
@@ -290,7 +293,11 @@ class Daemon::Impl {
   Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).
+  // grace < 0: StopGraceOn each agent.
   void StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace = -1);
+  // The job's grace (SubmitJob::stop_grace, else --stop-grace) for its workers
+  // on `agent`, cut to end before a pending reclaim of that server is enforced.
+  double StopGraceOn(const Job& j, const std::string& agent) const;
   void Push(const std::string& agent, const p::Message& msg);
   void Notify(Job& j, p::JobState state, const std::string& message, bool final = false,
               std::vector<std::string> output = {});

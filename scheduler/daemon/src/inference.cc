@@ -175,7 +175,7 @@ void Daemon::Impl::ReclaimTick(double now) {
       it = reclaims.erase(it);
       continue;
     }
-    if (!it->forced && now > it->deadline - 1.0) {
+    if (!it->forced && now > it->deadline - kReclaimEnforceSeconds) {
       spdlog::warn("reclaim of {}: deadline near, killing the workers still there", it->node);
       for (auto& [jid, j] : jobs) {
         std::vector<p::WorkerId> ids;

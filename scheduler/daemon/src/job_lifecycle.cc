@@ -385,7 +385,8 @@ void Daemon::Impl::ConvergeTick(double now) {
   // in-place job's peers get kLeftEarlySeconds to show, by their steps, that
   // the worker left early (On(JobProgress)).
   for (auto& [jid, j] : jobs) {
-    const double grace = j.RestartsToResize() ? opt.stop_grace : std::max(opt.stop_grace, kLeftEarlySeconds);
+    const double grace =
+        j.RestartsToResize() ? j.StopGrace(opt.stop_grace) : std::max(j.StopGrace(opt.stop_grace), kLeftEarlySeconds);
     if (j.Completing() && now - j.completing_since > grace) {
       StopJobWorkers(j, false, "the job completed");
       j.completing_since = now + 3600;  // once

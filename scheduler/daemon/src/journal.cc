@@ -113,6 +113,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
     d.checkpoint_dir = spec->checkpoint_dir;
     d.model = spec->model;
     d.total_work = spec->total_work;
+    d.stop_grace = spec->stop_grace.value_or(opt.stop_grace);
   }
   d.start_time = std::max(0.0, rec.start_time);
   d.end_time = std::max(0.0, rec.end_time);

@@ -107,6 +107,8 @@ struct LiveJob {
   bool RestartsToResize() const {
     return spec.elastic ? *spec.elastic == "restart" : !runtime;
   }
+  // SIGTERM..SIGKILL for this job's workers (SubmitJob::stop_grace).
+  double StopGrace(double scheduler_default) const { return spec.stop_grace.value_or(scheduler_default); }
   // node -> workers that stay (not asked to leave).
   std::map<std::string, int> LivePlacement() const {
     std::map<std::string, int> out;

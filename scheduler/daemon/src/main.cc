@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
        cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_dwell)))
       ("resize-margin", "Resize rule: seconds of progress a grow must gain on top of its pause (s)",
        cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_margin)))
-      ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s)", cxxopts::value<double>()->default_value("10"))
+      ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s); a job may ask for its own", cxxopts::value<double>()->default_value("10"))
+      ("max-stop-grace", "The most grace a job may ask for (aryl submit --stop-grace) (s)", cxxopts::value<double>()->default_value("600"))
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
       ("speed", "Jobs' speed: learned (fitted from the step times they report; docs/scheduler.md) or linear "
        "(throughput = workers on every GPU type, for comparison)", cxxopts::value<std::string>()->default_value("learned"))
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
   d.resize_dwell = r["resize-dwell"].as<double>();
   d.resize_margin = r["resize-margin"].as<double>();
   d.stop_grace = r["stop-grace"].as<double>();
+  d.max_stop_grace = r["max-stop-grace"].as<double>();
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.speed = r["speed"].as<std::string>();
   d.port_range = r["port-range"].as<std::string>();
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--resize-dwell", d.resize_dwell, 0);
   aryl::RequireAtLeast(prog, "--resize-margin", d.resize_margin, 0);
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
+  aryl::RequireAtLeast(prog, "--max-stop-grace", d.max_stop_grace, 0);
   aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);
 
   aryl::daemon::HaOptions ha;

@@ -354,6 +354,10 @@ class TorchrunRestart(unittest.TestCase):
         steps = [line.split() for line in read(os.path.join(cwd, "steps.log")).splitlines()]
         pauses = [float(b[2]) - float(a[2]) for a, b in zip(steps, steps[1:]) if a[1] != b[1]]
         self.assertEqual(len(pauses), 2, steps)
+        # Each stop was noticed (SIGTERM, $ARYL_STOP_NOTICE): the ranks agreed on
+        # a step, rank 0 checkpointed it, and the next start resumed there.
+        last_before = [int(a[0]) for a, b in zip(steps, steps[1:]) if a[1] != b[1]]
+        self.assertEqual(resumed[1:], last_before, logs())
         # It trained something (its labels follow a teacher): the last steps'
         # loss is well under the first steps'.
         first = sum(float(s[3]) for s in steps[:10]) / 10

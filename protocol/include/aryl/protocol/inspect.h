@@ -278,6 +278,9 @@ struct JobDescription {
   std::optional<CheckpointRow> last_checkpoint{};
   bool history_truncated = false;
   std::optional<JobSpeed> speed{};  // absent: the scheduler keeps no model of it (ended)
+  // s from a stop's notice to SIGKILL (the job's, else the scheduler's);
+  // absent from schedulers older than the field.
+  std::optional<double> stop_grace{};
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -298,6 +301,7 @@ struct JobDescription {
     v("preemptions", preemptions);
     v("exec_errors", exec_errors);
     v("last_checkpoint", last_checkpoint);
+    v("stop_grace", stop_grace, {.min = 0});
     v("history_truncated", history_truncated);
     v("speed", speed);
   }

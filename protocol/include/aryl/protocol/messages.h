@@ -652,6 +652,10 @@ struct SubmitJob {
   // before the job fails. Unset: 0 for restart jobs; in-place jobs replace up
   // to the scheduler's --max-worker-failures lost workers.
   std::optional<std::int64_t> max_restarts{};
+  // Seconds from a stop's notice (SIGTERM and the ARYL_STOP_NOTICE file) to
+  // SIGKILL for this job's workers. Unset: the scheduler's --stop-grace; at
+  // most its --max-stop-grace. A reclaim's deadline shortens it.
+  std::optional<double> stop_grace{};
   template <typename V>
   void Visit(V& v) {
     v("name", name);
@@ -670,6 +674,7 @@ struct SubmitJob {
     v("client_token", client_token);
     v("elastic", elastic);
     v("max_restarts", max_restarts, {.min = 0, .max = 1000000});
+    v("stop_grace", stop_grace, {.min = 0, .max = 86400});
   }
   // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
   // argv[0] non-empty; env names non-empty without '='; client_token, when

@@ -71,6 +71,7 @@ struct DaemonOptions {
   double resize_dwell = 60.0;
   double resize_margin = 10.0;
   double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
+  double max_stop_grace = 600.0;         // the most a job may ask for (SubmitJob::stop_grace)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
   int journal_snapshot_rows = 10000;     // core journal rows between snapshots (0: never)
   std::string throughput_dir;            // optional measured tables (data/throughput)
