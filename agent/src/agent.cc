@@ -37,6 +37,7 @@
 #include "progress_relay.h"
 #include "run_as.h"
 #include "scheduler_session.h"
+#include "serving_side.h"
 #include "stop_notice.h"
 #include "store_probe.h"
 #include "worker_channel.h"
@@ -77,6 +78,9 @@ class Agent::Impl {
   ProgressRelay progress;                  // rank 0's progress, to the scheduler
   ExitBook exits;                          // exits the scheduler has not acknowledged
   std::optional<StopNotices> notices;      // ARYL_STOP_NOTICE files (stop_notice.h)
+  std::unique_ptr<ServingSide> serving;    // --serving-start (protocol/serving.h)
+  double started = 0;                      // when Run began
+  bool serving_told = false;               // a ServingCommand arrived (S1)
   double log_free_checked = -10;
   std::int64_t log_free = -1;
 
@@ -108,6 +112,7 @@ class Agent::Impl {
     m.store_endpoint = store_endpoint;
     m.exited = exits.Unacked();
     m.cluster_id = opt.cluster_id;
+    if (serving) m.serving = serving->Status();
     return m;
   }
 
@@ -258,6 +263,7 @@ class Agent::Impl {
       return PushToWorkers(m->job, "", *m);
     }
     if (auto* e = std::get_if<p::Error>(&msg)) return session->OnError(*e);
+    if (auto* c = std::get_if<p::ServingCommand>(&msg)) return OnServingCommand(*c);
     spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
   }
 
@@ -391,7 +397,36 @@ class Agent::Impl {
     PushToWorkers(a.job, a.store_prefix, a);
   }
 
+  // Protocol/serving.h S2: the newest command wins.
+  void OnServingCommand(const p::ServingCommand& c) {
+    if (!serving) {
+      spdlog::warn("serving_command ignored: this agent has no --serving-start");
+      return;
+    }
+    spdlog::info("serving: the scheduler says {}", c.lend ? "lend the server" : "serve");
+    serving_told = true;
+    serving->Command(c.lend);
+  }
+
+  // S1 and S3: the serving side's steps, and a report of each change.
+  void ServingTick(double now) {
+    if (!serving) return;
+    if (!serving_told && now - started > p::kServingUnregisteredStartSeconds) {
+      spdlog::warn("serving: no word from the scheduler for {} s: serving (not lent)",
+                   p::kServingUnregisteredStartSeconds);
+      serving_told = true;
+      serving->Command(false);
+    }
+    if (!serving->Tick(now)) return;
+    p::ServingReport r;
+    r.agent_id = opt.id;
+    r.status = serving->Status();
+    spdlog::info("serving: {}{}", r.status.state, r.status.error.empty() ? "" : " (" + r.status.step + ": " + r.status.error + ")");
+    if (session->registered()) session->Send(r);
+  }
+
   Status Run() {
+    started = Now();
     while (!stop) {
       double now = Now();
       session->FailoverIfQuiet(now);
@@ -405,7 +440,9 @@ class Agent::Impl {
       ResendExits();
       ReportProgress();
       announcer.Pump(Now(), [this](const p::GenerationAnnounce& a) { Announce(a); });
+      ServingTick(Now());
     }
+    serving.reset();  // stops the serving process and any hook (bounded)
     spdlog::info("agent {} stopping: {} workers", opt.id, workers.size());
     for (const auto& [pid, w] : workers) Notify(w, kShutdownGraceSeconds, "the agent is stopping");
     for (const auto& ex : launcher.StopAll(kShutdownGraceSeconds)) {
@@ -452,6 +489,20 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions given) {
   }
   impl->opt = options;
   impl->notices.emplace(fs::path(options.log_dir) / "notices");
+  if (!options.serving.start.empty()) {
+    if (resolved.pool != p::Pool::kInference)
+      return Status::InvalidArgument("--serving-start is for inference agents (--pool inference), not --pool " +
+                                     options.pool);
+    if (!options.serving.ready_url.empty())
+      ARYL_RETURN_IF_ERROR(ParseHttpUrl("--serving-ready", options.serving.ready_url).status());
+    ServingOptions so = options.serving;
+    if (so.log_path.empty()) so.log_path = (fs::path(options.log_dir) / "serving.log").string();
+    impl->serving = std::make_unique<ServingSide>(so);
+    spdlog::info("serving side: start '{}'{}{}{}", so.start, so.stop.empty() ? " (kept by the agent)" : ", stop '" + so.stop + "'",
+                 so.drain.empty() ? "" : ", drain '" + so.drain + "'", so.ready_url.empty() ? "" : ", ready " + so.ready_url);
+  } else if (!options.serving.stop.empty() || !options.serving.drain.empty() || !options.serving.ready_url.empty()) {
+    return Status::InvalidArgument("--serving-stop, --serving-drain and --serving-ready need --serving-start");
+  }
   ARYL_RETURN_IF_ERROR(impl->notices->Prepare());
   impl->worker_env = WorkerEnvFilter(options.worker_env);
   ARYL_ASSIGN_OR_RETURN(impl->channel,

@@ -46,6 +46,20 @@ int main(int argc, char** argv) {
       ("run-as", "As root: file of '<owner> <account>' lines; each job's workers run as its owner's account "
                  "('*' maps the rest; an unmapped owner's workers are refused)",
        cxxopts::value<std::string>()->default_value(""))
+      ("serving-start", "Inference agents: the serving side's start command (sh -c). Without --serving-stop it is "
+                        "the serving process itself, kept by the agent; with it, a command that returns "
+                        "(systemctl start ...). Run when the server is not lent (docs/operations.md)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("serving-stop", "The serving side's stop command, run before the server is lent (must exit 0)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("serving-drain", "Run before the stop: out of the load balancer, finish in-flight requests (must exit 0)",
+       cxxopts::value<std::string>()->default_value(""))
+      ("serving-ready", "http://host:port/path that answers 2xx once the serving side takes traffic",
+       cxxopts::value<std::string>()->default_value(""))
+      ("serving-start-timeout", "Start plus readiness, seconds", cxxopts::value<double>()->default_value("600"))
+      ("serving-drain-timeout", "Seconds", cxxopts::value<double>()->default_value("120"))
+      ("serving-stop-timeout", "Seconds (a kept serving process: SIGTERM to SIGKILL)",
+       cxxopts::value<double>()->default_value("60"))
       ("print-gpus", "Print the GPUs found and exit");
   aryl::AddCommonFlags(options);
   auto r = aryl::ParseFlagsOrExit(options, argc, argv);
@@ -75,6 +89,17 @@ int main(int argc, char** argv) {
   a.env_allow = r["env-allow"].as<std::string>();
   a.worker_env = r["worker-env"].as<std::string>();
   a.run_as = r["run-as"].as<std::string>();
+  a.serving.start = r["serving-start"].as<std::string>();
+  a.serving.stop = r["serving-stop"].as<std::string>();
+  a.serving.drain = r["serving-drain"].as<std::string>();
+  a.serving.ready_url = r["serving-ready"].as<std::string>();
+  a.serving.start_timeout = r["serving-start-timeout"].as<double>();
+  a.serving.drain_timeout = r["serving-drain-timeout"].as<double>();
+  a.serving.stop_timeout = r["serving-stop-timeout"].as<double>();
+  for (auto [flag, v] : {std::pair{"--serving-start-timeout", a.serving.start_timeout},
+                         std::pair{"--serving-drain-timeout", a.serving.drain_timeout},
+                         std::pair{"--serving-stop-timeout", a.serving.stop_timeout}})
+    if (!(v > 0)) aryl::UsageError("aryl-agent", std::string(flag) + " must be > 0");
   if (a.slots < 0) aryl::UsageError("aryl-agent", "--slots must be >= 0");
   if (a.store_port < 0 || a.store_port > 65535) aryl::UsageError("aryl-agent", "--store-port must be in [0, 65535]");
   auto agent = aryl::agent::Agent::Create(a);

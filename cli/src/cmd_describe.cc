@@ -165,6 +165,13 @@ int DescribeNode(const cxxopts::ParseResult& r, const Client& c) {
   Field(os, "Pool", std::string(p::ToString(n.pool)));
   Field(os, "State", d->liveness);
   Field(os, "Loan", d->loan_state + (d->reclaim_deadline > 0 ? " (deadline " + FormatTime(d->reclaim_deadline, utc) + ")" : ""));
+  if (d->serving) {
+    const auto& s = *d->serving;
+    std::string what = s.state + (s.lent ? " (lent)" : "");
+    if (s.state == "failed") what += " at " + s.step + ": " + s.error;
+    if (s.warmup_seconds >= 0) what += ", last warm-up " + FormatDuration(s.warmup_seconds);
+    Field(os, "Serving side", what);
+  }
   Field(os, "GPU type", n.gpu_type);
   Field(os, "Slots", std::to_string(n.used_slots) + " of " + std::to_string(n.slots) + " used");
   Field(os, "Heartbeat", n.connected ? Fixed(n.last_heartbeat_age, 1) + "s ago"

@@ -243,6 +243,11 @@ inline std::vector<Message> SampleMessages() {
                        .data = {"step=1 loss=0.5\n"}, .size = 16, .running = true});
   m.push_back(CheckpointReport{.agent_id = "train-01", .job = 12, .worker = 4, .generation = 3, .step = 1200,
                                .path = "/ckpt/step-1200", .bytes = 1 << 20, .seconds = 0.25});
+  m.push_back(ServingCommand{.lend = true, .term = 7});
+  m.push_back(ServingReport{.agent_id = "inf-03",
+                            .status = {.state = "failed", .lent = true, .step = "drain",
+                                       .error = "'curl -X POST http://127.0.0.1:8000/drain' exited with code 7",
+                                       .warmup_seconds = 23.5}});
   return m;
 }
 

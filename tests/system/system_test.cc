@@ -129,10 +129,12 @@ TEST_F(SystemTest, JobLifecycle) {
   EXPECT_TRUE(nlohmann::json::parse(status->second).contains("pools"));
 }
 
-// The fixture's start (live_cluster.h): a port held by a process outside the
-// tests' reservations for a moment makes the scheduler stop at once ("bind
-// http ... failed"); it starts again on the same ports and serves.
-TEST_F(SystemTest, SchedulerStartWaitsOutAPortHeldForAMoment) {
+// The fixture's start (live_cluster.h): an HTTP port held by a process outside
+// the tests' reservations makes the scheduler stop at once ("bind http ...
+// failed: Address already in use"); it starts again on a fresh HTTP port and
+// serves there, and the port's holder is logged.
+TEST_F(SystemTest, SchedulerStartMovesOffAHeldHttpPort) {
+  const int held = http_port_;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
   sockaddr_in addr{};
@@ -149,9 +151,13 @@ TEST_F(SystemTest, SchedulerStartWaitsOutAPortHeldForAMoment) {
   release.join();
   auto c = Client();
   ASSERT_TRUE(WaitFor([&] { return c->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500)).ok(); }, 10)) << Logs();
-  EXPECT_NE(ReadFile(dir_ / "scheduler.log").find("bind http 127.0.0.1:" + std::to_string(http_port_) + " failed"),
+  EXPECT_NE(ReadFile(dir_ / "scheduler.log")
+                .find("bind http 127.0.0.1:" + std::to_string(held) + " failed: Address already in use"),
             std::string::npos)
       << "the port was not held after all: the test proves nothing\n" << Logs();
+  EXPECT_NE(http_port_, held);
+  EXPECT_NE(ReadFile(dir_ / "port-holders.log").find(":" + std::to_string(held)), std::string::npos)
+      << ReadFile(dir_ / "port-holders.log");
   auto metrics = daemon::HttpGet("127.0.0.1", http_port_, "/metrics");
   EXPECT_TRUE(metrics.ok()) << metrics.status();
 }

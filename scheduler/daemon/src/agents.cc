@@ -42,6 +42,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     n.route = from.peer.identity;
     n.store_endpoint = m.store_endpoint;
     n.connected = true;
+    n.serving = m.serving;
+    if (n.serving) serving_sync.insert(id);  // its ServingCommand follows (serving.cc)
     if (n.removed) {
       n.removed = false;
       ARYL_RETURN_IF_ERROR(store->SetMeta("removed/" + n.id, "0"));

@@ -295,6 +295,8 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
             }
           }
           return std::nullopt;
+        } else if constexpr (std::is_same_v<T, p::ServingReport>) {
+          return as_agent(m.agent_id);
         } else if constexpr (std::is_same_v<T, p::JobProgress> || std::is_same_v<T, p::ResizeReport>) {
           return runs_job(m.job);
         } else if constexpr (std::is_same_v<T, p::CheckpointReport>) {

@@ -217,7 +217,12 @@ void Daemon::Impl::DeclareMetrics() {
   metrics.DeclareCounter("aryl_jobs_submitted_total", "Jobs submitted");
   metrics.DeclareCounter("aryl_jobs_finished_total", "Jobs that ended, by how (completed, failed, cancelled)", ends);
   metrics.DeclareCounter("aryl_reclaims_total", "Servers reclaimed by inference");
-  metrics.DeclareCounter("aryl_reclaims_late_total", "Reclaimed servers emptied after their deadline");
+  metrics.DeclareCounter("aryl_reclaims_late_total",
+                         "Reclaimed servers emptied (serving again, with a serving side) after their deadline");
+  metrics.DeclareCounter("aryl_serving_failures_total", "Serving-side steps that failed, by step (start, ready, drain, stop, serve)",
+                         {"step=\"start\"", "step=\"ready\"", "step=\"drain\"", "step=\"stop\"", "step=\"serve\""});
+  metrics.DeclareHistogram("aryl_serving_warmup_seconds", "A serving side's start to ready, on each return",
+                           {1, 2, 5, 10, 20, 30, 60, 120, 300, 600});
   metrics.DeclareCounter("aryl_bad_requests_total", "Requests refused as invalid, undecodable frames included");
   metrics.DeclareCounter("aryl_state_write_failures_total", "State-file transactions that failed and were rolled back");
   metrics.DeclareCounter("aryl_refused_requests_total", "Requests refused by authorization, by message type");

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "aryl/agent/process.h"
 #include "aryl/daemon/cluster_series.h"
 #include "aryl/daemon/daemon.h"
 #include "aryl/daemon/demand_control.h"
@@ -134,8 +135,13 @@ class Daemon::Impl {
   struct PendingReclaim {
     std::string node;
     double start = 0;     // wall
-    double deadline = 0;  // wall
+    double deadline = 0;  // wall: training gone by then
     bool forced = false;
+    // A server with a serving side (protocol/serving.h): ready again by
+    // ready_by (the deadline asked for; `deadline` is that less the warm-up);
+    // serving_started once it was empty and told to serve.
+    double ready_by = 0;
+    bool serving_started = false;
   };
 
   DaemonOptions opt;
@@ -396,6 +402,21 @@ class Daemon::Impl {
   Status ReclaimServers(int count, const std::vector<std::string>& names, double deadline_s);
   void ReclaimTick(double now);
   void DemandTick(double now);
+
+  // --- serving.cc (protocol/serving.h)
+  std::optional<p::Message> On(const p::ReplyTo& from, p::ServingReport& m);
+  // Sends each node in serving_sync the state its serving side should be in.
+  void ServingTick(double now);
+  void SendServing(const Node& n, bool lend);
+  // The warm-up to allow a node's serving side: measured, else --serving-warmup; 0 without one.
+  double WarmupOf(const Node& n) const;
+  // The loan of a node whose serving side stopped (S4).
+  Status FinishLend(Node& n);
+  // --serving-hook with the event (bounded; never blocks the loop).
+  void ServingHook(const std::string& event, const Node& n, const std::string& detail);
+  std::set<std::string> serving_sync;  // registered since: send their ServingCommand
+  std::unique_ptr<agent::ProcessLauncher> hooks;  // --serving-hook runs
+  std::map<pid_t, double> hook_deadlines;
   // The Prometheus source (Init): poller and controller; InvalidArgument for a bad spec.
   Status StartDemandSource();
 

@@ -10,20 +10,30 @@ Status Daemon::Impl::Offer(const std::vector<std::string>& names) {
     if (it->second.pool != p::Pool::kInference)
       return Status::InvalidArgument("'" + name + "' is a training server; only inference servers can be offered");
     if (it->second.loan_state == "loaned") return Status::FailedPrecondition("'" + name + "' is already loaned");
+    if (it->second.loan_state == "lending")
+      return Status::FailedPrecondition("'" + name + "' is being lent (its serving side is stopping)");
     if (!it->second.connected) return Status::Unavailable("'" + name + "' is not connected");
     if (it->second.drained)
       return Status::FailedPrecondition("'" + name + "' is drained (aryl nodes resume " + name + " first)");
-    ids.push_back(it->second.server_id);
+    if (!it->second.serving) ids.push_back(it->second.server_id);
   }
+  // A server with a serving side is lent once that side stopped (serving.cc,
+  // protocol/serving.h S4); the others at once.
   ARYL_RETURN_IF_ERROR(Transaction("pool offer", [&]() -> Status {
-    ARYL_RETURN_IF_ERROR(Feed(s::ServersLoaned{ids}, "pool offer"));
+    if (!ids.empty()) ARYL_RETURN_IF_ERROR(Feed(s::ServersLoaned{ids}, "pool offer"));
     for (const auto& name : names) {
-      nodes[name].loan_state = "loaned";
-      ARYL_RETURN_IF_ERROR(SaveNode(nodes[name]));
-      ARYL_RETURN_IF_ERROR(Journal(0, "loan", name, json::object(), {name}));
+      Node& n = nodes[name];
+      n.loan_state = n.serving ? "lending" : "loaned";
+      ARYL_RETURN_IF_ERROR(SaveNode(n));
+      if (!n.serving) ARYL_RETURN_IF_ERROR(Journal(0, "loan", name, json::object(), {name}));
     }
     return Status::Ok();
   }));
+  for (const auto& name : names)
+    if (nodes[name].serving) {
+      spdlog::info("lending {} once its serving side stopped", name);
+      SendServing(nodes[name], true);
+    }
   // A server offered again before its reclaim completed is no longer pending.
   for (const auto& name : names)
     reclaims.erase(std::remove_if(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == name; }),
@@ -40,13 +50,25 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
     if (it->second.loan_state != "loaned") return Status::FailedPrecondition("'" + name + "' is not loaned");
     ids.push_back(it->second.server_id);
   }
-  current_reclaim_deadline = deadline_s;
+  // The deadline is when inference must be served again: training leaves by
+  // that less the warm-up of the servers' serving side (the longest among
+  // those that may be taken).
+  double warmup = 0;
+  for (const auto& [id, n] : nodes)
+    if (n.loan_state == "loaned" && (names.empty() || std::find(names.begin(), names.end(), id) != names.end()))
+      warmup = std::max(warmup, WarmupOf(n));
+  const double leave_s = warmup > 0 ? std::max(1.0, deadline_s - warmup) : deadline_s;
+  current_reclaim_deadline = leave_s;
   Status st = Transaction("pool reclaim", [&]() -> Status {
     ARYL_RETURN_IF_ERROR(Journal(0, "reclaim",
                                  std::to_string(names.empty() ? count : static_cast<int>(names.size())) +
-                                     " server(s) within " + FormatDuration(deadline_s),
-                                 {{"count", count}, {"deadline_seconds", deadline_s}}, names));
-    return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + deadline_s}, "pool reclaim");
+                                     " server(s) within " + FormatDuration(deadline_s) +
+                                     (warmup > 0 ? " (training leaves within " + FormatDuration(leave_s) +
+                                                       ": serving warm-up " + FormatDuration(warmup) + ")"
+                                                 : ""),
+                                 {{"count", count}, {"deadline_seconds", deadline_s}, {"warmup_seconds", warmup}},
+                                 names));
+    return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + leave_s}, "pool reclaim");
   });
   current_reclaim_deadline = 120;
   return st;
@@ -91,7 +113,11 @@ void Daemon::Impl::DemandTick(double now) {
       demand_servers = static_cast<int>(inference.size());
     }
     if (!demand_control) demand_control.emplace(DemandControlConfig{});
-    sample = DemandSample{now, static_cast<double>(demand->At((now - started_at) * opt.demand_time_scale))};
+    // Ahead by the longest serving warm-up: a server must be ready when the
+    // demand arrives, not start then.
+    double warmup = 0;
+    for (const auto& id : inference) warmup = std::max(warmup, WarmupOf(nodes[id]));
+    sample = DemandSample{now, static_cast<double>(demand->At((now - started_at) * opt.demand_time_scale + warmup))};
   }
   std::vector<std::string> offerable;
   int held = 0, loaned = 0;
@@ -99,7 +125,7 @@ void Daemon::Impl::DemandTick(double now) {
     // A server being reclaimed counts as inference's already (its jobs left
     // to finish run out on it): no second reclaim for it, and no offer.
     const bool draining = Draining(nodes[id]);
-    if (nodes[id].loan_state == "loaned" && !draining) {
+    if ((nodes[id].loan_state == "loaned" || nodes[id].loan_state == "lending") && !draining) {
       loaned++;
       continue;
     }
@@ -160,10 +186,24 @@ bool Daemon::Impl::Draining(const Node& n) const {
 void Daemon::Impl::ReclaimTick(double now) {
   NoteDraining();
   for (auto it = reclaims.begin(); it != reclaims.end();) {
+    if (it->serving_started) {  // empty; completes when its serving side is ready (serving.cc)
+      ++it;
+      continue;
+    }
     bool busy = false;
     for (auto& [jid, j] : jobs)
       for (auto& [wid, w] : j.workers)
         if (w.agent == it->node) busy = true;
+    if (!busy && nodes.count(it->node) && nodes[it->node].serving) {
+      double latency = now - it->start;
+      (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency) + "; its serving side starts",
+                    {{"latency_seconds", latency}, {"serving", true}}, {it->node});
+      spdlog::info("server {} empty after {:.2f} s: starting its serving side", it->node, latency);
+      SendServing(nodes[it->node], false);
+      it->serving_started = true;
+      ++it;
+      continue;
+    }
     if (!busy) {
       double latency = now - it->start;
       metrics.Observe("aryl_reclaim_latency_seconds", latency);

@@ -276,6 +276,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::DescribeNo
     d.reclaim_deadline = std::max(0.0, dr->second.deadline);
   }
   d.store_endpoint = n.store_endpoint;
+  d.serving = n.serving;
   for (const auto& [jid, j] : jobs) {
     if (!visible(jid)) continue;
     for (const auto& [wid, w] : j.workers) {

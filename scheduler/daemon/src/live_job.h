@@ -43,6 +43,9 @@ struct LiveNode {
   bool drain_now = false;
   bool removed = false;  // an operator forgot it (nodes remove); known again when its agent registers
   std::string route;                     // routing id it registered from (authz.cc)
+  // The serving side its agent manages (protocol/serving.h); nullopt: none.
+  // Memory only: the agent says it at every registration and change.
+  std::optional<p::ServingStatus> serving;
 };
 struct LiveWorker {
   p::WorkerId id = 0;

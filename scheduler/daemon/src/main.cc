@@ -57,6 +57,11 @@ int main(int argc, char** argv) {
       ("resize-margin", "Resize rule: seconds of progress a grow must gain on top of its pause (s)",
        cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_margin)))
       ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s); a job may ask for its own", cxxopts::value<double>()->default_value("10"))
+      ("serving-warmup", "Warm-up assumed for an inference server's serving side before one is measured (s)",
+       cxxopts::value<double>()->default_value("30"))
+      ("serving-hook", "Command (sh -c, 10 s at most) run on each loan start, serving side ready after a reclaim "
+                       "and serving-side failure, with ARYL_EVENT, ARYL_NODE, ARYL_DETAIL",
+       cxxopts::value<std::string>()->default_value(""))
       ("max-stop-grace", "The most grace a job may ask for (aryl submit --stop-grace) (s)", cxxopts::value<double>()->default_value("600"))
       ("throughput-dir", "Measured throughput tables (<dir>/<TYPE>/<model>.csv)", cxxopts::value<std::string>()->default_value(""))
       ("speed", "Jobs' speed: learned (fitted from the step times they report; docs/scheduler.md) or linear "
@@ -128,6 +133,8 @@ int main(int argc, char** argv) {
   d.resize_margin = r["resize-margin"].as<double>();
   d.stop_grace = r["stop-grace"].as<double>();
   d.max_stop_grace = r["max-stop-grace"].as<double>();
+  d.serving_warmup = r["serving-warmup"].as<double>();
+  d.serving_hook = r["serving-hook"].as<std::string>();
   d.throughput_dir = r["throughput-dir"].as<std::string>();
   d.speed = r["speed"].as<std::string>();
   d.port_range = r["port-range"].as<std::string>();
@@ -196,6 +203,7 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--resize-margin", d.resize_margin, 0);
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
   aryl::RequireAtLeast(prog, "--max-stop-grace", d.max_stop_grace, 0);
+  aryl::RequireAtLeast(prog, "--serving-warmup", d.serving_warmup, 0);
   aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);
 
   aryl::daemon::HaOptions ha;

@@ -184,6 +184,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
         pr = d->second;
         draining.erase(d);
       }
+      pr.ready_by = pr.deadline + WarmupOf(n);
       reclaims.push_back(pr);
       return Status::Ok();
     }

@@ -194,7 +194,7 @@ std::vector<p::NodeRow> Daemon::Impl::NodeRows() {
     if (!n.connected) r.state = p::NodeState::kDisconnected;
     else if (n.drained) r.state = r.used_slots > 0 ? p::NodeState::kDraining : p::NodeState::kDrained;
     else if (n.loan_state == "loaned") r.state = Draining(n) ? p::NodeState::kReclaiming : p::NodeState::kLoaned;
-    else if (n.loan_state == "held") {
+    else if (n.loan_state == "held" || n.loan_state == "lending") {  // lending: inference's until its serving side stops
       bool reclaiming = std::any_of(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == n.id; });
       r.state = reclaiming ? p::NodeState::kReclaiming : p::NodeState::kHeld;
     } else r.state = p::NodeState::kAvailable;

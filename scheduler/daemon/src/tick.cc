@@ -38,6 +38,7 @@ void Daemon::Impl::Tick() {
   LivenessTick(now);
   ConvergeTick(now);
   ReclaimTick(now);
+  ServingTick(now);
   DemandTick(now);
   LogRelayTick(now);
   SpeedFitTick();

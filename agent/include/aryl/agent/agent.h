@@ -58,6 +58,17 @@
 
 namespace aryl::agent {
 
+struct ServingOptions {
+  std::string start;               // shell command (sh -c)
+  std::string stop;                // shell command; empty: SIGTERM the start command's process
+  std::string drain;               // shell command; empty: no drain step
+  std::string ready_url;           // http://host:port/path answering 2xx when ready; empty: ready once started
+  double start_timeout = 600;      // start hook plus readiness (s)
+  double drain_timeout = 120;      // s
+  double stop_timeout = 60;        // s
+  std::string log_path;            // hooks' output; empty: <log dir>/serving.log
+};
+
 struct AgentOptions {
   // One endpoint or a comma list of every scheduler (protocol::ParseSchedulerEndpoints).
   std::string scheduler = "ipc:///run/aryl/scheduler.sock";  // protocol::kDefaultSchedulerEndpoint
@@ -83,6 +94,13 @@ struct AgentOptions {
   // Run-as-user (agent as root): file of "<owner> <account>" lines; empty: workers
   // run as the agent's own user.
   std::string run_as;
+  // The serving side of an inference server (protocol/serving.h,
+  // docs/operations.md "The serving side of a loan"). serving_start empty:
+  // none. Without serving_stop the start command is the serving process
+  // itself, kept by the agent (stopped by SIGTERM, SIGKILL after
+  // serving_stop_timeout); with it, start and stop are commands that return
+  // (systemctl start/stop, kubectl scale) and must exit 0 in time.
+  ServingOptions serving;
 };
 
 class Agent {

@@ -63,7 +63,8 @@ inline constexpr std::string_view kEventKinds[] = {
     "submit",  "start",      "resize",    "resize_report", "preempt", "worker_exit", "checkpoint",
     "finished", "failed",    "cancelled", "register",      "node_failed", "drain",   "resume",
     "remove",  "loan",       "reclaim",   "reclaimed",     "return",  "restart",     "lease_wait",
-    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report", "generation_abandoned"};
+    "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report", "generation_abandoned",
+    "serving_draining", "serving_stopping", "serving_stopped", "serving_starting", "serving_ready", "serving_failed"};
 bool IsEventKind(std::string_view kind);
 
 // One journal row. `data` holds the row's facts as JSON (generation,
@@ -348,11 +349,12 @@ struct NodeDescription {
   static constexpr std::string_view kType = "node_description";
   NodeRow row{};
   std::string liveness{};    // live | draining | drained | dead
-  std::string loan_state{};  // available | held | loaned | reclaiming
+  std::string loan_state{};  // available | held | lending | loaned | reclaiming
   double reclaim_deadline = 0;  // unix seconds while reclaiming; 0 otherwise
   std::string store_endpoint{};
   std::vector<NodeWorker> workers{};  // by job, then rank
   std::vector<EventRow> recent_events{};  // newest kDescribeNodeEvents, oldest first
+  std::optional<ServingStatus> serving{};  // its serving side (serving.h); absent: none
   template <typename V>
   void Visit(V& v) {
     v("row", row);
@@ -362,6 +364,7 @@ struct NodeDescription {
     v("store_endpoint", store_endpoint);
     v("workers", workers);
     v("recent_events", recent_events);
+    v("serving", serving);
   }
   bool operator==(const NodeDescription&) const = default;
 };

@@ -195,6 +195,26 @@ struct RunningWorker {
   bool operator==(const RunningWorker&) const = default;
 };
 
+// The serving side of an inference server, as its agent manages it
+// (serving.h; agent/include/aryl/agent/serving_machine.h): state is one of
+// "starting", "ready", "draining", "stopping", "stopped", "failed".
+struct ServingStatus {
+  std::string state{};
+  bool lent = false;          // what the agent was last told (ServingCommand)
+  std::string step{};         // failed: the step that failed (start, ready, drain, stop)
+  std::string error{};        // failed: why, naming the command or URL
+  double warmup_seconds = -1;  // the last start-to-ready time measured here (-1: none yet)
+  template <typename V>
+  void Visit(V& v) {
+    v("state", state, {.non_empty = true});
+    v("lent", lent);
+    v("step", step);
+    v("error", error);
+    v("warmup_seconds", warmup_seconds, {.min = -1});
+  }
+  bool operator==(const ServingStatus&) const = default;
+};
+
 // How a worker's program ended, in its own words (WorkerDone, carried on in
 // WorkerExited.outcome): "completed" (it finished its work), "stopped" (it
 // stopped at a step boundary with a durable checkpoint, e.g. on a stop request
@@ -359,6 +379,9 @@ struct AgentRegister {
   // Random per agent process: a registration with a new one from an agent the
   // scheduler holds connected means the agent restarted and its workers died.
   std::uint64_t instance = 0;
+  // Present when the agent manages its server's serving side (inference
+  // agents with --serving-start): its state now (serving.h).
+  std::optional<ServingStatus> serving{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -371,6 +394,7 @@ struct AgentRegister {
     v("exited", exited);
     v("cluster_id", cluster_id);
     v("instance", instance);
+    v("serving", serving);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -1217,6 +1241,7 @@ struct StoreReply {
 }  // namespace aryl::protocol
 #define ARYL_PROTOCOL_MESSAGES_H_PARTS
 #include "aryl/protocol/inspect.h"
+#include "aryl/protocol/serving.h"
 #undef ARYL_PROTOCOL_MESSAGES_H_PARTS
 namespace aryl::protocol {
 
@@ -1236,7 +1261,8 @@ namespace aryl::protocol {
   X(WorkerCheckpointRequest) X(WorkerLeave) X(WorkerDone)                                  \
   X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)        \
   X(StoreDeleteKey) X(StoreReply)                                                         \
-  ARYL_PROTOCOL_INSPECT_MESSAGES(X)
+  ARYL_PROTOCOL_INSPECT_MESSAGES(X)                                                        \
+  ARYL_PROTOCOL_SERVING_MESSAGES(X)
 // clang-format on
 
 #define ARYL_PROTOCOL_COMMA_TYPE_(T) , T

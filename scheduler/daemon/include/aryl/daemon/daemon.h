@@ -96,6 +96,12 @@ struct DaemonOptions {
   std::string inference_demand;
   double demand_time_scale = 1.0;        // demand-curve seconds per wall second
   double demand_reclaim_deadline = 10;   // seconds a demand-driven reclaim allows
+  // The serving side of inference servers (protocol/serving.h): the warm-up
+  // assumed for a server whose agent has measured none yet (s), and a command
+  // run (sh -c, 10 s at most) on each loan start, serving side ready after a
+  // reclaim, and serving-side failure, with ARYL_EVENT, ARYL_NODE, ARYL_DETAIL.
+  double serving_warmup = 30;
+  std::string serving_hook;
   // A job that finishes before a reclaim's deadline (by the core's estimate,
   // with time to spare for a checkpoint) is left to finish on the reclaimed
   // server, which returns when it empties or when the job must leave
