@@ -1,0 +1,68 @@
+// Teams in the simulator (aryl-sim --queues): which queue and priority class
+// each trace job belongs to, and what each queue got (docs/simulator.md,
+// "Teams").
+//
+//   1. Assignment: a job's queue is drawn by a stable hash of its trace id
+//      (independent of --seed), weighted by the queues' jobs_share; its
+//      priority class by a second hash, weighted by its queue's priority_mix.
+//   2. Per queue, over the run (QueueMeter, fed by the executor):
+//        gpu_hours           GPU-time its jobs held, training and loaned;
+//        borrowed_gpu_hours  GPU-time it held on training servers above its
+//                            nominal quota (flexible workers included);
+//        loaned_gpu_hours    GPU-time it held on loaned servers;
+//        avg_queue_s/avg_jct_s  as RunMetrics, over its jobs;
+//        quota_held_fraction of the time its demand (GPUs held + the sizes its
+//                            queued jobs wait for: the minimum of an elastic
+//                            job under an elastic policy, the requested size
+//                            otherwise) was at least its quota, not counting
+//                            the first `bound` seconds of each such stretch,
+//                            the fraction in which it held (training and
+//                            loaned GPUs) at least its quota; 1 when that
+//                            time is empty.
+// Thread safety: values; one meter per run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aryl/result.h"
+#include "aryl/sched/queues.h"
+#include "aryl/sched/types.h"
+#include "aryl/sim/metrics.h"
+
+namespace aryl::sim {
+
+// Sets JobSpec::queue and JobSpec::priority of every job (1. above).
+// InvalidArgument when every jobs_share is 0, or when a job needs more GPUs
+// than its queue's quota (of `quota_type`) plus its borrowing limit: it could
+// never run on training servers.
+Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig& queues,
+                    const std::string& quota_type);
+
+class QueueMeter {
+ public:
+  QueueMeter(const sched::QueueConfig& queues, const std::string& quota_type, double bound, double start);
+  // Integrates every queue's state from the last call up to t.
+  void Advance(double t);
+  // Changes of queue q's GPUs held (on training or loaned servers) and of the
+  // GPUs its queued jobs wait for.
+  void Held(int q, int training, int loaned) {
+    training_[q] += training;
+    loaned_[q] += loaned;
+  }
+  void Waiting(int q, int gpus) { waiting_[q] += gpus; }
+  // The per-queue table; `jobs` in the order of `queue_of`.
+  std::vector<QueueMetrics> Finish(const std::vector<JobOutcome>& jobs, const std::vector<int>& queue_of) const;
+
+ private:
+  const sched::QueueConfig& queues_;
+  std::vector<int> quota_;
+  double bound_;
+  double now_;
+  std::vector<int> training_, loaned_, waiting_;
+  std::vector<double> stretch_since_;  // when demand last rose to the quota; -1: below it
+  std::vector<double> held_s_, borrowed_s_, loaned_s_, owed_s_, kept_s_;
+};
+
+}  // namespace aryl::sim
