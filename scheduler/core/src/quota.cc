@@ -110,7 +110,7 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
   const SchedulerConfig& cfg = state_->config();
   const Seconds now = state_->now();
   const bool deadline_passed = now - need.since >= cfg.quota_reclaim_deadline;
-  if (!deadline_passed) *wakeup = std::min(*wakeup, need.since + cfg.quota_reclaim_deadline);
+  bool spared = false;  // a borrowed job spared by its minimum runtime
   struct Candidate {
     int priority;
     double cost;
@@ -142,6 +142,7 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
       if (state_->OnDraining(j)) continue;  // left to finish where it is
       if (!deadline_passed && now - j.started_at < cfg.quota_min_runtime) {
         *wakeup = std::min(*wakeup, j.started_at + cfg.quota_min_runtime);
+        spared = true;
         continue;
       }
       const double cost = (cfg.CheckpointSeconds(j.spec.state_bytes) + cfg.resume_pause) * j.workers;
@@ -164,7 +165,11 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
     out.push_back(std::move(a));
     freed += c.base;
   }
-  if (freed < need.need) return {};
+  if (freed < need.need) {
+    // The deadline makes every spared job eligible: look again then.
+    if (spared) *wakeup = std::min(*wakeup, need.since + cfg.quota_reclaim_deadline);
+    return {};
+  }
   return out;
 }
 
