@@ -331,6 +331,34 @@ TEST(FairShareTest, SaturatedQueuesWithoutQuotaShareByWeightOverALongRun) {
   EXPECT_EQ(s.quota_preemptions, 0);  // nobody has a quota to take back
 }
 
+// --- Spare capacity ------------------------------------------------------------------
+
+TEST(SpareShareTest, WeightedSharesFillByWeightAndNeverBeyondDemand) {
+  EXPECT_EQ(WeightedShares({1, 3}, {100, 100}, 16), (std::vector<int>{4, 12}));
+  EXPECT_EQ(WeightedShares({1, 3}, {100, 2}, 16), (std::vector<int>{14, 2}));  // b wants less than its 12
+  EXPECT_EQ(WeightedShares({1, 1, 1}, {100, 100, 0}, 7), (std::vector<int>{4, 3, 0}));  // tie: lowest index
+  EXPECT_EQ(WeightedShares({1, 1}, {3, 2}, 16), (std::vector<int>{3, 2}));  // all demand met, the rest unused
+  EXPECT_EQ(WeightedShares({2, 1}, {0, 0}, 16), (std::vector<int>{0, 0}));
+}
+
+TEST(SpareShareTest, AQueueWithElasticDemandGetsItsWeightShareOfSpareGpus) {
+  // 32 GPUs, no quotas: queue a (weight 1) runs three elastic jobs, b
+  // (weight 3) one; every job could use all spare GPUs. Without queues the
+  // knapsack would favour whichever jobs gain most; with them b's one job
+  // gets at least 3/4 of the spare GPUs and a's jobs at least 1/4.
+  Harness h(Servers(4, 0), "aryl",
+            WithQueues("queue,quota_gpus,weight,jobs_share\na,0,1,0.5\nb,0,3,0.5\n", 32));
+  h.Submit(In(Elastic(1, 2, 32, 1e6), "a"));
+  h.Submit(In(Elastic(2, 2, 32, 1e6), "a"));
+  h.Submit(In(Elastic(3, 2, 32, 1e6), "a"));
+  h.Submit(In(Elastic(4, 2, 32, 1e6), "b"));
+  const int spare = 32 - 4 * 2;
+  const int a_extra = h.job(1).workers + h.job(2).workers + h.job(3).workers - 3 * 2;
+  const int b_extra = h.job(4).workers - 2;
+  EXPECT_GE(b_extra, spare * 3 / 4) << "a " << a_extra << " b " << b_extra;
+  EXPECT_GE(a_extra, spare / 4) << "a " << a_extra << " b " << b_extra;
+}
+
 // --- Without teams -------------------------------------------------------------------
 
 TEST(QuotaTest, OneQueueHoldingTheTrainingClusterDecidesAsNoQueues) {

@@ -1,6 +1,7 @@
 // The queues file: parsing and checks against the training cluster.
 #include "aryl/sched/queues.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -189,6 +190,48 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
   }
   config.Index();
   return config;
+}
+
+std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands, int capacity) {
+  const size_t n = demands.size();
+  std::vector<int> caps(n, 0);
+  std::vector<bool> active(n, false);
+  for (size_t i = 0; i < n; ++i) active[i] = demands[i] > 0;
+  int left = capacity;
+  while (left > 0) {
+    double w = 0;
+    for (size_t i = 0; i < n; ++i) w += active[i] ? weights[i] : 0;
+    if (!(w > 0)) break;
+    bool settled = false;  // a demand within its share took all of it
+    for (size_t i = 0; i < n; ++i) {
+      if (active[i] && demands[i] - caps[i] <= left * weights[i] / w) {
+        left -= demands[i] - caps[i];
+        caps[i] = demands[i];
+        active[i] = false;
+        settled = true;
+      }
+    }
+    if (settled) continue;
+    std::vector<std::pair<double, size_t>> rest;  // (-fraction, index)
+    int given = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!active[i]) continue;
+      const double exact = left * weights[i] / w;
+      const int whole = static_cast<int>(exact);
+      caps[i] += whole;
+      given += whole;
+      rest.emplace_back(-(exact - whole), i);
+    }
+    left -= given;
+    std::sort(rest.begin(), rest.end());
+    for (const auto& [f, i] : rest) {
+      if (left == 0) break;
+      ++caps[i];
+      --left;
+    }
+    break;
+  }
+  return caps;
 }
 
 Result<QueueConfig> ReadQueuesFile(const std::string& file, const QueueCluster& cluster) {

@@ -87,6 +87,13 @@ struct QueueConfig {
   std::unordered_map<std::string, int> index_;
 };
 
+// Weighted max-min fair shares of `capacity` among demands (water-filling):
+// a demand at most its weight's share of what is left gets all of it, the
+// others split the rest by weight (whole GPUs; remainders to the largest
+// fractions, then the lowest index). Never more than a demand; all of
+// `capacity` is given while demand remains.
+std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands, int capacity);
+
 // The training cluster a queues file is checked against: GPUs per type, and
 // the type a quota without a gpu_type column is in.
 struct QueueCluster {
