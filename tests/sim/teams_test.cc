@@ -90,6 +90,10 @@ TEST(QueueMeterTest, QuotaHeldFractionSkipsTheFirstBoundSecondsOfEachStretch) {
   auto r = m.Finish(outcomes, {0});
   ASSERT_EQ(r.size(), 1u);
   EXPECT_NEAR(r[0].quota_held_fraction, 400.0 / 600.0, 1e-9);
+  // Missed: [100,200) with an 8-GPU job waiting that fits the 8 left, and
+  // [700,800) with a 6-GPU job that does not fit the 4 left.
+  EXPECT_NEAR(r[0].quota_missed_s, 200, 1e-9);
+  EXPECT_NEAR(r[0].quota_missed_fitting_s, 100, 1e-9);
   EXPECT_NEAR(r[0].gpu_hours, (8 * 300 + 2 * 100 + 4 * 200 + 14 * 100) / 3600.0, 1e-9);
   EXPECT_NEAR(r[0].borrowed_gpu_hours, 2 * 100 / 3600.0, 1e-9);
   EXPECT_NEAR(r[0].loaned_gpu_hours, 4 * 100 / 3600.0, 1e-9);

@@ -189,6 +189,8 @@ nlohmann::ordered_json RunToJson(const RunMetrics& m) {
       x["avg_queue_s"] = q.avg_queue_s;
       x["avg_jct_s"] = q.avg_jct_s;
       x["quota_held_fraction"] = q.quota_held_fraction;
+      x["quota_missed_s"] = q.quota_missed_s;
+      x["quota_missed_fitting_s"] = q.quota_missed_fitting_s;
       qs.push_back(std::move(x));
     }
   }

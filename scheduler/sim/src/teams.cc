@@ -56,6 +56,8 @@ QueueMeter::QueueMeter(const sched::QueueConfig& queues, const std::string& quot
   loaned_s_.assign(n, 0);
   owed_s_.assign(n, 0);
   kept_s_.assign(n, 0);
+  missed_fitting_s_.assign(n, 0);
+  sizes_.assign(n, {});
 }
 
 void QueueMeter::Advance(double t) {
@@ -71,7 +73,11 @@ void QueueMeter::Advance(double t) {
       const double from = std::max(now_, stretch_since_[q] + bound_);
       if (t > from) {
         owed_s_[q] += t - from;
-        if (held >= quota_[q]) kept_s_[q] += t - from;
+        if (held >= quota_[q]) {
+          kept_s_[q] += t - from;
+        } else if (!sizes_[q].empty() && *sizes_[q].begin() <= quota_[q] - training_[q]) {
+          missed_fitting_s_[q] += t - from;
+        }
       }
     } else {
       stretch_since_[q] = -1;
@@ -101,6 +107,8 @@ std::vector<QueueMetrics> QueueMeter::Finish(const std::vector<JobOutcome>& jobs
     r.avg_queue_s = m.avg_queue_s;
     r.avg_jct_s = m.avg_jct_s;
     r.quota_held_fraction = owed_s_[q] > 0 ? kept_s_[q] / owed_s_[q] : 1;
+    r.quota_missed_s = owed_s_[q] - kept_s_[q];
+    r.quota_missed_fitting_s = missed_fitting_s_[q];
     out.push_back(std::move(r));
   }
   return out;

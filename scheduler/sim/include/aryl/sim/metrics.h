@@ -69,6 +69,8 @@ struct QueueMetrics {
   double avg_queue_s = 0;
   double avg_jct_s = 0;
   double quota_held_fraction = 1;
+  double quota_missed_s = 0;
+  double quota_missed_fitting_s = 0;
 };
 
 struct RunMetrics {

@@ -18,11 +18,17 @@
 //                            the first `bound` seconds of each such stretch,
 //                            the fraction in which it held (training and
 //                            loaned GPUs) at least its quota; 1 when that
-//                            time is empty.
+//                            time is empty;
+//        quota_missed_s      the counted time in which it held less;
+//        quota_missed_fitting_s  the part of it in which one of its queued
+//                            jobs fit within what is left of its quota on
+//                            training servers: what the rules owe it (a
+//                            larger job must borrow and takes nothing back).
 // Thread safety: values; one meter per run.
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,7 +57,15 @@ class QueueMeter {
     training_[q] += training;
     loaned_[q] += loaned;
   }
-  void Waiting(int q, int gpus) { waiting_[q] += gpus; }
+  // A job of queue q enters (+gpus) or leaves (-gpus) the queue.
+  void Waiting(int q, int gpus) {
+    waiting_[q] += gpus;
+    if (gpus > 0) {
+      sizes_[q].insert(gpus);
+    } else if (auto it = sizes_[q].find(-gpus); it != sizes_[q].end()) {
+      sizes_[q].erase(it);
+    }
+  }
   // The per-queue table; `jobs` in the order of `queue_of`.
   std::vector<QueueMetrics> Finish(const std::vector<JobOutcome>& jobs, const std::vector<int>& queue_of) const;
 
@@ -62,7 +76,8 @@ class QueueMeter {
   double now_;
   std::vector<int> training_, loaned_, waiting_;
   std::vector<double> stretch_since_;  // when demand last rose to the quota; -1: below it
-  std::vector<double> held_s_, borrowed_s_, loaned_s_, owed_s_, kept_s_;
+  std::vector<std::multiset<int>> sizes_;  // the sizes its queued jobs wait for
+  std::vector<double> held_s_, borrowed_s_, loaned_s_, owed_s_, kept_s_, missed_fitting_s_;
 };
 
 }  // namespace aryl::sim
