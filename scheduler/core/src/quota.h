@@ -46,6 +46,14 @@ class QuotaLedger {
   // The fastest type (for `job` at `d` workers) on which q stays within its
   // nominal quota; -1 when none.
   int WithinType(const JobInfo& job, int d) const;
+  // Whether q holds less than its nominal quota of some type (only then can
+  // a job of q be within quota).
+  bool UnderNominal(int q) const {
+    for (size_t t = 0; t < used_[q].size(); ++t) {
+      if (used_[q][t] < nominal_[q][t]) return true;
+    }
+    return false;
+  }
   // q has pending work within its quota: it lends none of its unused quota.
   void MarkStarving(int q) { starving_[q] = true; }
   // Charges (sign +1) or refunds (-1) q for base workers on `placement`.

@@ -237,6 +237,9 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   };
   if ((free_left > 0 || queues) && !incremental) {
     for (JobId id : state.queued()) {
+      // With no GPU free only a job within its quota matters (it may take
+      // quota back): skip the queues that hold their quota already.
+      if (free_left == 0 && queues && !ledger.UnderNominal(state.job(id)->queue)) continue;
       const AdmissionPlace place = AdmissionOf(state, opt, *state.job(id));
       queue.push_back({place.key, place.submit, place.id, place.demand});
     }
