@@ -242,6 +242,7 @@ const char kFour[] =
 
 struct RandomStats {
   std::map<std::string, double> gpu_seconds;  // training GPU-time per queue
+  std::map<std::string, double> loaned_seconds;  // loaned GPU-time per queue
   int quota_preemptions = 0;
 };
 
@@ -271,6 +272,12 @@ RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char*
   Seconds last = 0;
   auto account = [&](Seconds t) {
     for (const auto& [q, n] : Held(h.state())) out.gpu_seconds[q] += n * (t - last);
+    for (JobId id : h.state().running()) {
+      const JobInfo& j = *h.state().job(id);
+      for (const auto& [sid, n] : j.placement) {
+        if (h.state().server(sid)->loaned()) out.loaned_seconds[j.spec.queue] += n * (t - last);
+      }
+    }
     last = t;
   };
   JobId next = 1;
@@ -329,6 +336,32 @@ TEST(FairShareTest, SaturatedQueuesWithoutQuotaShareByWeightOverALongRun) {
   ASSERT_GT(total, 0);
   EXPECT_NEAR(s.gpu_seconds["b"] / total, 0.75, 0.03) << "a " << s.gpu_seconds["a"] << " b " << s.gpu_seconds["b"];
   EXPECT_EQ(s.quota_preemptions, 0);  // nobody has a quota to take back
+}
+
+TEST(FairShareTest, LoanedServersAreSharedByWeightAmongQueuesWithDemand) {
+  // Two queues holding their 16-GPU quotas (weights 1 and 3), both always
+  // backlogged; one loaned server of 8 GPUs belongs to no team: over a long
+  // run b gets 3/4 of its GPU-time, within 0.05.
+  const char csv[] = "queue,quota_gpus,weight,jobs_share\na,16,1,0.5\nb,16,3,0.5\n";
+  RandomStats s = RandomRun("loan-only", 5, csv, 4000, true);
+  const double total = s.loaned_seconds["a"] + s.loaned_seconds["b"];
+  ASSERT_GT(total, 0);
+  EXPECT_NEAR(s.loaned_seconds["b"] / total, 0.75, 0.05)
+      << "a " << s.loaned_seconds["a"] << " b " << s.loaned_seconds["b"];
+  EXPECT_NEAR(s.gpu_seconds["a"] / (s.gpu_seconds["a"] + s.gpu_seconds["b"]), 0.5, 0.03);  // their quotas
+}
+
+TEST(QuotaTest, QueuesBorrowOnlyWithinTheirCohort) {
+  // a and b in cohort lab, c alone in ops; 24 GPUs, quotas 8 each. c is
+  // idle, b is idle: a borrows b's 8, never c's.
+  Harness h(Servers(3, 0), "baseline",
+            WithQueues("queue,quota_gpus,weight,jobs_share,cohort\na,8,1,0.4,lab\nb,8,1,0.3,lab\nc,8,1,0.3,ops\n", 24));
+  for (JobId id = 1; id <= 6; ++id) h.Submit(In(Inelastic(id, 4, 1e6), "a"));
+  EXPECT_EQ(Held(h.state())["a"], 16);
+  EXPECT_EQ(h.job(5).status, JobStatus::kQueued);
+  // c's own jobs start on its quota at once.
+  h.Submit(In(Inelastic(7, 8, 1e6), "c"), 1);
+  EXPECT_EQ(h.job(7).status, JobStatus::kRunning);
 }
 
 // --- Spare capacity ------------------------------------------------------------------
