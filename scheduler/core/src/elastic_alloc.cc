@@ -5,8 +5,8 @@
 #include <tuple>
 
 #include "aryl/sched/knapsack.h"
-#include "aryl/sched/queues.h"
 #include "aryl/sched/resize_rule.h"
+#include "quota.h"
 #include "round_alloc.h"
 
 namespace aryl::sched::internal {
@@ -128,50 +128,13 @@ void AllocateAmong(const std::vector<Alloc*>& group, int capacity, const RoundOp
   }
 }
 
-// With queues (queues.h, rule 5): the spare GPUs are first split among the
-// queues with elastic demand by weighted max-min fair shares (WeightedShares;
-// a queue's demand is what its jobs could grow by), each queue's jobs share
-// its part by the policy's rule, and what a queue leaves unused goes to the
-// others in queue order. So no queue with elastic demand gets less than its
-// weight's share of the spare GPUs (or its demand) to allocate.
+// The allocation of `capacity` spare GPUs of one type among `group`: with
+// queues, split by queue first (SplitSpareByQueue, quota.h, rule 5).
 void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
                     const SchedulerConfig& cfg) {
-  const QueueConfig* queues = cfg.queues.get();
-  if (queues == nullptr || group.empty() || capacity <= 0) return AllocateAmong(group, capacity, opt, cfg);
-  const size_t n_q = queues->queues.size();
-  static thread_local std::vector<std::vector<Alloc*>> by_queue;
-  by_queue.resize(n_q);
-  for (auto& v : by_queue) v.clear();
-  std::vector<int> demand(n_q, 0);
-  size_t present = 0;
-  for (Alloc* a : group) {
-    const int q = a->job->queue;
-    if (by_queue[q].empty()) ++present;
-    by_queue[q].push_back(a);
-    const int top = std::min(a->job->spec.max_workers, static_cast<int>(a->job->curves[a->home].size()) - 1);
-    demand[q] += std::max(0, top - Sum(a->base));
-  }
-  if (present <= 1) return AllocateAmong(group, capacity, opt, cfg);
-  std::vector<double> weights(n_q);
-  for (size_t q = 0; q < n_q; ++q) weights[q] = queues->queues[q].weight;
-  const std::vector<int> caps = WeightedShares(weights, demand, capacity);
-  std::vector<int> used(n_q, 0);
-  int left = capacity;
-  for (size_t q = 0; q < n_q; ++q) {
-    if (by_queue[q].empty()) continue;
-    AllocateAmong(by_queue[q], caps[q], opt, cfg);
-    for (const Alloc* a : by_queue[q]) used[q] += a->extra;
-    left -= used[q];
-  }
-  for (size_t q = 0; q < n_q && left > 0; ++q) {
-    if (by_queue[q].empty() || used[q] >= demand[q]) continue;
-    for (Alloc* a : by_queue[q]) a->extra = 0;
-    AllocateAmong(by_queue[q], used[q] + left, opt, cfg);
-    int now = 0;
-    for (const Alloc* a : by_queue[q]) now += a->extra;
-    left -= now - used[q];
-    used[q] = now;
-  }
+  SplitSpareByQueue(group, capacity, cfg, [&](const std::vector<Alloc*>& part, int cap) {
+    AllocateAmong(part, cap, opt, cfg);
+  });
 }
 
 // hetero_dp: for each GPU type, the GPUs on its loaned servers that the

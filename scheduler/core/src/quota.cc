@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include "round_alloc.h"
+
 namespace aryl::sched::internal {
 
 void QuotaLedger::Reset(const ClusterState& state, const QueueConfig& queues, bool elastic) {
@@ -106,6 +108,27 @@ double QuotaLedger::Share(int q) const {
   return above / config_->queues[q].weight;
 }
 
+void QuotaLedger::ByShare(const std::vector<int>& queue_of, const std::function<bool()>& more,
+                          const std::function<void(size_t)>& admit) const {
+  std::vector<std::vector<size_t>> per_queue(queues());
+  for (size_t i = 0; i < queue_of.size(); ++i) per_queue[queue_of[i]].push_back(i);
+  std::vector<size_t> head(queues(), 0);
+  while (more()) {
+    int best = -1;
+    double best_share = 0;
+    for (int q = 0; q < queues(); ++q) {
+      if (head[q] >= per_queue[q].size()) continue;
+      const double share = Share(q);
+      if (best < 0 || share < best_share) {
+        best = q;
+        best_share = share;
+      }
+    }
+    if (best < 0) return;
+    admit(per_queue[best][head[best]++]);
+  }
+}
+
 std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup) const {
   const SchedulerConfig& cfg = state_->config();
   const Seconds now = state_->now();
@@ -171,6 +194,52 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
     return {};
   }
   return out;
+}
+
+// With queues (queues.h, rule 5): the spare GPUs are first split among the
+// queues with elastic demand by weighted max-min fair shares (WeightedShares;
+// a queue's demand is what its jobs could grow by), each queue's jobs share
+// its part by the policy's rule, and what a queue leaves unused goes to the
+// others in queue order. So no queue with elastic demand gets less than its
+// weight's share of the spare GPUs (or its demand) to allocate.
+void SplitSpareByQueue(const std::vector<Alloc*>& group, int capacity, const SchedulerConfig& cfg,
+                       const std::function<void(const std::vector<Alloc*>&, int)>& allocate) {
+  const QueueConfig* queues = cfg.queues.get();
+  if (queues == nullptr || group.empty() || capacity <= 0) return allocate(group, capacity);
+  const size_t n_q = queues->queues.size();
+  static thread_local std::vector<std::vector<Alloc*>> by_queue;
+  by_queue.resize(n_q);
+  for (auto& v : by_queue) v.clear();
+  std::vector<int> demand(n_q, 0);
+  size_t present = 0;
+  for (Alloc* a : group) {
+    const int q = a->job->queue;
+    if (by_queue[q].empty()) ++present;
+    by_queue[q].push_back(a);
+    const int top = std::min(a->job->spec.max_workers, static_cast<int>(a->job->curves[a->home].size()) - 1);
+    demand[q] += std::max(0, top - Sum(a->base));
+  }
+  if (present <= 1) return allocate(group, capacity);
+  std::vector<double> weights(n_q);
+  for (size_t q = 0; q < n_q; ++q) weights[q] = queues->queues[q].weight;
+  const std::vector<int> caps = WeightedShares(weights, demand, capacity);
+  std::vector<int> used(n_q, 0);
+  int left = capacity;
+  for (size_t q = 0; q < n_q; ++q) {
+    if (by_queue[q].empty()) continue;
+    allocate(by_queue[q], caps[q]);
+    for (const Alloc* a : by_queue[q]) used[q] += a->extra;
+    left -= used[q];
+  }
+  for (size_t q = 0; q < n_q && left > 0; ++q) {
+    if (by_queue[q].empty() || used[q] >= demand[q]) continue;
+    for (Alloc* a : by_queue[q]) a->extra = 0;
+    allocate(by_queue[q], used[q] + left);
+    int now = 0;
+    for (const Alloc* a : by_queue[q]) now += a->extra;
+    left -= now - used[q];
+    used[q] = now;
+  }
 }
 
 }  // namespace aryl::sched::internal

@@ -7,6 +7,7 @@
 // within its quota finds no GPUs, which borrowed jobs to preempt (Reclaim).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,17 @@
 #include "aryl/sched/types.h"
 
 namespace aryl::sched::internal {
+
+struct Alloc;  // round_alloc.h
+
+// Rule 5 (queues.h): calls allocate(part, capacity) to share `capacity`
+// spare GPUs among `group`; with queues and jobs of more than one queue,
+// once per queue with its weighted max-min fair share (WeightedShares; a
+// queue's demand is what its jobs could grow by), then again for queues
+// below their demand with what the others left, in queue order. `allocate`
+// sets each Alloc's `extra` (from 0).
+void SplitSpareByQueue(const std::vector<Alloc*>& group, int capacity, const SchedulerConfig& cfg,
+                       const std::function<void(const std::vector<Alloc*>&, int)>& allocate);
 
 // The follow-up round after a quota reclaim's preemptions (Policy::next_wakeup):
 // the freed GPUs are admitted this much later.
@@ -65,6 +77,12 @@ class QuotaLedger {
   // Kueue's weighted share: GPUs held above nominal (all types) plus loaned
   // GPUs held, over the queue's weight.
   double Share(int q) const;
+  // Pass 2's order (queues.h, rule 3): `queue_of[i]` is the queue of the
+  // i-th deferred job, in admission order; calls admit(i) for the first
+  // job not yet tried of the queue with the lowest Share (ties: the lower
+  // index), recomputed after every call, while more() and jobs remain.
+  void ByShare(const std::vector<int>& queue_of, const std::function<bool()>& more,
+               const std::function<void(size_t)>& admit) const;
   // Preemptions (suspend) that free `need.need` GPUs of `need.type` from jobs
   // running on borrowed quota (queues.h, rule 4); empty when the eligible ones
   // do not free enough. `*wakeup` is lowered to when a spared job becomes

@@ -427,28 +427,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       }
     }
     if (wakeup) *wakeup = std::min(*wakeup, eligible);
-    // Pass 2: the deferred jobs (in admission order per queue), the queue
-    // with the lowest weighted share first.
+    // Pass 2: the deferred jobs by fair share (QuotaLedger::ByShare).
     pass = 2;
-    static thread_local std::vector<std::vector<int>> per_queue;
-    static thread_local std::vector<size_t> head;
-    per_queue.assign(ledger.queues(), {});
-    head.assign(ledger.queues(), 0);
-    for (size_t i = 0; i < deferred.size(); ++i) per_queue[state.job(deferred[i].id)->queue].push_back(static_cast<int>(i));
-    while (free_left > 0) {
-      int best = -1;
-      double best_share = 0;
-      for (int qi = 0; qi < ledger.queues(); ++qi) {
-        if (head[qi] >= per_queue[qi].size()) continue;
-        const double share = ledger.Share(qi);
-        if (best < 0 || share < best_share) {
-          best = qi;
-          best_share = share;
-        }
-      }
-      if (best < 0) break;
-      admit(deferred[per_queue[best][head[best]++]]);
-    }
+    static thread_local std::vector<int> deferred_queue;
+    deferred_queue.clear();
+    for (const Queued& q : deferred) deferred_queue.push_back(state.job(q.id)->queue);
+    ledger.ByShare(deferred_queue, [&] { return free_left > 0; }, [&](size_t i) { admit(deferred[i]); });
   }
 
   // 3. Elastic allocation of the GPUs left, per GPU type, and 4. placement
