@@ -93,8 +93,10 @@ TEST(QueuesFileTest, ErrorsNameTheLineTheFieldAndTheValue) {
       {head + "a,8,0,1\n", "q.csv:2: field 'weight': value '0': must be > 0"},
       {head + "a,2.5,1,1\n", "q.csv:2: field 'quota_gpus': value '2.5'"},
       {head + "a,17,1,1\n", "q.csv:2: field 'quota_gpus': value '17': above the cluster's 16 A100"},
-      {head + "a,10,1,0.5\nb,10,1,0.5\n", "q.csv:3: field 'quota_gpus': value '10': the quotas of A100 sum to 20"},
-      {head + "a,8,1,0.5\na,4,1,0.5\n", "q.csv:3: field 'queue': value 'a': duplicate name (first on line 2)"},
+      {head + "a,10,1,0.5\nb,10,1,0.5\n",
+       "q.csv:3: field 'quota_gpus': value '10': the quotas of A100 sum to 20"},
+      {head + "a,8,1,0.5\na,4,1,0.5\n",
+       "q.csv:3: field 'queue': value 'a': duplicate name (first on line 2)"},
       {"queue,quota_gpus,weight,jobs_share,gpu_type\na,8,1,1,H100\n",
        "q.csv:2: field 'gpu_type': value 'H100': unknown GPU type"},
       {"queue,quota_gpus,weight,jobs_share,cohort\na,8,1,0.5,lab\nb,4,1,0.5,\n",
@@ -122,7 +124,8 @@ TEST(QueuesFileTest, AJobNamingAnUnknownQueueOrPriorityIsRefused) {
   Harness h(Servers(2, 0), "baseline", WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,1\n"));
   auto bad = h.Try(JobSubmitted{In(Inelastic(1, 1), "b")});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("queue 'b': no such queue"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find("queue 'b': no such queue"), std::string::npos)
+      << bad.status();
   auto prio = h.Try(JobSubmitted{In(Inelastic(2, 1), "a", 7)});
   ASSERT_FALSE(prio.ok());
   EXPECT_NE(prio.status().message().find("priority 7"), std::string::npos) << prio.status();
@@ -148,17 +151,19 @@ TEST(QuotaTest, BorrowingStopsAtTheLenderLendingLimit) {
 }
 
 TEST(QuotaTest, BorrowingLimitCapsAQueue) {
-  Harness h(Servers(2, 0), "baseline",
-            WithQueues("queue,quota_gpus,weight,jobs_share,borrow_limit\na,8,1,0.5,2\nb,8,1,0.5,-1\n"));
+  Harness h(
+      Servers(2, 0), "baseline",
+      WithQueues("queue,quota_gpus,weight,jobs_share,borrow_limit\na,8,1,0.5,2\nb,8,1,0.5,-1\n"));
   for (JobId id = 1; id <= 6; ++id) h.Submit(In(Inelastic(id, 2, 1e6), "a"));
   EXPECT_EQ(Held(h.state())["a"], 10);  // its 8 plus a borrowing limit of 2
 }
 
 TEST(QuotaTest, HigherPriorityClassAdmitsFirstWithinAQueue) {
   // One free slot of 8 and two queued jobs of queue a: the high one starts.
-  Harness h(Servers(1, 0), "baseline", WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,1\n", 8));
+  Harness h(Servers(1, 0), "baseline",
+            WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,1\n", 8));
   h.Submit(In(Inelastic(1, 8, 100), "a"));
-  h.Submit(In(Inelastic(2, 8, 10), "a", kPriorityLow), 1);    // shorter, but low
+  h.Submit(In(Inelastic(2, 8, 10), "a", kPriorityLow), 1);  // shorter, but low
   h.Submit(In(Inelastic(3, 8, 1000), "a", kPriorityHigh), 1);
   h.Send(JobFinished{1}, 200);
   EXPECT_EQ(h.job(3).status, JobStatus::kRunning);
@@ -216,12 +221,14 @@ TEST_P(ReclaimTest, TheDeadlineOverridesTheMinimumRuntime) {
   EXPECT_EQ(h.job(1).stats.preemptions, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(RoundPolicies, ReclaimTest, ::testing::Values("baseline", "aryl", "loan-only"));
+INSTANTIATE_TEST_SUITE_P(RoundPolicies, ReclaimTest,
+                         ::testing::Values("baseline", "aryl", "loan-only"));
 
 TEST(QuotaTest, ElasticBorrowersShrinkBeforeAnyoneIsPreempted) {
   // a's elastic job grows over all 16 GPUs (b lends them); b's job within
   // quota takes its 8 back from a's flexible workers at once, no preemption.
-  Harness h(Servers(2, 0), "aryl", WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,0.5\nb,8,1,0.5\n"));
+  Harness h(Servers(2, 0), "aryl",
+            WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,0.5\nb,8,1,0.5\n"));
   h.Submit(In(Elastic(1, 4, 16, 1e6), "a"));
   ASSERT_EQ(h.job(1).workers, 16);
   h.Submit(In(Inelastic(2, 8, 1e6), "b"), 10);
@@ -241,7 +248,7 @@ const char kFour[] =
     "z,0,1,0.25,-1,-1\n";
 
 struct RandomStats {
-  std::map<std::string, double> gpu_seconds;  // training GPU-time per queue
+  std::map<std::string, double> gpu_seconds;     // training GPU-time per queue
   std::map<std::string, double> loaned_seconds;  // loaned GPU-time per queue
   int quota_preemptions = 0;
 };
@@ -250,7 +257,8 @@ struct RandomStats {
 // completions at the core's own estimates, with the Ticks the policy asks for.
 // After every quota preemption: the victim's queue still holds at least its
 // quota (it ran on borrowed GPUs), and it is not the queue the GPUs go to.
-RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char* csv, int steps, bool same_jobs) {
+RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char* csv, int steps,
+                      bool same_jobs) {
   SchedulerConfig c = WithQueues(csv, 32);
   const QueueConfig& qc = *c.queues;
   Harness h(Servers(4, 2), policy, c);
@@ -267,7 +275,8 @@ RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char*
     const std::string& q = victim.spec.queue;
     EXPECT_GE(Held(s)[q], qc.queues[qc.Find(q)].Nominal("A100"))
         << "job " << a.job << " of queue " << q << " ran within its quota";
-    EXPECT_EQ(a.reason.find("queue " + q + ":"), std::string::npos) << "a queue preempted its own job";
+    EXPECT_EQ(a.reason.find("queue " + q + ":"), std::string::npos)
+        << "a queue preempted its own job";
   });
   Seconds last = 0;
   auto account = [&](Seconds t) {
@@ -302,7 +311,8 @@ RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char*
       h.Submit(In(Inelastic(next++, 1, 4000 + rng() % 4000), q, prio), dt);
     } else {
       const int n = 1 << (rng() % 4);
-      JobSpec j = rng() % 2 ? Inelastic(next, n, 500 + rng() % 20000) : Elastic(next, n, 2 * n, 500 + rng() % 20000);
+      JobSpec j = rng() % 2 ? Inelastic(next, n, 500 + rng() % 20000)
+                            : Elastic(next, n, 2 * n, 500 + rng() % 20000);
       ++next;
       h.Submit(In(j, q, prio), dt);
     }
@@ -324,7 +334,8 @@ TEST_P(RandomQuotaTest, LentCapacityIsNeverTakenFromAQueueWithinItsQuota) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RoundPolicies, RandomQuotaTest,
-                         ::testing::Values("baseline", "aryl", "loan-only", "elastic-only", "optimus", "afs"));
+                         ::testing::Values("baseline", "aryl", "loan-only", "elastic-only",
+                                           "optimus", "afs"));
 
 TEST(FairShareTest, SaturatedQueuesWithoutQuotaShareByWeightOverALongRun) {
   // Two queues without quota (every GPU is borrowed), weights 1 and 3, both
@@ -334,7 +345,8 @@ TEST(FairShareTest, SaturatedQueuesWithoutQuotaShareByWeightOverALongRun) {
   RandomStats s = RandomRun("baseline", 7, csv, 4000, true);
   const double total = s.gpu_seconds["a"] + s.gpu_seconds["b"];
   ASSERT_GT(total, 0);
-  EXPECT_NEAR(s.gpu_seconds["b"] / total, 0.75, 0.03) << "a " << s.gpu_seconds["a"] << " b " << s.gpu_seconds["b"];
+  EXPECT_NEAR(s.gpu_seconds["b"] / total, 0.75, 0.03)
+      << "a " << s.gpu_seconds["a"] << " b " << s.gpu_seconds["b"];
   EXPECT_EQ(s.quota_preemptions, 0);  // nobody has a quota to take back
 }
 
@@ -348,14 +360,17 @@ TEST(FairShareTest, LoanedServersAreSharedByWeightAmongQueuesWithDemand) {
   ASSERT_GT(total, 0);
   EXPECT_NEAR(s.loaned_seconds["b"] / total, 0.75, 0.05)
       << "a " << s.loaned_seconds["a"] << " b " << s.loaned_seconds["b"];
-  EXPECT_NEAR(s.gpu_seconds["a"] / (s.gpu_seconds["a"] + s.gpu_seconds["b"]), 0.5, 0.03);  // their quotas
+  EXPECT_NEAR(s.gpu_seconds["a"] / (s.gpu_seconds["a"] + s.gpu_seconds["b"]), 0.5,
+              0.03);  // their quotas
 }
 
 TEST(QuotaTest, QueuesBorrowOnlyWithinTheirCohort) {
   // a and b in cohort lab, c alone in ops; 24 GPUs, quotas 8 each. c is
   // idle, b is idle: a borrows b's 8, never c's.
   Harness h(Servers(3, 0), "baseline",
-            WithQueues("queue,quota_gpus,weight,jobs_share,cohort\na,8,1,0.4,lab\nb,8,1,0.3,lab\nc,8,1,0.3,ops\n", 24));
+            WithQueues("queue,quota_gpus,weight,jobs_share,cohort\na,8,1,0.4,lab\nb,8,1,0.3,lab\nc,"
+                       "8,1,0.3,ops\n",
+                       24));
   for (JobId id = 1; id <= 6; ++id) h.Submit(In(Inelastic(id, 4, 1e6), "a"));
   EXPECT_EQ(Held(h.state())["a"], 16);
   EXPECT_EQ(h.job(5).status, JobStatus::kQueued);
@@ -368,9 +383,12 @@ TEST(QuotaTest, QueuesBorrowOnlyWithinTheirCohort) {
 
 TEST(SpareShareTest, WeightedSharesFillByWeightAndNeverBeyondDemand) {
   EXPECT_EQ(WeightedShares({1, 3}, {100, 100}, 16), (std::vector<int>{4, 12}));
-  EXPECT_EQ(WeightedShares({1, 3}, {100, 2}, 16), (std::vector<int>{14, 2}));  // b wants less than its 12
-  EXPECT_EQ(WeightedShares({1, 1, 1}, {100, 100, 0}, 7), (std::vector<int>{4, 3, 0}));  // tie: lowest index
-  EXPECT_EQ(WeightedShares({1, 1}, {3, 2}, 16), (std::vector<int>{3, 2}));  // all demand met, the rest unused
+  EXPECT_EQ(WeightedShares({1, 3}, {100, 2}, 16),
+            (std::vector<int>{14, 2}));  // b wants less than its 12
+  EXPECT_EQ(WeightedShares({1, 1, 1}, {100, 100, 0}, 7),
+            (std::vector<int>{4, 3, 0}));  // tie: lowest index
+  EXPECT_EQ(WeightedShares({1, 1}, {3, 2}, 16),
+            (std::vector<int>{3, 2}));  // all demand met, the rest unused
   EXPECT_EQ(WeightedShares({2, 1}, {0, 0}, 16), (std::vector<int>{0, 0}));
 }
 
@@ -414,7 +432,8 @@ TEST(QuotaTest, OneQueueHoldingTheTrainingClusterDecidesAsNoQueues) {
         continue;
       }
       const int n = 1 << (rng() % 4);
-      JobSpec j = rng() % 2 ? Inelastic(id, n, 500 + rng() % 20000) : Elastic(id, n, 2 * n, 500 + rng() % 20000);
+      JobSpec j = rng() % 2 ? Inelastic(id, n, 500 + rng() % 20000)
+                            : Elastic(id, n, 2 * n, 500 + rng() % 20000);
       Plan pa = a.Submit(j, dt);
       Plan pb = b.Submit(j, dt);
       ASSERT_EQ(pa.actions.size(), pb.actions.size()) << policy << " at job " << id;

@@ -59,8 +59,10 @@ TEST(AssignQueuesTest, AJobBeyondQuotaPlusBorrowingLimitIsAnError) {
   auto jobs = Jobs(3, 8);
   Status s = AssignQueues(jobs, queues, "A100");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("queue 'a': job 'trace-job-0' needs 8 GPUs, above its quota_gpus 4 + borrow_limit 2"),
-            std::string::npos)
+  EXPECT_NE(
+      s.message().find(
+          "queue 'a': job 'trace-job-0' needs 8 GPUs, above its quota_gpus 4 + borrow_limit 2"),
+      std::string::npos)
       << s;
   const auto none = Queues("queue,quota_gpus,weight,jobs_share\na,4,1,0\n");
   EXPECT_FALSE(AssignQueues(jobs, none, "A100").ok());

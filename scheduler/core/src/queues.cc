@@ -24,14 +24,16 @@ std::vector<std::string> SplitOn(std::string_view line, char sep) {
   size_t start = 0;
   while (true) {
     const size_t pos = line.find(sep, start);
-    out.push_back(Trim(line.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
+    out.push_back(Trim(
+        line.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start)));
     if (pos == std::string_view::npos) return out;
     start = pos + 1;
   }
 }
 
 // "FILE:LINE: field 'F': value 'V': why".
-Status Bad(const std::string& where, const std::string& field, const std::string& value, const std::string& why) {
+Status Bad(const std::string& where, const std::string& field, const std::string& value,
+           const std::string& why) {
   return Status::InvalidArgument(where + ": field '" + field + "': value '" + value + "': " + why);
 }
 
@@ -42,10 +44,12 @@ Result<double> Number(const std::string& where, const std::string& field, const 
   return x;
 }
 
-Result<int> Count(const std::string& where, const std::string& field, const std::string& v, int lowest) {
+Result<int> Count(const std::string& where, const std::string& field, const std::string& v,
+                  int lowest) {
   ARYL_ASSIGN_OR_RETURN(double x, Number(where, field, v));
   if (x != std::floor(x) || x < lowest || x > 1e9)
-    return Bad(where, field, v, lowest < 0 ? "not a whole number >= -1 (-1: no limit)" : "not a whole number >= 0");
+    return Bad(where, field, v,
+               lowest < 0 ? "not a whole number >= -1 (-1: no limit)" : "not a whole number >= 0");
   return static_cast<int>(x);
 }
 
@@ -53,9 +57,12 @@ Result<int> Count(const std::string& where, const std::string& field, const std:
 
 const char* PriorityName(int priority) {
   switch (priority) {
-    case kPriorityLow: return "low";
-    case kPriorityNormal: return "normal";
-    case kPriorityHigh: return "high";
+    case kPriorityLow:
+      return "low";
+    case kPriorityNormal:
+      return "normal";
+    case kPriorityHigh:
+      return "high";
   }
   return "?";
 }
@@ -80,10 +87,12 @@ void QueueConfig::Index() {
   if (auto it = index_.find("default"); it != index_.end()) default_queue = it->second;
 }
 
-Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& file, const QueueCluster& cluster) {
+Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& file,
+                                   const QueueCluster& cluster) {
   static const std::vector<std::string> kRequired = {"queue", "quota_gpus", "weight", "jobs_share"};
-  static const std::set<std::string> kKnown = {"queue",      "quota_gpus", "weight", "jobs_share",  "gpu_type",
-                                               "borrow_limit", "lend_limit", "cohort", "priority_mix"};
+  static const std::set<std::string> kKnown = {"queue",      "quota_gpus", "weight",
+                                               "jobs_share", "gpu_type",   "borrow_limit",
+                                               "lend_limit", "cohort",     "priority_mix"};
   QueueConfig config;
   std::map<std::string, int> col;
   std::map<std::string, int> line_of;  // queue -> line, for duplicates
@@ -101,9 +110,11 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
     if (col.empty()) {
       for (size_t i = 0; i < cells.size(); ++i) {
         if (!kKnown.count(cells[i]))
-          return Bad(where, "header", cells[i], "unknown column (known: queue, quota_gpus, weight, jobs_share, "
-                                                "gpu_type, borrow_limit, lend_limit, cohort, priority_mix)");
-        if (!col.emplace(cells[i], static_cast<int>(i)).second) return Bad(where, "header", cells[i], "repeated");
+          return Bad(where, "header", cells[i],
+                     "unknown column (known: queue, quota_gpus, weight, jobs_share, "
+                     "gpu_type, borrow_limit, lend_limit, cohort, priority_mix)");
+        if (!col.emplace(cells[i], static_cast<int>(i)).second)
+          return Bad(where, "header", cells[i], "repeated");
       }
       for (const std::string& r : kRequired) {
         if (!col.count(r)) return Bad(where, "header", line, "no column '" + r + "'");
@@ -111,8 +122,9 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
       continue;
     }
     if (cells.size() != col.size())
-      return Bad(where, "row", line,
-                 std::to_string(cells.size()) + " fields, the header has " + std::to_string(col.size()));
+      return Bad(
+          where, "row", line,
+          std::to_string(cells.size()) + " fields, the header has " + std::to_string(col.size()));
     auto cell = [&](const std::string& name) -> std::string {
       auto it = col.find(name);
       return it == col.end() ? std::string() : cells[it->second];
@@ -125,7 +137,8 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
         return Bad(where, "queue", q.name, "a name is letters, digits, '-', '_' or '.'");
     }
     if (auto [it, fresh] = line_of.emplace(q.name, line_no); !fresh)
-      return Bad(where, "queue", q.name, "duplicate name (first on line " + std::to_string(it->second) + ")");
+      return Bad(where, "queue", q.name,
+                 "duplicate name (first on line " + std::to_string(it->second) + ")");
     std::string type = col.count("gpu_type") ? cell("gpu_type") : "";
     if (type.empty()) type = cluster.default_type;
     auto gpus = cluster.training_gpus.find(type);
@@ -136,18 +149,20 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
     }
     ARYL_ASSIGN_OR_RETURN(int quota, Count(where, "quota_gpus", cell("quota_gpus"), 0));
     if (quota > gpus->second)
-      return Bad(where, "quota_gpus", cell("quota_gpus"),
-                 "above the cluster's " + std::to_string(gpus->second) + " " + type + " training GPUs");
+      return Bad(
+          where, "quota_gpus", cell("quota_gpus"),
+          "above the cluster's " + std::to_string(gpus->second) + " " + type + " training GPUs");
     quota_sum[type] += quota;
     if (quota_sum[type] > gpus->second)
       return Bad(where, "quota_gpus", cell("quota_gpus"),
-                 "the quotas of " + type + " sum to " + std::to_string(quota_sum[type]) + ", above the cluster's " +
-                     std::to_string(gpus->second) + " training GPUs");
+                 "the quotas of " + type + " sum to " + std::to_string(quota_sum[type]) +
+                     ", above the cluster's " + std::to_string(gpus->second) + " training GPUs");
     q.quota[type] = quota;
     ARYL_ASSIGN_OR_RETURN(q.weight, Number(where, "weight", cell("weight")));
     if (!(q.weight > 0)) return Bad(where, "weight", cell("weight"), "must be > 0");
     ARYL_ASSIGN_OR_RETURN(q.jobs_share, Number(where, "jobs_share", cell("jobs_share")));
-    if (q.jobs_share < 0 || q.jobs_share > 1) return Bad(where, "jobs_share", cell("jobs_share"), "must be in [0, 1]");
+    if (q.jobs_share < 0 || q.jobs_share > 1)
+      return Bad(where, "jobs_share", cell("jobs_share"), "must be in [0, 1]");
     if (col.count("borrow_limit") && !cell("borrow_limit").empty()) {
       ARYL_ASSIGN_OR_RETURN(q.borrow_limit, Count(where, "borrow_limit", cell("borrow_limit"), -1));
     }
@@ -158,19 +173,22 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
     if (col.count("priority_mix") && !cell("priority_mix").empty()) {
       const std::string v = cell("priority_mix");
       const auto parts = SplitOn(v, ':');
-      if (parts.size() != kPriorityClasses) return Bad(where, "priority_mix", v, "not LOW:NORMAL:HIGH");
+      if (parts.size() != kPriorityClasses)
+        return Bad(where, "priority_mix", v, "not LOW:NORMAL:HIGH");
       double sum = 0;
       for (int p = 0; p < kPriorityClasses; ++p) {
         ARYL_ASSIGN_OR_RETURN(q.priority_mix[p], Number(where, "priority_mix", parts[p]));
         if (q.priority_mix[p] < 0) return Bad(where, "priority_mix", v, "a fraction is < 0");
         sum += q.priority_mix[p];
       }
-      if (std::fabs(sum - 1) > 1e-6) return Bad(where, "priority_mix", v, "the fractions do not sum to 1");
+      if (std::fabs(sum - 1) > 1e-6)
+        return Bad(where, "priority_mix", v, "the fractions do not sum to 1");
     }
     config.queues.push_back(std::move(q));
     lines.push_back(line_no);
   }
-  if (col.empty()) return Status::InvalidArgument(file + ": no header (queue,quota_gpus,weight,jobs_share)");
+  if (col.empty())
+    return Status::InvalidArgument(file + ": no header (queue,quota_gpus,weight,jobs_share)");
   if (config.queues.empty()) return Status::InvalidArgument(file + ": no queue");
   bool cohorts = false;
   double shares = 0;
@@ -192,7 +210,8 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
   return config;
 }
 
-std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands, int capacity) {
+std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands,
+                                int capacity) {
   const size_t n = demands.size();
   std::vector<int> caps(n, 0);
   std::vector<bool> active(n, false);

@@ -168,13 +168,15 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
         spared = true;
         continue;
       }
-      const double cost = (cfg.CheckpointSeconds(j.spec.state_bytes) + cfg.resume_pause) * j.workers;
+      const double cost =
+          (cfg.CheckpointSeconds(j.spec.state_bytes) + cfg.resume_pause) * j.workers;
       candidates.push_back({j.spec.priority, cost, j.started_at, j.spec.id, h->base});
     }
   }
   // Lowest priority first, then least cost, then the latest started.
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::make_tuple(a.priority, a.cost, -a.started, a.id) < std::make_tuple(b.priority, b.cost, -b.started, b.id);
+    return std::make_tuple(a.priority, a.cost, -a.started, a.id) <
+           std::make_tuple(b.priority, b.cost, -b.started, b.id);
   });
   std::vector<Action> out;
   int freed = 0;
@@ -216,7 +218,8 @@ void SplitSpareByQueue(const std::vector<Alloc*>& group, int capacity, const Sch
     const int q = a->job->queue;
     if (by_queue[q].empty()) ++present;
     by_queue[q].push_back(a);
-    const int top = std::min(a->job->spec.max_workers, static_cast<int>(a->job->curves[a->home].size()) - 1);
+    const int top =
+        std::min(a->job->spec.max_workers, static_cast<int>(a->job->curves[a->home].size()) - 1);
     demand[q] += std::max(0, top - Sum(a->base));
   }
   if (present <= 1) return allocate(group, capacity);

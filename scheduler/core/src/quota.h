@@ -105,7 +105,7 @@ class QuotaLedger {
   std::vector<int> cohort_;                // [queue]: cohort id
   std::vector<int> unassigned_;            // [type]: training GPUs no quota covers
   std::vector<bool> starving_;
-  std::vector<std::vector<Held>> held_;    // [queue]: running jobs with quota workers
+  std::vector<std::vector<Held>> held_;  // [queue]: running jobs with quota workers
 };
 
 }  // namespace aryl::sched::internal

@@ -10,7 +10,8 @@ Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig&
                     const std::string& quota_type) {
   double total = 0;
   for (const auto& q : queues.queues) total += q.jobs_share;
-  if (!(total > 0)) return Status::InvalidArgument("queues: every jobs_share is 0: no queue gets trace jobs");
+  if (!(total > 0))
+    return Status::InvalidArgument("queues: every jobs_share is 0: no queue gets trace jobs");
   for (sched::JobSpec& job : jobs) {
     // Stable: the trace id alone decides (not --seed, not the job's position).
     const double u = ToUnit(HashName(job.name, 0x7465616d73ULL)) * total;
@@ -36,14 +37,16 @@ Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig&
     // forever under a policy that does not loan: refuse the file.
     if (spec.borrow_limit >= 0 && job.min_workers > spec.Nominal(quota_type) + spec.borrow_limit)
       return Status::InvalidArgument("queue '" + spec.name + "': job '" + job.name + "' needs " +
-                                     std::to_string(job.min_workers) + " GPUs, above its quota_gpus " +
+                                     std::to_string(job.min_workers) +
+                                     " GPUs, above its quota_gpus " +
                                      std::to_string(spec.Nominal(quota_type)) + " + borrow_limit " +
                                      std::to_string(spec.borrow_limit));
   }
   return Status::Ok();
 }
 
-QueueMeter::QueueMeter(const sched::QueueConfig& queues, const std::string& quota_type, double bound, double start)
+QueueMeter::QueueMeter(const sched::QueueConfig& queues, const std::string& quota_type,
+                       double bound, double start)
     : queues_(queues), bound_(bound), now_(start) {
   const size_t n = queues.queues.size();
   for (const auto& q : queues.queues) quota_.push_back(q.Nominal(quota_type));

@@ -92,7 +92,8 @@ struct QueueConfig {
 // others split the rest by weight (whole GPUs; remainders to the largest
 // fractions, then the lowest index). Never more than a demand; all of
 // `capacity` is given while demand remains.
-std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands, int capacity);
+std::vector<int> WeightedShares(const std::vector<double>& weights, const std::vector<int>& demands,
+                                int capacity);
 
 // The training cluster a queues file is checked against: GPUs per type, and
 // the type a quota without a gpu_type column is in.
@@ -110,7 +111,8 @@ struct QueueCluster {
 // or the sum per type), a queue in no cohort when others name one, jobs
 // shares that do not sum to 1 (within 1e-6; all 0 is allowed: no simulator
 // assignment), or no queue at all.
-Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& file, const QueueCluster& cluster);
+Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& file,
+                                   const QueueCluster& cluster);
 // Reads and parses FILE; NotFound when it cannot be read.
 Result<QueueConfig> ReadQueuesFile(const std::string& file, const QueueCluster& cluster);
 

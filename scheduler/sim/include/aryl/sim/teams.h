@@ -48,7 +48,8 @@ Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig&
 
 class QueueMeter {
  public:
-  QueueMeter(const sched::QueueConfig& queues, const std::string& quota_type, double bound, double start);
+  QueueMeter(const sched::QueueConfig& queues, const std::string& quota_type, double bound,
+             double start);
   // Integrates every queue's state from the last call up to t.
   void Advance(double t);
   // Changes of queue q's GPUs held (on training or loaned servers) and of the
@@ -67,7 +68,8 @@ class QueueMeter {
     }
   }
   // The per-queue table; `jobs` in the order of `queue_of`.
-  std::vector<QueueMetrics> Finish(const std::vector<JobOutcome>& jobs, const std::vector<int>& queue_of) const;
+  std::vector<QueueMetrics> Finish(const std::vector<JobOutcome>& jobs,
+                                   const std::vector<int>& queue_of) const;
 
  private:
   const sched::QueueConfig& queues_;
@@ -75,7 +77,7 @@ class QueueMeter {
   double bound_;
   double now_;
   std::vector<int> training_, loaned_, waiting_;
-  std::vector<double> stretch_since_;  // when demand last rose to the quota; -1: below it
+  std::vector<double> stretch_since_;      // when demand last rose to the quota; -1: below it
   std::vector<std::multiset<int>> sizes_;  // the sizes its queued jobs wait for
   std::vector<double> held_s_, borrowed_s_, loaned_s_, owed_s_, kept_s_, missed_fitting_s_;
 };
