@@ -221,6 +221,25 @@ TEST_P(ReclaimTest, TheDeadlineOverridesTheMinimumRuntime) {
   EXPECT_EQ(h.job(1).stats.preemptions, 0);
 }
 
+TEST_P(ReclaimTest, TheLowestClassIsSuspendedFirst) {
+  // a (quota 8) runs a normal, a high and a low job of 8 GPUs on 24; b
+  // (quota 16) wants 8. Ordered by class, a's high job is within its quota
+  // and the other two are borrowed: the low one is suspended, whatever
+  // their start order.
+  SchedulerConfig c = WithQueues("queue,quota_gpus,weight,jobs_share\na,8,1,0.5\nb,16,1,0.5\n", 24);
+  Harness h(Servers(3, 0), GetParam(), c);
+  h.Submit(In(Inelastic(1, 8, 1e6), "a", kPriorityLow));
+  h.Submit(In(Inelastic(2, 8, 1e6), "a", kPriorityNormal), 1);
+  h.Submit(In(Inelastic(3, 8, 1e6), "a", kPriorityHigh), 1);
+  ASSERT_EQ(Held(h.state())["a"], 24);
+  h.Submit(In(Inelastic(4, 8, 1e6), "b"), 1000);  // every job past its minimum runtime
+  TicksUntil(h, h.now() + 1);
+  EXPECT_EQ(h.job(4).status, JobStatus::kRunning);
+  EXPECT_EQ(h.job(1).stats.preemptions, 1);
+  EXPECT_EQ(h.job(2).stats.preemptions, 0);
+  EXPECT_EQ(h.job(3).stats.preemptions, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(RoundPolicies, ReclaimTest,
                          ::testing::Values("baseline", "aryl", "loan-only"));
 
