@@ -34,7 +34,7 @@ TEST(AssignQueuesTest, SharesAndPriorityMixHoldAndTheHashIsStable) {
       "b,16,1,0.3,0.25:0.5:0.25\n"
       "c,16,1,0.2,1:0:0\n");
   auto jobs = Jobs(20000);
-  ASSERT_TRUE(AssignQueues(jobs, queues, "A100").ok());
+  ASSERT_TRUE(AssignQueues(jobs, queues, "A100", 64).ok());
   std::map<std::string, int> count;
   std::map<int, int> b_class;
   for (const auto& j : jobs) {
@@ -50,22 +50,36 @@ TEST(AssignQueuesTest, SharesAndPriorityMixHoldAndTheHashIsStable) {
   EXPECT_NEAR(b_class[sched::kPriorityHigh] / double(count["b"]), 0.25, 0.02);
   // Stable: a job's queue depends on its id alone, not on the other jobs.
   auto few = Jobs(50);
-  ASSERT_TRUE(AssignQueues(few, queues, "A100").ok());
+  ASSERT_TRUE(AssignQueues(few, queues, "A100", 64).ok());
   for (int i = 0; i < 50; ++i) EXPECT_EQ(few[i].queue, jobs[i].queue);
 }
 
-TEST(AssignQueuesTest, AJobBeyondQuotaPlusBorrowingLimitIsAnError) {
-  const auto queues = Queues("queue,quota_gpus,weight,jobs_share,borrow_limit\na,4,1,1,2\n");
-  auto jobs = Jobs(3, 8);
-  Status s = AssignQueues(jobs, queues, "A100");
+TEST(AssignQueuesTest, AJobLargerThanItsQueueCanEverHoldIsAnError) {
+  // a: quota 4 and a borrowing limit of 2, so 6 at most. b and c share a
+  // cohort on 64 GPUs with d alone in another: c (quota 8) can borrow b's
+  // 16 (lent at most 10) and the 24 no quota covers: 8 + 10 + 24 = 42.
+  const auto queues = Queues(
+      "queue,quota_gpus,weight,jobs_share,borrow_limit,lend_limit,cohort\n"
+      "a,4,1,0.25,2,-1,x\n"
+      "b,16,1,0.25,-1,10,y\n"
+      "c,8,1,0.25,-1,-1,y\n"
+      "d,12,1,0.25,-1,-1,z\n");
+  EXPECT_EQ(sched::QueueReach(queues, 0, "A100", 64), 6);
+  EXPECT_EQ(sched::QueueReach(queues, 2, "A100", 64), 42);
+  EXPECT_EQ(sched::QueueReach(queues, 1, "A100", 64), 16 + 8 + 24);
+  EXPECT_EQ(sched::QueueReach(queues, 3, "A100", 64), 12 + 24);
+  auto jobs = Jobs(40, 8);
+  Status s = AssignQueues(jobs, queues, "A100", 64);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(
-      s.message().find(
-          "queue 'a': job 'trace-job-0' needs 8 GPUs, above its quota_gpus 4 + borrow_limit 2"),
-      std::string::npos)
+  EXPECT_NE(s.message().find(
+                "needs 8 GPUs, more than the queue can ever hold on training servers (6: its "
+                "quota_gpus 4"),
+            std::string::npos)
       << s;
+  auto fits = Jobs(40, 6);
+  EXPECT_TRUE(AssignQueues(fits, queues, "A100", 64).ok());
   const auto none = Queues("queue,quota_gpus,weight,jobs_share\na,4,1,0\n");
-  EXPECT_FALSE(AssignQueues(jobs, none, "A100").ok());
+  EXPECT_FALSE(AssignQueues(jobs, none, "A100", 64).ok());
 }
 
 TEST(QueueMeterTest, QuotaHeldFractionSkipsTheFirstBoundSecondsOfEachStretch) {

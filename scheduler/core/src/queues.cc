@@ -253,6 +253,19 @@ std::vector<int> WeightedShares(const std::vector<double>& weights, const std::v
   return caps;
 }
 
+int QueueReach(const QueueConfig& queues, int q, const std::string& type, int training_gpus) {
+  const QueueSpec& me = queues.queues[q];
+  int lendable = training_gpus;
+  for (const QueueSpec& p : queues.queues) lendable -= p.Nominal(type);
+  lendable = std::max(0, lendable);
+  for (const QueueSpec& p : queues.queues) {
+    if (&p == &me || p.cohort != me.cohort) continue;
+    lendable += p.lend_limit < 0 ? p.Nominal(type) : std::min(p.lend_limit, p.Nominal(type));
+  }
+  const int borrow = me.borrow_limit < 0 ? lendable : std::min(me.borrow_limit, lendable);
+  return me.Nominal(type) + borrow;
+}
+
 Result<QueueConfig> ReadQueuesFile(const std::string& file, const QueueCluster& cluster) {
   std::ifstream in(file);
   if (!in) return Status::NotFound(file + ": cannot read the queues file");

@@ -7,7 +7,7 @@
 namespace aryl::sim {
 
 Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig& queues,
-                    const std::string& quota_type) {
+                    const std::string& quota_type, int training_gpus) {
   double total = 0;
   for (const auto& q : queues.queues) total += q.jobs_share;
   if (!(total > 0))
@@ -35,12 +35,14 @@ Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig&
     job.priority = p;
     // A job its queue could never hold on training servers would wait
     // forever under a policy that does not loan: refuse the file.
-    if (spec.borrow_limit >= 0 && job.min_workers > spec.Nominal(quota_type) + spec.borrow_limit)
-      return Status::InvalidArgument("queue '" + spec.name + "': job '" + job.name + "' needs " +
-                                     std::to_string(job.min_workers) +
-                                     " GPUs, above its quota_gpus " +
-                                     std::to_string(spec.Nominal(quota_type)) + " + borrow_limit " +
-                                     std::to_string(spec.borrow_limit));
+    const int reach = sched::QueueReach(queues, static_cast<int>(q), quota_type, training_gpus);
+    if (job.min_workers > reach)
+      return Status::InvalidArgument(
+          "queue '" + spec.name + "': job '" + job.name + "' needs " +
+          std::to_string(job.min_workers) +
+          " GPUs, more than the queue can ever hold on training servers (" + std::to_string(reach) +
+          ": its quota_gpus " + std::to_string(spec.Nominal(quota_type)) +
+          " plus what its borrow_limit and its cohort's lending let it borrow)");
   }
   return Status::Ok();
 }

@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
   auto jobs = aryl::sim::BuildJobs(*trace, **catalog, workload);
   if (!jobs.ok()) Fail(jobs.status());
   if (queues) {
-    if (auto s = aryl::sim::AssignQueues(*jobs, *queues, training_type); !s.ok())
+    if (auto s = aryl::sim::AssignQueues(*jobs, *queues, training_type, config.training.Gpus()); !s.ok())
       aryl::UsageError(kProgram, "--queues: " + flags["queues"].as<std::string>() + ": " + s.message());
     config.scheduler.queues = queues;
   }

@@ -102,6 +102,12 @@ struct QueueCluster {
   std::string default_type;
 };
 
+// The most GPUs of `type` queue q can ever hold on training servers: its
+// nominal quota plus what it may borrow (its borrowing limit, its cohort's
+// lendable quota and the `training_gpus` of the type no quota covers).
+// A job larger than this never starts on training servers.
+int QueueReach(const QueueConfig& queues, int q, const std::string& type, int training_gpus);
+
 // Parses a queues CSV (docs/simulator.md, "Teams"): a header naming at least
 // queue,quota_gpus,weight,jobs_share, in any order, plus optional gpu_type,
 // borrow_limit, lend_limit, cohort and priority_mix (LOW:NORMAL:HIGH

@@ -41,10 +41,11 @@ namespace aryl::sim {
 
 // Sets JobSpec::queue and JobSpec::priority of every job (1. above).
 // InvalidArgument when every jobs_share is 0, or when a job needs more GPUs
-// than its queue's quota (of `quota_type`) plus its borrowing limit: it could
-// never run on training servers.
+// than its queue can ever hold on the `training_gpus` training GPUs of
+// `quota_type` (sched::QueueReach): it would never run under a policy that
+// does not loan.
 Status AssignQueues(std::vector<sched::JobSpec>& jobs, const sched::QueueConfig& queues,
-                    const std::string& quota_type);
+                    const std::string& quota_type, int training_gpus);
 
 class QueueMeter {
  public:
