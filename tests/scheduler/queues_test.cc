@@ -172,9 +172,9 @@ TEST(QuotaTest, HigherPriorityClassAdmitsFirstWithinAQueue) {
 
 // --- Getting quota back -------------------------------------------------------------
 
-class ReclaimTest : public ::testing::TestWithParam<const char*> {};
+class QuotaReclaimTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(ReclaimTest, AQueueUnderQuotaGetsItsGpusBackWithinTheBound) {
+TEST_P(QuotaReclaimTest, AQueueUnderQuotaGetsItsGpusBackWithinTheBound) {
   // a fills the cluster (8 its own, 8 borrowed from idle b); at t=100 b asks
   // for its 8. The borrowed job is suspended once it has run
   // quota_min_runtime (300 s) and b's job starts then, within the bound
@@ -202,7 +202,7 @@ TEST_P(ReclaimTest, AQueueUnderQuotaGetsItsGpusBackWithinTheBound) {
   EXPECT_EQ(h.job(1).stats.preemptions, 0);
 }
 
-TEST_P(ReclaimTest, TheDeadlineOverridesTheMinimumRuntime) {
+TEST_P(QuotaReclaimTest, TheDeadlineOverridesTheMinimumRuntime) {
   // With a minimum runtime (1000 s) longer than the deadline (600 s), b's
   // job queued at t=100 still gets its quota at t=700: the borrowed job is
   // suspended after 700 s of its 1000.
@@ -221,7 +221,7 @@ TEST_P(ReclaimTest, TheDeadlineOverridesTheMinimumRuntime) {
   EXPECT_EQ(h.job(1).stats.preemptions, 0);
 }
 
-TEST_P(ReclaimTest, TheLowestClassIsSuspendedFirst) {
+TEST_P(QuotaReclaimTest, TheLowestClassIsSuspendedFirst) {
   // a (quota 8) runs a normal, a high and a low job of 8 GPUs on 24; b
   // (quota 16) wants 8. Ordered by class, a's high job is within its quota
   // and the other two are borrowed: the low one is suspended, whatever
@@ -240,7 +240,7 @@ TEST_P(ReclaimTest, TheLowestClassIsSuspendedFirst) {
   EXPECT_EQ(h.job(3).stats.preemptions, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(RoundPolicies, ReclaimTest,
+INSTANTIATE_TEST_SUITE_P(RoundPolicies, QuotaReclaimTest,
                          ::testing::Values("baseline", "aryl", "loan-only"));
 
 TEST(QuotaTest, ElasticBorrowersShrinkBeforeAnyoneIsPreempted) {
