@@ -3,7 +3,8 @@
 # from sim_wall_s), exit code 2 for bad flags, 1 with file:line for a bad trace
 # row, --skip-bad-rows counting, the timeline CSV header, boolean flags, stray
 # arguments, the per-job CSV, and exit 2 for bad values found before the run
-# (unknown GPU type, demand generator, unwritable outputs).
+# (unknown GPU type, demand generator, unwritable outputs); --queues' per-queue
+# JSON and its file errors.
 # Usage: cli_test.sh ARYL_SIM SOURCE_DIR
 set -euo pipefail
 SIM="$1"
@@ -109,4 +110,28 @@ set +e
 set -e
 [ $rc -eq 1 ] || fail "bad demand row gave exit $rc, want 1"
 grep -q "demand.csv:2" "$TMP/err" || fail "bad demand row message: $(cat "$TMP/err")"
+# 5. Teams: --queues adds a per-queue array to every run; a bad file is a
+#    usage error naming the file, line and field.
+printf 'queue,quota_gpus,weight,jobs_share,priority_mix\na,8,1,0.5,0:1:0\nb,4,2,0.5,0.5:0:0.5\n' >"$TMP/q.csv"
+"$SIM" "${ARGS[@]}" --queues "$TMP/q.csv" --json "$TMP/q.json" >"$TMP/q.out"
+python3 - "$TMP/q.json" <<'PY' || fail "queues in the JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["config"]["queues"].endswith("q.csv"), doc["config"]
+for run in doc["runs"]:
+    qs = run["queues"]
+    assert [q["queue"] for q in qs] == ["a", "b"], qs
+    assert sum(q["jobs"] for q in qs) == 260, qs
+    for q in qs:
+        for k in ("quota_gpus", "gpu_hours", "borrowed_gpu_hours", "avg_queue_s", "avg_jct_s", "quota_held_fraction"):
+            assert k in q, (k, q)
+        assert 0 <= q["quota_held_fraction"] <= 1, q
+PY
+grep -q "quota held" "$TMP/q.out" || fail "no per-queue table"
+grep -q '"queues"' "$TMP/a.json" && fail "a run without --queues has a queues array"
+printf 'queue,quota_gpus,weight,jobs_share\na,8,x,1\n' >"$TMP/bad_q.csv"
+expect_usage "--queues: $TMP/bad_q.csv:2: field 'weight': value 'x': not a number" "${SMALL[@]}" --queues "$TMP/bad_q.csv"
+printf 'queue,quota_gpus,weight,jobs_share\na,17,1,1\n' >"$TMP/big_q.csv"
+expect_usage "big_q.csv:2: field 'quota_gpus': value '17': above the cluster's 16 A100 training GPUs" "${SMALL[@]}" --queues "$TMP/big_q.csv"
+expect_usage "--queues: $TMP/none.csv: cannot read" "${SMALL[@]}" --queues "$TMP/none.csv"
 echo "cli_test: ok"

@@ -31,8 +31,12 @@ class RoundPolicy : public Policy {
     std::vector<internal::AdmissionPlace> places;
     places.reserve(state.queued().size());
     for (JobId id : state.queued()) places.push_back(internal::AdmissionOf(state, options_, *state.job(id)));
-    std::sort(places.begin(), places.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.key, a.submit, a.id) < std::tie(b.key, b.submit, b.id);
+    // With queues a higher priority class goes first (queues.h, rule 2);
+    // without, every job has the same class.
+    const bool classes = state.config().queues != nullptr;
+    auto cls = [&](const internal::AdmissionPlace& p) { return classes ? -state.job(p.id)->spec.priority : 0; };
+    std::sort(places.begin(), places.end(), [&](const auto& a, const auto& b) {
+      return std::make_tuple(cls(a), a.key, a.submit, a.id) < std::make_tuple(cls(b), b.key, b.submit, b.id);
     });
     std::vector<JobId> order;
     order.reserve(places.size());

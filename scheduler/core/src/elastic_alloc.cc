@@ -6,6 +6,7 @@
 
 #include "aryl/sched/knapsack.h"
 #include "aryl/sched/resize_rule.h"
+#include "quota.h"
 #include "round_alloc.h"
 
 namespace aryl::sched::internal {
@@ -27,8 +28,8 @@ int FlexOn(const Alloc& a, const ClusterState& state, int type) {
 
 // The elastic allocation of `capacity` GPUs of one type among `group`. A
 // running job is offered only the grows that pay (resize_rule.h, 3).
-void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
-                    const SchedulerConfig& cfg) {
+void AllocateAmong(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
+                   const SchedulerConfig& cfg) {
   if (group.empty() || capacity <= 0) return;
   if (opt.extra == ExtraRule::kKnapsack) {
     // Groups kept across rounds with their options' capacity (see allocs).
@@ -125,6 +126,15 @@ void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundO
     Step n;
     if (next_step(s.idx, s.to, &n)) pq.push(n);
   }
+}
+
+// The allocation of `capacity` spare GPUs of one type among `group`: with
+// queues, split by queue first (SplitSpareByQueue, quota.h, rule 5).
+void AllocateExtras(const std::vector<Alloc*>& group, int capacity, const RoundOptions& opt,
+                    const SchedulerConfig& cfg) {
+  SplitSpareByQueue(group, capacity, cfg, [&](const std::vector<Alloc*>& part, int cap) {
+    AllocateAmong(part, cap, opt, cfg);
+  });
 }
 
 // hetero_dp: for each GPU type, the GPUs on its loaned servers that the

@@ -1,9 +1,11 @@
 #include "round_alloc.h"
 
 #include <algorithm>
-
-#include "aryl/sched/resize_rule.h"
 #include <tuple>
+
+#include "aryl/sched/queues.h"
+#include "aryl/sched/resize_rule.h"
+#include "quota.h"
 
 namespace aryl::sched::internal {
 
@@ -83,8 +85,11 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // A kept queue serves admission unless running jobs compete in it
   // (migrations to a faster type) or min_type_speed > 1 changes which jobs
   // the walk may skip.
-  const bool incremental =
-      keep != nullptr && !(opt.type_aware && state.num_types() > 1) && opt.min_type_speed <= 1;
+  // With queues (queues.h) admission runs in two passes over the whole
+  // queue (quota first, then borrowing by fair share): no kept queue.
+  const QueueConfig* queues = state.config().queues.get();
+  const bool incremental = keep != nullptr && queues == nullptr &&
+                           !(opt.type_aware && state.num_types() > 1) && opt.min_type_speed <= 1;
   if (incremental) keep->Sync(state, opt);
   const auto& servers = state.servers();
   const int n_servers = static_cast<int>(servers.size());
@@ -175,6 +180,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     JobId id;
     int demand;
     int alloc = -1;  // migration candidate: its index in `allocs`
+    int priority = 0;  // with queues: its class (higher admits first)
   };
   // GPUs admission and migration may use at most (flexible workers count as
   // free). With none, no job starts or moves: the queue is not even looked at,
@@ -183,7 +189,10 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   const SchedulerConfig& cfg = state.config();
   int free_left = 0;
   for (int t = 0; t < n_types; ++t) free_left += index.Total(t, true, opt.use_loaned);
-  if (free_left == 0 && !opt.elastic) return {};
+  // With queues a full cluster may still owe a queue its quota (rule 4).
+  if (free_left == 0 && !opt.elastic && queues == nullptr) return {};
+  static thread_local QuotaLedger ledger;
+  if (queues) ledger.Reset(state, *queues, opt.elastic);
   // Scratch kept across rounds (its capacity): one allocation, not one per round.
   static thread_local std::vector<Queued> queue;
   queue.clear();
@@ -226,17 +235,23 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
                                [](const std::pair<Seconds, int>& e, int n) { return e.second < n; });
     return it == v.end() ? kNever : std::max(0.0, it->first - state.now());
   };
-  if (free_left > 0 && !incremental) {
+  if ((free_left > 0 || queues) && !incremental) {
     for (JobId id : state.queued()) {
+      // With no GPU free only a job within its quota matters (it may take
+      // quota back): skip the queues that hold their quota already.
+      if (free_left == 0 && queues && !ledger.UnderNominal(state.job(id)->queue)) continue;
       const AdmissionPlace place = AdmissionOf(state, opt, *state.job(id));
       queue.push_back({place.key, place.submit, place.id, place.demand});
     }
+  }
+  if (queues) {
+    for (Queued& q : queue) q.priority = state.job(q.id)->spec.priority;
   }
   // Admission order, taken lazily from a heap: the walk usually stops long
   // before the end of the queue (when no GPU is left), so most of the queue is
   // never sorted. (key, submit, id) is a total order: the same order as a sort.
   auto later = [](const Queued& a, const Queued& b) {
-    return std::tie(a.key, a.submit, a.id) > std::tie(b.key, b.submit, b.id);
+    return std::make_tuple(-a.priority, a.key, a.submit, a.id) > std::make_tuple(-b.priority, b.key, b.submit, b.id);
   };
   if (!incremental) std::make_heap(queue.begin(), queue.end(), later);
   std::vector<int> types;
@@ -244,11 +259,34 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // for its fastest type (type_aware). Exact when min_type_speed <= 1 (then a job
   // has an allowed type iff it has a fastest one).
   const bool skip_big = opt.min_type_speed <= 1;
+  // With queues: pass 1 admits jobs within their queue's nominal quota and
+  // defers the others; pass 2 admits the deferred ones by fair share. A job
+  // within quota that finds no GPUs is a need (quota.h).
+  int pass = 0;
+  static thread_local std::vector<Queued> deferred;
+  static thread_local std::vector<QuotaNeed> needs;
+  deferred.clear();
+  needs.clear();
   auto admit = [&](const Queued& q) {
       const JobInfo& j = *state.job(q.id);
       const bool migrating = q.alloc >= 0;
       const int d = q.demand;
+      int quota_type = -1;  // pass 1: the type it is within quota on
+      if (pass == 1) {
+        quota_type = ledger.WithinType(j, d);
+        if (quota_type < 0) {
+          deferred.push_back(q);
+          return;
+        }
+      }
+      auto need = [&] {
+        if (pass != 1 || migrating) return;
+        ledger.MarkStarving(j.queue);
+        const int short_of = d - index.Total(quota_type, true, false);
+        if (short_of > 0) needs.push_back({j.queue, quota_type, short_of, j.queued_since, j.spec.id});
+      };
       if (skip_big && d > free_left) {
+        need();
         const int f = opt.type_aware ? FastestType(j, n_types, d) : -1;
         if (f >= 0) ahead[f] += d;
         return;
@@ -305,7 +343,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         for (FreeIndex* from : {&idle, &index}) {
           for (int t : types) {
             if (!worth(t)) continue;
-            p = from->Find(t, true, phase == 1, d, false);
+            // Quota gates training servers only: loaned ones belong to no team.
+            const bool training = pass == 0                 ? true
+                                  : pass == 1               ? ledger.Within(j.queue, t, d)
+                                                            : ledger.CanBorrow(j.queue, t, d);
+            if (!training && phase == 0) continue;
+            p = from->Find(t, training, phase == 1, d, false);
             if (!p.empty()) {
               home = t;
               break;
@@ -315,7 +358,11 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         }
       }
       if (fast >= 0 && (p.empty() || home != fast)) ahead[fast] += d;  // still waits for `fast`
-      if (p.empty()) return;  // backfill: later jobs may still fit
+      if (p.empty()) {
+        need();
+        return;  // backfill: later jobs may still fit
+      }
+      if (pass > 0) ledger.Charge(j.queue, p, +1);
       for (const auto& [sid, n] : p) {
         const int i = state.server_index(sid);
         index.Take(i, n);
@@ -325,6 +372,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       if (migrating) {
         // Its GPUs on the slow type are free for later jobs of this round.
         Alloc& m = allocs[q.alloc];
+        if (pass > 0) m.ForBase([&](ServerId sid, int n) { ledger.ChargeServer(j.queue, sid, -n); });
         free_left += m.BaseSum();
         m.ForBase([&](ServerId sid, int n) {
           const int i = state.server_index(sid);
@@ -357,12 +405,34 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       admit({e.key, e.submit, e.id, d});
     });
   } else {
-    while (!queue.empty() && free_left > 0) {
+    if (queues) pass = 1;
+    // Pass 1 with queues walks the whole queue: a job within its quota needs
+    // its GPUs back even when none are free.
+    while (!queue.empty() && (free_left > 0 || queues)) {
       std::pop_heap(queue.begin(), queue.end(), later);
       const Queued q = queue.back();
       queue.pop_back();
       admit(q);
     }
+  }
+  if (queues) {
+    // Rule 4: a queue owed its quota takes it back from borrowers, in a
+    // round of its own; the next round (kQuotaRoundGap later) admits it.
+    Seconds eligible = kNever;
+    for (const QuotaNeed& n : needs) {
+      std::vector<Action> preempts = ledger.Reclaim(n, &eligible);
+      if (!preempts.empty()) {
+        if (wakeup) *wakeup = state.now() + kQuotaRoundGap;
+        return preempts;
+      }
+    }
+    if (wakeup) *wakeup = std::min(*wakeup, eligible);
+    // Pass 2: the deferred jobs by fair share (QuotaLedger::ByShare).
+    pass = 2;
+    static thread_local std::vector<int> deferred_queue;
+    deferred_queue.clear();
+    for (const Queued& q : deferred) deferred_queue.push_back(state.job(q.id)->queue);
+    ledger.ByShare(deferred_queue, [&] { return free_left > 0; }, [&](size_t i) { admit(deferred[i]); });
   }
 
   // 3. Elastic allocation of the GPUs left, per GPU type, and 4. placement

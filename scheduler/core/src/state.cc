@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "aryl/sched/queues.h"
 #include "aryl/sched/speed_models.h"
 #include "aryl/sched/throughput.h"
 #include "state_names.h"
@@ -333,6 +334,14 @@ Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec, bool refresh) const 
 
   JobInfo job;
   job.spec = spec;
+  if (config_.queues) {
+    job.queue = config_.queues->Find(spec.queue);
+    if (job.queue < 0) return Status::InvalidArgument(who + ": queue '" + spec.queue + "': no such queue");
+    if (spec.priority < kPriorityLow || spec.priority > kPriorityHigh) {
+      return Status::InvalidArgument(who + ": priority " + std::to_string(spec.priority) +
+                                     " outside [0, 2] (low, normal, high)");
+    }
+  }
   job.curves.resize(type_names_.size());
   int base = 0;
   for (size_t t = 0; t < type_names_.size(); ++t) {

@@ -118,6 +118,7 @@ Status ClusterState::Apply(const Action& a) {
       running_.insert(a.job);
       if (j.elastic()) running_elastic_.insert(a.job);
       if (j.stats.first_start < 0) j.stats.first_start = now_;
+      j.started_at = now_;
       j.paused_until =
           now_ + (j.stats.preemptions == 0 ? 0
                   : j.suspended            ? config_.resume_pause

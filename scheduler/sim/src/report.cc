@@ -123,6 +123,28 @@ std::string FormatTable(const std::vector<RunMetrics>& runs) {
   return os.str();
 }
 
+std::string FormatQueueTable(const std::vector<RunMetrics>& runs) {
+  std::string out;
+  for (const RunMetrics& m : runs) {
+    if (m.queues.empty()) continue;
+    if (out.empty()) {
+      char head[256];
+      std::snprintf(head, sizeof head, "%-13s %-10s %6s %6s %10s %12s %10s %11s %9s %11s\n", "policy", "queue", "jobs",
+                    "quota", "GPU-h", "borrowed GPU-h", "loaned GPU-h", "1st start h", "avg JCT h", "quota held");
+      out += head;
+    }
+    for (const QueueMetrics& q : m.queues) {
+      char row[256];
+      std::snprintf(row, sizeof row, "%-13s %-10s %6lld %6d %10.0f %14.0f %12.0f %11.2f %9.2f %10.1f%%\n",
+                    m.policy.c_str(), q.queue.c_str(), static_cast<long long>(q.jobs), q.quota_gpus, q.gpu_hours,
+                    q.borrowed_gpu_hours, q.loaned_gpu_hours, q.avg_queue_s / 3600, q.avg_jct_s / 3600,
+                    100 * q.quota_held_fraction);
+      out += row;
+    }
+  }
+  return out;
+}
+
 nlohmann::ordered_json RunToJson(const RunMetrics& m) {
   nlohmann::ordered_json j;
   j["policy"] = m.policy;
@@ -153,6 +175,25 @@ nlohmann::ordered_json RunToJson(const RunMetrics& m) {
   j["reclaims"] = m.reclaims;
   j["reclaims_late"] = m.reclaims_late;
   j["sim_wall_s"] = m.sim_wall_s;
+  if (!m.queues.empty()) {
+    auto& qs = j["queues"] = nlohmann::ordered_json::array();
+    for (const QueueMetrics& q : m.queues) {
+      nlohmann::ordered_json x;
+      x["queue"] = q.queue;
+      x["quota_gpus"] = q.quota_gpus;
+      x["weight"] = q.weight;
+      x["jobs"] = q.jobs;
+      x["gpu_hours"] = q.gpu_hours;
+      x["borrowed_gpu_hours"] = q.borrowed_gpu_hours;
+      x["loaned_gpu_hours"] = q.loaned_gpu_hours;
+      x["avg_queue_s"] = q.avg_queue_s;
+      x["avg_jct_s"] = q.avg_jct_s;
+      x["quota_held_fraction"] = q.quota_held_fraction;
+      x["quota_missed_s"] = q.quota_missed_s;
+      x["quota_missed_fitting_s"] = q.quota_missed_fitting_s;
+      qs.push_back(std::move(x));
+    }
+  }
   return j;
 }
 

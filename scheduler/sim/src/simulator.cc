@@ -12,6 +12,7 @@
 #include "aryl/sched/state.h"
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/progress.h"
+#include "aryl/sim/teams.h"
 #include "speed_feed.h"
 
 namespace aryl::sim {
@@ -105,6 +106,11 @@ class Run {
       span_lo_ = jobs.front().submit_time;
       span_hi_ = jobs.back().submit_time;
     }
+    if (const sched::QueueConfig* queues = config_.scheduler.queues.get()) {
+      meter_ = std::make_unique<QueueMeter>(*queues, config_.training.groups.front().gpu_type,
+                                            config_.scheduler.quota_reclaim_deadline, span_lo_);
+      for (const auto& j : jobs) queue_of_.push_back(queues->Find(j.queue));
+    }
   }
 
   Result<RunResult> Execute(const std::string& policy);
@@ -132,6 +138,17 @@ class Run {
   ExecJob* Find(sched::JobId id) {
     auto it = index_.find(id);
     return it == index_.end() ? nullptr : &jobs_[it->second];
+  }
+  // Teams: the job's queue index (-1 without queues), and the GPUs it waits
+  // for while queued (teams.h).
+  int QueueOf(const ExecJob& j) const { return meter_ ? queue_of_[&j - jobs_.data()] : -1; }
+  void Waiting(const ExecJob& j, int sign) {
+    if (!meter_) return;
+    const sched::JobSpec& s = *j.spec;
+    const int requested = s.kind == sched::JobKind::kInelastic ? s.min_workers
+                          : s.requested_workers > 0            ? s.requested_workers
+                                                               : s.max_workers;
+    meter_->Waiting(QueueOf(j), sign * (elastic_ && s.kind == sched::JobKind::kElastic ? s.min_workers : requested));
   }
   std::string JobName(const ExecJob& j) const {
     return "job " + std::to_string(j.spec->id) + " ('" + j.spec->name + "')";
@@ -186,6 +203,8 @@ class Run {
   double next_sample_ = kInf;
   double last_event_time_ = -kInf;  // when the core last heard of anything
   std::vector<TimelineSample> timeline_;
+  std::unique_ptr<QueueMeter> meter_;  // with queues only
+  std::vector<int> queue_of_;          // per job (jobs_ order): its queue index
 };
 
 void Run::AdvanceJob(ExecJob& job, double t) {
@@ -252,6 +271,7 @@ void Run::AdvanceClock(double t) {
   const double per_server = inference_servers_ > 0 ? static_cast<double>(inference_gpus_) / inference_servers_ : 0;
   const double served = std::min(demand_servers_, held_servers_) * per_server;
   const double dt = t - now_;
+  if (meter_) meter_->Advance(t);
   train_busy_total_ += busy_training_ * dt;
   all_busy_total_ += (busy_training_ + busy_loaned_) * dt;
   served_total_ += served * dt;
@@ -322,6 +342,10 @@ Status Run::Place(ExecJob& job, const sched::Placement& placement, const char* w
     ExecServer& s = servers_[server_index_[sid]];
     s.used += n;
     (s.role == sched::ServerState::kLoaned ? busy_loaned_ : busy_training_) += n;
+    if (meter_) {
+      const bool loaned = s.role == sched::ServerState::kLoaned;
+      meter_->Held(QueueOf(job), loaned ? 0 : n, loaned ? n : 0);
+    }
     const std::string& type = s.spec.gpu_type;
     if (("|" + job.gpu_types + "|").find("|" + type + "|") == std::string::npos)
       job.gpu_types += (job.gpu_types.empty() ? "" : "|") + type;
@@ -343,6 +367,10 @@ void Run::Release(ExecJob& job) {
     ExecServer& s = servers_[server_index_[sid]];
     s.used -= n;
     (s.role == sched::ServerState::kLoaned ? busy_loaned_ : busy_training_) -= n;
+    if (meter_) {
+      const bool loaned = s.role == sched::ServerState::kLoaned;
+      meter_->Held(QueueOf(job), loaned ? 0 : -n, loaned ? -n : 0);
+    }
   }
   job.placement.clear();
   job.workers = 0;
@@ -383,6 +411,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       job->ckpt_time = t;
       job->ckpt_remaining = job->remaining;
       if (job->first_start < 0) job->first_start = t;
+      Waiting(*job, -1);
       Reestimate(*job);
       if (feed_) feed_->Placed(a.job, job->paused_until + config_.speed_window);
       --queued_;
@@ -426,6 +455,7 @@ Status Run::ExecuteAction(const sched::Action& a, double t) {
       Release(*job);
       job->remaining = std::max(job->remaining, job->ckpt_remaining);
       job->status = ExecJob::Status::kQueued;
+      Waiting(*job, +1);
       job->paused_until = t;
       ++job->preemptions;
       ++job->version;
@@ -620,6 +650,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
       ExecJob& job = jobs_[next_arrival++];
       job.status = ExecJob::Status::kQueued;
       job.last_update = t;
+      Waiting(job, +1);
       ++queued_;
       if (feed_) ARYL_RETURN_IF_ERROR(feed_->Submitted(*job.spec));
       ARYL_RETURN_IF_ERROR(Send({t, sched::JobSubmitted{*job.spec}}));
@@ -676,6 +707,7 @@ Result<RunResult> Run::Execute(const std::string& policy) {
                         j.rescales, j.gpu_types});
   }
   result.jcts = SummarizeJobs(outcomes, m);
+  if (meter_) m.queues = meter_->Finish(outcomes, queue_of_);
   result.jobs = std::move(outcomes);
   const double span = span_hi_ - span_lo_;
   const double total = now_ - span_lo_;

@@ -13,12 +13,14 @@
 #include <sstream>
 
 #include "aryl/flags.h"
+#include "aryl/sched/queues.h"
 #include "aryl/sched/scheduler.h"
 #include "aryl/sched/throughput.h"
 #include "aryl/sim/cluster_spec.h"
 #include "aryl/sim/demand.h"
 #include "aryl/sim/report.h"
 #include "aryl/sim/simulator.h"
+#include "aryl/sim/teams.h"
 #include "aryl/sim/trace.h"
 #include "aryl/sim/workload.h"
 
@@ -141,6 +143,14 @@ int main(int argc, char** argv) {
       ("policy", "Comma-separated policies to run side by side",
        cxxopts::value<std::string>()->default_value("baseline,aryl"))
       ("fifo", "FIFO admission instead of shortest-job-first")
+      ("queues", "Teams: a CSV of queues (queue,quota_gpus,weight,jobs_share[,gpu_type,borrow_limit,lend_limit,"
+       "cohort,priority_mix]); trace jobs are assigned by a hash of their id (docs/simulator.md, \"Teams\")",
+       cxxopts::value<std::string>())
+      ("quota-min-runtime", "Teams: seconds a job runs before a quota reclaim may preempt it",
+       cxxopts::value<double>()->default_value(Num(aryl::sched::SchedulerConfig{}.quota_min_runtime)))
+      ("quota-reclaim-deadline", "Teams: seconds within which a queue under quota with pending work gets "
+       "its GPUs back (the bound; overrides --quota-min-runtime)",
+       cxxopts::value<double>()->default_value(Num(aryl::sched::SchedulerConfig{}.quota_reclaim_deadline)))
       ("min-type-speed", "Keep jobs off GPU types slower than this fraction of their fastest type (0: any)",
        cxxopts::value<double>()->default_value("0"))
       ("inelastic-on-loaned", "Whether inelastic jobs may run on loaned servers when no training server fits",
@@ -240,6 +250,20 @@ int main(int argc, char** argv) {
   std::pair<double, double> window{0, std::numeric_limits<double>::infinity()};
   if (flags.count("window")) window = OrUsage(aryl::sim::ParseWindow(flags["window"].as<std::string>()));
   const std::string training_type = config.training.groups.front().gpu_type;
+  config.scheduler.quota_min_runtime = flags["quota-min-runtime"].as<double>();
+  config.scheduler.quota_reclaim_deadline = flags["quota-reclaim-deadline"].as<double>();
+  if (!(config.scheduler.quota_min_runtime >= 0)) aryl::UsageError(kProgram, "--quota-min-runtime: must be >= 0");
+  if (!(config.scheduler.quota_reclaim_deadline >= 0))
+    aryl::UsageError(kProgram, "--quota-reclaim-deadline: must be >= 0");
+  std::shared_ptr<aryl::sched::QueueConfig> queues;
+  if (flags.count("queues")) {
+    aryl::sched::QueueCluster cluster;
+    cluster.training_gpus[training_type] = config.training.Gpus();
+    cluster.default_type = training_type;
+    auto parsed = aryl::sched::ReadQueuesFile(flags["queues"].as<std::string>(), cluster);
+    if (!parsed.ok()) aryl::UsageError(kProgram, "--queues: " + parsed.status().message());
+    queues = std::make_shared<aryl::sched::QueueConfig>(std::move(*parsed));
+  }
   for (const std::string& p : policies) {
     std::string base = p.substr(0, p.find(':'));
     auto names = aryl::sched::PolicyNames();
@@ -316,6 +340,11 @@ int main(int argc, char** argv) {
   workload.seed = seed;
   auto jobs = aryl::sim::BuildJobs(*trace, **catalog, workload);
   if (!jobs.ok()) Fail(jobs.status());
+  if (queues) {
+    if (auto s = aryl::sim::AssignQueues(*jobs, *queues, training_type, config.training.Gpus()); !s.ok())
+      aryl::UsageError(kProgram, "--queues: " + flags["queues"].as<std::string>() + ": " + s.message());
+    config.scheduler.queues = queues;
+  }
   int elastic_jobs = 0;
   for (const auto& j : *jobs) elastic_jobs += j.kind == aryl::sched::JobKind::kElastic;
 
@@ -338,6 +367,7 @@ int main(int argc, char** argv) {
     results.push_back(std::move(*r));
   }
   std::cout << aryl::sim::FormatTable(metrics) << std::flush;
+  if (queues) std::cout << "\n" << aryl::sim::FormatQueueTable(metrics) << std::flush;
 
   if (flags.count("json")) {
     nlohmann::ordered_json cfg;
@@ -375,6 +405,12 @@ int main(int argc, char** argv) {
       cfg["speed_knowledge"] = aryl::sim::SpeedKnowledgeName(config.speed_knowledge);
       cfg["speed_noise"] = config.speed_noise;
       cfg["speed_window_s"] = config.speed_window;
+    }
+    // Only with queues, so that runs without write what they always did.
+    if (queues) {
+      cfg["queues"] = flags["queues"].as<std::string>();
+      cfg["quota_min_runtime_s"] = config.scheduler.quota_min_runtime;
+      cfg["quota_reclaim_deadline_s"] = config.scheduler.quota_reclaim_deadline;
     }
     cfg["policies"] = policies;
     if (auto s = aryl::sim::WriteJson(flags["json"].as<std::string>(), cfg, metrics); !s.ok()) Fail(s);

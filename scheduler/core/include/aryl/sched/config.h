@@ -11,6 +11,7 @@
 namespace aryl::sched {
 
 class JobSpeedSource;  // speed_models.h
+struct QueueConfig;    // queues.h
 
 struct SchedulerConfig {
   Seconds rescale_pause = 30;          // an in-place rescale stops the job this long (s); no work lost
@@ -98,6 +99,15 @@ struct SchedulerConfig {
   // otherwise; which sizes are allowed stays the catalog's. The driver owns
   // and updates it, then calls Scheduler::RefreshSpeed. Null: the catalog only.
   std::shared_ptr<const JobSpeedSource> speed;
+  // Teams (queues.h): quotas, borrowing, fair share and priority classes for
+  // the round-based policies. Null: one implicit queue, no quota rules.
+  std::shared_ptr<const QueueConfig> queues;
+  // Getting quota back (queues.h, rule 4): a job is not preempted to give
+  // quota back within quota_min_runtime seconds of its start, unless the job
+  // waiting for its quota has waited quota_reclaim_deadline seconds, which
+  // bounds how long a queue under quota with pending work waits for it.
+  Seconds quota_min_runtime = 300;
+  Seconds quota_reclaim_deadline = 600;
 };
 
 }  // namespace aryl::sched

@@ -83,6 +83,11 @@ struct JobInfo {
   // How long its last resize paused it, as the driver measured it
   // (JobResizeMeasured); < 0: unknown, SchedulerConfig::RescalePause counts.
   Seconds measured_pause = -1;
+  // When it last started (-kNever: never); quota reclaims spare it for
+  // SchedulerConfig::quota_min_runtime after this.
+  Seconds started_at = -kNever;
+  // Its queue's index in SchedulerConfig::queues; -1 without queues.
+  int queue = -1;
   JobStats stats;
   // Per GPU type index (ClusterState::type_index): thr at w workers, w = 0..max
   // (0 where the size is not allowed: table cell, granularity, inelastic size).

@@ -89,6 +89,11 @@ struct JobSpec {
   // CheckpointSeconds). 0 = unknown: only the fixed part counts.
   double state_bytes = 0;
   Rescale rescale = Rescale::kInPlace;
+  // Teams (queues.h): the queue the job is charged to ("" = the default
+  // queue) and its priority class there (kPriorityLow/Normal/High). Ignored
+  // without SchedulerConfig::queues.
+  std::string queue;
+  int priority = 1;
 };
 
 // GPUs per server a job holds: server -> worker count on it.

@@ -57,6 +57,22 @@ struct TimelineSample {
   int held_servers = 0;         // inference servers held by inference
 };
 
+// One queue's share of a run (teams.h defines each field).
+struct QueueMetrics {
+  std::string queue;
+  int quota_gpus = 0;
+  double weight = 1;
+  std::int64_t jobs = 0;
+  double gpu_hours = 0;
+  double borrowed_gpu_hours = 0;
+  double loaned_gpu_hours = 0;
+  double avg_queue_s = 0;
+  double avg_jct_s = 0;
+  double quota_held_fraction = 1;
+  double quota_missed_s = 0;
+  double quota_missed_fitting_s = 0;
+};
+
 struct RunMetrics {
   std::string policy;
   std::int64_t jobs_submitted = 0;
@@ -88,6 +104,7 @@ struct RunMetrics {
   std::int64_t reclaims_late = 0;
   double sim_wall_s = 0;
   double end_time_s = 0;  // virtual time when the last job finished
+  std::vector<QueueMetrics> queues;  // with queues (aryl-sim --queues); empty otherwise
 };
 
 struct RunResult {

@@ -24,6 +24,9 @@ namespace aryl::sim {
 // the first such run (for JCT/queue metrics: baseline / run, so > 1 is better;
 // for the rest: run / baseline).
 std::string FormatTable(const std::vector<RunMetrics>& runs);
+// Per policy and queue (aryl-sim --queues): jobs, quota, GPU-hours, borrowed
+// and loaned GPU-hours, avg queuing and JCT, quota held; "" without queues.
+std::string FormatQueueTable(const std::vector<RunMetrics>& runs);
 
 nlohmann::ordered_json RunToJson(const RunMetrics& m);
 Status WriteJson(const std::string& path, const nlohmann::ordered_json& config,
