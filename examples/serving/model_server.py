@@ -9,8 +9,9 @@ torch model, the endpoints a load balancer and Prometheus use, and a drain.
   GET  /ready             200 once the model is loaded and while not draining, else 503
   GET  /healthz           200 while the process runs
   GET  /metrics           Prometheus text: requests by code, a latency histogram, in-flight
-  POST /drain             stop being ready (the load balancer takes it out), wait until no
-                          request is in flight (at most --drain-seconds), then answer 200
+  POST /drain             stop being ready, wait --drain-delay (the load balancer notices and
+                          takes it out), then until no request is in flight (at most
+                          --drain-seconds), then answer 200
 
 --load-seconds adds to the real load time (import torch, build the model) to act
 like a large model; SIGTERM stops taking connections and ends once in-flight
@@ -143,6 +144,9 @@ def make_handler(state, args):
                 return self.predict(x)
             if path == "/drain":
                 state.draining = True
+                # Load balancers poll /ready: requests keep coming until they
+                # notice (a deregistration delay, as AWS's target groups have).
+                time.sleep(args.drain_delay)
                 deadline = time.monotonic() + args.drain_seconds
                 while state.in_flight > 0 and time.monotonic() < deadline:
                     time.sleep(0.01)
@@ -159,6 +163,8 @@ def main():
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--load-seconds", type=float, default=0, help="added to the real load time")
     parser.add_argument("--drain-seconds", type=float, default=30, help="the most a drain waits for in-flight requests")
+    parser.add_argument("--drain-delay", type=float, default=1.0,
+                        help="seconds a drain answers not-ready before it waits for in-flight requests")
     parser.add_argument("--drain", metavar="URL", help="be the drain hook: POST URL/drain and exit")
     args = parser.parse_args()
     if args.drain:
