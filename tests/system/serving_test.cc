@@ -150,6 +150,38 @@ TEST_F(ServingTest, FailedDrainKeepsTheServerWithInference) {
     if (n.agent_id == "inf") EXPECT_NE(n.state, p::NodeState::kLoaned);
 }
 
+// A ready URL that never answers and a stop hook that hangs are named errors
+// at their timeouts: the first server never counts as serving, the second is
+// not lent (its hook is killed), and both say which step and why.
+TEST_F(ServingTest, UnreadyServerAndHangingHookAreNamedErrors) {
+  StartScheduler();
+  const int nobody = FreePort();  // nothing listens there
+  StartAgent("unready", 1, "inference",
+             {"--serving-start", "exec sleep 1000", "--serving-ready",
+              "http://127.0.0.1:" + std::to_string(nobody) + "/ready", "--serving-start-timeout", "3"});
+  StartAgent("hangs", 1, "inference",
+             {"--serving-start", "true", "--serving-stop", "sleep 1000", "--serving-stop-timeout", "2"});
+  c_ = Client();
+  ASSERT_TRUE(WaitAgents(*c_, 2)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { return Seq("unready", "serving_failed") > 0; }, 20)) << Kinds("unready") << Logs();
+  for (const auto& e : Events("unready"))
+    if (e.kind == "serving_failed") {
+      EXPECT_EQ(e.data.value("step", ""), "ready") << e.detail;
+      EXPECT_NE(e.detail.find("not ready within 3 s"), std::string::npos) << e.detail;
+    }
+  EXPECT_EQ(Seq("unready", "serving_ready"), 0);
+
+  ASSERT_TRUE(WaitFor([&] { return Seq("hangs", "serving_ready") > 0; }, 20)) << Kinds("hangs") << Logs();
+  ASSERT_TRUE(c_->Call<p::Ok>(p::PoolOffer{{"hangs"}}, milliseconds(3000)).ok());
+  ASSERT_TRUE(WaitFor([&] { return Seq("hangs", "serving_failed") > 0; }, 20)) << Kinds("hangs") << Logs();
+  for (const auto& e : Events("hangs"))
+    if (e.kind == "serving_failed") {
+      EXPECT_EQ(e.data.value("step", ""), "stop") << e.detail;
+      EXPECT_NE(e.detail.find("did not finish within its timeout"), std::string::npos) << e.detail;
+    }
+  EXPECT_EQ(Seq("hangs", "loan"), 0) << Kinds("hangs");
+}
+
 // The agent dies while its serving side warms up after a reclaim (SIGKILL;
 // the model server dies with it) and comes back: the scheduler tells it to
 // serve, it starts the model server again, and the reclaim completes at ready.
