@@ -97,6 +97,10 @@ inline constexpr double kLeftEarlySeconds = 30;
 // A reclaim is enforced (SIGKILL of the workers still on the server) this
 // long before its deadline; a stop's grace on that server ends by then.
 inline constexpr double kReclaimEnforceSeconds = 1.0;
+// A reclaim keeps back warm-up x kServingWarmupFactor + kServingWarmupSlack
+// seconds for a server's serving side (serving.cc, ServingBudget).
+inline constexpr double kServingWarmupFactor = 1.25;
+inline constexpr double kServingWarmupSlack = 2.0;
 // An agent's log disk with less free than this is full (Heartbeat::log_free_bytes).
 inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 
@@ -410,6 +414,10 @@ class Daemon::Impl {
   void SendServing(const Node& n, bool lend);
   // The warm-up to allow a node's serving side: measured, else --serving-warmup; 0 without one.
   double WarmupOf(const Node& n) const;
+  // What a reclaim of `n` keeps back from its deadline for the serving side
+  // to start: the warm-up with kServingMargin (a warm-up varies with load),
+  // 0 without a serving side.
+  double ServingBudget(const Node& n) const;
   // The loan of a node whose serving side stopped (S4).
   Status FinishLend(Node& n);
   // --serving-hook with the event (bounded; never blocks the loop).

@@ -51,13 +51,15 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
     ids.push_back(it->second.server_id);
   }
   // The deadline is when inference must be served again: training leaves by
-  // that less the warm-up of the servers' serving side (the longest among
-  // those that may be taken).
-  double warmup = 0;
+  // that less the serving side's warm-up with its margin (ServingBudget; the
+  // longest among the servers that may be taken).
+  double warmup = 0, budget = 0;
   for (const auto& [id, n] : nodes)
-    if (n.loan_state == "loaned" && (names.empty() || std::find(names.begin(), names.end(), id) != names.end()))
+    if (n.loan_state == "loaned" && (names.empty() || std::find(names.begin(), names.end(), id) != names.end())) {
       warmup = std::max(warmup, WarmupOf(n));
-  const double leave_s = warmup > 0 ? std::max(1.0, deadline_s - warmup) : deadline_s;
+      budget = std::max(budget, ServingBudget(n));
+    }
+  const double leave_s = budget > 0 ? std::max(1.0, deadline_s - budget) : deadline_s;
   current_reclaim_deadline = leave_s;
   Status st = Transaction("pool reclaim", [&]() -> Status {
     ARYL_RETURN_IF_ERROR(Journal(0, "reclaim",
@@ -66,7 +68,8 @@ Status Daemon::Impl::ReclaimServers(int count, const std::vector<std::string>& n
                                      (warmup > 0 ? " (training leaves within " + FormatDuration(leave_s) +
                                                        ": serving warm-up " + FormatDuration(warmup) + ")"
                                                  : ""),
-                                 {{"count", count}, {"deadline_seconds", deadline_s}, {"warmup_seconds", warmup}},
+                                 {{"count", count}, {"deadline_seconds", deadline_s}, {"warmup_seconds", warmup},
+                                  {"leave_seconds", leave_s}},
                                  names));
     return Feed(s::Reclaim{names.empty() ? count : 0, ids, CoreNow() + leave_s}, "pool reclaim");
   });

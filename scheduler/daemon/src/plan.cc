@@ -184,7 +184,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
         pr = d->second;
         draining.erase(d);
       }
-      pr.ready_by = pr.deadline + WarmupOf(n);
+      pr.ready_by = pr.deadline + ServingBudget(n);
       reclaims.push_back(pr);
       return Status::Ok();
     }

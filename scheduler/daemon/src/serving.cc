@@ -16,6 +16,10 @@ double Daemon::Impl::WarmupOf(const Node& n) const {
   return n.serving->warmup_seconds >= 0 ? n.serving->warmup_seconds : opt.serving_warmup;
 }
 
+double Daemon::Impl::ServingBudget(const Node& n) const {
+  return n.serving ? WarmupOf(n) * kServingWarmupFactor + kServingWarmupSlack : 0;
+}
+
 void Daemon::Impl::SendServing(const Node& n, bool lend) {
   p::ServingCommand c;
   c.lend = lend;
