@@ -80,7 +80,6 @@ class Agent::Impl {
   std::optional<StopNotices> notices;      // ARYL_STOP_NOTICE files (stop_notice.h)
   std::unique_ptr<ServingSide> serving;    // --serving-start (protocol/serving.h)
   double started = 0;                      // when Run began
-  bool serving_told = false;               // a ServingCommand arrived (S1)
   double log_free_checked = -10;
   std::int64_t log_free = -1;
 
@@ -404,20 +403,12 @@ class Agent::Impl {
       return;
     }
     spdlog::info("serving: the scheduler says {}", c.lend ? "lend the server" : "serve");
-    serving_told = true;
     serving->Command(c.lend);
   }
 
   // S1 and S3: the serving side's steps, and a report of each change.
   void ServingTick(double now) {
-    if (!serving) return;
-    if (!serving_told && now - started > p::kServingUnregisteredStartSeconds) {
-      spdlog::warn("serving: no word from the scheduler for {} s: serving (not lent)",
-                   p::kServingUnregisteredStartSeconds);
-      serving_told = true;
-      serving->Command(false);
-    }
-    if (!serving->Tick(now)) return;
+    if (!serving || !serving->Tick(now, started)) return;
     p::ServingReport r;
     r.agent_id = opt.id;
     r.status = serving->Status();
@@ -489,20 +480,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions given) {
   }
   impl->opt = options;
   impl->notices.emplace(fs::path(options.log_dir) / "notices");
-  if (!options.serving.start.empty()) {
-    if (resolved.pool != p::Pool::kInference)
-      return Status::InvalidArgument("--serving-start is for inference agents (--pool inference), not --pool " +
-                                     options.pool);
-    if (!options.serving.ready_url.empty())
-      ARYL_RETURN_IF_ERROR(ParseHttpUrl("--serving-ready", options.serving.ready_url).status());
-    ServingOptions so = options.serving;
-    if (so.log_path.empty()) so.log_path = (fs::path(options.log_dir) / "serving.log").string();
-    impl->serving = std::make_unique<ServingSide>(so);
-    spdlog::info("serving side: start '{}'{}{}{}", so.start, so.stop.empty() ? " (kept by the agent)" : ", stop '" + so.stop + "'",
-                 so.drain.empty() ? "" : ", drain '" + so.drain + "'", so.ready_url.empty() ? "" : ", ready " + so.ready_url);
-  } else if (!options.serving.stop.empty() || !options.serving.drain.empty() || !options.serving.ready_url.empty()) {
-    return Status::InvalidArgument("--serving-stop, --serving-drain and --serving-ready need --serving-start");
-  }
+  ARYL_ASSIGN_OR_RETURN(impl->serving, ServingSide::Create(options, resolved.pool));
   ARYL_RETURN_IF_ERROR(impl->notices->Prepare());
   impl->worker_env = WorkerEnvFilter(options.worker_env);
   ARYL_ASSIGN_OR_RETURN(impl->channel,

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 namespace aryl::agent {
@@ -59,7 +60,27 @@ Result<HttpUrl> ParseHttpUrl(const std::string& flag, const std::string& url) {
   return out;
 }
 
-ServingSide::ServingSide(ServingOptions options) : opt_(std::move(options)), machine_(!opt_.drain.empty()) {}
+Result<std::unique_ptr<ServingSide>> ServingSide::Create(const AgentOptions& options, protocol::Pool pool) {
+  ServingOptions so = options.serving;
+  if (so.start.empty()) {
+    if (!so.stop.empty() || !so.drain.empty() || !so.ready_url.empty())
+      return Status::InvalidArgument("--serving-stop, --serving-drain and --serving-ready need --serving-start");
+    return std::unique_ptr<ServingSide>();
+  }
+  if (pool != protocol::Pool::kInference)
+    return Status::InvalidArgument("--serving-start is for inference agents (--pool inference), not --pool " +
+                                   options.pool);
+  if (!so.ready_url.empty()) ARYL_RETURN_IF_ERROR(ParseHttpUrl("--serving-ready", so.ready_url).status());
+  if (so.log_path.empty()) so.log_path = (std::filesystem::path(options.log_dir) / "serving.log").string();
+  spdlog::info("serving side: start '{}'{}{}{}", so.start, so.stop.empty() ? " (kept by the agent)" : ", stop '" + so.stop + "'",
+               so.drain.empty() ? "" : ", drain '" + so.drain + "'", so.ready_url.empty() ? "" : ", ready " + so.ready_url);
+  return std::make_unique<ServingSide>(so);
+}
+
+ServingSide::ServingSide(ServingOptions options) : opt_(std::move(options)), machine_(!opt_.drain.empty()) {
+  // Agent::Create checked the URL; an unparsable one fails every probe, named.
+  if (auto url = ParseHttpUrl("--serving-ready", opt_.ready_url); url.ok()) ready_url_ = *url;
+}
 
 ServingSide::~ServingSide() {
   // The serving process stays only as long as the agent (PR_SET_PDEATHSIG);
@@ -75,8 +96,6 @@ Result<pid_t> ServingSide::Hook(const std::string& command) {
   spec.stdout_path = opt_.log_path;
   return launcher_.Launch(spec);
 }
-
-std::string ServingSide::DescribeExit(const ExitInfo& e) { return e.Describe(); }
 
 void ServingSide::Begin(ServingMachine::Step step, double now) {
   using Step = ServingMachine::Step;
@@ -157,24 +176,29 @@ void ServingSide::Finish(int exit_code, const std::string& why, double now) {
   }
 }
 
-bool ServingSide::Tick(double now) {
+bool ServingSide::Tick(double now, double started) {
   const int before = machine_.changes();
+  if (!machine_.wanted() && now - started > protocol::kServingUnregisteredStartSeconds) {
+    spdlog::warn("serving: no word from the scheduler for {} s: serving (not lent)",
+                 protocol::kServingUnregisteredStartSeconds);
+    machine_.Want(false);
+  }
   using State = ServingMachine::State;
   for (const ExitInfo& e : launcher_.Poll()) {
     if (e.pid == hook_pid_) {
       const bool timed_out = e.killed_by_us || (e.signal == SIGKILL && now >= hook_deadline_);
-      Finish(timed_out ? -1 : e.exit_code, timed_out ? "did not finish within its timeout" : DescribeExit(e), now);
+      Finish(timed_out ? -1 : e.exit_code, timed_out ? "did not finish within its timeout" : e.Describe(), now);
     } else if (e.pid == server_pid_) {
       server_pid_ = 0;
       if (running_ == Running::kStop) {
         running_ = Running::kNone;
-        spdlog::info("serving: the serving process {}", DescribeExit(e));
+        spdlog::info("serving: the serving process {}", e.Describe());
         machine_.StoppedOk();
       } else if (machine_.state() == State::kReady || machine_.state() == State::kStarting) {
         running_ = Running::kNone;
-        spdlog::error("serving: the serving process {} while {}", DescribeExit(e), ServingMachine::Name(machine_.state()));
+        spdlog::error("serving: the serving process {} while {}", e.Describe(), ServingMachine::Name(machine_.state()));
         machine_.Failed(machine_.state() == State::kReady ? "serve" : "start",
-                        "the serving process '" + opt_.start + "' " + DescribeExit(e));
+                        "the serving process '" + opt_.start + "' " + e.Describe());
       }
     }
   }
@@ -204,13 +228,12 @@ bool ServingSide::Tick(double now) {
       machine_.Ready(now);
     } else if (machine_.probing() && !probe_ && now >= next_probe_) {
       next_probe_ = now + kProbeEvery;
-      auto url = ParseHttpUrl("--serving-ready", opt_.ready_url);
       std::promise<std::string> promise;
       probe_ = promise.get_future();
-      if (!url.ok()) {
-        promise.set_value(url.status().message());
+      if (!ready_url_) {
+        promise.set_value("--serving-ready '" + opt_.ready_url + "' does not parse");
       } else {
-        std::thread([p = std::move(promise), u = *url]() mutable { p.set_value(Probe(u)); }).detach();
+        std::thread([p = std::move(promise), u = *ready_url_]() mutable { p.set_value(Probe(u)); }).detach();
       }
     }
   }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -19,15 +20,28 @@
 
 namespace aryl::agent {
 
+// Parses http://host[:port][/path]; InvalidArgument names the flag.
+struct HttpUrl {
+  std::string host;
+  int port = 80;
+  std::string path = "/";
+};
+Result<HttpUrl> ParseHttpUrl(const std::string& flag, const std::string& url);
+
 class ServingSide {
  public:
+  // The agent's serving side, or null without --serving-start;
+  // InvalidArgument names the flag at fault.
+  static Result<std::unique_ptr<ServingSide>> Create(const AgentOptions& options, protocol::Pool pool);
   explicit ServingSide(ServingOptions options);
   ~ServingSide();
 
   // The scheduler's ServingCommand (protocol/serving.h, S2).
   void Command(bool lend);
-  // Runs what is due; true when the state changed (a ServingReport to send, S3).
-  bool Tick(double now);
+  // Runs what is due; true when the state changed (a ServingReport to send,
+  // S3). Without a command by `started` + kServingUnregisteredStartSeconds,
+  // serves (S1).
+  bool Tick(double now, double started);
   protocol::ServingStatus Status() const;
   const ServingMachine& machine() const { return machine_; }
 
@@ -36,9 +50,9 @@ class ServingSide {
   void Begin(ServingMachine::Step step, double now);
   void Finish(int exit_code, const std::string& why, double now);
   Result<pid_t> Hook(const std::string& command);
-  static std::string DescribeExit(const ExitInfo& e);
 
   ServingOptions opt_;
+  std::optional<HttpUrl> ready_url_;  // opt_.ready_url, parsed once
   ServingMachine machine_;
   ProcessLauncher launcher_;
   Running running_ = Running::kNone;
@@ -50,13 +64,5 @@ class ServingSide {
   double next_probe_ = 0;
   std::string last_probe_error_;
 };
-
-// Parses http://host[:port][/path]; InvalidArgument names the flag.
-struct HttpUrl {
-  std::string host;
-  int port = 80;
-  std::string path = "/";
-};
-Result<HttpUrl> ParseHttpUrl(const std::string& flag, const std::string& url);
 
 }  // namespace aryl::agent
