@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -134,15 +135,29 @@ TEST_F(SystemTest, JobLifecycle) {
 // failed: Address already in use"); it starts again on a fresh HTTP port and
 // serves there, and the port's holder is logged.
 TEST_F(SystemTest, SchedulerStartMovesOffAHeldHttpPort) {
+  // The holder binds as FreePort() tested the port and as the scheduler binds
+  // (SO_REUSEADDR): a TIME_WAIT left on the port by an earlier test's
+  // connection is no obstacle to either. A port that a live socket outside the
+  // reservations took since the pick is left for a fresh one.
+  int fd = -1;
+  for (int attempt = 0; attempt < 5 && fd < 0; ++attempt) {
+    if (attempt > 0) http_port_ = FreePort();
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    int one = 1;
+    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(http_port_));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1) != 0) {
+      std::fprintf(stderr, "cannot hold port %d: %s (trying another)\n", http_port_, std::strerror(errno));
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ASSERT_GE(fd, 0) << "no port could be held";
   const int held = http_port_;
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(http_port_));
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
-  ASSERT_EQ(::listen(fd, 1), 0);
   std::thread release([fd] {
     std::this_thread::sleep_for(milliseconds(1500));
     ::close(fd);
