@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "aryl/sched/queue_usage.h"
 #include "aryl/sched/queues.h"
 #include "aryl/sched/scheduler.h"
 #include "test_util.h"
@@ -427,6 +428,58 @@ TEST(SpareShareTest, AQueueWithElasticDemandGetsItsWeightShareOfSpareGpus) {
   const int b_extra = h.job(4).workers - 2;
   EXPECT_GE(b_extra, spare * 3 / 4) << "a " << a_extra << " b " << b_extra;
   EXPECT_GE(a_extra, spare / 4) << "a " << a_extra << " b " << b_extra;
+}
+
+// --- The live scheduler's file and what a queue holds ---------------------------
+
+TEST(QueuesFileTest, TheLiveFileNamesTypesAndUsersAndLeavesSizesToTheAgents) {
+  QueueCluster live;
+  live.open = true;
+  auto q = ParseQueuesCsv(
+      "queue,quota_gpus,weight,gpu_type,users,cohort\n"
+      "vision,64,2,H100,alice;bob,lab\n"
+      "nlp,8,1,cpu,*,lab\n",
+      "teams.csv", live);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->queues[0].Nominal("H100"), 64);  // no agent yet: no size to check it against
+  EXPECT_TRUE(q->queues[0].MayUse("bob"));
+  EXPECT_FALSE(q->queues[0].MayUse("carol"));
+  EXPECT_TRUE(q->queues[1].users.empty());
+  EXPECT_TRUE(q->queues[1].MayUse("carol"));
+  auto no_type = ParseQueuesCsv("queue,quota_gpus,weight\na,1,1\n", "teams.csv", live);
+  ASSERT_FALSE(no_type.ok());
+  EXPECT_NE(no_type.status().message().find("teams.csv:1: field 'header'"), std::string::npos) << no_type.status();
+  EXPECT_NE(no_type.status().message().find("no column 'gpu_type'"), std::string::npos) << no_type.status();
+  auto empty_type = ParseQueuesCsv("queue,quota_gpus,weight,gpu_type\na,1,1,\n", "teams.csv", live);
+  ASSERT_FALSE(empty_type.ok());
+  EXPECT_NE(empty_type.status().message().find("teams.csv:2: field 'gpu_type'"), std::string::npos)
+      << empty_type.status();
+  auto bad_users = ParseQueuesCsv("queue,quota_gpus,weight,gpu_type,users\na,1,1,cpu,alice;;bob\n", "t.csv", live);
+  ASSERT_FALSE(bad_users.ok());
+  EXPECT_NE(bad_users.status().message().find("t.csv:2: field 'users': value 'alice;;bob'"), std::string::npos)
+      << bad_users.status();
+}
+
+TEST(QueueUsageTest, UsedBorrowedLentLoanedAndPendingPerQueue) {
+  // a and b have 8 A100s each in one cohort; a runs 12 (borrowing 4 of b's
+  // idle quota) and one more job of a's, needing 8, waits.
+  Harness h(Servers(2, 1), "aryl",
+            WithQueues("queue,quota_gpus,weight,jobs_share,cohort\na,8,2,0.5,lab\nb,8,1,0.5,lab\n"));
+  for (JobId id = 1; id <= 3; ++id) h.Submit(In(Inelastic(id, 4, 1e6), "a"));
+  h.Submit(In(Inelastic(4, 8, 1e6), "a"));
+  auto rows = UsageByQueue(h.state(), *h.state().config().queues, /*elastic=*/true);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].queue, "a");
+  EXPECT_EQ(rows[0].quota.at("A100"), 8);
+  EXPECT_EQ(rows[0].used.at("A100"), 12);
+  EXPECT_EQ(rows[0].borrowed.at("A100"), 4);
+  EXPECT_EQ(rows[0].running, 3);
+  EXPECT_EQ(rows[0].pending, 1);
+  EXPECT_EQ(rows[1].used.at("A100"), 0);
+  EXPECT_EQ(rows[1].lent.at("A100"), 4);
+  EXPECT_EQ(rows[1].borrowed.count("A100"), 0u);
+  EXPECT_DOUBLE_EQ(rows[0].share, 4.0 / 2);
+  EXPECT_EQ(rows[1].running + rows[1].pending, 0);
 }
 
 // --- Without teams -------------------------------------------------------------------

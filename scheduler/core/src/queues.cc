@@ -74,6 +74,10 @@ Result<int> ParsePriority(std::string_view name) {
   return Status::InvalidArgument("priority '" + std::string(name) + "': one of low, normal, high");
 }
 
+bool QueueSpec::MayUse(std::string_view user) const {
+  return users.empty() || std::find(users.begin(), users.end(), user) != users.end();
+}
+
 int QueueConfig::Find(std::string_view name) const {
   if (name.empty()) return queues.empty() ? -1 : default_queue;
   auto it = index_.find(std::string(name));
@@ -89,10 +93,12 @@ void QueueConfig::Index() {
 
 Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& file,
                                    const QueueCluster& cluster) {
-  static const std::vector<std::string> kRequired = {"queue", "quota_gpus", "weight", "jobs_share"};
-  static const std::set<std::string> kKnown = {"queue",      "quota_gpus", "weight",
-                                               "jobs_share", "gpu_type",   "borrow_limit",
-                                               "lend_limit", "cohort",     "priority_mix"};
+  const std::vector<std::string> kRequired =
+      cluster.open ? std::vector<std::string>{"queue", "quota_gpus", "weight", "gpu_type"}
+                   : std::vector<std::string>{"queue", "quota_gpus", "weight", "jobs_share"};
+  static const std::set<std::string> kKnown = {
+      "queue",        "quota_gpus", "weight",       "jobs_share", "gpu_type",
+      "borrow_limit", "lend_limit", "cohort",       "priority_mix", "users"};
   QueueConfig config;
   std::map<std::string, int> col;
   std::map<std::string, int> line_of;  // queue -> line, for duplicates
@@ -112,7 +118,7 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
         if (!kKnown.count(cells[i]))
           return Bad(where, "header", cells[i],
                      "unknown column (known: queue, quota_gpus, weight, jobs_share, "
-                     "gpu_type, borrow_limit, lend_limit, cohort, priority_mix)");
+                     "gpu_type, borrow_limit, lend_limit, cohort, priority_mix, users)");
         if (!col.emplace(cells[i], static_cast<int>(i)).second)
           return Bad(where, "header", cells[i], "repeated");
       }
@@ -141,26 +147,31 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
                  "duplicate name (first on line " + std::to_string(it->second) + ")");
     std::string type = col.count("gpu_type") ? cell("gpu_type") : "";
     if (type.empty()) type = cluster.default_type;
+    if (cluster.open && type.empty()) return Bad(where, "gpu_type", type, "empty: name the type the quota is in");
     auto gpus = cluster.training_gpus.find(type);
-    if (gpus == cluster.training_gpus.end()) {
+    if (cluster.open) {
+      // Sizes are the registered agents', not known here.
+    } else if (gpus == cluster.training_gpus.end()) {
       std::string known;
       for (const auto& [t, n] : cluster.training_gpus) known += (known.empty() ? "" : ", ") + t;
       return Bad(where, "gpu_type", type, "unknown GPU type (training types: " + known + ")");
     }
     ARYL_ASSIGN_OR_RETURN(int quota, Count(where, "quota_gpus", cell("quota_gpus"), 0));
-    if (quota > gpus->second)
+    if (!cluster.open && quota > gpus->second)
       return Bad(
           where, "quota_gpus", cell("quota_gpus"),
           "above the cluster's " + std::to_string(gpus->second) + " " + type + " training GPUs");
     quota_sum[type] += quota;
-    if (quota_sum[type] > gpus->second)
+    if (!cluster.open && quota_sum[type] > gpus->second)
       return Bad(where, "quota_gpus", cell("quota_gpus"),
                  "the quotas of " + type + " sum to " + std::to_string(quota_sum[type]) +
                      ", above the cluster's " + std::to_string(gpus->second) + " training GPUs");
     q.quota[type] = quota;
     ARYL_ASSIGN_OR_RETURN(q.weight, Number(where, "weight", cell("weight")));
     if (!(q.weight > 0)) return Bad(where, "weight", cell("weight"), "must be > 0");
-    ARYL_ASSIGN_OR_RETURN(q.jobs_share, Number(where, "jobs_share", cell("jobs_share")));
+    if (col.count("jobs_share")) {
+      ARYL_ASSIGN_OR_RETURN(q.jobs_share, Number(where, "jobs_share", cell("jobs_share")));
+    }
     if (q.jobs_share < 0 || q.jobs_share > 1)
       return Bad(where, "jobs_share", cell("jobs_share"), "must be in [0, 1]");
     if (col.count("borrow_limit") && !cell("borrow_limit").empty()) {
@@ -170,6 +181,13 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
       ARYL_ASSIGN_OR_RETURN(q.lend_limit, Count(where, "lend_limit", cell("lend_limit"), -1));
     }
     q.cohort = cell("cohort");
+    if (const std::string who = cell("users"); !who.empty() && who != "*") {
+      for (const std::string& u : SplitOn(who, ';')) {
+        if (u.empty()) return Bad(where, "users", who, "an empty name (names are separated by ';')");
+        if (u == "*") return Bad(where, "users", who, "'*' (anyone) stands alone");
+        q.users.push_back(u);
+      }
+    }
     if (col.count("priority_mix") && !cell("priority_mix").empty()) {
       const std::string v = cell("priority_mix");
       const auto parts = SplitOn(v, ':');
@@ -188,7 +206,8 @@ Result<QueueConfig> ParseQueuesCsv(std::string_view text, const std::string& fil
     lines.push_back(line_no);
   }
   if (col.empty())
-    return Status::InvalidArgument(file + ": no header (queue,quota_gpus,weight,jobs_share)");
+    return Status::InvalidArgument(file + ": no header (" +
+                                   (cluster.open ? "queue,quota_gpus,weight,gpu_type" : "queue,quota_gpus,weight,jobs_share") + ")");
   if (config.queues.empty()) return Status::InvalidArgument(file + ": no queue");
   bool cohorts = false;
   double shares = 0;

@@ -50,6 +50,7 @@ class QuotaLedger {
   int queues() const { return static_cast<int>(nominal_.size()); }
   int Nominal(int q, int t) const { return nominal_[q][t]; }
   int Used(int q, int t) const { return used_[q][t]; }
+  int Loaned(int q) const { return loaned_[q]; }  // workers on loaned servers
   // Whether `d` more GPUs of type t keep queue q within its nominal quota.
   bool Within(int q, int t, int d) const { return used_[q][t] + d <= nominal_[q][t]; }
   // Whether q may hold `d` more GPUs of type t: within nominal, or borrowing

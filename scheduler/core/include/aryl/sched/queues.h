@@ -63,10 +63,14 @@ struct QueueSpec {
   int borrow_limit = -1;             // GPUs above nominal it may hold, per type; -1: no limit
   int lend_limit = -1;               // GPUs of its unused nominal others may borrow; -1: all
   std::string cohort;                // "" only when no queue names a cohort
+  // Live: the users (key names) who may submit to it; empty: anyone.
+  // Operators may submit to every queue.
+  std::vector<std::string> users;
   // Simulator only: the fraction of trace jobs it gets, and the fractions of
   // them in each priority class (low, normal, high).
   double jobs_share = 0;
   std::array<double, kPriorityClasses> priority_mix = {0, 1, 0};
+  bool MayUse(std::string_view user) const;
   int Nominal(const std::string& type) const {
     auto it = quota.find(type);
     return it == quota.end() ? 0 : it->second;
@@ -100,6 +104,11 @@ std::vector<int> WeightedShares(const std::vector<double>& weights, const std::v
 struct QueueCluster {
   std::map<std::string, int> training_gpus;
   std::string default_type;
+  // The live scheduler's file: agents register after it is read, so GPU types
+  // and sizes are not known yet. Every row names its gpu_type, any type is
+  // accepted and quotas are not checked against a size; jobs_share may be
+  // left out.
+  bool open = false;
 };
 
 // The most GPUs of `type` queue q can ever hold on training servers: its
@@ -109,9 +118,10 @@ struct QueueCluster {
 int QueueReach(const QueueConfig& queues, int q, const std::string& type, int training_gpus);
 
 // Parses a queues CSV (docs/simulator.md, "Teams"): a header naming at least
-// queue,quota_gpus,weight,jobs_share, in any order, plus optional gpu_type,
-// borrow_limit, lend_limit, cohort and priority_mix (LOW:NORMAL:HIGH
-// fractions); '#' lines and blank lines are skipped. Errors are
+// queue,quota_gpus,weight,jobs_share (jobs_share not with QueueCluster::open),
+// in any order, plus optional gpu_type, borrow_limit, lend_limit, cohort,
+// priority_mix (LOW:NORMAL:HIGH fractions) and users (names separated by ';',
+// '*' or empty for anyone); '#' lines and blank lines are skipped. Errors are
 // InvalidArgument "FILE:LINE: field 'F': value 'V': why" for a bad number, an
 // unknown GPU type, a duplicate queue, a quota above the cluster (one queue's
 // or the sum per type), a queue in no cohort when others name one, jobs
