@@ -1,4 +1,5 @@
 // aryl submit | jobs | status | cancel.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -205,13 +206,26 @@ int Cancel(const cxxopts::ParseResult& r, const Client& c) {
 }  // namespace
 
 std::string JobsTable(const std::vector<p::JobRow>& rows, const OutputOptions& out) {
-  Table t({{"JOB"}, {"NAME"}, {"OWNER"}, {"STATE"}, {"SIZE"}, {"GPU-TYPE", true}, {"GEN"}, {"STEP"}, {"STEPS/S"}, {"RESCALES"},
-           {"SUBMITTED", true}, {"AGE"}, {"REASON"}});
+  // A scheduler with --queues names each job's queue; without, no column for it.
+  const bool queues = std::any_of(rows.begin(), rows.end(), [](const p::JobRow& r) { return !r.queue.empty(); });
+  std::vector<Table::Column> columns = {{"JOB"}, {"NAME"}, {"OWNER"}};
+  if (queues) columns.push_back({"QUEUE"});
+  for (const char* name : {"STATE", "SIZE"}) columns.push_back({name});
+  columns.push_back({"GPU-TYPE", true});
+  for (const char* name : {"GEN", "STEP", "STEPS/S", "RESCALES"}) columns.push_back({name});
+  columns.push_back({"SUBMITTED", true});
+  for (const char* name : {"AGE", "REASON"}) columns.push_back({name});
+  Table t(std::move(columns));
   for (const auto& r : rows) {
-    t.Add({std::to_string(r.job), Printable(r.name), Printable(r.owner), std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
-           std::to_string(r.generation), ProgressUnknown(r) ? "unknown" : std::to_string(r.step),
-           ProgressUnknown(r) ? "unknown" : Fixed(r.steps_per_second), std::to_string(r.rescales),
-           FormatTime(r.submit_time, out.utc), Age(r.submit_time), Printable(r.pending_reason)});
+    std::vector<std::string> cells = {std::to_string(r.job), Printable(r.name), Printable(r.owner)};
+    if (queues) cells.push_back(Printable(r.queue));
+    for (std::string cell :
+         {std::string(p::ToString(r.state)), Size(r), r.gpu_type.empty() ? "any" : r.gpu_type,
+          std::to_string(r.generation), ProgressUnknown(r) ? "unknown" : std::to_string(r.step),
+          ProgressUnknown(r) ? "unknown" : Fixed(r.steps_per_second), std::to_string(r.rescales),
+          FormatTime(r.submit_time, out.utc), Age(r.submit_time), Printable(r.pending_reason)})
+      cells.push_back(std::move(cell));
+    t.Add(std::move(cells));
   }
   return t.Render(out);
 }

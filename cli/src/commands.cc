@@ -54,7 +54,8 @@ std::vector<Command> MetaCommands() {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> table = [] {
     std::vector<Command> all;
-    for (auto group : {JobCommands(), DescribeCommands(), LogCommands(), ClusterCommands(), TopCommands(), MetaCommands()})
+    for (auto group : {JobCommands(), DescribeCommands(), LogCommands(), ClusterCommands(), QueueCommands(), TopCommands(),
+                       MetaCommands()})
       for (auto& c : group) all.push_back(std::move(c));
     return all;
   }();

@@ -74,6 +74,7 @@ std::string ZshCompletion();
 // Command groups, one file each.
 std::vector<Command> JobCommands();      // submit, jobs, status, cancel (cmd_jobs.cc)
 std::vector<Command> ClusterCommands();  // nodes, pool offer/reclaim, keygen (cmd_cluster.cc)
+std::vector<Command> QueueCommands();    // queues (cmd_queues.cc)
 std::vector<Command> TopCommands();      // top (cmd_top.cc)
 std::vector<Command> DescribeCommands();  // describe job, describe node (cmd_describe.cc)
 std::vector<Command> LogCommands();       // logs, events (cmd_logs.cc)
@@ -81,6 +82,7 @@ std::vector<Command> LogCommands();       // logs, events (cmd_logs.cc)
 // The jobs and nodes tables (aryl jobs, aryl nodes, aryl top).
 std::string JobsTable(const std::vector<protocol::JobRow>& rows, const OutputOptions& out);
 std::string NodesTable(const std::vector<protocol::NodeRow>& nodes, const OutputOptions& out);
+std::string QueuesTable(const std::vector<protocol::QueueRow>& rows, const OutputOptions& out);
 // Journal rows (aryl events, aryl describe node).
 Table EventsTable(const std::vector<protocol::EventRow>& rows, const OutputOptions& out);
 // `s` with control characters shown as '?' (text from the journal in tables).

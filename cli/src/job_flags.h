@@ -38,7 +38,11 @@ inline void AddJobFlags(cxxopts::Options& o) {
       ("max-restarts", "torchrun --max-restarts: restarts of a failed worker group before the job fails",
        cxxopts::value<int>())
       ("stop-grace", "Seconds the workers get from a stop's notice (SIGTERM and the file $ARYL_STOP_NOTICE names) "
-       "to SIGKILL, to checkpoint (default: the scheduler's --stop-grace)", cxxopts::value<double>());
+       "to SIGKILL, to checkpoint (default: the scheduler's --stop-grace)", cxxopts::value<double>())
+      ("queue", "The team queue the job is charged to (`aryl queues`; default: the default queue)",
+       cxxopts::value<std::string>())
+      ("priority", "Its priority class in the queue: low, normal or high (default: normal)",
+       cxxopts::value<std::string>());
   o.positional_help("-- CMD ARGS...");
 }
 
@@ -75,6 +79,12 @@ inline void ReadJobFlags(const std::string& prog, const cxxopts::ParseResult& r,
   if (r.count("stop-grace")) {
     m.stop_grace = r["stop-grace"].as<double>();
     RequireAtLeast(prog, "--stop-grace", *m.stop_grace, 0);
+  }
+  if (r.count("queue")) m.queue = r["queue"].as<std::string>();
+  if (r.count("priority")) {
+    m.priority = r["priority"].as<std::string>();
+    if (*m.priority != "low" && *m.priority != "normal" && *m.priority != "high")
+      FlagError(prog, "--priority", *m.priority, "expected low, normal or high");
   }
   if (r.count("env")) {
     for (const auto& kv : r["env"].as<std::vector<std::string>>()) {

@@ -589,6 +589,9 @@ Status SubmitJob::Validate() const {
                                           std::to_string(client_token->size()));
   if (elastic && *elastic != "inplace" && *elastic != "restart")
     return FieldError("elastic", "expected \"inplace\" or \"restart\", got \"" + *elastic + "\"");
+  if (queue) ARYL_RETURN_IF_ERROR(CheckPrintable("queue", *queue, kMaxJobName));
+  if (priority && *priority != "low" && *priority != "normal" && *priority != "high")
+    return FieldError("priority", "expected \"low\", \"normal\" or \"high\", got \"" + *priority + "\"");
   return Status::Ok();
 }
 

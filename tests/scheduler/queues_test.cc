@@ -244,6 +244,21 @@ TEST_P(QuotaReclaimTest, TheLowestClassIsSuspendedFirst) {
 INSTANTIATE_TEST_SUITE_P(RoundPolicies, QuotaReclaimTest,
                          ::testing::Values("baseline", "aryl", "loan-only"));
 
+TEST(QuotaTest, AJobStraddlingItsQueuesQuotaIsBorrowingAndGivesWay) {
+  // a's one 2-GPU job holds a's 1 GPU of quota and 1 borrowed from idle b. b
+  // then asks for its 1: a's job reaches beyond a's quota, so it is suspended
+  // (once past its minimum runtime) and b's job starts; a's job waits.
+  SchedulerConfig c = WithQueues("queue,quota_gpus,weight,jobs_share\na,1,1,0.5\nb,1,1,0.5\n", 2);
+  Harness h(Servers(1, 0, 2), "aryl", c);
+  h.Submit(In(Inelastic(1, 2, 1e6), "a"));
+  ASSERT_EQ(h.job(1).status, JobStatus::kRunning);
+  h.Submit(In(Inelastic(2, 1, 1e6), "b"), c.quota_min_runtime + 1);
+  TicksUntil(h, c.quota_min_runtime + 2);
+  EXPECT_EQ(h.job(2).status, JobStatus::kRunning);
+  EXPECT_EQ(h.job(1).status, JobStatus::kQueued);
+  EXPECT_TRUE(h.job(1).suspended);
+}
+
 TEST(QuotaTest, ElasticBorrowersShrinkBeforeAnyoneIsPreempted) {
   // a's elastic job grows over all 16 GPUs (b lends them); b's job within
   // quota takes its 8 back from a's flexible workers at once, no preemption.
@@ -271,12 +286,15 @@ struct RandomStats {
   std::map<std::string, double> gpu_seconds;     // training GPU-time per queue
   std::map<std::string, double> loaned_seconds;  // loaned GPU-time per queue
   int quota_preemptions = 0;
+  int below_quota = 0;  // of those, preemptions that left the victim's queue below its quota
 };
 
 // Random submissions (random queue, class, size, elastic or not) and
 // completions at the core's own estimates, with the Ticks the policy asks for.
-// After every quota preemption: the victim's queue still holds at least its
-// quota (it ran on borrowed GPUs), and it is not the queue the GPUs go to.
+// After every quota preemption: the victim's queue held more than its quota
+// before it (the victim ran on borrowed GPUs, wholly or in part), and it is
+// not the queue the GPUs go to. Counts the preemptions that took a queue
+// below its quota (of a job straddling it).
 RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char* csv, int steps,
                       bool same_jobs) {
   SchedulerConfig c = WithQueues(csv, 32);
@@ -285,16 +303,26 @@ RandomStats RandomRun(const std::string& policy, std::uint64_t seed, const char*
   if (policy != "baseline") h.Loan({4});
   std::mt19937_64 rng(seed);
   RandomStats out;
+  std::map<JobId, int> on_training;  // each job's training workers after its last action
+  auto training_workers = [](const ClusterState& s, const JobInfo& j) {
+    int n = 0;
+    for (const auto& [sid, k] : j.placement) n += s.server(sid)->loaned() ? 0 : k;
+    return n;
+  };
   h.scheduler().set_action_observer([&](const Action& a, const ClusterState& s) {
     Status inv = s.CheckInvariants();
     EXPECT_TRUE(inv.ok()) << inv;
+    const int held_before = on_training[a.job];
+    if (const JobInfo* j = s.job(a.job)) on_training[a.job] = training_workers(s, *j);
     if (a.type != ActionType::kPreempt) return;
     ASSERT_NE(a.reason.find("quota reclaim"), std::string::npos) << a.reason;
     ++out.quota_preemptions;
     const JobInfo& victim = *s.job(a.job);
     const std::string& q = victim.spec.queue;
-    EXPECT_GE(Held(s)[q], qc.queues[qc.Find(q)].Nominal("A100"))
+    const int nominal = qc.queues[qc.Find(q)].Nominal("A100");
+    EXPECT_GT(Held(s)[q] + held_before, nominal)
         << "job " << a.job << " of queue " << q << " ran within its quota";
+    out.below_quota += Held(s)[q] < nominal;
     EXPECT_EQ(a.reason.find("queue " + q + ":"), std::string::npos)
         << "a queue preempted its own job";
   });
@@ -349,8 +377,12 @@ TEST_P(RandomQuotaTest, LentCapacityIsNeverTakenFromAQueueWithinItsQuota) {
     EXPECT_GT(s.gpu_seconds["z"], 0) << "z (no quota) borrows";
     preemptions += s.quota_preemptions;
   }
+  int below = 0;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) below += RandomRun(GetParam(), seed, kFour, 600, false).below_quota;
   EXPECT_GT(preemptions, 0) << "the runs never took quota back: the check above saw nothing";
-  std::cout << GetParam() << ": " << preemptions << " quota preemptions\n";
+  // Straddling jobs go last: most preemptions leave the victim its quota.
+  EXPECT_LE(below * 4, preemptions) << below << " of " << preemptions << " took a queue below its quota";
+  std::cout << GetParam() << ": " << preemptions << " quota preemptions, " << below << " below quota\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(RoundPolicies, RandomQuotaTest,

@@ -135,6 +135,7 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
   const bool deadline_passed = now - need.since >= cfg.quota_reclaim_deadline;
   bool spared = false;  // a borrowed job spared by its minimum runtime
   struct Candidate {
+    bool straddles;  // part of it within its queue's quota: preempting it takes that too
     int priority;
     double cost;
     Seconds started;
@@ -144,8 +145,11 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
   std::vector<Candidate> candidates;
   for (int p = 0; p < queues(); ++p) {
     if (p == need.queue || used_[p][need.type] <= nominal_[p][need.type]) continue;
-    // Its running jobs by (priority desc, start, id): those wholly beyond its
-    // nominal quota run on borrowed GPUs.
+    // Its running jobs by (priority desc, start, id): those that reach
+    // beyond its nominal quota run on borrowed GPUs, wholly or in part (as
+    // Kueue counts a workload whose admission borrowed). A job that straddles
+    // the quota is preemptible: otherwise one large job holding its queue's
+    // quota and a borrowed GPU would keep the lender from it for good.
     std::vector<const Held*> order;
     for (const Held& h : held_[p]) {
       if (h.type == need.type) order.push_back(&h);
@@ -158,8 +162,9 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
     // holder of the type is listed) come first in the count.
     int before = 0;
     for (const Held* h : order) {
-      const bool borrowed = before >= nominal_[p][need.type];
+      const bool straddles = before < nominal_[p][need.type];
       before += h->base;
+      const bool borrowed = before > nominal_[p][need.type];
       if (!borrowed) continue;
       const JobInfo& j = *h->job;
       if (state_->OnDraining(j)) continue;  // left to finish where it is
@@ -170,13 +175,14 @@ std::vector<Action> QuotaLedger::Reclaim(const QuotaNeed& need, Seconds* wakeup)
       }
       const double cost =
           (cfg.CheckpointSeconds(j.spec.state_bytes) + cfg.resume_pause) * j.workers;
-      candidates.push_back({j.spec.priority, cost, j.started_at, j.spec.id, h->base});
+      candidates.push_back({straddles, j.spec.priority, cost, j.started_at, j.spec.id, h->base});
     }
   }
-  // Lowest priority first, then least cost, then the latest started.
+  // Jobs wholly on borrowed GPUs first (their queues keep their quota), then
+  // the lowest priority, the least cost, the latest started.
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return std::make_tuple(a.priority, a.cost, -a.started, a.id) <
-           std::make_tuple(b.priority, b.cost, -b.started, b.id);
+    return std::make_tuple(a.straddles, a.priority, a.cost, -a.started, a.id) <
+           std::make_tuple(b.straddles, b.priority, b.cost, -b.started, b.id);
   });
   std::vector<Action> out;
   int freed = 0;

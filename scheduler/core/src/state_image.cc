@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "aryl/sched/queues.h"
 #include "aryl/sched/state.h"
 
 namespace aryl::sched {
@@ -70,6 +71,13 @@ Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<c
       job.curves = std::move(built.curves);
       job.base_workers = built.base_workers;
       job.requested_workers = built.requested_workers;
+    }
+    // Its queue by name, under the queues configured now: a queue since
+    // removed from the file charges its jobs to the default queue.
+    job.queue = -1;
+    if (state.config_.queues) {
+      job.queue = state.config_.queues->Find(job.spec.queue);
+      if (job.queue < 0) job.queue = state.config_.queues->Find("");
     }
     if (job.status == JobStatus::kRunning) {
       state.running_.insert(id);

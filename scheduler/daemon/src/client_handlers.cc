@@ -119,6 +119,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
   rec.submit_time = WallNow();
   // Validate against the core without keeping it: the core refuses impossible jobs.
   s::JobSpec spec;
+  if (Status q = ResolveQueue(Caller(from), m, spec); !q.ok()) {
+    metrics.Inc(q.IsPermissionDenied() ? "aryl_refused_requests_total" : "aryl_bad_requests_total",
+                q.IsPermissionDenied() ? "type=\"submit_job\"" : "");
+    return Err(q);
+  }
   spec.name = rec.name;
   spec.submit_time = CoreNow();
   bool elastic = !m.workers.has_value();

@@ -1,6 +1,7 @@
 #include "aryl/daemon/cluster_series.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -23,7 +24,9 @@ const std::vector<std::string>& ClusterSeries::Families() {
       "aryl_node_gpus", "aryl_node_gpus_busy", "aryl_node_gpus_loaned", "aryl_node_state",
       "aryl_reclaim_pending_slack_seconds",
       "aryl_pool_gpus", "aryl_pool_gpus_busy", "aryl_pool_gpus_loaned", "aryl_pool_reclaims_pending",
-      "aryl_pool_reclaim_min_slack_seconds"};
+      "aryl_pool_reclaim_min_slack_seconds",
+      "aryl_queue_quota_gpus", "aryl_queue_used_gpus", "aryl_queue_borrowed_gpus", "aryl_queue_lent_gpus",
+      "aryl_queue_loaned_gpus", "aryl_queue_running_jobs", "aryl_queue_pending_jobs"};
   return names;
 }
 
@@ -56,6 +59,13 @@ ClusterSeries::ClusterSeries(Metrics& metrics, std::vector<std::string> node_sta
   m.DeclareGauge("aryl_pool_reclaims_pending", "Servers of a pool being reclaimed (deadline not yet met)", pools);
   m.DeclareGauge("aryl_pool_reclaim_min_slack_seconds",
                  "Least slack (seconds to the deadline) among a pool's pending reclaims; absent when none", {});
+  m.DeclareGauge("aryl_queue_quota_gpus", "A queue's nominal quota of training GPUs (--queues)", {});
+  m.DeclareGauge("aryl_queue_used_gpus", "Training GPUs a queue's jobs hold against its quota (base workers)", {});
+  m.DeclareGauge("aryl_queue_borrowed_gpus", "Training GPUs a queue holds above its quota, borrowed from its cohort", {});
+  m.DeclareGauge("aryl_queue_lent_gpus", "GPUs of a queue's unused quota that other queues of its cohort hold", {});
+  m.DeclareGauge("aryl_queue_loaned_gpus", "Workers of a queue's jobs on loaned inference servers", {});
+  m.DeclareGauge("aryl_queue_running_jobs", "Running jobs of a queue", {});
+  m.DeclareGauge("aryl_queue_pending_jobs", "Queued jobs of a queue", {});
 }
 
 template <typename MakeLabels>
@@ -153,6 +163,18 @@ void ClusterSeries::Publish(const ClusterSnapshot& s) {
   metrics_.Replace("aryl_pool_gpus_loaned", pool_loaned);
   metrics_.Replace("aryl_pool_reclaims_pending", pool_pending);
   metrics_.Replace("aryl_pool_reclaim_min_slack_seconds", min_slack);
+  // Queues are the file's few: their series are replaced whole.
+  static const char* const kQueueFamilies[] = {"aryl_queue_quota_gpus",   "aryl_queue_used_gpus",
+                                               "aryl_queue_borrowed_gpus", "aryl_queue_lent_gpus",
+                                               "aryl_queue_loaned_gpus",  "aryl_queue_running_jobs",
+                                               "aryl_queue_pending_jobs"};
+  Samples per_queue[std::size(kQueueFamilies)];
+  for (const auto& q : s.queues) {
+    Labels l{{"queue", q.queue}};
+    const int values[] = {q.quota, q.used, q.borrowed, q.lent, q.loaned, q.running, q.pending};
+    for (std::size_t f = 0; f < std::size(kQueueFamilies); ++f) per_queue[f][l] = values[f];
+  }
+  for (std::size_t f = 0; f < std::size(kQueueFamilies); ++f) metrics_.Replace(kQueueFamilies[f], per_queue[f]);
 }
 
 }  // namespace aryl::daemon

@@ -19,7 +19,9 @@ json SpecToJson(const s::JobSpec& spec) {
           {"gpu_types", spec.gpu_types},
           {"model", spec.model},
           {"total_work", spec.total_work},
-          {"restart", spec.rescale == s::Rescale::kRestart}};
+          {"restart", spec.rescale == s::Rescale::kRestart},
+          {"queue", spec.queue},
+          {"priority", spec.priority}};
 }
 
 s::JobSpec SpecFromJson(const json& j) {
@@ -36,6 +38,9 @@ s::JobSpec SpecFromJson(const json& j) {
   spec.total_work = j.at("total_work").get<double>();
   // Journals written before restart elasticity hold in-place jobs only.
   if (j.value("restart", false)) spec.rescale = s::Rescale::kRestart;
+  // Journals before teams: the default queue, normal priority.
+  spec.queue = j.value("queue", std::string());
+  spec.priority = j.value("priority", 1);
   return spec;
 }
 
@@ -247,6 +252,9 @@ s::SchedulerConfig Daemon::Impl::CoreConfig() const {
   // reclaimed server leaves by its deadline if it is not done.
   cfg.reclaim_lets_jobs_finish = opt.reclaim_lets_jobs_finish;
   cfg.speed = speed;
+  cfg.queues = queues;
+  cfg.quota_min_runtime = opt.quota_min_runtime;
+  cfg.quota_reclaim_deadline = opt.quota_reclaim_deadline;
   return cfg;
 }
 

@@ -49,7 +49,7 @@ json JobJson(const s::JobInfo& j) {
             {"requested", sp.requested_workers}, {"granularity", static_cast<int>(sp.granularity.kind)},
             {"multiple", sp.granularity.multiple}, {"gpu_types", sp.gpu_types}, {"model", sp.model},
             {"total_work", N(sp.total_work, "total_work")}, {"state_bytes", N(sp.state_bytes, "state_bytes")},
-            {"restart", sp.rescale == s::Rescale::kRestart}}},
+            {"restart", sp.rescale == s::Rescale::kRestart}, {"queue", sp.queue}, {"priority", sp.priority}}},
           {"running", j.status == s::JobStatus::kRunning},
           {"placement", PlacementJson(j.placement)},
           {"workers", j.workers},
@@ -71,6 +71,7 @@ json JobJson(const s::JobInfo& j) {
   // while unknown.
   if (std::isfinite(j.last_resize)) out["last_resize"] = N(j.last_resize, "last_resize");
   if (j.measured_pause >= 0) out["measured_pause"] = N(j.measured_pause, "measured_pause");
+  if (std::isfinite(j.started_at)) out["started_at"] = N(j.started_at, "started_at");
   return out;
 }
 
@@ -94,6 +95,9 @@ s::JobInfo JobFrom(const json& x) {
   j.spec.model = sp.at("model").get<std::string>();
   j.spec.total_work = sp.at("total_work").get<double>();
   j.spec.state_bytes = sp.at("state_bytes").get<double>();
+  // Snapshots before teams: the default queue, normal priority.
+  j.spec.queue = sp.value("queue", std::string());
+  j.spec.priority = sp.value("priority", 1);
   j.status = x.at("running").get<bool>() ? s::JobStatus::kRunning : s::JobStatus::kQueued;
   j.placement = PlacementFrom(x.at("placement"));
   j.workers = x.at("workers").get<int>();
@@ -117,6 +121,7 @@ s::JobInfo JobFrom(const json& x) {
   j.curves = x.at("curves").get<std::vector<std::vector<double>>>();
   if (x.contains("last_resize")) j.last_resize = x.at("last_resize").get<double>();
   if (x.contains("measured_pause")) j.measured_pause = x.at("measured_pause").get<double>();
+  if (x.contains("started_at")) j.started_at = x.at("started_at").get<double>();
   return j;
 }
 

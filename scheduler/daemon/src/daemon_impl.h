@@ -16,6 +16,7 @@
 //   logs.cc             aryl logs: the relay from client to agent and back
 //   speed.cc            measured speed: samples, fits, their journal rows
 //   tick.cc             the periodic work, in order
+//   teams.cc            queues: a submission's queue, aryl queues, their series
 //
 // Thread safety: everything here runs on the protocol::Server thread (its
 // handler and its tick); only status_snapshot is read by the HTTP thread,
@@ -53,6 +54,7 @@
 #include "aryl/port_range.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/transport.h"
+#include "aryl/sched/queues.h"
 #include "aryl/sched/scheduler.h"
 #include "aryl/sched/speed_models.h"
 #include "aryl/sched/state.h"
@@ -180,6 +182,7 @@ class Daemon::Impl {
   double last_core_time = 0;
   std::unique_ptr<s::Scheduler> core;
   std::shared_ptr<s::ThroughputCatalog> measured;  // optional tables
+  std::shared_ptr<const s::QueueConfig> queues;     // --queues; null: no teams
   std::map<std::string, Node> nodes;
   std::map<s::ServerId, std::string> node_by_server;
   std::map<s::JobId, Job> jobs;  // live jobs (queued or running)
@@ -406,6 +409,14 @@ class Daemon::Impl {
   Status ReclaimServers(int count, const std::vector<std::string>& names, double deadline_s);
   void ReclaimTick(double now);
   void DemandTick(double now);
+
+  // --- teams.cc (protocol/queues.h)
+  // Q1: sets spec.queue and spec.priority from `m`, or the error to answer.
+  Status ResolveQueue(const Identity& who, const p::SubmitJob& m, s::JobSpec& spec) const;
+  std::string QueueOf(const p::SubmitJob& m) const;  // its queue's name; "" without queues
+  std::vector<p::QueueRow> QueueRows() const;
+  std::vector<QueueSeries> QueueSeriesNow() const;
+  std::optional<p::Message> On(const p::ReplyTo&, p::ListQueues&);
 
   // --- serving.cc (protocol/serving.h)
   std::optional<p::Message> On(const p::ReplyTo& from, p::ServingReport& m);

@@ -57,6 +57,14 @@ int main(int argc, char** argv) {
       ("resize-margin", "Resize rule: seconds of progress a grow must gain on top of its pause (s)",
        cxxopts::value<double>()->default_value(fmt::format("{}", d.resize_margin)))
       ("stop-grace", "SIGTERM to SIGKILL grace when stopping workers (s); a job may ask for its own", cxxopts::value<double>()->default_value("10"))
+      ("queues", "Teams: a CSV of queues with GPU quotas (queue,quota_gpus,weight,gpu_type[,users,cohort,"
+                 "borrow_limit,lend_limit]); jobs name theirs with --queue",
+       cxxopts::value<std::string>()->default_value(""))
+      ("quota-min-runtime", "Teams: a job is not preempted to give quota back within this long of its start (s)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.quota_min_runtime)))
+      ("quota-reclaim-deadline", "Teams: a queue under its quota gets its GPUs back within this long of its job's "
+                                 "queueing, the minimum runtime notwithstanding (s)",
+       cxxopts::value<double>()->default_value(fmt::format("{}", d.quota_reclaim_deadline)))
       ("serving-warmup", "Warm-up assumed for an inference server's serving side before one is measured (s)",
        cxxopts::value<double>()->default_value("30"))
       ("serving-hook", "Command (sh -c, 10 s at most) run on each loan start, serving side ready after a reclaim "
@@ -132,6 +140,9 @@ int main(int argc, char** argv) {
   d.resize_dwell = r["resize-dwell"].as<double>();
   d.resize_margin = r["resize-margin"].as<double>();
   d.stop_grace = r["stop-grace"].as<double>();
+  d.queues_file = r["queues"].as<std::string>();
+  d.quota_min_runtime = r["quota-min-runtime"].as<double>();
+  d.quota_reclaim_deadline = r["quota-reclaim-deadline"].as<double>();
   d.max_stop_grace = r["max-stop-grace"].as<double>();
   d.serving_warmup = r["serving-warmup"].as<double>();
   d.serving_hook = r["serving-hook"].as<std::string>();
@@ -202,6 +213,8 @@ int main(int argc, char** argv) {
   aryl::RequireAtLeast(prog, "--resize-dwell", d.resize_dwell, 0);
   aryl::RequireAtLeast(prog, "--resize-margin", d.resize_margin, 0);
   aryl::RequireAtLeast(prog, "--stop-grace", d.stop_grace, 0);
+  aryl::RequireAtLeast(prog, "--quota-min-runtime", d.quota_min_runtime, 0);
+  aryl::RequireAtLeast(prog, "--quota-reclaim-deadline", d.quota_reclaim_deadline, 0);
   aryl::RequireAtLeast(prog, "--max-stop-grace", d.max_stop_grace, 0);
   aryl::RequireAtLeast(prog, "--serving-warmup", d.serving_warmup, 0);
   aryl::RequireAtLeast(prog, "--journal-snapshot-rows", d.journal_snapshot_rows, 0);

@@ -29,6 +29,7 @@ p::JobRow Daemon::Impl::Row(const JobRecord& rec, const Job* live) {
     r.max_workers = spec->workers.value_or(spec->max_workers.value_or(1));
     r.gpu_type = spec->gpu_type;
     r.owner = spec->owner.value_or("local");
+    r.queue = QueueOf(*spec);
   }
   r.submit_time = std::max(0.0, rec.submit_time);
   r.generation = static_cast<std::int64_t>(rec.generation);
@@ -309,6 +310,7 @@ void Daemon::Impl::PublishClusterSeries() {
   };
   for (const auto& pr : reclaims) pending(pr);
   for (const auto& [sid, pr] : draining) pending(pr);
+  s.queues = QueueSeriesNow();
   cluster_series->Publish(s);
 }
 

@@ -58,7 +58,8 @@
 //  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
 //  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply (a page); JobStatus ⇠
 //      JobStatusReply; CancelJob ⇠ Ok; ListNodes ⇠ NodesReply; PoolOffer ⇠ Ok;
-//      PoolReclaim ⇠ Ok; NodeCommand ⇠ Ok; StatusRequest ⇠ StatusReply. Any request may instead be
+//      PoolReclaim ⇠ Ok; NodeCommand ⇠ Ok; StatusRequest ⇠ StatusReply; ListQueues ⇠
+//      QueuesReply (queues.h, Q1-Q2). Any request may instead be
 //      answered with Error{code, message}.
 //  11. WatchJob ⇠ Ok, then the scheduler pushes JobEvent {state, size, rank-0
 //      output lines} to that client until a JobEvent with final = true. A client
@@ -305,11 +306,13 @@ struct JobRow {
   // A queued job without workers: why it waits, as squeue's REASON (a cause
   // word, then the detail: "Capacity: needs 4 workers ..."); empty otherwise.
   std::string pending_reason{};
+  std::string queue{};  // with --queues: its queue (queues.h); empty without
   template <typename V>
   void Visit(V& v) {
     v("job", job);
     v("name", name);
     v("owner", owner);
+    v("queue", queue);
     v("pending_reason", pending_reason);
     v("state", state);
     v("workers", workers, {.min = 0});
@@ -680,6 +683,10 @@ struct SubmitJob {
   // SIGKILL for this job's workers. Unset: the scheduler's --stop-grace; at
   // most its --max-stop-grace. A reclaim's deadline shortens it.
   std::optional<double> stop_grace{};
+  // Its queue and priority class there (queues.h, Q1). Absent: the default
+  // queue, "normal".
+  std::optional<std::string> queue{};
+  std::optional<std::string> priority{};
   template <typename V>
   void Visit(V& v) {
     v("name", name);
@@ -699,6 +706,8 @@ struct SubmitJob {
     v("elastic", elastic);
     v("max_restarts", max_restarts, {.min = 0, .max = 1000000});
     v("stop_grace", stop_grace, {.min = 0, .max = 86400});
+    v("queue", queue);
+    v("priority", priority);
   }
   // Exactly one of {workers} and {min_workers, max_workers} with min <= max;
   // argv[0] non-empty; env names non-empty without '='; client_token, when
@@ -1242,6 +1251,7 @@ struct StoreReply {
 #define ARYL_PROTOCOL_MESSAGES_H_PARTS
 #include "aryl/protocol/inspect.h"
 #include "aryl/protocol/serving.h"
+#include "aryl/protocol/queues.h"
 #undef ARYL_PROTOCOL_MESSAGES_H_PARTS
 namespace aryl::protocol {
 
@@ -1262,7 +1272,8 @@ namespace aryl::protocol {
   X(StoreSet) X(StoreGet) X(StoreAdd) X(StoreCompareSet) X(StoreWait) X(StoreCheck)        \
   X(StoreDeleteKey) X(StoreReply)                                                         \
   ARYL_PROTOCOL_INSPECT_MESSAGES(X)                                                        \
-  ARYL_PROTOCOL_SERVING_MESSAGES(X)
+  ARYL_PROTOCOL_SERVING_MESSAGES(X)                                                        \
+  ARYL_PROTOCOL_QUEUES_MESSAGES(X)
 // clang-format on
 
 #define ARYL_PROTOCOL_COMMA_TYPE_(T) , T

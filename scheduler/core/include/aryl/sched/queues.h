@@ -27,7 +27,10 @@
 //      or flexible GPU fits preempts (with a checkpoint) jobs that run on
 //      borrowed GPUs, lowest priority class, then least checkpoint cost
 //      first; a job is borrowed when, ordering its queue's running jobs by
-//      (priority desc, start, id), it lies beyond the queue's nominal quota.
+//      (priority desc, start, id), it reaches beyond the queue's nominal
+//      quota, wholly or in part (Kueue: a workload whose admission borrowed);
+//      jobs wholly on borrowed GPUs go first, so their queues keep their
+//      quota, and one that straddles it only when those do not free enough.
 //      A job running within its own queue's quota is never preempted, and a
 //      queue never preempts its own jobs (so never within a class). A job
 //      that started less than SchedulerConfig::quota_min_runtime ago is

@@ -53,10 +53,23 @@ struct ReclaimSeries {
   double slack = 0;   // seconds until its deadline (negative: late)
 };
 
+// One queue (team) with --queues; GPUs summed over the types of its quota.
+struct QueueSeries {
+  std::string queue;
+  int quota = 0;     // nominal GPUs on training servers
+  int used = 0;      // quota workers on training servers
+  int borrowed = 0;  // of used, above the quota
+  int lent = 0;      // of its unused quota, borrowed by its cohort
+  int loaned = 0;    // workers on loaned inference servers
+  int running = 0;   // jobs
+  int pending = 0;
+};
+
 struct ClusterSnapshot {
   std::vector<JobSeries> jobs;  // live jobs only
   std::vector<NodeSeries> nodes;
   std::vector<ReclaimSeries> reclaims;  // pending ones
+  std::vector<QueueSeries> queues;      // the queues file's, in its order
 };
 
 class ClusterSeries {

@@ -70,6 +70,14 @@ struct DaemonOptions {
   double resize_horizon = 600.0;
   double resize_dwell = 60.0;
   double resize_margin = 10.0;
+  // Teams (docs/operations.md, "Teams"): the queues file (CSV: queue,
+  // quota_gpus, weight, gpu_type and optional users, cohort, borrow_limit,
+  // lend_limit); empty: one implicit queue, no quotas. A job is not
+  // preempted to give quota back within quota_min_runtime of its start unless
+  // the job waiting for it has waited quota_reclaim_deadline (s).
+  std::string queues_file;
+  double quota_min_runtime = 300.0;
+  double quota_reclaim_deadline = 600.0;
   double stop_grace = 10.0;              // SIGTERM..SIGKILL for stops (s)
   double max_stop_grace = 600.0;         // the most a job may ask for (SubmitJob::stop_grace)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails

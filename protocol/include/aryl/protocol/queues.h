@@ -1,0 +1,101 @@
+// Teams on one cluster: queues with quotas (docs/operations.md, "Teams").
+// Part of messages.h (which includes this file before its message list);
+// include messages.h. The rules are the scheduling core's
+// (scheduler/core/include/aryl/sched/queues.h); the scheduler reads the
+// queues from its --queues file.
+//
+// The protocol (client ↔ scheduler, after step 10 of messages.h):
+//
+//  Q1. SubmitJob.queue names the job's queue ("" or absent: the default
+//      queue) and SubmitJob.priority its class there (low, normal, high;
+//      absent: normal). A scheduler without --queues refuses a submission
+//      that names a queue other than "default" or a priority other than
+//      normal. With --queues: an unknown queue or priority is an Error
+//      (InvalidArgument) naming it and the known ones; a user key submitting
+//      to a queue whose `users` do not name it is an Error (PermissionDenied).
+//      Operators may submit to any queue.
+//  Q2. ListQueues ⇠ QueuesReply: one QueueRow per queue, in the file's order,
+//      as the quota rules count it now. Anyone may list (the numbers are the
+//      cluster's, not a job's); an empty reply says the scheduler runs
+//      without queues.
+#pragma once
+
+#ifndef ARYL_PROTOCOL_MESSAGES_H_PARTS
+#error "include aryl/protocol/messages.h, not aryl/protocol/queues.h"
+#endif
+
+namespace aryl::protocol {
+
+// GPUs of one type (a quota, or what a queue holds of it).
+struct TypeCount {
+  std::string gpu_type{};
+  std::int64_t gpus = 0;
+  template <typename V>
+  void Visit(V& v) {
+    v("gpu_type", gpu_type, {.non_empty = true});
+    v("gpus", gpus, {.min = 0});
+  }
+  bool operator==(const TypeCount&) const = default;
+};
+
+// One row of `aryl queues`.
+struct QueueRow {
+  std::string queue{};
+  std::string cohort{};
+  double weight = 1;
+  std::int64_t borrow_limit = -1;  // -1: no limit
+  std::int64_t lend_limit = -1;    // -1: all of its unused quota
+  std::vector<std::string> users{};  // empty: anyone
+  std::vector<TypeCount> quota{};     // nominal GPUs on training servers
+  std::vector<TypeCount> used{};      // quota workers on training servers
+  std::vector<TypeCount> borrowed{};  // of used, above the quota
+  std::vector<TypeCount> lent{};      // of its unused quota, borrowed by its cohort
+  std::int64_t loaned = 0;    // workers on loaned inference servers
+  std::int64_t flexible = 0;  // elastic workers above base size (spare capacity)
+  std::int64_t running = 0;
+  std::int64_t pending = 0;
+  double share = 0;  // weighted share: (borrowed + loaned) / weight
+  template <typename V>
+  void Visit(V& v) {
+    v("queue", queue, {.non_empty = true});
+    v("cohort", cohort);
+    v("weight", weight, {.min = 0});
+    v("borrow_limit", borrow_limit, {.min = -1});
+    v("lend_limit", lend_limit, {.min = -1});
+    v("users", users);
+    v("quota", quota);
+    v("used", used);
+    v("borrowed", borrowed);
+    v("lent", lent);
+    v("loaned", loaned, {.min = 0});
+    v("flexible", flexible, {.min = 0});
+    v("running", running, {.min = 0});
+    v("pending", pending, {.min = 0});
+    v("share", share, {.min = 0});
+  }
+  bool operator==(const QueueRow&) const = default;
+};
+
+// Q2.
+struct ListQueues {
+  static constexpr std::string_view kType = "list_queues";
+  template <typename V>
+  void Visit(V&) {}
+  bool operator==(const ListQueues&) const = default;
+};
+
+struct QueuesReply {
+  static constexpr std::string_view kType = "queues_reply";
+  std::vector<QueueRow> queues{};
+  template <typename V>
+  void Visit(V& v) {
+    v("queues", queues);
+  }
+  bool operator==(const QueuesReply&) const = default;
+};
+
+}  // namespace aryl::protocol
+
+// clang-format off
+#define ARYL_PROTOCOL_QUEUES_MESSAGES(X) X(ListQueues) X(QueuesReply)
+// clang-format on
