@@ -29,7 +29,8 @@ inline std::vector<Message> SampleMessages() {
              .steps_per_second = 9.5,
              .submit_time = 1.7e9,
              .rescales = 2,
-             .owner = "alice"};
+             .owner = "alice",
+             .queue = "vision"};
   std::vector<Message> m;
   m.push_back(AgentRegister{.agent_id = "train-01",
                             .host = "10.0.0.1",
@@ -111,7 +112,9 @@ inline std::vector<Message> SampleMessages() {
                         .client_token = "3f2a9c0d1e7b4a65",
                         .owner = "alice",
                         .elastic = "restart",
-                        .max_restarts = 3});
+                        .max_restarts = 3,
+                        .queue = "vision",
+                        .priority = "high"});
   m.push_back(SubmitReply{.job = 12, .name = "mlp"});
   m.push_back(ListJobs{.include_finished = true});
   m.push_back(JobsReply{.jobs = {row, row}});
@@ -248,6 +251,22 @@ inline std::vector<Message> SampleMessages() {
                             .status = {.state = "failed", .lent = true, .step = "drain",
                                        .error = "'curl -X POST http://127.0.0.1:8000/drain' exited with code 7",
                                        .warmup_seconds = 23.5}});
+  m.push_back(ListQueues{});
+  m.push_back(QueuesReply{.queues = {{.queue = "vision",
+                                      .cohort = "lab",
+                                      .weight = 2,
+                                      .borrow_limit = 8,
+                                      .lend_limit = -1,
+                                      .users = {"alice", "bob"},
+                                      .quota = {{.gpu_type = "H100", .gpus = 64}},
+                                      .used = {{.gpu_type = "H100", .gpus = 70}},
+                                      .borrowed = {{.gpu_type = "H100", .gpus = 6}},
+                                      .lent = {},
+                                      .loaned = 16,
+                                      .flexible = 4,
+                                      .running = 9,
+                                      .pending = 3,
+                                      .share = 11}}});
   return m;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "aryl/sched/pending.h"
 #include "aryl/sched/queue_usage.h"
 #include "aryl/sched/queues.h"
 #include "aryl/sched/scheduler.h"
@@ -512,6 +513,23 @@ TEST(QueueUsageTest, UsedBorrowedLentLoanedAndPendingPerQueue) {
   EXPECT_EQ(rows[1].borrowed.count("A100"), 0u);
   EXPECT_DOUBLE_EQ(rows[0].share, 4.0 / 2);
   EXPECT_EQ(rows[1].running + rows[1].pending, 0);
+}
+
+TEST(QueueUsageTest, AJobItsQueueMayNotBorrowForWaitsForQuota) {
+  // a holds its 8 GPUs and may borrow none (limit 0); b's 8 are idle. a's
+  // next job waits for quota, not capacity; b's fits and goes.
+  Harness h(Servers(2, 0), "baseline",
+            WithQueues("queue,quota_gpus,weight,jobs_share,borrow_limit\na,8,1,0.5,0\nb,8,1,0.5,-1\n"));
+  h.Submit(In(Inelastic(1, 8, 1e6), "a"));
+  h.Submit(In(Inelastic(2, 4, 1e6), "a"));
+  ASSERT_EQ(h.job(2).status, JobStatus::kQueued);
+  auto why = h.scheduler().WhyPending({2});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(why[0].cause, PendingCause::kQuota) << PendingCauseName(why[0].cause);
+  EXPECT_EQ(why[0].queue, "a");
+  EXPECT_EQ(why[0].quota_type, "A100");
+  EXPECT_EQ(why[0].quota, 8);
+  EXPECT_EQ(why[0].quota_used, 8);
 }
 
 // --- Without teams -------------------------------------------------------------------

@@ -106,6 +106,13 @@ TEST_F(TeamsTest, BorrowedJobIsSuspendedForTheLenderAndResumesFromItsCheckpoint)
   ASSERT_TRUE(sa.ok());
   EXPECT_NE(sa->row.state, p::JobState::kRunning);
   EXPECT_EQ(sa->row.queue, "a");
+  // Its REASON names the quota: a holds none of its 1 and b lends nothing now.
+  std::string reason;
+  EXPECT_TRUE(WaitFor([&] {
+    auto s = Status(*c, ra->job);
+    reason = s.ok() ? s->row.pending_reason : s.status().ToString();
+    return reason.rfind("Quota: needs 2 workers at once; queue a holds 0 of its 1 cpu quota", 0) == 0;
+  }, 5)) << reason;
   // Suspended, not killed: the stop saved a checkpoint, and the journal says why.
   ASSERT_TRUE(WaitFor([&] {
     std::error_code ec;

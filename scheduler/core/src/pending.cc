@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "aryl/sched/policy.h"
+#include "aryl/sched/queues.h"
 #include "aryl/sched/state.h"
+#include "quota.h"
 #include "round.h"
 
 namespace aryl::sched {
@@ -25,6 +27,8 @@ std::string_view PendingCauseName(PendingCause cause) {
       return "Capacity";
     case PendingCause::kPriority:
       return "Priority";
+    case PendingCause::kQuota:
+      return "Quota";
   }
   return "None";
 }
@@ -131,6 +135,9 @@ std::vector<PendingReason> WhyPending(const ClusterState& state, const Policy& p
     }
   }
 
+  const QueueConfig* queues = state.config().queues.get();
+  internal::QuotaLedger ledger;
+  if (queues) ledger.Reset(state, *queues, policy.elastic());
   for (size_t k = 0; k < jobs.size(); ++k) {
     const JobInfo* j = state.job(jobs[k]);
     if (!j || j->status != JobStatus::kQueued) continue;
@@ -161,8 +168,33 @@ std::vector<PendingReason> WhyPending(const ClusterState& state, const Policy& p
       }
       r.types.push_back(std::move(pt));
     }
+    // Quota: no type that allows its size lets its queue take that many
+    // (within quota or borrowing), and loaned servers cannot hold it.
+    bool quota_blocks = false;
+    if (queues && j->queue >= 0 && j->queue < ledger.queues()) {
+      const int q = j->queue;
+      r.queue = queues->queues[q].name;
+      quota_blocks = true;
+      int least_over = 0;
+      for (int t = 0; t < state.num_types(); ++t) {
+        if (t >= static_cast<int>(j->curves.size()) || !j->Allowed(t, r.need)) continue;
+        const int loaned_free = may_loan ? count[t][1].free + count[t][1].flexible -
+                                               count[t][0].free - count[t][0].flexible
+                                         : 0;
+        if (ledger.CanBorrow(q, t, r.need) || loaned_free >= r.need) quota_blocks = false;
+        const int over = ledger.Used(q, t) - ledger.Nominal(q, t);
+        if (r.quota_type.empty() || over < least_over) {
+          least_over = over;
+          r.quota_type = state.type_name(t);
+          r.quota = ledger.Nominal(q, t);
+          r.quota_used = ledger.Used(q, t);
+        }
+      }
+      quota_blocks = quota_blocks && !r.quota_type.empty();
+    }
     r.cause = in_service == 0            ? PendingCause::kNoServer
               : most_in_service < r.need ? PendingCause::kMinSize
+              : quota_blocks             ? PendingCause::kQuota
               : most_free >= r.need      ? PendingCause::kPriority
               : free_any >= r.need       ? PendingCause::kGang
                                          : PendingCause::kCapacity;

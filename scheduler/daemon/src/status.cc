@@ -132,6 +132,12 @@ std::vector<std::string> Daemon::Impl::PendingReasons(const std::vector<const Jo
                  }) +
                  in_paren(out_of_service(r.types.size() == 1 ? r.types[0].gpu_type : ""));
         break;
+      case s::PendingCause::kQuota:
+        out[k] = "Quota: needs " + need + smallest + "; queue " + r.queue + " holds " +
+                 std::to_string(r.quota_used) + " of its " + std::to_string(r.quota) + " " + r.quota_type +
+                 " quota and may borrow no more now (its borrowing limit, or its cohort has none to lend); " +
+                 "it starts when its queue's jobs end or other queues leave quota unused (aryl queues)";
+        break;
       case s::PendingCause::kGang: {
         int free = 0;
         for (const auto& t : r.types) free += t.free + t.flexible;

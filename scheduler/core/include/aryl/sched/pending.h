@@ -12,10 +12,14 @@
 //                 (failed, cordoned, held by inference, being reclaimed);
 //   2. kMinSize   the size it needs is more than the GPUs in service of any
 //                 one GPU type it may use: it waits for servers to come back;
-//   3. kGang      enough GPUs are free in all, but not of one GPU type: the
+//   3. kQuota     with queues (queues.h): its queue holds its quota of every
+//                 type that allows its size and may not borrow that many more
+//                 (its borrowing limit, or the cohort has none to lend), and
+//                 loaned servers have too few free GPUs for it;
+//   4. kGang      enough GPUs are free in all, but not of one GPU type: the
 //                 workers of a start go together on one type;
-//   4. kCapacity  too few GPUs free for that size;
-//   5. kPriority  it fits now: jobs ahead of it in the policy's order go first,
+//   5. kCapacity  too few GPUs free for that size;
+//   6. kPriority  it fits now: jobs ahead of it in the policy's order go first,
 //                 or the next round starts it (a type-aware policy may also
 //                 hold it for a faster GPU type).
 // A driver words the answer for its users (the daemon speaks of slots and
@@ -44,9 +48,10 @@ enum class PendingCause : std::uint8_t {
   kGang,
   kCapacity,
   kPriority,
+  kQuota,
 };
 
-// "None", "NoServer", "MinSize", "Gang", "Capacity", "Priority".
+// "None", "NoServer", "MinSize", "Gang", "Capacity", "Priority", "Quota".
 std::string_view PendingCauseName(PendingCause cause);
 
 // One GPU type a queued job may use, as its next round would see it.
@@ -67,6 +72,12 @@ struct PendingReason {
   // types (those it competes with).
   int ahead = 0;
   std::vector<PendingType> types;  // the types it may use, in the cluster's type order
+  // With queues: its queue, and on the type that allows its size where the
+  // queue holds the least above its quota, the quota and what the queue holds.
+  std::string queue;
+  std::string quota_type;
+  int quota = 0;
+  int quota_used = 0;
 };
 
 // One answer per id of `jobs`, in order (kNone for a job that is not queued).
