@@ -1,4 +1,4 @@
-// aryl queues: the scheduler's team queues (protocol/queues.h, Q2).
+// aryl queues [reload]: the scheduler's team queues (protocol/queues.h, Q2-Q3).
 #include <iostream>
 
 #include "commands.h"
@@ -17,8 +17,7 @@ std::string Gpus(const std::vector<p::TypeCount>& counts) {
 
 std::string Limit(std::int64_t v) { return v < 0 ? "-" : std::to_string(v); }
 
-int Queues(const cxxopts::ParseResult&, const Client& c) {
-  auto reply = c.Call<p::QueuesReply>(p::ListQueues{});
+int Print(const Result<p::QueuesReply>& reply, const Client& c) {
   if (!reply.ok()) return Fail(c.program, reply.status());
   if (IsDocument(c.out.format)) {
     PrintDocument(p::ToJson(*reply), c.out.format, 2);
@@ -30,6 +29,12 @@ int Queues(const cxxopts::ParseResult&, const Client& c) {
   }
   std::cout << QueuesTable(reply->queues, c.out);
   return 0;
+}
+
+int Queues(const cxxopts::ParseResult&, const Client& c) { return Print(c.Call<p::QueuesReply>(p::ListQueues{}), c); }
+
+int Reload(const cxxopts::ParseResult&, const Client& c) {
+  return Print(c.Call<p::QueuesReply>(p::ReloadQueues{}), c);
 }
 
 }  // namespace
@@ -50,7 +55,10 @@ std::string QueuesTable(const std::vector<p::QueueRow>& rows, const OutputOption
 std::vector<Command> QueueCommands() {
   return {{"queues", "",
            "team queues: quota, used, borrowed, lent, loaned GPUs and running/pending jobs per queue", true,
-           nullptr, Queues}};
+           nullptr, Queues},
+          {"queues reload", "",
+           "operators: the scheduler reads its --queues file again (a bad file changes nothing; journaled)", true,
+           nullptr, Reload}};
 }
 
 }  // namespace aryl::cli

@@ -252,6 +252,7 @@ inline std::vector<Message> SampleMessages() {
                                        .error = "'curl -X POST http://127.0.0.1:8000/drain' exited with code 7",
                                        .warmup_seconds = 23.5}});
   m.push_back(ListQueues{});
+  m.push_back(ReloadQueues{});
   m.push_back(QueuesReply{.queues = {{.queue = "vision",
                                       .cohort = "lab",
                                       .weight = 2,

@@ -148,6 +148,46 @@ TEST_F(TeamsTest, BorrowedJobIsSuspendedForTheLenderAndResumesFromItsCheckpoint)
   ASSERT_TRUE(c->Call<p::Ok>(p::CancelJob{.job = ra->job}, milliseconds(2000)).ok());
 }
 
+// aryl queues reload: a good file takes effect at once and is journaled; a
+// bad one is refused with its line and changes nothing (protocol/queues.h, Q3).
+TEST_F(TeamsTest, ReloadTakesAGoodFileAndRefusesABadOne) {
+  const std::string path = WriteQueues();
+  StartScheduler({"--queues", path});
+  StartAgent("t", 2);
+  auto c = Client();
+  ASSERT_TRUE(WaitAgents(*c, 1)) << Logs();
+  auto job = Submit(*c, {"sleep", "30"}, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(WaitState(*c, *job, p::JobState::kRunning, 10)) << Logs();
+  std::ofstream(path) << "queue,quota_gpus,weight,gpu_type\na,1,1,cpu\nb,1,1,cpu\na,1,1,cpu\n";
+  auto bad = c->Call<p::QueuesReply>(p::ReloadQueues{}, milliseconds(3000));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(path + ":4: field 'queue': value 'a': duplicate name"), std::string::npos)
+      << bad.status();
+  auto same = c->Call<p::QueuesReply>(p::ListQueues{}, milliseconds(2000));
+  ASSERT_TRUE(same.ok());
+  ASSERT_EQ(same->queues.size(), 2u);
+  EXPECT_EQ(same->queues[0].cohort, "lab") << "the old queues stay in force";
+  std::ofstream(path) << "queue,quota_gpus,weight,gpu_type,users\nc,2,3,cpu,alice\na,0,1,cpu,*\n";
+  auto fresh = c->Call<p::QueuesReply>(p::ReloadQueues{}, milliseconds(5000));
+  ASSERT_TRUE(fresh.ok()) << fresh.status() << Logs();
+  ASSERT_EQ(fresh->queues.size(), 2u);
+  EXPECT_EQ(fresh->queues[0].queue, "c");
+  EXPECT_EQ(fresh->queues[0].users, std::vector<std::string>{"alice"});
+  // The running job, of queue a (now without quota), keeps running; a's row counts it.
+  EXPECT_EQ(fresh->queues[1].running, 1);
+  auto s = Status(*c, *job);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->row.state, p::JobState::kRunning);
+  p::ListEvents q;
+  q.kind = "queues";
+  auto events = c->Call<p::EventsReply>(q, milliseconds(2000));
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->events.size(), 1u);
+  EXPECT_NE(events->events[0].detail.find("reloaded " + path + ": c, a"), std::string::npos)
+      << events->events[0].detail;
+}
+
 // A submission names a queue that exists and a priority class the scheduler
 // knows; a scheduler without --queues takes neither (protocol/queues.h, Q1).
 TEST_F(TeamsTest, UnknownQueueOrPriorityIsANamedError) {

@@ -324,7 +324,7 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
                              std::is_same_v<T, p::StatusRequest> || std::is_same_v<T, p::ListQueues>) {
           return need(kUserRole | kOperatorRole, "user");
         } else if constexpr (std::is_same_v<T, p::PoolOffer> || std::is_same_v<T, p::PoolReclaim> ||
-                             std::is_same_v<T, p::NodeCommand>) {
+                             std::is_same_v<T, p::NodeCommand> || std::is_same_v<T, p::ReloadQueues>) {
           return need(kOperatorRole, "operator");
         } else {
           return std::nullopt;  // not a request the scheduler takes: its handler refuses it

@@ -71,10 +71,7 @@ Status Daemon::Impl::Init() {
     measured = std::make_shared<s::ThroughputCatalog>(std::move(cat));
   }
   if (!opt.queues_file.empty()) {
-    s::QueueCluster live;
-    live.open = true;  // agents register later: types and sizes are theirs
-    ARYL_ASSIGN_OR_RETURN(auto q, s::ReadQueuesFile(opt.queues_file, live));
-    queues = std::make_shared<const s::QueueConfig>(std::move(q));
+    ARYL_ASSIGN_OR_RETURN(queues, ReadQueues());
     spdlog::info("queues {}: {} queues", opt.queues_file, queues->queues.size());
   }
   DeclareMetrics();

@@ -417,6 +417,8 @@ class Daemon::Impl {
   std::vector<p::QueueRow> QueueRows() const;
   std::vector<QueueSeries> QueueSeriesNow() const;
   std::optional<p::Message> On(const p::ReplyTo&, p::ListQueues&);
+  std::optional<p::Message> On(const p::ReplyTo&, p::ReloadQueues&);
+  Result<std::shared_ptr<const s::QueueConfig>> ReadQueues() const;  // --queues, parsed
 
   // --- serving.cc (protocol/serving.h)
   std::optional<p::Message> On(const p::ReplyTo& from, p::ServingReport& m);

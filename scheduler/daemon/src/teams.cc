@@ -113,6 +113,47 @@ std::vector<QueueSeries> Daemon::Impl::QueueSeriesNow() const {
   return out;
 }
 
+Result<std::shared_ptr<const s::QueueConfig>> Daemon::Impl::ReadQueues() const {
+  s::QueueCluster live;
+  live.open = true;  // agents register after the file is read: types and sizes are theirs
+  ARYL_ASSIGN_OR_RETURN(auto q, s::ReadQueuesFile(opt.queues_file, live));
+  return std::make_shared<const s::QueueConfig>(std::move(q));
+}
+
+// Q3: the new queues replace the old at once; the core is rebuilt from a
+// snapshot of itself under them (as for a new GPU type), so running jobs keep
+// their placements and the next round applies the rules.
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ReloadQueues&) {
+  if (opt.queues_file.empty())
+    return Err(Status::InvalidArgument("this scheduler runs without queues: start it with --queues FILE"));
+  auto fresh = ReadQueues();
+  if (!fresh.ok()) {
+    metrics.Inc("aryl_bad_requests_total");
+    return Err(fresh.status().WithContext("queues not reloaded, the old ones stay in force"));
+  }
+  std::string names;
+  for (const auto& q : (*fresh)->queues) names += (names.empty() ? "" : ", ") + q.name;
+  const std::shared_ptr<const s::QueueConfig> old = queues;
+  queues = *fresh;
+  Status st = Transaction("reload queues", [&]() -> Status {
+    ARYL_RETURN_IF_ERROR(Journal(0, "queues", "reloaded " + opt.queues_file + ": " + names,
+                                 {{"file", opt.queues_file}, {"queues", (*fresh)->queues.size()}}, {}));
+    if (!core) return Status::Ok();
+    ARYL_RETURN_IF_ERROR(SnapshotCore());
+    return RebuildCore(std::nullopt);
+  });
+  if (!st.ok()) {
+    queues = old;
+    return Err(st);
+  }
+  round_due = true;
+  snapshot_dirty = true;
+  spdlog::info("queues {} reloaded: {}", opt.queues_file, names);
+  p::QueuesReply reply;
+  reply.queues = QueueRows();
+  return p::Message(reply);
+}
+
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListQueues&) {
   p::QueuesReply reply;
   reply.queues = QueueRows();

@@ -64,7 +64,7 @@ inline constexpr std::string_view kEventKinds[] = {
     "finished", "failed",    "cancelled", "register",      "node_failed", "drain",   "resume",
     "remove",  "loan",       "reclaim",   "reclaimed",     "return",  "restart",     "lease_wait",
     "checkpoint_failed", "log_disk_full", "log_disk_ok", "left_early", "restart_report", "generation_abandoned",
-    "serving_draining", "serving_stopping", "serving_stopped", "serving_starting", "serving_ready", "serving_failed"};
+    "serving_draining", "serving_stopping", "serving_stopped", "serving_starting", "serving_ready", "serving_failed", "queues"};
 bool IsEventKind(std::string_view kind);
 
 // One journal row. `data` holds the row's facts as JSON (generation,

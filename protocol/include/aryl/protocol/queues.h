@@ -18,6 +18,14 @@
 //      as the quota rules count it now. Anyone may list (the numbers are the
 //      cluster's, not a job's); an empty reply says the scheduler runs
 //      without queues.
+//  Q3. ReloadQueues ⇠ QueuesReply (operators only): the scheduler reads its
+//      --queues file again. A file that does not parse is an Error naming the
+//      file, line and field, and the queues in force stay as they were. A good
+//      one takes effect at once, journaled (kind "queues"): running jobs keep
+//      running, and a queue now over its quota gives GPUs back by the rules
+//      (suspending borrowed jobs after their minimum runtime), never by
+//      killing at once; jobs of a queue no longer in the file are charged to
+//      the default queue.
 #pragma once
 
 #ifndef ARYL_PROTOCOL_MESSAGES_H_PARTS
@@ -84,6 +92,14 @@ struct ListQueues {
   bool operator==(const ListQueues&) const = default;
 };
 
+// Q3.
+struct ReloadQueues {
+  static constexpr std::string_view kType = "reload_queues";
+  template <typename V>
+  void Visit(V&) {}
+  bool operator==(const ReloadQueues&) const = default;
+};
+
 struct QueuesReply {
   static constexpr std::string_view kType = "queues_reply";
   std::vector<QueueRow> queues{};
@@ -97,5 +113,5 @@ struct QueuesReply {
 }  // namespace aryl::protocol
 
 // clang-format off
-#define ARYL_PROTOCOL_QUEUES_MESSAGES(X) X(ListQueues) X(QueuesReply)
+#define ARYL_PROTOCOL_QUEUES_MESSAGES(X) X(ListQueues) X(QueuesReply) X(ReloadQueues)
 // clang-format on
