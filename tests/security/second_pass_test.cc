@@ -5,6 +5,7 @@
 // configuration that gives a user key the agent role.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -298,6 +299,54 @@ TEST_F(SecurityTest, ConfigurationsGivingUsersTheAgentRoleRefused) {
   StartScheduler(CurveFlags());
   auto ops = As("ops");
   EXPECT_TRUE(WaitFor([&] { return ops->Call<p::NodesReply>(p::ListNodes{}, milliseconds(500)).ok(); }, 10)) << Logs();
+}
+
+}  // namespace
+}  // namespace aryl
+
+namespace aryl {
+namespace {
+
+using namespace aryl::livetest;  // NOLINT
+using securitytest::SecurityTest;
+
+// Teams (protocol/queues.h, Q1, Q3): a user submits only to the queues whose
+// `users` name them; operators submit to any and alone reload the file.
+TEST_F(SecurityTest, UserKeySubmitsOnlyToItsTeamsQueues) {
+  MakeKeys();
+  const fs::path queues = dir_ / "queues.csv";
+  std::ofstream(queues) << "queue,quota_gpus,weight,gpu_type,users\n"
+                           "vision,1,1,cpu,alice\n"
+                           "shared,1,1,cpu,*\n";
+  std::vector<std::string> flags = CurveFlags();
+  flags.insert(flags.end(), {"--queues", queues.string()});
+  StartScheduler(flags);
+  StartAgent("a", 2, "training", AgentCurve("a"));
+  auto ops = As("ops");
+  ASSERT_TRUE(WaitAgents(*ops, 1)) << Logs();
+  auto alice = As("alice"), bob = As("bob");
+  p::SubmitJob m;
+  m.argv = {"sleep", "30"};
+  m.workers = 1;
+  m.queue = "vision";
+  auto refused = bob->Call<p::SubmitReply>(m, milliseconds(3000));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.status().IsPermissionDenied()) << refused.status();
+  EXPECT_NE(refused.status().message().find("user 'bob' may not submit to queue 'vision' (its users: alice)"),
+            std::string::npos)
+      << refused.status();
+  auto mine = alice->Call<p::SubmitReply>(m, milliseconds(3000));
+  EXPECT_TRUE(mine.ok()) << mine.status();
+  auto by_ops = ops->Call<p::SubmitReply>(m, milliseconds(3000));
+  EXPECT_TRUE(by_ops.ok()) << by_ops.status();
+  m.queue = "shared";
+  auto shared = bob->Call<p::SubmitReply>(m, milliseconds(3000));
+  EXPECT_TRUE(shared.ok()) << shared.status();
+  // Everyone may list the queues; only operators reload them.
+  EXPECT_TRUE(bob->Call<p::QueuesReply>(p::ListQueues{}, milliseconds(2000)).ok());
+  auto reload = bob->Call<p::QueuesReply>(p::ReloadQueues{}, milliseconds(2000));
+  EXPECT_TRUE(reload.status().IsPermissionDenied()) << reload.status();
+  EXPECT_TRUE(ops->Call<p::QueuesReply>(p::ReloadQueues{}, milliseconds(3000)).ok());
 }
 
 }  // namespace
