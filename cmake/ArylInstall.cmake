@@ -16,7 +16,7 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 set(ARYL_INSTALL_DOCDIR ${CMAKE_INSTALL_DATADIR}/doc/aryl)
 
 # Components, one Debian package each (a head node needs no libtorch):
-#   scheduler: aryl-scheduler, aryl-sim, its unit, scheduler.env, the aryl account
+#   scheduler: aryl-scheduler, aryl-sim, its unit, scheduler.env, queues.csv, the aryl account
 #   agent:     aryl-agent, its unit, agent.env
 #   tools:     aryl, aryl-run, completions, aryl.toml, the docs
 #   runtime:   aryl-rt-launch and the Python module (runtime/CMakeLists.txt)
@@ -106,7 +106,7 @@ foreach(_part scheduler agent tools)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/deploy/debian/conffiles)
   set(_mine "")
   foreach(_f ${_all})
-    if((_part STREQUAL "scheduler" AND _f MATCHES "scheduler\\.env$") OR
+    if((_part STREQUAL "scheduler" AND _f MATCHES "(scheduler\\.env|queues\\.csv)$") OR
        (_part STREQUAL "agent" AND _f MATCHES "agent\\.env$") OR
        (_part STREQUAL "tools" AND _f MATCHES "aryl\\.toml$"))
       string(APPEND _mine "${_f}\n")
