@@ -63,6 +63,7 @@
 #include "authz.h"
 #include "live_job.h"
 #include "aryl/daemon/job_machine.h"
+#include "daemon_constants.h"
 #include "failure_tally.h"
 #include "secrets.h"
 #include "speed_fitter.h"
@@ -76,35 +77,6 @@ using json = nlohmann::json;
 inline double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
-
-inline constexpr const char* kLinearModel = "linear";
-inline constexpr double kUnknownWork = 1e6;  // steps assumed for a job that does not say
-inline constexpr double kCoreTimeStep = 0.05;  // s; the server's tick (CoreNow)
-// How long after its start a job that did not give --elastic may take to show
-// that it links the runtime (its first WorkerHello) before it is resized by a restart.
-inline constexpr double kKindDetectSeconds = 15;
-// A worker "interrupted" (its collective or rendezvous timed out) this soon
-// after another worker of its job was lost is that loss's knock-on: the
-// runtime's timeouts (30 s by default) with a margin.
-inline constexpr double kKnockOnSeconds = 60;
-// How long a generation may form before a voluntary change abandons it
-// (job_machine.h, WhileForming): the runtime's rendezvous timeout (30 s) and a margin.
-inline constexpr double kFormingSeconds = 40;
-// A job one of whose workers said "completed" is not done when its peers then
-// report more than this many steps past that worker's end: it left early.
-inline constexpr std::int64_t kLeftEarlySteps = 1;
-// ... within this long: the time for its peers to regroup and step (the
-// runtime's fault settle, 2 s by default, and a rendezvous).
-inline constexpr double kLeftEarlySeconds = 30;
-// A reclaim is enforced (SIGKILL of the workers still on the server) this
-// long before its deadline; a stop's grace on that server ends by then.
-inline constexpr double kReclaimEnforceSeconds = 1.0;
-// A reclaim keeps back warm-up x kServingWarmupFactor + kServingWarmupSlack
-// seconds for a server's serving side (serving.cc, ServingBudget).
-inline constexpr double kServingWarmupFactor = 1.25;
-inline constexpr double kServingWarmupSlack = 2.0;
-// An agent's log disk with less free than this is full (Heartbeat::log_free_bytes).
-inline constexpr std::int64_t kLogDiskFullBytes = 1 << 20;
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -132,7 +104,6 @@ json WorkerEndJson(const p::WorkerEnd& e);
 std::optional<p::WorkerEnd> WorkerEndFromJson(const json& j);
 
 class Daemon::Impl {
- public:
  public:
   // A job, node and worker as the daemon holds them (live_job.h).
   using Node = LiveNode;
