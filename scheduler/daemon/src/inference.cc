@@ -116,11 +116,12 @@ void Daemon::Impl::DemandTick(double now) {
       demand_servers = static_cast<int>(inference.size());
     }
     if (!demand_control) demand_control.emplace(DemandControlConfig{});
-    // Ahead by the longest serving warm-up: a server must be ready when the
-    // demand arrives, not start then.
-    double warmup = 0;
-    for (const auto& id : inference) warmup = std::max(warmup, WarmupOf(nodes[id]));
-    sample = DemandSample{now, static_cast<double>(demand->At((now - started_at) * opt.demand_time_scale + warmup))};
+    // Ahead by the longest serving budget (the warm-up with the margin a
+    // reclaim keeps back for it, ServingBudget): a server must be ready when
+    // the demand arrives, not start then.
+    double ahead = 0;
+    for (const auto& id : inference) ahead = std::max(ahead, ServingBudget(nodes[id]));
+    sample = DemandSample{now, static_cast<double>(demand->At((now - started_at) * opt.demand_time_scale + ahead))};
   }
   std::vector<std::string> offerable;
   int held = 0, loaned = 0;
