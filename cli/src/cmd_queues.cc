@@ -1,5 +1,9 @@
-// aryl queues [reload]: the scheduler's team queues (protocol/queues.h, Q2-Q3).
+// aryl queues [reload] | usage: the scheduler's team queues and the GPU-hours
+// they used (protocol/queues.h, Q2-Q4).
+#include <chrono>
 #include <iostream>
+
+#include "aryl/flags.h"
 
 #include "commands.h"
 
@@ -37,6 +41,39 @@ int Reload(const cxxopts::ParseResult&, const Client& c) {
   return Print(c.Call<p::QueuesReply>(p::ReloadQueues{}), c);
 }
 
+// --since: a duration back from now (7d, 12h, 90m, 3600) or unix seconds.
+double SinceOrExit(const std::string& program, const std::string& text) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (!text.empty() && (text.back() == 'd' || text.back() == 'w')) {
+    auto n = ParseDuration(text.substr(0, text.size() - 1) + "h");
+    if (!n) FlagError(program, "--since", text, "not a duration (7d, 12h, 90m, 3600) or unix seconds");
+    return now - *n * (text.back() == 'd' ? 24 : 168);
+  }
+  auto d = ParseDuration(text);
+  if (!d) FlagError(program, "--since", text, "not a duration (7d, 12h, 90m, 3600) or unix seconds");
+  return *d > 1e9 ? *d : now - *d;  // a value past 2001 is a time, not a duration
+}
+
+int Usage(const cxxopts::ParseResult& r, const Client& c) {
+  p::UsageRequest m;
+  m.since = SinceOrExit(c.program, r["since"].as<std::string>());
+  m.by = r["by"].as<std::string>();
+  if (Status v = m.Validate(); !v.ok()) FlagError(c.program, "--by", m.by, "expected queue or user");
+  auto reply = c.Call<p::UsageReply>(m);
+  if (!reply.ok()) return Fail(c.program, reply.status());
+  if (IsDocument(c.out.format)) {
+    PrintDocument(p::ToJson(*reply), c.out.format, 2);
+    return 0;
+  }
+  Table t({{m.by == "queue" ? "QUEUE" : "USER"}, {"TRAINING-GPU-H"}, {"LOANED-GPU-H"}, {"JOBS"}, {"PREEMPTIONS"}});
+  for (const auto& row : reply->rows)
+    t.Add({row.key, Fixed(row.training_gpu_hours, 2), Fixed(row.loaned_gpu_hours, 2), std::to_string(row.jobs),
+           std::to_string(row.preemptions)});
+  std::cout << t.Render(c.out);
+  return 0;
+}
+
 }  // namespace
 
 std::string QueuesTable(const std::vector<p::QueueRow>& rows, const OutputOptions& out) {
@@ -58,7 +95,15 @@ std::vector<Command> QueueCommands() {
            nullptr, Queues},
           {"queues reload", "",
            "operators: the scheduler reads its --queues file again (a bad file changes nothing; journaled)", true,
-           nullptr, Reload}};
+           nullptr, Reload},
+          {"usage", "[--since 7d] [--by queue|user]",
+           "GPU-hours on training and loaned servers, jobs and preemptions per queue or user, from the journal", true,
+           [](cxxopts::Options& o) {
+             o.add_options()("since", "From this long ago (7d, 12h, 90m, 3600) or unix seconds",
+                             cxxopts::value<std::string>()->default_value("7d"))(
+                 "by", "queue or user", cxxopts::value<std::string>()->default_value("queue"));
+           },
+           Usage}};
 }
 
 }  // namespace aryl::cli

@@ -253,6 +253,12 @@ inline std::vector<Message> SampleMessages() {
                                        .warmup_seconds = 23.5}});
   m.push_back(ListQueues{});
   m.push_back(ReloadQueues{});
+  m.push_back(UsageRequest{.since = 1.7e9, .until = 1.7e9 + 86400, .by = "user"});
+  m.push_back(UsageReply{.since = 1.7e9,
+                         .until = 1.7e9 + 86400,
+                         .by = "user",
+                         .rows = {{.key = "alice", .training_gpu_hours = 12.5, .loaned_gpu_hours = 3.25, .jobs = 4,
+                                   .preemptions = 1}}});
   m.push_back(QueuesReply{.queues = {{.queue = "vision",
                                       .cohort = "lab",
                                       .weight = 2,

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 
@@ -145,6 +146,24 @@ TEST_F(TeamsTest, BorrowedJobIsSuspendedForTheLenderAndResumesFromItsCheckpoint)
     auto s = Status(*c, ra->job);
     return s.ok() && s->row.state == p::JobState::kRunning && s->row.workers == 2 && s->row.step > restored + 10;
   }, 30)) << Logs();
+  // aryl usage: from the journal, per queue: a's job used 2 training slots
+  // before and after its suspension and was preempted once; b's job 1.
+  p::UsageRequest usage;
+  usage.by = "queue";
+  auto used = c->Call<p::UsageReply>(usage, milliseconds(3000));
+  ASSERT_TRUE(used.ok()) << used.status();
+  std::map<std::string, p::UsageRow> by_queue;
+  for (const auto& row : used->rows) by_queue[row.key] = row;
+  ASSERT_EQ(by_queue.count("a"), 1u);
+  ASSERT_EQ(by_queue.count("b"), 1u);
+  EXPECT_EQ(by_queue["a"].jobs, 1);
+  EXPECT_EQ(by_queue["a"].preemptions, 1);
+  EXPECT_EQ(by_queue["b"].jobs, 1);
+  EXPECT_EQ(by_queue["b"].preemptions, 0);
+  EXPECT_GT(by_queue["a"].training_gpu_hours, 2 * 2.0 / 3600) << "2 slots for more than 2 s";
+  EXPECT_GT(by_queue["b"].training_gpu_hours, 3.0 / 3600) << "1 slot for about 4 s";
+  EXPECT_LT(by_queue["b"].training_gpu_hours, 20.0 / 3600);
+  EXPECT_EQ(by_queue["a"].loaned_gpu_hours, 0);
   ASSERT_TRUE(c->Call<p::Ok>(p::CancelJob{.job = ra->job}, milliseconds(2000)).ok());
 }
 

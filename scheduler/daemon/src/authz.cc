@@ -321,7 +321,8 @@ std::optional<p::Message> Daemon::Impl::Authorize(const p::ReplyTo& from, p::Mes
                              std::is_same_v<T, p::WatchJob>) {
           return owns(m.job);
         } else if constexpr (std::is_same_v<T, p::ListJobs> || std::is_same_v<T, p::ListNodes> ||
-                             std::is_same_v<T, p::StatusRequest> || std::is_same_v<T, p::ListQueues>) {
+                             std::is_same_v<T, p::StatusRequest> || std::is_same_v<T, p::ListQueues> ||
+                             std::is_same_v<T, p::UsageRequest>) {
           return need(kUserRole | kOperatorRole, "user");
         } else if constexpr (std::is_same_v<T, p::PoolOffer> || std::is_same_v<T, p::PoolReclaim> ||
                              std::is_same_v<T, p::NodeCommand> || std::is_same_v<T, p::ReloadQueues>) {

@@ -389,6 +389,7 @@ class Daemon::Impl {
   std::vector<QueueSeries> QueueSeriesNow() const;
   std::optional<p::Message> On(const p::ReplyTo&, p::ListQueues&);
   std::optional<p::Message> On(const p::ReplyTo&, p::ReloadQueues&);
+  std::optional<p::Message> On(const p::ReplyTo&, p::UsageRequest& m);  // usage.h
   Result<std::shared_ptr<const s::QueueConfig>> ReadQueues() const;  // --queues, parsed
 
   // --- serving.cc (protocol/serving.h)

@@ -5,6 +5,7 @@
 
 #include "aryl/sched/queue_usage.h"
 #include "daemon_impl.h"
+#include "usage.h"
 
 namespace aryl::daemon {
 
@@ -157,6 +158,55 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ReloadQueues&) 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ListQueues&) {
   p::QueuesReply reply;
   reply.queues = QueueRows();
+  return p::Message(reply);
+}
+
+// Q4: one pass over the journal's rows from `since` (oldest first, in pages);
+// each job's queue or owner read once from its stored submission.
+std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::UsageRequest& m) {
+  const double until = m.until > 0 ? m.until : WallNow();
+  std::set<std::string> inference;
+  for (const auto& [id, n] : nodes)
+    if (n.pool == p::Pool::kInference) inference.insert(id);
+  const bool by_queue = m.by == "queue";
+  Status lookup;
+  auto key_of = [&](std::uint64_t job) -> std::string {
+    auto live = jobs.find(job);
+    std::optional<p::SubmitJob> stored;
+    const p::SubmitJob* spec = nullptr;
+    if (live != jobs.end()) {
+      spec = &live->second.spec;
+    } else if (auto rec = store->GetJob(job); rec.ok()) {
+      spec = SpecOf(*rec, nullptr, stored);
+    } else if (!rec.status().IsNotFound()) {
+      lookup = rec.status();
+    }
+    if (!spec) return "(unknown)";
+    if (!by_queue) return spec->owner.value_or("local");
+    return queues ? QueueOf(*spec) : spec->queue.value_or("default");
+  };
+  UsageLedger ledger(m.since, until, key_of, inference);
+  EventFilter filter;
+  filter.limit = 5000;
+  // From the journal's first row, not `since`: a placement that began
+  // before the window counts from the window's start.
+  for (;;) {
+    auto page = store->Events(filter);
+    if (!page.ok()) return Err(page.status());
+    for (const auto& e : *page) {
+      if (e.time > until) break;
+      ledger.Add(e);
+    }
+    if (static_cast<int>(page->size()) < filter.limit || (!page->empty() && page->back().time > until)) break;
+    filter.after = page->back().seq;
+  }
+  if (!lookup.ok()) return Err(lookup);
+  p::UsageReply reply;
+  reply.since = m.since;
+  reply.until = until;
+  reply.by = m.by;
+  for (const auto& [key, t] : ledger.Finish())
+    reply.rows.push_back({key, t.training_gpu_hours, t.loaned_gpu_hours, t.jobs, t.preemptions});
   return p::Message(reply);
 }
 

@@ -26,6 +26,11 @@
 //      (suspending borrowed jobs after their minimum runtime), never by
 //      killing at once; jobs of a queue no longer in the file are charged to
 //      the default queue.
+//  Q4. UsageRequest {since, until, by} ⇠ UsageReply: GPU-hours on training
+//      and on loaned servers, jobs submitted and preemptions in [since,
+//      until] (unix seconds; until 0: now), one row per queue (by "queue") or
+//      owner (by "user"), from the event journal (as far back as it keeps
+//      rows). Users and operators may ask.
 #pragma once
 
 #ifndef ARYL_PROTOCOL_MESSAGES_H_PARTS
@@ -110,8 +115,61 @@ struct QueuesReply {
   bool operator==(const QueuesReply&) const = default;
 };
 
+// Q4.
+struct UsageRequest {
+  static constexpr std::string_view kType = "usage_request";
+  double since = 0;
+  double until = 0;          // 0: now
+  std::string by = "queue";  // "queue" or "user"
+  template <typename V>
+  void Visit(V& v) {
+    v("since", since, {.min = 0});
+    v("until", until, {.min = 0});
+    v("by", by, {.non_empty = true});
+  }
+  Status Validate() const {
+    if (by != "queue" && by != "user") return Status::InvalidArgument("by: expected \"queue\" or \"user\", got \"" + by + "\"");
+    if (until > 0 && until < since) return Status::InvalidArgument("until is before since");
+    return Status::Ok();
+  }
+  bool operator==(const UsageRequest&) const = default;
+};
+
+struct UsageRow {
+  std::string key{};  // the queue, or the user
+  double training_gpu_hours = 0;
+  double loaned_gpu_hours = 0;
+  std::int64_t jobs = 0;
+  std::int64_t preemptions = 0;
+  template <typename V>
+  void Visit(V& v) {
+    v("key", key);
+    v("training_gpu_hours", training_gpu_hours, {.min = 0});
+    v("loaned_gpu_hours", loaned_gpu_hours, {.min = 0});
+    v("jobs", jobs, {.min = 0});
+    v("preemptions", preemptions, {.min = 0});
+  }
+  bool operator==(const UsageRow&) const = default;
+};
+
+struct UsageReply {
+  static constexpr std::string_view kType = "usage_reply";
+  double since = 0;
+  double until = 0;
+  std::string by{};
+  std::vector<UsageRow> rows{};
+  template <typename V>
+  void Visit(V& v) {
+    v("since", since, {.min = 0});
+    v("until", until, {.min = 0});
+    v("by", by);
+    v("rows", rows);
+  }
+  bool operator==(const UsageReply&) const = default;
+};
+
 }  // namespace aryl::protocol
 
 // clang-format off
-#define ARYL_PROTOCOL_QUEUES_MESSAGES(X) X(ListQueues) X(QueuesReply) X(ReloadQueues)
+#define ARYL_PROTOCOL_QUEUES_MESSAGES(X) X(ListQueues) X(QueuesReply) X(ReloadQueues) X(UsageRequest) X(UsageReply)
 // clang-format on
