@@ -51,10 +51,10 @@ std::vector<p::TypeCount> Counts(const std::map<std::string, int>& by_type) {
   return out;
 }
 
-int Sum(const std::map<std::string, int>& by_type) {
-  int n = 0;
-  for (const auto& [type, k] : by_type) n += k;
-  return n;
+int Sum(const std::vector<p::TypeCount>& counts) {
+  std::int64_t n = 0;
+  for (const auto& c : counts) n += c.gpus;
+  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -91,25 +91,12 @@ std::vector<p::QueueRow> Daemon::Impl::QueueRows() const {
   return rows;
 }
 
+// The series are the rows of `aryl queues`, GPU types summed.
 std::vector<QueueSeries> Daemon::Impl::QueueSeriesNow() const {
   std::vector<QueueSeries> out;
-  if (!queues) return out;
-  std::vector<s::QueueUsage> usage;
-  if (core) usage = s::UsageByQueue(core->state(), *queues, /*elastic=*/true);
-  for (std::size_t i = 0; i < queues->queues.size(); ++i) {
-    QueueSeries qs;
-    qs.queue = queues->queues[i].name;
-    qs.quota = Sum(queues->queues[i].quota);
-    if (i < usage.size()) {
-      const s::QueueUsage& u = usage[i];
-      qs.used = Sum(u.used);
-      qs.borrowed = Sum(u.borrowed);
-      qs.lent = Sum(u.lent);
-      qs.loaned = u.loaned;
-      qs.running = u.running;
-      qs.pending = u.pending;
-    }
-    out.push_back(std::move(qs));
+  for (const p::QueueRow& r : QueueRows()) {
+    out.push_back({r.queue, Sum(r.quota), Sum(r.used), Sum(r.borrowed), Sum(r.lent), static_cast<int>(r.loaned),
+                   static_cast<int>(r.running), static_cast<int>(r.pending)});
   }
   return out;
 }
