@@ -14,4 +14,14 @@ SystemClock* SystemClock::Default() {
   return &clock;
 }
 
+double WallClock::NowSeconds() const {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+WallClock* WallClock::Default() {
+  static WallClock clock;
+  return &clock;
+}
+
 }  // namespace aryl

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "aryl/agent/generation_queue.h"
+#include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "aryl/protocol/generation.h"
 
@@ -21,19 +22,27 @@ Result<unsigned> ParseFaults(const std::string& list) {
   std::stringstream ss(list);
   std::string word;
   while (std::getline(ss, word, ',')) {
-    if (word == "all") out |= kFaultAll;
-    else if (word == "none" || word.empty()) continue;
-    else if (word == "kill") out |= kFaultKill;
-    else if (word == "loan") out |= kFaultLoan;
-    else if (word == "network") out |= kFaultNetwork;
-    else return Status::InvalidArgument("--faults: unknown fault '" + word + "' (known: kill, loan, network, all, none)");
+    if (word == "all")
+      out |= kFaultAll;
+    else if (word == "none" || word.empty())
+      continue;
+    else if (word == "kill")
+      out |= kFaultKill;
+    else if (word == "loan")
+      out |= kFaultLoan;
+    else if (word == "network")
+      out |= kFaultNetwork;
+    else
+      return Status::InvalidArgument("--faults: unknown fault '" + word +
+                                     "' (known: kill, loan, network, all, none)");
   }
   return out;
 }
 
 std::string FaultsString(unsigned faults) {
   std::string s;
-  for (auto [bit, name] : {std::pair{kFaultKill, "kill"}, {kFaultLoan, "loan"}, {kFaultNetwork, "network"}})
+  for (auto [bit, name] :
+       {std::pair{kFaultKill, "kill"}, {kFaultLoan, "loan"}, {kFaultNetwork, "network"}})
     if (faults & bit) s += (s.empty() ? "" : ",") + std::string(name);
   return s.empty() ? "none" : s;
 }
@@ -46,15 +55,16 @@ using daemon::JobPhase;
 namespace p = aryl::protocol;
 
 constexpr double kRendezvousTimeout = 30;  // the runtime's default
-constexpr double kRecordTimeout = 60;      // a record never announced: channel wait, then the store's
-constexpr double kFaultSettle = 2;         // the runtime's fault settle
-constexpr double kTick = 0.1;              // the scheduler's converge tick and the agents' store pump
+constexpr double kRecordTimeout = 60;  // a record never announced: channel wait, then the store's
+constexpr double kFaultSettle = 2;     // the runtime's fault settle
+constexpr double kTick = 0.1;          // the scheduler's converge tick and the agents' store pump
 constexpr std::int64_t kCheckpointEvery = 50;
 constexpr double kHorizon = 1800;
 constexpr double kQuietForProgress = 120;  // I4: no step this long after the last fault
 constexpr std::int64_t kJob = 1;
 constexpr double kMaxDelay = 1.6;
-constexpr double kFormingTimeout = 40;  // the daemon's  // a message's longest delay, a duplicate's included
+constexpr double kFormingTimeout =
+    40;  // the daemon's  // a message's longest delay, a duplicate's included
 
 enum class WS { kStarting, kRendezvous, kAwaitRecord, kTraining, kGone };
 
@@ -62,11 +72,11 @@ struct Worker {
   std::int64_t id = 0;
   int agent = 0;
   WS s = WS::kStarting;
-  std::int64_t gen = 0;                   // store generation it trains in or is entering
-  std::vector<std::int64_t> members;      // of gen
-  double deadline = 0;                    // of a rendezvous or a record wait
-  bool joiner = true;                     // has not trained yet (no fault recovery)
-  std::int64_t started_for = 0;           // store generation of its start
+  std::int64_t gen = 0;               // store generation it trains in or is entering
+  std::vector<std::int64_t> members;  // of gen
+  double deadline = 0;                // of a rendezvous or a record wait
+  bool joiner = true;                 // has not trained yet (no fault recovery)
+  std::int64_t started_for = 0;       // store generation of its start
   std::map<std::int64_t, std::vector<std::int64_t>> records;  // announced to it
 };
 
@@ -74,16 +84,19 @@ struct Agent {
   std::string name;
   bool inference = false;
   int slots = 0;
-  bool lent = false;          // inference: lent to training
+  bool lent = false;             // inference: lent to training
   double reclaim_deadline = -1;  // a reclaim under way
   GenerationQueue queue;
   std::set<std::int64_t> refused;  // stopped before they started
 };
 
-struct SchedWorker {  // the scheduler's view of a worker
+struct SchedWorker {  // the scheduler's view of a worker (the daemon's LiveWorker)
   int agent = 0;
   std::int64_t joined = 0;  // plan (scheduler generation) it was started for
   bool leaving = false;
+  int slot = 0;
+  int rank = 0;
+  std::int64_t generation = 0;  // plan of its last announcement; 0: not yet a member
 };
 
 class World {
@@ -119,9 +132,10 @@ class World {
     Trace("VIOLATION " + inv + ": " + what);
   }
 
-  // ---- the scheduler (modelled planning around the real JobMachine and forming rule)
+  // ---- the scheduler: the daemon's own converger (converger.h) and
+  // JobMachine; the core's placement is modelled (Converge's `want`)
   void Converge();
-  void PlanGeneration(std::map<int, int> want);
+  void StartGeneration(const daemon::ConvergeResult& plan);
   void OnWorkerExit(std::int64_t id, bool lost);
   void OnProgress(std::int64_t store_gen, std::int64_t step);
   void Offer();
@@ -129,7 +143,8 @@ class World {
 
   // ---- agents (the real GenerationQueue)
   void AgentNewGeneration(int a, std::int64_t store_gen, std::vector<std::int64_t> members);
-  void AgentStart(int a, std::int64_t id, std::int64_t store_gen, std::vector<std::int64_t> members);
+  void AgentStart(int a, std::int64_t id, std::int64_t store_gen,
+                  std::vector<std::int64_t> members);
   void AgentStop(int a, std::int64_t id);
   void Pump(int a);
 
@@ -164,7 +179,7 @@ class World {
   std::vector<Agent> agents_;
   std::map<std::int64_t, Worker> workers_;  // every worker ever started, by id
   std::int64_t next_worker_ = 0;
-  std::set<std::int64_t> ready_;            // the store's ready/<id>
+  std::set<std::int64_t> ready_;                            // the store's ready/<id>
   std::map<std::int64_t, std::set<std::int64_t>> entered_;  // rendezvous of a store generation
 
   // The scheduler.
@@ -173,7 +188,8 @@ class World {
   std::map<std::int64_t, SchedWorker> sched_;  // live workers as the scheduler knows them
   std::int64_t min_ = 1, max_ = 4, total_steps_ = 600;
   bool converge_due_ = true;
-  bool forced_ = false;  // a worker was lost since the last plan
+  double last_loss_ = -1e9;  // when a worker was last lost (the daemon's last_loss_time)
+  std::size_t members_announced_ = 0;
   bool done_ = false;
 
   // The job's truth.
@@ -185,122 +201,119 @@ class World {
   std::map<std::int64_t, std::int64_t> max_gen_seen_;  // per worker (I1)
 };
 
-// Converge: the scheduler's desired size is what the usable slots allow,
-// training server first; a job below it grows, a job on a reclaimed server
-// shrinks, lost workers are replaced. One plan per tick at most.
+// Converge: the core's placement is modelled (what the usable slots allow,
+// training server first, up to the job's maximum); what the job's workers do
+// about it is the daemon's own PlanConverge, carried out as Daemon::Impl
+// does (converge.cc). One plan per tick at most.
 void World::Converge() {
   if (done_ || life_.Is(JobPhase::kCompleting) || daemon::IsFinal(life_.phase())) return;
-  std::map<int, int> have;
-  for (const auto& [id, w] : sched_)
-    if (!w.leaving) have[w.agent]++;
-  std::map<int, int> want;
+  daemon::ConvergeInput in;
+  in.life = &life_;
   int total = 0;
   for (int a = 0; a < int(agents_.size()); ++a) {
     const Agent& ag = agents_[a];
     bool usable = !ag.inference || (ag.lent && ag.reclaim_deadline < 0);
     int n = usable ? std::min<int>(ag.slots, int(max_) - total) : 0;
-    want[a] = std::max(0, n);
-    total += want[a];
+    if (n > 0) in.desired[ag.name] = n;
+    total += std::max(0, n);
+    in.nodes[ag.name] = {ag.slots, !ag.inference, {}};
   }
   if (total < min_) return;
-  // The forming rule (job_machine.h): a voluntary change waits for the
-  // generation that forms; a forced one abandons it, stopping its joiners.
-  bool forced = forced_;
-  for (int a = 0; a < int(agents_.size()); ++a) forced = forced || have[a] > want[a];
-  switch (daemon::WhileForming(life_, forced, now_, kFormingTimeout)) {
-    case daemon::FormingDecision::kWait:
-      return;
-    case daemon::FormingDecision::kAbandonThenPlan: {
-      std::vector<daemon::MemberView> live;
-      for (const auto& [id, w] : sched_) live.push_back({id, w.joined, w.leaving});
-      for (std::int64_t id : daemon::UnformedJoiners(live, life_.formed())) {
-        sched_[id].leaving = true;
-        have[sched_[id].agent]--;
-        int a = sched_[id].agent;
-        Trace("scheduler: generation " + std::to_string(life_.planned()) + " abandoned; stop joiner " +
-              std::to_string(id));
-        Send([this, a, id] { AgentStop(a, id); });
-      }
-      break;
-    }
-    case daemon::FormingDecision::kPlan:
-      break;
+  for (const auto& [id, w] : sched_)
+    in.workers[id] = {id, agents_[w.agent].name, w.rank, w.slot, w.generation, w.joined, w.leaving};
+  in.in_place = true;
+  in.last_loss_time = last_loss_;
+  in.members_announced = members_announced_;
+  in.generation = plan_;
+  in.next_worker = next_worker_;
+  in.now = now_;
+  in.forming_timeout = kFormingTimeout;
+  const daemon::ConvergeResult plan = daemon::PlanConverge(in);
+  if (plan.again) converge_due_ = true;
+  for (std::int64_t id : plan.abandoned) {
+    SchedWorker& w = sched_.at(id);
+    w.leaving = true;
+    const int a = w.agent;
+    Trace("scheduler: generation " + std::to_string(life_.planned()) + " abandoned; stop joiner " +
+          std::to_string(id));
+    Send([this, a, id] { AgentStop(a, id); });
   }
-  forced_ = false;
-  // A fresh group (no worker stays) starts once every old worker is gone:
-  // those still alive (leaving) are stopped first, checkpointing (a restart).
-  bool any_stays = false, any_alive = !sched_.empty();
-  for (const auto& [a, n] : have) any_stays = any_stays || std::min(n, want[a]) > 0;
-  if (!any_stays && any_alive) {
-    if (!life_.Is(JobPhase::kRestarting)) {
-      if (!life_.RestartBegun(now_)) Violate("T", "JobMachine refused RestartBegun in " + std::string(PhaseName(life_.phase())));
+  switch (plan.step) {
+    case daemon::ConvergeStep::kNone:
+    case daemon::ConvergeStep::kWaitForming:
+    case daemon::ConvergeStep::kPending:
+    case daemon::ConvergeStep::kLeaseWait:
+      return;
+    case daemon::ConvergeStep::kRestart:
+      // A fresh group starts once every old worker is gone: those still
+      // alive are stopped first, checkpointing (Daemon::Impl::Restart).
+      if (!life_.RestartBegun(now_))
+        Violate("T", "JobMachine refused RestartBegun in " + std::string(PhaseName(life_.phase())));
       Trace("scheduler: a fresh group waits for the old workers to stop");
-      for (const auto& [id, w] : sched_) {
+      for (auto& [id, w] : sched_) {
+        w.leaving = true;
         std::int64_t wid = id;
         int a = w.agent;
         Send([this, a, wid] { AgentStop(a, wid); });
       }
-    }
-    return;
+      return;
+    case daemon::ConvergeStep::kGeneration:
+      StartGeneration(plan);
+      return;
   }
-  bool same = true;
-  for (int a = 0; a < int(agents_.size()); ++a) same = same && have[a] == want[a];
-  if (same) return;
-  PlanGeneration(want);
 }
 
-void World::PlanGeneration(std::map<int, int> want) {
-  ++plan_;
+void World::StartGeneration(const daemon::ConvergeResult& plan) {
+  plan_ = plan.generation;
   ++plans_since_step_;
   out_.generations = plan_;
   const std::int64_t store_gen = p::PlanGeneration(plan_);
-  std::vector<std::int64_t> members;
-  std::map<int, int> keep;
+  // Every agent hosting a worker of the job (leavers too) hears of it.
   std::set<int> hosting;
-  // Stayers (lowest ids first); beyond `want` on their server they leave.
-  for (auto& [id, w] : sched_) {
-    hosting.insert(w.agent);
-    if (w.leaving) continue;
-    if (keep[w.agent] < want[w.agent]) {
-      keep[w.agent]++;
-      members.push_back(id);
-    } else {
-      w.leaving = true;
-    }
-  }
-  bool fresh = members.empty();
+  for (auto id : plan.leavers) sched_.at(id).leaving = true;
+  for (const auto& [id, w] : sched_) hosting.insert(w.agent);
+  std::map<std::string, int> index;
+  for (int a = 0; a < int(agents_.size()); ++a) index[agents_[a].name] = a;
   std::vector<std::pair<int, std::int64_t>> joiners;
-  for (auto& [a, n] : want)
-    for (int k = keep[a]; k < n; ++k) {
-      std::int64_t id = next_worker_++;
-      sched_[id] = {a, plan_, false};
-      joiners.push_back({a, id});
-      members.push_back(id);
-    }
+  for (const auto& jn : plan.joiners) {
+    const int a = index.at(jn.node);
+    sched_[jn.id] = {a, plan_, false, jn.slot, 0, 0};
+    joiners.push_back({a, jn.id});
+  }
+  next_worker_ = plan.next_worker;
+  const std::vector<std::int64_t>& members = plan.members;
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    sched_.at(members[r]).rank = int(r);
+    sched_.at(members[r]).generation = plan_;
+  }
+  members_announced_ = members.size();
+  const bool fresh = plan.fresh;
   if (fresh) {
-    if (!life_.Started(plan_, now_)) Violate("T", "JobMachine refused Started in " + std::string(PhaseName(life_.phase())));
+    if (!life_.Started(plan_, now_))
+      Violate("T", "JobMachine refused Started in " + std::string(PhaseName(life_.phase())));
   } else if (!life_.Resized(plan_, now_)) {
     Violate("T", "JobMachine refused Resized in " + std::string(PhaseName(life_.phase())));
   }
-  Trace("plan " + std::to_string(plan_) + (fresh ? " (fresh)" : "") + ": " + std::to_string(members.size()) +
-        " members, " + std::to_string(joiners.size()) + " joiners");
+  Trace("plan " + std::to_string(plan_) + (fresh ? " (fresh)" : "") + ": " +
+        std::to_string(members.size()) + " members, " + std::to_string(joiners.size()) +
+        " joiners, " + std::to_string(plan.leavers.size()) + " leavers");
   if (!fresh)
-    for (int a : hosting) Send([this, a, store_gen, members] { AgentNewGeneration(a, store_gen, members); });
-  for (auto [a, id] : joiners) Send([this, a, id, store_gen, members] { AgentStart(a, id, store_gen, members); });
+    for (int a : hosting)
+      Send([this, a, store_gen, members] { AgentNewGeneration(a, store_gen, members); });
+  for (auto [a, id] : joiners)
+    Send([this, a, id, store_gen, members] { AgentStart(a, id, store_gen, members); });
   // Leavers on a server whose reclaim is under way: stopped at its deadline (I5).
 }
 
 void World::OnWorkerExit(std::int64_t id, bool lost) {
   auto it = sched_.find(id);
   if (it == sched_.end()) return;  // a duplicate
-  const std::int64_t joined = it->second.joined;
   const bool leaving = it->second.leaving;
   sched_.erase(it);
   if (lost && !leaving) {
     last_fault_at_ = now_;
-    forced_ = true;
+    last_loss_ = now_;
   }
-  (void)joined;
   converge_due_ = true;
 }
 
@@ -344,7 +357,8 @@ void World::Reclaim(double deadline) {
   After(deadline + kMaxDelay, [this, before] {
     for (const auto& [id, w] : workers_)
       if (id < before && w.agent == 1 && w.s != WS::kGone)
-        Violate("I5", "worker " + std::to_string(id) + " still on the returned server after the reclaim's deadline");
+        Violate("I5", "worker " + std::to_string(id) +
+                          " still on the returned server after the reclaim's deadline");
   });
 }
 
@@ -359,7 +373,8 @@ void World::AgentNewGeneration(int a, std::int64_t store_gen, std::vector<std::i
   agents_[a].queue.Plan(std::move(g), now_);
 }
 
-void World::AgentStart(int a, std::int64_t id, std::int64_t store_gen, std::vector<std::int64_t> members) {
+void World::AgentStart(int a, std::int64_t id, std::int64_t store_gen,
+                       std::vector<std::int64_t> members) {
   // A duplicate, or a worker whose stop overtook its start (the agent said it does not run).
   if (workers_.count(id) || agents_[a].refused.count(id)) return;
   Worker& w = workers_[id];
@@ -395,7 +410,8 @@ void World::AgentStop(int a, std::int64_t id) {
       if (o.s == WS::kTraining && o.gen == w.gen) lowest = std::min(lowest, id);
     if (lowest == w.id && step_ > checkpoint_) {
       checkpoint_ = step_;
-      Trace("worker " + std::to_string(w.id) + " checkpoints step " + std::to_string(step_) + " as it stops");
+      Trace("worker " + std::to_string(w.id) + " checkpoints step " + std::to_string(step_) +
+            " as it stops");
     }
   }
   Exit(w, /*lost=*/false, "stopped");
@@ -406,7 +422,8 @@ void World::Pump(int a) {
   ag.queue.Expire(now_);
   for (const auto& g : ag.queue.InFlight()) {
     if (g.state == GenerationQueue::State::kForming) {
-      bool all = std::all_of(g.members.begin(), g.members.end(), [&](std::int64_t m) { return ready_.count(m) > 0; });
+      bool all = std::all_of(g.members.begin(), g.members.end(),
+                             [&](std::int64_t m) { return ready_.count(m) > 0; });
       if (!all) continue;
       if (!ag.queue.AllReady(g.job, g.generation, now_)) continue;
       Trace(ag.name + ": announce " + std::to_string(g.generation));
@@ -486,7 +503,8 @@ void World::TryFormRendezvous(std::int64_t gen) {
     w->joiner = false;
   }
   if (fresh && step_ > checkpoint_) {
-    Trace("fresh group restores step " + std::to_string(checkpoint_) + " (was " + std::to_string(step_) + ")");
+    Trace("fresh group restores step " + std::to_string(checkpoint_) + " (was " +
+          std::to_string(step_) + ")");
     step_ = checkpoint_;
   }
   trained_gen_ = std::max(trained_gen_, gen);
@@ -549,7 +567,8 @@ void World::Agree(std::vector<Worker*>& group) {
 
 // Fault recovery (runtime.h): `survivors` of failed generation `gen` form
 // its fault successor after the settle time.
-void World::Regroup(std::int64_t gen, const std::vector<Worker*>& survivors, const std::string& who) {
+void World::Regroup(std::int64_t gen, const std::vector<Worker*>& survivors,
+                    const std::string& who) {
   auto next = p::FaultSuccessor(gen);
   std::vector<std::int64_t> ids;
   for (Worker* w : survivors) ids.push_back(w->id);
@@ -596,20 +615,26 @@ void World::Check() {
     if (w.s == WS::kTraining) training.insert(w.gen);
     auto& seen = max_gen_seen_[id];
     if (w.s != WS::kGone && w.gen > 0) {
-      if (w.gen < seen) Violate("I1", "worker " + std::to_string(id) + " went back from generation " +
-                                          std::to_string(seen) + " to " + std::to_string(w.gen));
+      if (w.gen < seen)
+        Violate("I1", "worker " + std::to_string(id) + " went back from generation " +
+                          std::to_string(seen) + " to " + std::to_string(w.gen));
       seen = std::max(seen, w.gen);
     }
   }
   if (training.size() > 1)
-    Violate("I2", "two groups train at once: generations " + std::to_string(*training.begin()) + " and " +
-                      std::to_string(*training.rbegin()));
-  if (step_ < checkpoint_) Violate("I3", "step " + std::to_string(step_) + " behind checkpoint " + std::to_string(checkpoint_));
+    Violate("I2", "two groups train at once: generations " + std::to_string(*training.begin()) +
+                      " and " + std::to_string(*training.rbegin()));
+  if (step_ < checkpoint_)
+    Violate("I3",
+            "step " + std::to_string(step_) + " behind checkpoint " + std::to_string(checkpoint_));
   if (!done_ && plans_since_step_ > kMaxGenerationsWithoutStep)
-    Violate("I4", std::to_string(plans_since_step_) + " generations planned without a trained step (livelock)");
+    Violate("I4", std::to_string(plans_since_step_) +
+                      " generations planned without a trained step (livelock)");
   if (!done_ && now_ - std::max(last_step_at_, last_fault_at_) > kQuietForProgress)
-    Violate("I4", "no step for " + std::to_string(int(now_ - std::max(last_step_at_, last_fault_at_))) +
-                      " s after the last fault (" + std::to_string(plans_since_step_) + " generations since)");
+    Violate("I4", "no step for " +
+                      std::to_string(int(now_ - std::max(last_step_at_, last_fault_at_))) +
+                      " s after the last fault (" + std::to_string(plans_since_step_) +
+                      " generations since)");
 }
 
 Outcome World::Run() {

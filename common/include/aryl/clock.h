@@ -1,7 +1,8 @@
 // Clock: the one source of time for code that must also run in virtual time.
 //
 // The scheduler core never reads a clock (time arrives with events). Drivers do:
-// the daemon uses SystemClock, the simulator and tests a ManualClock.
+// the agent uses SystemClock, the daemon WallClock, the simulator and tests a
+// ManualClock.
 // Thread safety: SystemClock is thread-safe; ManualClock is thread-safe.
 #pragma once
 
@@ -22,6 +23,14 @@ class SystemClock final : public Clock {
  public:
   double NowSeconds() const override;
   static SystemClock* Default();
+};
+
+// Wall time: seconds since the Unix epoch (std::chrono::system_clock), for
+// what is stored and shown as a date (the daemon's records). Not monotonic.
+class WallClock final : public Clock {
+ public:
+  double NowSeconds() const override;
+  static WallClock* Default();
 };
 
 // Time that moves only when told to.

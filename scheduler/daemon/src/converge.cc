@@ -1,12 +1,13 @@
 // Converge: from the core's placement of a job to the workers that run it.
-// Which workers stay, leave and join; the forming rule (job_machine.h) for a
-// generation that has not formed; the generation's NewGeneration and
-// StartWorkers messages; restarts (stop every worker, start again) and stops.
+// What to do is PlanConverge's answer (converger.h: who stays, leaves and
+// joins, the forming rule, the lease wait); here it is carried out: the
+// generation's NewGeneration and StartWorkers messages, restarts (stop every
+// worker, start again) and stops.
 // Declared in daemon_impl.h ("converge.cc").
 #include <algorithm>
 
-#include "core_journal.h"
 #include "aryl/hash.h"
+#include "core_journal.h"
 #include "daemon_impl.h"
 
 namespace aryl::daemon {
@@ -67,28 +68,50 @@ void Daemon::Impl::IndexWorkers() {
     for (const auto& [wid, w] : j.workers) workers_on[w.agent].insert({jid, wid});
 }
 
-std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j, const std::map<std::string, int>& desired) {
-  std::map<std::string, std::vector<p::WorkerId>> actual;
-  for (const auto& [id, w] : j.workers)
-    if (!w.leaving) actual[w.agent].push_back(id);
-  std::vector<p::WorkerId> leavers;
-  for (auto& [node, ids] : actual) {
-    auto want = desired.find(node);
-    std::size_t keep = want == desired.end() ? 0 : static_cast<std::size_t>(want->second);
-    // Leave the highest ranks first.
-    std::sort(ids.begin(), ids.end(), [&](auto a, auto b) { return j.workers[a].rank < j.workers[b].rank; });
-    while (ids.size() > keep) {
-      leavers.push_back(ids.back());
-      j.workers[ids.back()].leaving = true;
-      ids.pop_back();
-    }
-  }
+std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j,
+                                                   const std::map<std::string, int>& desired) {
+  std::map<std::int64_t, ConvergeWorker> view;
+  for (const auto& [id, w] : j.workers) view[id] = ConvergeWorkerOf(w);
+  std::vector<p::WorkerId> leavers = PickLeavers(view, desired);
+  for (p::WorkerId id : leavers) j.workers.at(id).leaving = true;
   return leavers;
 }
 
-// Makes the job's live workers match `desired` (node -> count): starts joiners
-// where there are too few, marks leavers where there are too many, and
-// announces the new generation to every agent involved.
+ConvergeWorker Daemon::Impl::ConvergeWorkerOf(const Worker& w) {
+  return {w.id, w.agent, w.rank, w.slot, w.generation, w.joined, w.leaving};
+}
+
+ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
+                                            const std::map<std::string, int>& desired) const {
+  ConvergeInput in;
+  in.life = &j.life;
+  for (const auto& [id, w] : j.workers) in.workers[id] = ConvergeWorkerOf(w);
+  in.desired = desired;
+  for (const auto& [node, want] : desired) {
+    auto nit = nodes.find(node);
+    if (nit == nodes.end()) continue;
+    ConvergeNode& cn = in.nodes[node];
+    cn.slots = nit->second.slots;
+    cn.training = nit->second.pool == p::Pool::kTraining;
+    auto on = workers_on.find(node);
+    if (on == workers_on.end()) continue;
+    for (const auto& [jid, wid] : on->second) {
+      if (jid == j.rec.id) continue;
+      const Worker& w = jobs.at(jid).workers.at(wid);
+      if (!w.leaving) cn.used_by_others.insert(w.slot);
+    }
+  }
+  in.in_place = j.runtime && !j.RestartsToResize();
+  in.last_loss_time = j.last_loss_time;
+  in.restart_not_before = j.restart_not_before;
+  in.members_announced = j.members_announced;
+  in.generation = j.generation;
+  in.next_worker = j.next_worker;
+  in.now = WallNow();
+  in.forming_timeout = kFormingSeconds;
+  return in;
+}
+
 // This start's MASTER_PORT: in --port-range, from a start salted by the
 // scheduler's endpoint, the job and its start count (two clusters on one
 // machine, and a job's consecutive starts, try different ports first); never a
@@ -104,147 +127,86 @@ int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
     return local && !PortBindable(port);
   };
   if (auto port = PickPort(ports, salt, taken)) return *port;
-  spdlog::warn("job {}: every port of --port-range {} is taken; MASTER_PORT {} may be in use", j.rec.id,
-               ports.ToString(), ports.lo);
+  spdlog::warn("job {}: every port of --port-range {} is taken; MASTER_PORT {} may be in use",
+               j.rec.id, ports.ToString(), ports.lo);
   return ports.lo;
 }
 
-Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason) {
-  // A restart starts the group again once every old worker is gone (they may
-  // still write their checkpoint); the last exit converges.
-  if (j.Restarting() && !j.workers.empty()) return Status::Ok();
-  std::map<std::string, int> have;
-  for (const auto& [id, w] : j.workers)
-    if (!w.leaving) have[w.agent]++;
-  // Fencing: a fresh group (no worker stays) of a job that lost workers on a
-  // failed node waits until that node's agent has surely stopped them (its
-  // lease ran out), so two copies of the job never train at once. The stayers
-  // of a job that regroups need no wait: the job's store admits only the new
-  // generation's members.
-  if (have.empty() && !desired.empty() && WallNow() < j.restart_not_before) {
-    if (!j.life.Is(JobPhase::kLeaseWait)) {
+// Makes the job's live workers match `desired` (node -> count) as
+// PlanConverge (converger.h) says: starts joiners where there are too few,
+// marks leavers where there are too many, and announces the new generation to
+// every agent involved; or waits, or restarts the group.
+Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired,
+                              const std::string& reason) {
+  const ConvergeResult plan = PlanConverge(ConvergeInputOf(j, desired));
+  if (plan.again) pending_converge.insert(j.rec.id);
+  if (!plan.abandoned.empty()) StopUnformed(j, plan.abandoned);
+  for (const auto& [node, missing] : plan.short_nodes)
+    spdlog::error(
+        "job {}: {} is {} slot(s) short of the workers placed there; the scheduler's view and the "
+        "agent disagree",
+        j.rec.id, node, missing);
+  switch (plan.step) {
+    case ConvergeStep::kNone:
+    case ConvergeStep::kWaitForming:
+    case ConvergeStep::kPending:
+      return Status::Ok();
+    case ConvergeStep::kLeaseWait: {
+      if (j.life.Is(JobPhase::kLeaseWait)) return Status::Ok();
       Phase(j, j.life.LeaseWait(WallNow()), "lease wait");
-      double left = j.restart_not_before - WallNow();
-      spdlog::warn("job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may still run there)",
-                   j.rec.id, left, j.lease_node);
+      const double left = plan.lease_left;
+      spdlog::warn(
+          "job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may "
+          "still run there)",
+          j.rec.id, left, j.lease_node);
       ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "lease_wait",
-                                   "starts again once the lease of " + j.lease_node + " has run out (" +
+                                   "starts again once the lease of " + j.lease_node +
+                                       " has run out (" +
                                        std::to_string(static_cast<int>(std::ceil(left))) + " s)",
                                    {{"node", j.lease_node}, {"seconds", left}}, {j.lease_node}));
-      Notify(j, p::JobState::kResizing, "waiting " + std::to_string(static_cast<int>(std::ceil(left))) +
-                                             " s for the lease of " + j.lease_node + " to run out");
+      Notify(j, p::JobState::kResizing,
+             "waiting " + std::to_string(static_cast<int>(std::ceil(left))) +
+                 " s for the lease of " + j.lease_node + " to run out");
+      return Status::Ok();
     }
-    pending_converge.insert(j.rec.id);
-    return Status::Ok();
+    case ConvergeStep::kRestart:
+      return Restart(j, "a fresh group starts once the old workers are gone", plan.restart_planned);
+    case ConvergeStep::kGeneration:
+      return StartGeneration(j, plan, reason);
   }
-  if (have == desired && !desired.empty()) return Status::Ok();
-  // The forming rule (job_machine.h): a voluntary change waits while a
-  // generation forms; a forced one (a lost worker, workers taken away)
-  // abandons it, and its joiners do not count as stayers. Only for programs
-  // seen to link the runtime: their rank 0 reports the generation it trains in.
-  if (j.runtime && !j.RestartsToResize() && !have.empty()) {
-    bool forced = j.last_loss_time >= j.life.planned_at();
-    for (const auto& [node, n] : have) {
-      auto d = desired.find(node);
-      forced = forced || d == desired.end() || d->second < n;
-    }
-    switch (WhileForming(j.life, forced, WallNow(), kFormingSeconds)) {
-      case FormingDecision::kWait:
-        pending_converge.insert(j.rec.id);
-        return Status::Ok();
-      case FormingDecision::kAbandonThenPlan:
-        if (AbandonForming(j) > 0) {
-          have.clear();
-          for (const auto& [id, w] : j.workers)
-            if (!w.leaving) have[w.agent]++;
-        }
-        break;
-      case FormingDecision::kPlan:
-        break;
-    }
-  }
-  // A fresh group (no worker stays) starts once every old worker is gone: the
-  // ones still running (leaving) would train beside it until they are. They
-  // are stopped first, checkpointing on SIGTERM (a restart), and the last
-  // exit converges again.
-  bool stays = false;
-  for (const auto& [node, n] : have) {
-    auto d = desired.find(node);
-    stays = stays || (d != desired.end() && std::min(n, d->second) > 0);
-  }
-  if (!stays && !desired.empty() && !j.workers.empty())
-    return Restart(j, "a fresh group starts once the old workers are gone",
-                   /*planned=*/j.last_loss_time < j.life.planned_at());
-  bool fresh = have.empty();
-  std::vector<p::WorkerId> leavers = MarkLeavers(j, desired);
-  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
+  return Status::Ok();
+}
+
+// Carries out a new generation (ConvergeStep::kGeneration): the leavers and
+// joiners it names, the ranks, and the NewGeneration / StartWorkers messages.
+Status Daemon::Impl::StartGeneration(Job& j, const ConvergeResult& plan,
+                                     const std::string& reason) {
+  const bool fresh = plan.fresh;
+  const std::vector<p::WorkerId>& leavers = plan.leavers;
+  for (p::WorkerId id : leavers) j.workers.at(id).leaving = true;
   std::set<std::string> existing_agents;
   for (const auto& [id, w] : j.workers) existing_agents.insert(w.agent);
-  // Training servers first: their workers get the lowest ranks, so rank 0 (and
-  // the job's rendezvous store) stays off loaned servers that may be reclaimed.
-  std::vector<std::pair<std::string, int>> order(desired.begin(), desired.end());
-  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-    auto rank_of = [&](const std::string& n) {
-      auto it = nodes.find(n);
-      return it == nodes.end() || it->second.pool != p::Pool::kTraining ? 1 : 0;
-    };
-    return rank_of(a.first) < rank_of(b.first);
-  });
-  for (const auto& [node, want] : order) {
-    int got = have.count(node) ? have.at(node) : 0;
-    if (got >= want) continue;
-    auto nit = nodes.find(node);
-    if (nit == nodes.end()) continue;
-    auto free = FreeSlots(nit->second);
-    if (static_cast<int>(free.size()) < want - got) {
-      spdlog::error("job {}: {} needs {} more slots but has {} free; the scheduler's view and the agent disagree",
-                    j.rec.id, node, want - got, free.size());
-      pending_converge.insert(j.rec.id);
-    }
-    for (int k = got; k < want && !free.empty(); ++k) {
-      Worker w;
-      w.id = j.next_worker++;
-      w.agent = node;
-      w.slot = *free.begin();
-      w.joined = j.generation + 1;  // the generation made below
-      free.erase(free.begin());
-      joiners[node].push_back({w.id, 0, w.slot});
-      AddWorker(j, w);
-    }
+  std::map<std::string, std::vector<p::WorkerPlacement>> joiners;
+  for (const auto& jn : plan.joiners) {
+    Worker w;
+    w.id = jn.id;
+    w.agent = jn.node;
+    w.slot = jn.slot;
+    w.joined = plan.generation;
+    joiners[jn.node].push_back({w.id, 0, w.slot});
+    AddWorker(j, w);
   }
-  // A start that can place no worker yet (every slot it was given is still
-  // held) is no generation: the job stays pending until the slots free up.
-  if (fresh && joiners.empty()) {
-    pending_converge.insert(j.rec.id);
-    return Status::Ok();
-  }
-  // Nothing can change (the slots are still held) and no member was lost since
-  // the last generation: a generation would change nothing. The job stays
-  // pending and converges once the slots free up.
-  if (!fresh && leavers.empty() && joiners.empty()) {
-    std::size_t staying = 0;
-    for (const auto& [id, w] : j.workers) staying += !w.leaving;
-    if (staying == j.members_announced) return Status::Ok();
-  }
-  j.generation++;
-  // Ranks: stayers keep their order, joiners follow.
-  std::vector<p::WorkerId> members;
-  std::vector<std::pair<int, p::WorkerId>> stayers;
-  for (const auto& [id, w] : j.workers)
-    if (!w.leaving && w.generation != 0) stayers.push_back({w.rank, id});
-  std::sort(stayers.begin(), stayers.end());
-  for (auto& [r, id] : stayers) members.push_back(id);
-  for (const auto& [node, want] : order)
-    if (joiners.count(node))
-      for (auto& wp : joiners[node]) members.push_back(wp.worker);
+  j.next_worker = plan.next_worker;
+  j.generation = plan.generation;
+  const std::vector<p::WorkerId>& members = plan.members;
   j.members_announced = members.size();
   for (size_t r = 0; r < members.size(); ++r) {
-    auto& w = j.workers[members[r]];
+    auto& w = j.workers.at(members[r]);
     w.rank = static_cast<int>(r);
     w.generation = j.generation;
   }
   for (auto& [node, list] : joiners)
-    for (auto& wp : list) wp.rank = j.workers[wp.worker].rank;
+    for (auto& wp : list) wp.rank = j.workers.at(wp.worker).rank;
 
   if (fresh) {
     j.starts++;
@@ -254,7 +216,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     }
     Phase(j, j.life.Started(j.generation, WallNow()), "start");
     j.last_start = WallNow();
-    if (j.rec.start_time <= 0) j.rec.start_time = j.last_start;  // the first start, kept (describe's "Started")
+    if (j.rec.start_time <= 0)
+      j.rec.start_time = j.last_start;  // the first start, kept (describe's "Started")
   } else {
     Phase(j, j.life.Resized(j.generation, WallNow()), "resize");
   }
@@ -284,7 +247,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
       ng.job = j.rec.id;
       ng.generation = j.generation;
       ng.members = members;
-      ng.leaving = leaving_by_agent.count(agent) ? leaving_by_agent[agent] : std::vector<p::WorkerId>{};
+      ng.leaving =
+          leaving_by_agent.count(agent) ? leaving_by_agent[agent] : std::vector<p::WorkerId>{};
       ng.store_endpoint = store_ep;
       ng.store_prefix = store_key;
       if (members.empty()) {
@@ -308,8 +272,10 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
     sw.argv = j.spec.argv;
     sw.env = j.spec.env;
     sw.env["ARYL_JOB_ID"] = store_key;
-    sw.env["ARYL_MIN_WORKERS"] = std::to_string(j.spec.min_workers.value_or(j.spec.workers.value_or(1)));
-    sw.env["ARYL_MAX_WORKERS"] = std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MIN_WORKERS"] =
+        std::to_string(j.spec.min_workers.value_or(j.spec.workers.value_or(1)));
+    sw.env["ARYL_MAX_WORKERS"] =
+        std::to_string(j.spec.max_workers.value_or(j.spec.workers.value_or(1)));
     sw.env["ARYL_MASTER_ADDR"] = master_host;
     sw.env["ARYL_MASTER_PORT"] = std::to_string(master_port);
     sw.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(j.spec.max_restarts.value_or(0));
@@ -320,7 +286,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
                               std::to_string(static_cast<std::int64_t>(j.rec.submit_time * 1000));
     // The runtime reports the steps left from it (Runtime::SetTotalSteps).
     if (j.spec.total_work > 0)
-      sw.env["ARYL_TOTAL_STEPS"] = std::to_string(static_cast<std::int64_t>(std::ceil(j.spec.total_work)));
+      sw.env["ARYL_TOTAL_STEPS"] =
+          std::to_string(static_cast<std::int64_t>(std::ceil(j.spec.total_work)));
     sw.cwd = j.spec.cwd;
     sw.checkpoint_dir = j.spec.checkpoint_dir;
     sw.store_endpoint = store_ep;
@@ -338,9 +305,10 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired, 
   for (auto id : members) placed[j.workers[id].agent]++;
   ARYL_RETURN_IF_ERROR(JournalPlacement(j, kind, members, reason));
   Notify(j, fresh ? p::JobState::kRunning : p::JobState::kResizing,
-         kind + " to " + std::to_string(size) + (size == 1 ? " worker on " : " workers on ") + PlacementString(placed) +
-             ": " + reason);
-  spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation, PlacementString(placed), reason);
+         kind + " to " + std::to_string(size) + (size == 1 ? " worker on " : " workers on ") +
+             PlacementString(placed) + ": " + reason);
+  spdlog::info("job {} {}: generation {} on {} ({})", j.rec.id, kind, j.generation,
+               PlacementString(placed), reason);
   return SaveJob(j);
 }
 
@@ -361,10 +329,12 @@ Status Daemon::Impl::Restart(Job& j, const std::string& reason, bool planned) {
     j.restart_to = j.restart_generation = 0;
     j.restart_planned = planned;
     StopJobWorkers(j, false, "restart: " + reason);
-    ARYL_RETURN_IF_ERROR(
-        Journal(j.rec.id, "restart", reason, {{"workers", j.workers.size()}, {"planned", planned}}, JobNodes(j)));
+    ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "restart", reason,
+                                 {{"workers", j.workers.size()}, {"planned", planned}},
+                                 JobNodes(j)));
     Notify(j, p::JobState::kResizing, "restarting all workers: " + reason);
-    spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(), reason);
+    spdlog::info("job {}: stopping all {} workers to restart them ({})", j.rec.id, j.workers.size(),
+                 reason);
   }
   return SaveJob(j);
 }
@@ -374,11 +344,13 @@ double Daemon::Impl::StopGraceOn(const Job& j, const std::string& agent) const {
   const double now = WallNow();
   for (const auto& pr : reclaims)
     if (pr.node == agent && !pr.forced)
-      grace = std::min(grace, std::max(kReclaimEnforceSeconds, pr.deadline - kReclaimEnforceSeconds - now));
+      grace = std::min(
+          grace, std::max(kReclaimEnforceSeconds, pr.deadline - kReclaimEnforceSeconds - now));
   return grace;
 }
 
-void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason, double grace) {
+void Daemon::Impl::StopJobWorkers(Job& j, bool checkpoint_first, const std::string& reason,
+                                  double grace) {
   std::map<std::string, std::vector<p::WorkerId>> by_agent;
   for (auto& [id, w] : j.workers) {
     w.leaving = true;

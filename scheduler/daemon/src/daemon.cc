@@ -289,6 +289,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique
                                               std::shared_ptr<Leadership> leadership) {
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
+  if (options.clock) impl->clock = options.clock;
   impl->store = std::move(store);
   impl->leadership = std::move(leadership);
   auto ports = ParsePortRange(options.port_range);

@@ -62,6 +62,7 @@
 #include "aryl/sim/demand.h"
 #include "authz.h"
 #include "live_job.h"
+#include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
 #include "failure_tally.h"
@@ -73,10 +74,6 @@ namespace aryl::daemon {
 namespace p = aryl::protocol;
 namespace s = aryl::sched;
 using json = nlohmann::json;
-
-inline double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // "node:n,node:n" ("-" when empty), for logs and the event journal.
 std::string PlacementString(const std::map<std::string, int>& placement);
@@ -122,6 +119,9 @@ class Daemon::Impl {
   };
 
   DaemonOptions opt;
+  // The daemon's time (DaemonOptions::clock): every decision and record reads it.
+  const Clock* clock = WallClock::Default();
+  double WallNow() const { return clock->NowSeconds(); }
   PortRange ports;  // opt.port_range, parsed in Start
   // Per-user submission limits (client_handlers.cc, UserLimitRefusal): each
   // owner's live job ids (added at submit and restore, removed in EndJob),
@@ -266,14 +266,18 @@ class Daemon::Impl {
   void EraseWorker(Job& j, p::WorkerId id);
   void ClearWorkers(Job& j);
   void IndexWorkers();  // rebuilds workers_on from jobs
+  // Carries out PlanConverge (converger.h) for the job and `desired`.
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
+  ConvergeInput ConvergeInputOf(const Job& j, const std::map<std::string, int>& desired) const;
+  static ConvergeWorker ConvergeWorkerOf(const Worker& w);
+  Status StartGeneration(Job& j, const ConvergeResult& plan, const std::string& reason);
   Status Restart(Job& j, const std::string& reason, bool planned = true);  // stop all workers, then start them again
   // Records a life-cycle transition's outcome: a refused one (no row in
   // JobMachine's table) is a bug, logged with the job and the phase.
   void Phase(const Job& j, bool ok, std::string_view what);
-  // The forming rule (job_machine.h, WhileForming): abandons the generation
-  // that forms, stopping its joiners (UnformedJoiners) at once; returns how many.
-  std::size_t AbandonForming(Job& j);
+  // Stops the unformed joiners of a generation the forming rule abandoned
+  // (converger.h, C4) at once, with a journal row.
+  void StopUnformed(Job& j, const std::vector<std::int64_t>& joiners);
   Status MarkRuntime(Job& j);  // the program links the runtime (SubmitJob::elastic)
   // Every worker of `j` leaves: StopWorkers to each agent (SIGTERM, SIGKILL
   // after `grace` seconds; < 0: the configured stop grace).

@@ -89,7 +89,7 @@ Status Daemon::Impl::StartDemandSource() {
   demand_control.emplace(c);
   spdlog::info("inference demand: {} on {}:{} every {} s, {} per server, headroom {}, hysteresis {}, hold {} s",
                spec.query, spec.host, spec.port, opt.demand_step, c.per_server, c.headroom, c.hysteresis, c.hold);
-  demand_poller = std::make_unique<PrometheusDemandPoller>(spec, opt.demand_step, &metrics, &WallNow);
+  demand_poller = std::make_unique<PrometheusDemandPoller>(spec, opt.demand_step, &metrics, clock);
   return Status::Ok();
 }
 

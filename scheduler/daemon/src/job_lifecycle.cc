@@ -163,11 +163,7 @@ void Daemon::Impl::Phase(const Job& j, bool ok, std::string_view what) {
                   PhaseName(j.life.phase()));
 }
 
-std::size_t Daemon::Impl::AbandonForming(Job& j) {
-  std::vector<MemberView> live;
-  for (const auto& [id, w] : j.workers) live.push_back({static_cast<std::int64_t>(id), w.joined, w.leaving});
-  auto joiners = UnformedJoiners(live, j.life.formed());
-  if (joiners.empty()) return 0;
+void Daemon::Impl::StopUnformed(Job& j, const std::vector<std::int64_t>& joiners) {
   std::map<std::string, std::vector<p::WorkerId>> by_agent;
   for (auto id : joiners) {
     auto& w = j.workers[static_cast<p::WorkerId>(id)];
@@ -189,7 +185,6 @@ std::size_t Daemon::Impl::AbandonForming(Job& j) {
     sw.reason = "generation " + std::to_string(g) + " abandoned before it formed";
     Push(agent, sw);
   }
-  return joiners.size();
 }
 
 // "worker 4 (rank 0) on a exited with 1; the first to end was worker 5 (rank 1)

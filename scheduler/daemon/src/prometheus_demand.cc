@@ -21,7 +21,7 @@ Result<double> QueryPrometheus(const PrometheusDemandSpec& spec, double timeout_
 }
 
 PrometheusDemandPoller::PrometheusDemandPoller(PrometheusDemandSpec spec, double step_s, Metrics* metrics,
-                                               double (*clock)())
+                                               const Clock* clock)
     : spec_(std::move(spec)), step_s_(step_s), metrics_(metrics), clock_(clock) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -48,7 +48,7 @@ void PrometheusDemandPoller::Loop() {
     lock.unlock();
     auto next = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                        std::chrono::duration<double>(step_s_));
-    double t = clock_();
+    double t = clock_->NowSeconds();
     auto value = QueryPrometheus(spec_, timeout);
     if (metrics_) metrics_->Inc("aryl_demand_queries_total");
     if (value.ok()) {

@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "aryl/clock.h"
 #include "aryl/protocol/transport.h"
 #include "aryl/result.h"
 
@@ -131,6 +132,9 @@ struct DaemonOptions {
   std::string cluster_id = "default";    // agents must register with the same id
   std::string env_deny, env_allow;       // job env policy at submit (protocol/env_policy.h)
   std::string log_dir;                   // where agents put worker logs (informational)
+  // The daemon's time: seconds since the Unix epoch. Null: WallClock (the
+  // system's); tests pass a ManualClock to move it themselves. Outlives the daemon.
+  const Clock* clock = nullptr;
 };
 
 class Daemon {

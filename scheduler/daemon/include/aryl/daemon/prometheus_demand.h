@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "aryl/clock.h"
 #include "aryl/daemon/demand_control.h"
 #include "aryl/daemon/metrics.h"
 #include "aryl/result.h"
@@ -29,7 +30,7 @@ class PrometheusDemandPoller {
  public:
   // `metrics` (may be null) outlives the poller; `clock` gives the time stamps
   // of samples (the daemon's wall clock).
-  PrometheusDemandPoller(PrometheusDemandSpec spec, double step_s, Metrics* metrics, double (*clock)());
+  PrometheusDemandPoller(PrometheusDemandSpec spec, double step_s, Metrics* metrics, const Clock* clock);
   ~PrometheusDemandPoller();
   PrometheusDemandPoller(const PrometheusDemandPoller&) = delete;
   PrometheusDemandPoller& operator=(const PrometheusDemandPoller&) = delete;
@@ -42,7 +43,7 @@ class PrometheusDemandPoller {
   const PrometheusDemandSpec spec_;
   const double step_s_;
   Metrics* metrics_;
-  double (*clock_)();
+  const Clock* clock_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
