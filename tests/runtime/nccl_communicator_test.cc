@@ -401,5 +401,64 @@ TEST(NcclCommunicator, CreationTakesOneTimeoutWhenTheIdComesLate) {
   EXPECT_LT(took, 2.9);  // not 1.5 s for the id plus 2 s for the init
 }
 
+// The double itself, against NCCL's rule 8: a GroupEnd launches what its own
+// thread queued since its GroupStart, not another thread's.
+TEST(NcclDouble, GroupEndLaunchesOnlyThisThreadsOperations) {
+  NcclDouble api(2);
+  NcclUniqueId id;
+  ASSERT_EQ(api.GetUniqueId(&id), NcclResult::kSuccess);
+  NcclComm comms[2] = {};
+  CudaStream streams[2] = {};
+  float* data[2] = {};
+  auto ready = [&](NcclComm c) {
+    for (NcclResult async = NcclResult::kInProgress; async == NcclResult::kInProgress;) {
+      if (api.CommGetAsyncError(c, &async) != NcclResult::kSuccess) return false;
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress) return false;
+    }
+    return true;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;
+  auto wait_for = [&](int p) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return phase >= p; });
+  };
+  auto advance = [&] {
+    std::lock_guard lock(mu);
+    ++phase;
+    cv.notify_all();
+  };
+  World::RunEach(2, [&](int r) {
+    ASSERT_TRUE(api.SetDevice(r).ok());
+    ASSERT_TRUE(api.StreamCreate(&streams[r]).ok());
+    data[r] = static_cast<float*>(api.DeviceAlloc(r, sizeof(float)));
+    *data[r] = float(r + 1);
+    ASSERT_EQ(api.CommInitRank(&comms[r], 2, id, r), NcclResult::kInProgress);
+    ASSERT_TRUE(ready(comms[r]));
+    ASSERT_EQ(api.GroupStart(), NcclResult::kSuccess);
+    ASSERT_EQ(api.AllReduceSum(data[r], 1, DataType::kFloat32, comms[r], streams[r]),
+              NcclResult::kSuccess);
+    if (r == 1) {
+      wait_for(1);  // rank 0 queued its all-reduce in a group it has not ended
+      EXPECT_EQ(api.GroupEnd(), NcclResult::kInProgress);
+      ASSERT_TRUE(ready(comms[1]));
+      NcclResult of_rank0 = NcclResult::kInProgress;
+      ASSERT_EQ(api.CommGetAsyncError(comms[0], &of_rank0), NcclResult::kSuccess);
+      EXPECT_EQ(of_rank0, NcclResult::kSuccess);  // untouched: nothing launched for it
+      advance();
+    } else {
+      advance();
+      wait_for(2);
+      // Its own launch: rank 1's GroupEnd left it alone.
+      EXPECT_EQ(api.GroupEnd(), NcclResult::kInProgress);
+      ASSERT_TRUE(ready(comms[0]));
+    }
+    while (api.StreamQuery(streams[r]).kind == CudaResult::kNotReady) std::this_thread::yield();
+    EXPECT_EQ(*data[r], 3.0f);
+  });
+  for (NcclComm c : comms) api.CommAbort(c);
+}
+
 }  // namespace
 }  // namespace aryl

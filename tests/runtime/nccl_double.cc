@@ -167,7 +167,9 @@ void NcclDouble::Progress(Comm& c) {
       }
     }
   }
-  if (!c.unlaunched.empty() && --c.launch_countdown <= 0) {
+  // Kernels reach the stream some polls after their GroupEnd, and never
+  // before it (a group another thread has not ended stays put).
+  if (!c.unlaunched.empty() && c.launch_countdown > 0 && --c.launch_countdown == 0) {
     for (Op& op : c.unlaunched) {
       if (op.stream->ordered_epoch < producer_epoch_[std::size_t(op.stream->device)]) {
         ++breaches_.unordered_collective;
@@ -313,7 +315,7 @@ NcclResult NcclDouble::GroupEnd() {
     if (std::find(mine.begin(), mine.end(), c.get()) == mine.end()) continue;
     if (!c->dead && !c->unlaunched.empty() && c->state == NcclResult::kSuccess) {
       c->state = NcclResult::kInProgress;  // the kernels reach the stream later
-      c->launch_countdown = launch_polls_;
+      c->launch_countdown = std::max(launch_polls_, 1);
       any = true;
     }
   }
@@ -343,7 +345,7 @@ NcclResult NcclDouble::Enqueue(Op op, NcclComm comm, CudaStream stream) {
     return NcclResult::kSuccess;
   }
   c->state = NcclResult::kInProgress;
-  c->launch_countdown = launch_polls_;
+  c->launch_countdown = std::max(launch_polls_, 1);
   return NcclResult::kInProgress;
 }
 
