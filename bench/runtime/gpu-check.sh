@@ -223,8 +223,15 @@ NCCL_ARGS=()
 NCCL_DIR=$("$PY" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
 NCCL_LIB=$(ls "$NCCL_DIR"/lib/libnccl.so* 2>/dev/null | head -1)
 if [[ -n "$NCCL_LIB" ]]; then
-  NCCL_ARGS=("-DNCCL_INCLUDE_DIR=$NCCL_DIR/include" "-DNCCL_LIBRARY=$NCCL_LIB")
-  note "nccl: $NCCL_LIB (the nvidia-nccl wheel)"
+  # The wheel's library (nvidia/nccl/lib, for cu13 too); its header where
+  # the wheel has one, else CMake's search (the CUDA toolkit's include/).
+  NCCL_ARGS=("-DNCCL_LIBRARY=$NCCL_LIB")
+  header="CMake's search"
+  if [[ -f "$NCCL_DIR/include/nccl.h" ]]; then
+    NCCL_ARGS+=("-DNCCL_INCLUDE_DIR=$NCCL_DIR/include")
+    header=$NCCL_DIR/include
+  fi
+  note "nccl: $NCCL_LIB (the nvidia-nccl wheel), nccl.h: $header"
 else
   note "nccl: no nvidia-nccl wheel in $PY; CMake looks for nccl.h and libnccl"
 fi
