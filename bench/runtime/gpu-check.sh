@@ -53,7 +53,7 @@
 # run's within $RTOL. With NCCL, fixed, grow, shrink and kill need a GPU per
 # worker or NCCL's support of several ranks on one GPU (stage 1 finds out);
 # without either they are SKIP. Environment: OUT (default ./gpu-check-out),
-# STAGE1_S, STAGE2_S, STAGE3_S (each stage's budget, default 90, 150 and 90 s),
+# STAGE1_S, STAGE2_S, STAGE3_S (each stage's budget, default 100, 150 and 90 s),
 # RANKS (gpu_check's, default 3), STEPS, RESIZE_AT, SLEEP_MS (per step: a
 # joiner must start before the run ends), TIMEOUT_MS, RTOL.
 set -uo pipefail
@@ -130,7 +130,7 @@ if [[ -z "$STAGES" ]]; then
 fi
 OUT=${OUT:-$PWD/gpu-check-out}
 BUILD=${BUILD:-$ROOT/build-gpu}
-STAGE1_S=${STAGE1_S:-90}
+STAGE1_S=${STAGE1_S:-100}
 STAGE2_S=${STAGE2_S:-150}
 STAGE3_S=${STAGE3_S:-90}
 RANKS=${RANKS:-3}
