@@ -273,8 +273,13 @@ if asked 1; then
   fi
   stage_end
 fi
-if [[ "$BACKEND" == nccl ]] && ! asked 1; then
-  note "stage 1 not asked: several workers on one GPU are assumed possible"
+if [[ "$BACKEND" == nccl ]] && ! asked 1 && ((BUILD_ONLY == 0)); then
+  # Without stage 1's probe: several workers only with a GPU each.
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if ((gpus < 3)); then
+    MULTI=0
+    note "stage 1 not asked: $gpus GPU(s), so the runs with several workers are skipped (stage 1's probe asks NCCL)"
+  fi
 fi
 
 # Stage N+1 goes on after stage N passed, or ran with skips but no failure
