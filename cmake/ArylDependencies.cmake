@@ -37,7 +37,7 @@ aryl_resolve_option(TORCH _torch_found "libtorch with c10d ProcessGroupGloo (Deb
 set(ARYL_HAVE_GLOO OFF)
 if(ARYL_HAVE_TORCH)
   find_path(ARYL_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS} ${TORCH_INSTALL_PREFIX}/include)
-  if(ARYL_GLOO_INCLUDE_DIR)
+  if(ARYL_GLOO_INCLUDE_DIR AND EXISTS "${ARYL_GLOO_INCLUDE_DIR}/gloo/algorithm.h")
     set(ARYL_HAVE_GLOO ON)
   endif()
 endif()

@@ -436,7 +436,7 @@ if asked 2; then
     # packages configure the project (ZeroMQ, Eigen, GoogleTest, ...).
     stage_begin 2 "$STAGE2_S" "the C++ elastic runtime (no torch here: configure only)"
     if step stage2-configure 90 env "${BUILD_ENV[@]}" cmake "${CONFIG[@]}" -DARYL_WITH_TORCH=OFF -DARYL_WITH_PYTHON=OFF; then
-      result stage2-configure PASS "without torch: the carried packages ($(grep -m1 -oE 'Eigen[^,]*' "$LOGS/stage2-configure.log" || echo Eigen))"
+      result stage2-configure PASS "without torch: the carried packages ($(grep -m1 -oE 'Eigen .*' "$LOGS/stage2-configure.log" | tr -s ' '))"
     else
       result stage2-configure FAIL "$(first_error stage2-configure)"
     fi
