@@ -30,31 +30,19 @@ if(NOT ARYL_WITH_TORCH STREQUAL "OFF")
 endif()
 aryl_resolve_option(TORCH _torch_found "libtorch with c10d ProcessGroupGloo (Debian: libtorch-dev libgloo-dev)")
 
-# Optional: CUDA toolkit and NCCL (compile and link only; no GPU needed to build).
-set(_cuda_found OFF)
-if(NOT ARYL_WITH_CUDA STREQUAL "OFF")
-  if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
-    set(CUDAToolkit_ROOT /usr/local/cuda)
+# Gloo's headers, which c10d's ProcessGroupGloo.hpp includes under
+# USE_C10D_GLOO: Debian has them (libgloo-dev), PyTorch's wheels do not. Without
+# them the runtime is built without its "gloo" backend (NCCL and the fake
+# remain) and says so when a job asks for it.
+set(ARYL_HAVE_GLOO OFF)
+if(ARYL_HAVE_TORCH)
+  find_path(ARYL_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS} ${TORCH_INSTALL_PREFIX}/include)
+  if(ARYL_GLOO_INCLUDE_DIR AND EXISTS "${ARYL_GLOO_INCLUDE_DIR}/gloo/algorithm.h")
+    set(ARYL_HAVE_GLOO ON)
   endif()
-  find_package(CUDAToolkit QUIET)
-  set(_cuda_found ${CUDAToolkit_FOUND})
 endif()
-aryl_resolve_option(CUDA _cuda_found "the CUDA toolkit (set CUDAToolkit_ROOT)")
 
-set(_nccl_found OFF)
-if(NOT ARYL_WITH_NCCL STREQUAL "OFF" AND ARYL_HAVE_CUDA)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include ENV NCCL_HOME PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 ENV NCCL_HOME PATH_SUFFIXES lib lib64)
-  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-    set(_nccl_found ON)
-    if(NOT TARGET Aryl::nccl)
-      add_library(Aryl::nccl UNKNOWN IMPORTED)
-      set_target_properties(Aryl::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
-        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
-    endif()
-  endif()
-endif()
-aryl_resolve_option(NCCL _nccl_found "NCCL (nccl.h and libnccl; needs the CUDA toolkit)")
+include(ArylFindNccl)  # optional: the CUDA toolkit and NCCL
 
 # Optional: the aryl Python module (pybind11 over the same runtime), for the
 # interpreter ARYL_PYTHON whose torch must be the libtorch we build against.

@@ -10,6 +10,7 @@ set_property(CACHE ARYL_WITH_PYTHON PROPERTY STRINGS AUTO ON OFF)
 # The interpreter whose torch the module is built for: Debian's, whose torch uses
 # the same libtorch as libtorch-dev (another python3 may come first on PATH).
 set(ARYL_PYTHON /usr/bin/python3 CACHE FILEPATH "Python interpreter with torch for the aryl module")
+option(ARYL_COMM_ONLY "Build only the NCCL communicator layer and gpu_check (needs CUDA and NCCL, nothing else)" OFF)
 option(ARYL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(ARYL_FUZZ "Build libFuzzer targets (clang only)" OFF)
 

@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "comm/fake/fake_communicator.h"
+#if ARYL_HAVE_GLOO
 #include "comm/gloo/gloo_communicator.h"
+#endif
 #include "comm/registry.h"
 #include "runtime_impl.h"
 
@@ -128,11 +130,18 @@ Status Runtime::Impl::Enter(const GenerationRecord& rec) {
   }
   // Its own store handle: the communicator sets its timeout on it, which
   // must not change the job store's (c10d's PrefixStore would pass it down).
+#if ARYL_HAVE_GLOO
   ARYL_ASSIGN_OR_RETURN(
       auto pg_store, store_->Prefixed("g" + std::to_string(gen_) + "/pg", opt_.collective_timeout));
   ARYL_ASSIGN_OR_RETURN(
       comm_, CreateGlooCommunicator(pg_store, rank, size, opt_.gloo_host, opt_.collective_timeout));
   return Status::Ok();
+#else
+  return Status::FailedPrecondition(
+      "backend '" + opt_.backend +
+      "': this build has no Gloo backend (the libtorch it was built against ships no Gloo "
+      "headers); use ARYL_BACKEND=nccl");
+#endif
 }
 
 // Step 5: picks the source of truth and moves the state to whoever lacks it.

@@ -3,16 +3,17 @@
 // memory is host memory. Each test opens with the defect of issue 23 that it
 // pins down; a GPU run is bench/runtime/gpu-check.sh.
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "comm/nccl/nccl_communicator.h"
 #include "nccl_double.h"
-#include "rendezvous.h"
 
 namespace aryl {
 namespace {
@@ -24,15 +25,38 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One process per rank: its own NcclContext over the shared double.
+// The ids of a world's groups, in memory.
+class MapIdStore final : public NcclIdStore {
+ public:
+  Status Set(const std::string& key, const std::string& value) override {
+    std::lock_guard lock(mu_);
+    values_[key] = value;
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  Result<std::string> Wait(const std::string& key, milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; }))
+      return Status::Timeout("no key " + key);
+    return values_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> values_;
+};
+
+// One process per rank: its own NcclContext over the shared double, on a
+// device of its own (NCCL refuses two ranks of a group on one device).
 struct World {
-  explicit World(int devices = 1)
-      : api(devices), store(c10::make_intrusive<c10d::HashStore>(), "t") {}
+  explicit World(int devices = 4) : api(devices), devices(devices) {}
 
   NcclContext& Context(int rank) {
     while (int(contexts.size()) <= rank) {
       auto& c = contexts.emplace_back();
       c.api = &api;
+      c.device = int(contexts.size() - 1) % devices;
     }
     return contexts[std::size_t(rank)];
   }
@@ -50,7 +74,7 @@ struct World {
     return comms;
   }
 
-  // Ranks tear down together, as processes do (Finalize waits for the peers).
+  // Ranks tear down at once, as processes do (Finalize is local).
   static void Close(std::vector<std::unique_ptr<Communicator>>& comms) {
     RunEach(int(comms.size()), [&](int r) { comms[std::size_t(r)].reset(); });
   }
@@ -62,7 +86,8 @@ struct World {
   }
 
   NcclDouble api;
-  JobStore store;
+  int devices;
+  MapIdStore store;
   std::deque<NcclContext> contexts;
 };
 
@@ -72,7 +97,7 @@ TEST(NcclCommunicator, AllReduceWaitsOutGroupEndInProgress) {
   World w;
   auto comms = w.Group("g1", 3, milliseconds(10000));
   World::RunEach(3, [&](int r) {
-    auto* dev = static_cast<float*>(w.api.DeviceAlloc(0, 64 * sizeof(float)));
+    auto* dev = static_cast<float*>(w.api.DeviceAlloc(r, 64 * sizeof(float)));
     std::fill(dev, dev + 64, float(r + 1));
     std::vector<double> host(5, 0.5);
     BufferView views[] = {{dev, 64, DataType::kFloat32},
@@ -117,6 +142,31 @@ TEST(NcclCommunicator, PlannedShrinkGetsTheChildOnceReady) {
   EXPECT_EQ(w.api.LiveComms(), 0);
   EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
   EXPECT_EQ(w.api.breaches().call_on_dead_handle, 0);
+  EXPECT_EQ(w.api.breaches().child_used_before_parent, 0);
+}
+
+// Issue 37: NCCL reports a shrink's errors on the parent while the child
+// looks ready; every communicator involved is queried until all have left
+// kInProgress, so the error fails the shrink (both are aborted).
+TEST(NcclCommunicator, ShrinkErrorOnTheParentFailsTheShrink) {
+  World w;
+  auto comms = w.Group("g1", 3, milliseconds(10000));
+  w.api.FailNextShrink();
+  auto t0 = std::chrono::steady_clock::now();
+  World::RunEach(3, [&](int r) {
+    if (r == 2) {
+      comms[2].reset();
+      return;
+    }
+    auto child = ShrinkNcclCommunicator(comms[std::size_t(r)].get(), {2}, milliseconds(10000));
+    ASSERT_FALSE(child.ok());
+    EXPECT_TRUE(child.status().IsRetryable()) << child.status();
+    comms[std::size_t(r)].reset();
+  });
+  EXPECT_LT(Since(t0), 5.0);  // seen on the parent, not at the deadline
+  EXPECT_EQ(w.api.LiveComms(), 0);
+  EXPECT_EQ(w.api.breaches().child_used_before_parent, 0);
+  EXPECT_EQ(w.api.breaches().call_on_dead_handle, 0);
 }
 
 // Defect 2: a shrink that a survivor never joins times out, and both the
@@ -149,16 +199,30 @@ TEST(NcclCommunicator, DestructorFinalizesThenDestroys) {
   EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
 }
 
-// Defect 3: with a dead peer Finalize never completes: abort at the deadline.
-TEST(NcclCommunicator, DestructorAbortsWhenAPeerIsDead) {
+// Issue 37: Finalize is local in NCCL 2.28: a peer SIGKILLed (nothing of it
+// aborted) does not hold up this rank's teardown.
+TEST(NcclCommunicator, DestructorFinalizesAloneWhenAPeerIsKilled) {
   World w;
-  auto comms = w.Group("g1", 2, milliseconds(300));
-  comms[1]->Abort();  // rank 1's process died: it never finalizes
+  auto comms = w.Group("g1", 2, milliseconds(3000));
+  w.api.Kill(1);
   auto t0 = std::chrono::steady_clock::now();
   comms[0].reset();
-  EXPECT_LT(Since(t0), 2.3);
+  EXPECT_LT(Since(t0), 1.5);  // not the 3 s deadline
   EXPECT_EQ(w.api.LiveComms(), 0);
   EXPECT_EQ(w.api.breaches().destroy_while_finalizing, 0);
+  EXPECT_EQ(w.api.breaches().call_on_dead_handle, 0);
+}
+
+// Issue 37: NCCL refuses two ranks of one group on one device (the double,
+// like NCCL, is one host): a fatal error, not "rebuild the group".
+TEST(NcclCommunicator, TwoRanksOnOneDeviceAreRefused) {
+  World w(1);
+  World::RunEach(2, [&](int r) {
+    auto c = CreateNcclCommunicator(w.Context(r), w.store, "g1", r, 2, milliseconds(5000));
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(c.status().IsInvalidArgument()) << c.status();
+  });
+  EXPECT_EQ(w.api.LiveComms(), 0);
 }
 
 // Defect 4: the collective's stream waits for the producer's (torch's) last
@@ -167,8 +231,9 @@ TEST(NcclCommunicator, CollectiveWaitsForTheProducerStream) {
   World w;
   auto comms = w.Group("g1", 2, milliseconds(10000));
   w.api.ProducerLaunched(0);  // the backward pass wrote the gradients
+  w.api.ProducerLaunched(1);
   World::RunEach(2, [&](int r) {
-    auto* dev = static_cast<float*>(w.api.DeviceAlloc(0, 8 * sizeof(float)));
+    auto* dev = static_cast<float*>(w.api.DeviceAlloc(r, 8 * sizeof(float)));
     std::fill(dev, dev + 8, 1.0f);
     BufferView view{dev, 8, DataType::kFloat32};
     ASSERT_TRUE(comms[std::size_t(r)]->AllReduceSum({&view, 1}).ok());
@@ -226,17 +291,63 @@ TEST(NcclCommunicator, AbortFromAnotherThreadWhileInsideACollective) {
   comms[1]->Abort();
 }
 
-// A peer dies mid-collective: the survivor gets a retryable error in time.
-TEST(NcclCommunicator, PeerDeathIsRetryable) {
+// A peer SIGKILLed mid-collective: its closed sockets are all the survivor
+// sees (kRemoteError), and it gets a retryable error in time.
+TEST(NcclCommunicator, PeerKilledMidCollectiveIsRetryable) {
   World w;
   auto comms = w.Group("g1", 2, milliseconds(500));
   std::vector<float> v(16, 1.0f);
   BufferView view{v.data(), v.size(), DataType::kFloat32};
-  comms[1]->Abort();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    w.api.Kill(1, NcclDouble::KillMode::kSocketError);
+  });
   auto t0 = std::chrono::steady_clock::now();
   Status s = comms[0]->AllReduceSum({&view, 1});
+  killer.join();
   EXPECT_TRUE(s.IsRetryable()) << s;
   EXPECT_LT(Since(t0), 2.5);
+  EXPECT_EQ(w.api.breaches().blocked_host_copy, 0);
+}
+
+// Issue 37: a peer killed without a trace while this rank waits in an
+// all-reduce of host buffers: the copy back to pageable host memory would
+// block behind a collective that never ends (under the lock, out of reach
+// of the deadline and of Abort()); it is queued only once the collective
+// has drained, so the deadline ends the wait.
+TEST(NcclCommunicator, SilentPeerDeathEndsAtTheDeadlineWithHostBuffers) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(500));
+  std::vector<double> host(4, 1.0);
+  BufferView view{host.data(), host.size(), DataType::kFloat64};
+  w.api.Kill(1, NcclDouble::KillMode::kSilent);
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = comms[0]->AllReduceSum({&view, 1});
+  EXPECT_TRUE(s.IsTimeout()) << s;
+  EXPECT_LT(Since(t0), 1.5);
+  EXPECT_EQ(w.api.breaches().blocked_host_copy, 0);
+  EXPECT_EQ(w.api.breaches().abort_while_inside, 0);
+}
+
+// Abort() from another thread ends a wait on a silently dead peer at once,
+// host buffers and all.
+TEST(NcclCommunicator, AbortReachesARankWaitingOnASilentlyDeadPeer) {
+  World w;
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  std::vector<double> host(4, 1.0);
+  BufferView view{host.data(), host.size(), DataType::kFloat64};
+  w.api.Kill(1, NcclDouble::KillMode::kSilent);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    comms[0]->Abort();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = comms[0]->AllReduceSum({&view, 1});
+  aborter.join();
+  EXPECT_TRUE(s.IsRetryable()) << s;
+  EXPECT_LT(Since(t0), 2.0);  // not the 10 s timeout
+  EXPECT_EQ(w.api.breaches().blocked_host_copy, 0);
+  EXPECT_EQ(w.api.breaches().abort_while_inside, 0);
 }
 
 // A sticky CUDA error leaves the context unusable: fatal, not "rebuild".
@@ -288,6 +399,65 @@ TEST(NcclCommunicator, CreationTakesOneTimeoutWhenTheIdComesLate) {
   EXPECT_TRUE(c.status().IsRetryable()) << c.status();
   EXPECT_GE(took, 1.9);
   EXPECT_LT(took, 2.9);  // not 1.5 s for the id plus 2 s for the init
+}
+
+// The double itself, against NCCL's rule 8: a GroupEnd launches what its own
+// thread queued since its GroupStart, not another thread's.
+TEST(NcclDouble, GroupEndLaunchesOnlyThisThreadsOperations) {
+  NcclDouble api(2);
+  NcclUniqueId id;
+  ASSERT_EQ(api.GetUniqueId(&id), NcclResult::kSuccess);
+  NcclComm comms[2] = {};
+  CudaStream streams[2] = {};
+  float* data[2] = {};
+  auto ready = [&](NcclComm c) {
+    for (NcclResult async = NcclResult::kInProgress; async == NcclResult::kInProgress;) {
+      if (api.CommGetAsyncError(c, &async) != NcclResult::kSuccess) return false;
+      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress) return false;
+    }
+    return true;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int phase = 0;
+  auto wait_for = [&](int p) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return phase >= p; });
+  };
+  auto advance = [&] {
+    std::lock_guard lock(mu);
+    ++phase;
+    cv.notify_all();
+  };
+  World::RunEach(2, [&](int r) {
+    ASSERT_TRUE(api.SetDevice(r).ok());
+    ASSERT_TRUE(api.StreamCreate(&streams[r]).ok());
+    data[r] = static_cast<float*>(api.DeviceAlloc(r, sizeof(float)));
+    *data[r] = float(r + 1);
+    ASSERT_EQ(api.CommInitRank(&comms[r], 2, id, r), NcclResult::kInProgress);
+    ASSERT_TRUE(ready(comms[r]));
+    ASSERT_EQ(api.GroupStart(), NcclResult::kSuccess);
+    ASSERT_EQ(api.AllReduceSum(data[r], 1, DataType::kFloat32, comms[r], streams[r]),
+              NcclResult::kSuccess);
+    if (r == 1) {
+      wait_for(1);  // rank 0 queued its all-reduce in a group it has not ended
+      EXPECT_EQ(api.GroupEnd(), NcclResult::kInProgress);
+      ASSERT_TRUE(ready(comms[1]));
+      NcclResult of_rank0 = NcclResult::kInProgress;
+      ASSERT_EQ(api.CommGetAsyncError(comms[0], &of_rank0), NcclResult::kSuccess);
+      EXPECT_EQ(of_rank0, NcclResult::kSuccess);  // untouched: nothing launched for it
+      advance();
+    } else {
+      advance();
+      wait_for(2);
+      // Its own launch: rank 1's GroupEnd left it alone.
+      EXPECT_EQ(api.GroupEnd(), NcclResult::kInProgress);
+      ASSERT_TRUE(ready(comms[0]));
+    }
+    while (api.StreamQuery(streams[r]).kind == CudaResult::kNotReady) std::this_thread::yield();
+    EXPECT_EQ(*data[r], 3.0f);
+  });
+  for (NcclComm c : comms) api.CommAbort(c);
 }
 
 }  // namespace

@@ -12,7 +12,10 @@ namespace aryl::testing {
 
 namespace {
 
+// Group calls are per thread (nccl_api.h rule 8): the depth and the
+// communicators this thread queued work on since its outermost GroupStart.
 thread_local int group_depth = 0;
+thread_local std::vector<void*> group_comms;
 
 NcclComm H(void* c) { return reinterpret_cast<NcclComm>(c); }
 
@@ -35,6 +38,31 @@ void NcclDouble::ProducerLaunched(int device) {
 void NcclDouble::InjectStickyError() {
   std::lock_guard lock(mu_);
   sticky_ = true;
+}
+
+void NcclDouble::Kill(int device, KillMode mode) {
+  std::lock_guard lock(mu_);
+  killed_[device] = mode;
+  for (auto& c : comms_) {
+    if (c->device != device || c->dead) continue;
+    c->dead = c->killed = true;
+    // A closed socket is what the peers can see, and only with kSocketError.
+    if (mode == KillMode::kSocketError) c->group->dead = true;
+  }
+  for (auto& s : streams_) {
+    if (s->device != device) continue;
+    for (Op& op : s->queue) {  // its kernels went with the process
+      if (!op.group) continue;
+      auto& heads = op.group->heads[op.seq];
+      heads.erase(std::remove(heads.begin(), heads.end(), &op), heads.end());
+    }
+    s->queue.clear();
+  }
+}
+
+void NcclDouble::FailNextShrink() {
+  std::lock_guard lock(mu_);
+  fail_next_shrink_ = true;
 }
 
 void* NcclDouble::DeviceAlloc(int device, std::size_t bytes) {
@@ -74,6 +102,7 @@ NcclDouble::Comm* NcclDouble::Live(NcclComm handle) {
   auto* c = reinterpret_cast<Comm*>(handle);
   bool known =
       std::any_of(comms_.begin(), comms_.end(), [&](const auto& p) { return p.get() == c; });
+  if (known && c->killed) return nullptr;  // the test tearing down a "dead process"
   if (!known || c->dead) {
     ++breaches_.call_on_dead_handle;
     return nullptr;
@@ -132,8 +161,15 @@ void NcclDouble::Progress(Comm& c) {
     c.initializing = false;
     c.state = NcclResult::kSuccess;
     g.root_live = false;  // every rank has connected to the root
+    for (Comm* m : g.members) {
+      for (Comm* o : g.members) {
+        if (m != o && m && o && m->device == o->device) c.state = NcclResult::kInvalidUsage;
+      }
+    }
   }
-  if (!c.unlaunched.empty() && --c.launch_countdown <= 0) {
+  // Kernels reach the stream some polls after their GroupEnd, and never
+  // before it (a group another thread has not ended stays put).
+  if (!c.unlaunched.empty() && c.launch_countdown > 0 && --c.launch_countdown == 0) {
     for (Op& op : c.unlaunched) {
       if (op.stream->ordered_epoch < producer_epoch_[std::size_t(op.stream->device)]) {
         ++breaches_.unordered_collective;
@@ -143,8 +179,16 @@ void NcclDouble::Progress(Comm& c) {
     c.unlaunched.clear();
     c.state = NcclResult::kSuccess;
   }
-  if (c.shrinking && !g.shrink_cells.empty() &&
-      int(g.shrink_cells.size()) == g.nranks - int(g.shrink_excluded.size())) {
+  if (c.ready_countdown > 0 && --c.ready_countdown == 0) {
+    c.state = NcclResult::kSuccess;  // a shrink's child, on its own
+  }
+  if (c.shrinking && c.shrink_child) {  // queried after its child was written
+    c.shrinking = false;
+    c.state = c.shrink_fails ? NcclResult::kRemoteError : NcclResult::kSuccess;
+    c.shrink_child->shrink_parent = nullptr;
+    c.shrink_child = nullptr;
+  } else if (c.shrinking && !g.shrink_cells.empty() &&
+             int(g.shrink_cells.size()) == g.nranks - int(g.shrink_excluded.size())) {
     auto cells = g.shrink_cells;
     std::sort(cells.begin(), cells.end());
     auto& child = groups_.emplace_back(std::make_unique<Group>());
@@ -156,17 +200,25 @@ void NcclDouble::Progress(Comm& c) {
       k->group = child.get();
       k->rank = int(r);
       k->device = p->device;
-      k->state = NcclResult::kSuccess;
+      k->state = NcclResult::kInProgress;  // ready after polls of its own
+      k->ready_countdown = launch_polls_;
+      k->shrink_parent = p;  // until the parent is queried again
+      p->shrink_child = k.get();
+      p->shrink_fails = fail_next_shrink_;
       child->members[r] = k.get();
       // "NCCL's thread" writes the handle into the caller's storage.
       std::atomic_ref<NcclComm>(*cells[r].second).store(H(k.get()), std::memory_order_release);
-      p->shrinking = false;
-      p->state = NcclResult::kSuccess;
     }
     g.shrink_cells.clear();
+    fail_next_shrink_ = false;
   }
   if (c.finalizing) {
-    if (g.finalized == g.nranks) c.state = NcclResult::kSuccess;
+    // Local (rule 4): done once this rank's own work has left its streams.
+    bool own_work = !c.unlaunched.empty();
+    for (const auto& s : streams_) {
+      for (const Op& op : s->queue) own_work = own_work || (op.group == &g && op.rank == c.rank);
+    }
+    c.state = own_work ? NcclResult::kInProgress : NcclResult::kSuccess;
     return;
   }
   if (g.dead && c.state == NcclResult::kSuccess) {
@@ -200,7 +252,6 @@ NcclResult NcclDouble::CommFinalize(NcclComm comm) {
   if (!c) return NcclResult::kInvalidArgument;
   if (c->state != NcclResult::kSuccess) return NcclResult::kInvalidUsage;
   c->finalizing = true;
-  ++c->group->finalized;
   c->state = NcclResult::kInProgress;
   return NcclResult::kInProgress;
 }
@@ -231,6 +282,7 @@ NcclResult NcclDouble::Query(NcclComm comm, const std::function<void(const Comm&
   std::lock_guard lock(mu_);
   Comm* c = Live(comm);
   if (!c) return NcclResult::kInvalidArgument;
+  if (c->shrink_parent) ++breaches_.child_used_before_parent;
   read(*c);
   return NcclResult::kSuccess;
 }
@@ -257,10 +309,13 @@ NcclResult NcclDouble::GroupEnd() {
   if (group_depth == 0) return NcclResult::kInvalidUsage;
   if (--group_depth > 0) return NcclResult::kSuccess;
   bool any = false;
+  std::vector<void*> mine;
+  mine.swap(group_comms);
   for (auto& c : comms_) {
+    if (std::find(mine.begin(), mine.end(), c.get()) == mine.end()) continue;
     if (!c->dead && !c->unlaunched.empty() && c->state == NcclResult::kSuccess) {
       c->state = NcclResult::kInProgress;  // the kernels reach the stream later
-      c->launch_countdown = launch_polls_;
+      c->launch_countdown = std::max(launch_polls_, 1);
       any = true;
     }
   }
@@ -271,6 +326,7 @@ NcclResult NcclDouble::Enqueue(Op op, NcclComm comm, CudaStream stream) {
   std::lock_guard lock(mu_);
   Comm* c = Live(comm);
   if (!c) return NcclResult::kInvalidArgument;
+  if (c->shrink_parent) ++breaches_.child_used_before_parent;
   // ncclCommEnsureReady: a communicator still in progress or failed refuses work.
   if (c->state != NcclResult::kSuccess) {
     return c->state == NcclResult::kInProgress ? NcclResult::kInvalidUsage : c->state;
@@ -283,20 +339,35 @@ NcclResult NcclDouble::Enqueue(Op op, NcclComm comm, CudaStream stream) {
   op.stream = s;
   s->owner = c;
   c->unlaunched.push_back(op);
-  if (group_depth > 0) return NcclResult::kSuccess;
+  if (group_depth > 0) {
+    if (std::find(group_comms.begin(), group_comms.end(), c) == group_comms.end())
+      group_comms.push_back(c);
+    return NcclResult::kSuccess;
+  }
   c->state = NcclResult::kInProgress;
-  c->launch_countdown = launch_polls_;
+  c->launch_countdown = std::max(launch_polls_, 1);
   return NcclResult::kInProgress;
 }
 
 NcclResult NcclDouble::AllReduceSum(void* data, std::size_t count, DataType dtype, NcclComm comm,
                                     CudaStream stream) {
-  return Enqueue(Op{Op::kAllReduce, data, nullptr, 0, count, dtype, 0}, comm, stream);
+  Op op;
+  op.kind = Op::kAllReduce;
+  op.dst = data;
+  op.count = count;
+  op.dtype = dtype;
+  return Enqueue(op, comm, stream);
 }
 
 NcclResult NcclDouble::Broadcast(void* data, std::size_t count, DataType dtype, int root,
                                  NcclComm comm, CudaStream stream) {
-  return Enqueue(Op{Op::kBroadcast, data, nullptr, 0, count, dtype, root}, comm, stream);
+  Op op;
+  op.kind = Op::kBroadcast;
+  op.dst = data;
+  op.count = count;
+  op.dtype = dtype;
+  op.root = root;
+  return Enqueue(op, comm, stream);
 }
 
 std::string NcclDouble::ErrorString(NcclResult r) {

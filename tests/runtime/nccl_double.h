@@ -1,24 +1,42 @@
 // NcclDouble: a test double of NcclApi (runtime/src/comm/nccl/nccl_api.h)
 // for ranks as threads of one process, with host memory standing in for
-// device memory. It follows the documented non-blocking semantics that the
-// NCCL communicator must obey, and counts every breach instead of crashing:
+// device memory. It follows NCCL 2.28's rules (the numbered ones of
+// nccl_api.h), not the communicator's, and counts every breach instead of
+// crashing:
 //  - CommInitRank, CommShrink, CommFinalize and GroupEnd return kInProgress;
 //    CommGetAsyncError says kInProgress until the work is done: an init until
-//    every rank has joined, a shrink until every survivor has called it, a
-//    finalize until every rank has (never, with a dead peer), a group's
-//    kernels until `launch_polls` polls later, when they reach the stream;
+//    every rank has joined, a group's kernels until `launch_polls` polls
+//    later, when they reach the stream;
+//  - two ranks of one group on one device are refused: the init ends in
+//    kInvalidUsage (rule 10; the double is one host, so each rank of a group
+//    needs a device of its own);
+//  - a shrink: the child's handle is written into the caller's storage once
+//    every survivor has called it, and the child is then in progress for
+//    `launch_polls` polls of its own; the parent stays in progress until it is
+//    queried after that, and FailNextShrink() puts the error on the parent
+//    only (rule 3). Using the child while its parent is in progress is a breach;
+//  - CommFinalize is local (rule 4): done once this rank's own queued work is,
+//    whatever the peers do; CommDestroy before that fails (and leaks);
+//  - GroupEnd launches only what the calling thread queued since its
+//    GroupStart (rule 8);
+//  - a copy from device to host memory (pageable: the double has no pinned
+//    memory) blocks the caller until the stream's earlier work is done (rule
+//    9); one that would block for good gives up after `kBlockedCopyLimit` and
+//    counts a breach; a copy from host memory reads it at the call;
+//  - Kill(device) is a SIGKILL of the process on that device: its calls stop,
+//    nothing of it is aborted, and its peers see only what a socket shows
+//    (KillMode::kSocketError: kRemoteError on their next poll of a collective
+//    that involves it) or nothing at all (kSilent: their work never ends);
 //  - a call on a communicator that is not ready fails (ncclCommEnsureReady);
-//  - a shrink's child handle stays null until the child is ready, then is
-//    written into the caller's storage;
-//  - CommDestroy after a CommFinalize still in progress fails (and leaks);
 //  - CommAbort while another thread is inside a call on the same
 //    communicator is a breach (the polls linger inside to widen the window);
 //  - a collective whose stream did not wait for the producer's last kernel,
 //    a free of memory a queued copy or kernel still uses, and a stream query
 //    that finds a sticky error are what the double can be told to check.
-// Streams run only when queried: a collective executes when it heads the
-// stream of every rank of its group. A test fixture, not a backend
-// (nccl_double.cc: the NCCL half; nccl_double_cuda.cc: the CUDA half).
+// Streams run only when queried (or under a blocking copy): a collective
+// executes when it heads the stream of every rank of its group. A test
+// fixture, not a backend (nccl_double.cc: the NCCL half;
+// nccl_double_cuda.cc: the CUDA half).
 #pragma once
 
 #include <atomic>
@@ -42,6 +60,12 @@ class NcclDouble final : public NcclApi {
   // What the world does.
   void ProducerLaunched(int device);  // the training code queued a kernel on its stream
   void InjectStickyError();           // the next stream query finds the CUDA context lost
+  enum class KillMode { kSocketError, kSilent };
+  // SIGKILL of the process whose communicators are on `device`.
+  void Kill(int device, KillMode mode = KillMode::kSocketError);
+  void FailNextShrink();  // the next shrink fails on the parent, not the child
+
+  static constexpr int kBlockedCopyLimitMs = 3000;
 
   // Device memory of this double (PointerDevice reports `device` for it).
   void* DeviceAlloc(int device, std::size_t bytes);
@@ -54,6 +78,8 @@ class NcclDouble final : public NcclApi {
     int unordered_collective = 0;  // a collective on a stream that did not wait for the producer
     int stream_use_in_progress = 0;
     int free_while_queued = 0;
+    int blocked_host_copy = 0;         // a device-to-host copy that never could finish
+    int child_used_before_parent = 0;  // the shrink's parent was still in progress
   };
   Breaches breaches() const;
   int LiveComms() const;  // handles neither destroyed nor aborted (a dead rank's excluded)
@@ -123,6 +149,8 @@ class NcclDouble final : public NcclApi {
   std::vector<long> producer_epoch_;
   long next_id_ = 1;
   bool sticky_ = false;
+  bool fail_next_shrink_ = false;
+  std::map<int, KillMode> killed_;  // device -> how its process died
   Breaches breaches_;
 };
 

@@ -1,7 +1,9 @@
 // NcclDouble's CUDA half: devices, streams that run when queried, events
 // from the producer's stream, and host memory standing in for device memory.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "nccl_double.h"
 #include "nccl_double_state.h"
@@ -158,13 +160,39 @@ CudaResult NcclDouble::Free(void* p) {
   return {};
 }
 
-CudaResult NcclDouble::MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind,
+CudaResult NcclDouble::MemcpyAsync(void* dst, const void* src, std::size_t bytes, MemcpyKind kind,
                                    CudaStream stream) {
-  std::lock_guard lock(mu_);
   auto* s = reinterpret_cast<Stream*>(stream);
-  if (s->owner && !s->owner->unlaunched.empty()) ++breaches_.stream_use_in_progress;
-  s->queue.push_back(Op{Op::kCopy, dst, src, bytes});
-  return {};
+  if (kind == MemcpyKind::kHostToDevice) {  // the host memory is read at the call
+    std::lock_guard lock(mu_);
+    if (s->owner && !s->owner->unlaunched.empty()) ++breaches_.stream_use_in_progress;
+    Op op;
+    op.dst = dst;
+    op.bytes = bytes;
+    op.staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                    static_cast<const char*>(src) + bytes);
+    op.src = op.staged->data();
+    s->queue.push_back(op);
+    return {};
+  }
+  // To pageable host memory: the caller waits for the stream's earlier work (rule 9).
+  auto t0 = std::chrono::steady_clock::now();
+  for (bool first = true;; first = false) {
+    {
+      std::lock_guard lock(mu_);
+      if (first && s->owner && !s->owner->unlaunched.empty()) ++breaches_.stream_use_in_progress;
+      RunStream(*s);
+      if (s->queue.empty()) {
+        std::memcpy(dst, src, bytes);
+        return {};
+      }
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(kBlockedCopyLimitMs)) {
+        ++breaches_.blocked_host_copy;  // on a GPU: blocked for good
+        return {CudaResult::kError, "copy to the host blocked behind a collective that never ends"};
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 }  // namespace aryl::testing

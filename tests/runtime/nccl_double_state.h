@@ -5,6 +5,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "nccl_double.h"
@@ -23,6 +24,7 @@ struct NcclDouble::Op {
   long seq = 0;
   int rank = 0;
   Stream* stream = nullptr;
+  std::shared_ptr<std::vector<char>> staged;  // a copy from host memory, read at the call
 };
 
 struct NcclDouble::Stream {
@@ -37,7 +39,6 @@ struct NcclDouble::Group {
   int joined = 0;
   bool root_live = false;
   bool dead = false;  // a member died or aborted
-  int finalized = 0;
   std::vector<Comm*> members;
   std::map<long, std::vector<Op*>> heads;  // seq -> the ops heading their streams
   std::map<long, bool> done;
@@ -54,6 +55,11 @@ struct NcclDouble::Comm {
   bool initializing = false;
   bool finalizing = false;
   bool shrinking = false;
+  bool shrink_fails = false;      // FailNextShrink(): the parent ends in an error
+  Comm* shrink_parent = nullptr;  // a child: its parent, until that is queried again
+  Comm* shrink_child = nullptr;   // a parent: its child, once written
+  bool killed = false;            // its process was killed (NcclDouble::Kill)
+  int ready_countdown = 0;        // a child: polls until it is ready
   std::atomic<int> inside{0};
   std::vector<Op> unlaunched;  // a group's kernels, not on the stream yet
   int launch_countdown = 0;

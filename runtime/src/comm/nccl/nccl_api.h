@@ -17,18 +17,34 @@
 //     no CUDA work on its stream: NCCL checks readiness first and fails the
 //     call, and after a GroupEnd that returned kInProgress the kernels are not
 //     on the stream yet (a stream query can find it empty).
-//  3. CommShrink (and split) set *child to null and write the child's handle
-//     there from NCCL's thread when the child is ready: the storage must
-//     outlive the call, and readiness is polled on the parent until then.
-//  4. CommDestroy after CommFinalize only once Finalize's state is kSuccess;
-//     with a dead peer it never is: CommAbort tears down locally, whatever the
-//     state, and also ends a communicator whose creation did not finish.
+//  3. CommShrink (and split) involve two communicators: NCCL writes the
+//     child's handle into *child from its own thread (the storage must outlive
+//     the call), and every communicator involved is queried with
+//     CommGetAsyncError until all have left kInProgress: the parent carries
+//     the shrink's errors, the child its readiness.
+//  4. CommFinalize is local (NCCL 2.28): it completes once this rank's
+//     outstanding work has, without waiting for the peers; CommDestroy only
+//     once Finalize's state is kSuccess. CommAbort tears down locally,
+//     whatever the state, and also ends a communicator whose creation did
+//     not finish.
 //  5. CommAbort must not run while another thread is inside an NCCL call on
 //     the same communicator.
 //  6. GetUniqueId on rank 0 starts a bootstrap root thread that ends only when
 //     all ranks of the group have connected to it; nothing can stop it.
 //  7. After a sticky CUDA error (an illegal address, a failed launch) the CUDA
 //     context is unusable until the process exits.
+//  8. Group calls are per thread: GroupEnd launches the operations this
+//     thread queued since its GroupStart, nobody else's.
+//  9. A copy between device memory and pageable host memory is synchronous
+//     for the host: cudaMemcpyAsync returns only once the stream's earlier
+//     work is done. Queued behind a collective whose peer died, it blocks the
+//     thread for good; so the stream drains (polled, to a deadline) first.
+// 10. Two ranks of one communicator on one device of one host are refused
+//     (ncclInvalidUsage, "Duplicate GPU detected"); NCCL_HOSTID, which only
+//     renames the host, is not a supported way around it.
+// 11. A peer killed mid-collective shows only as a network error
+//     (kRemoteError, kSystemError) or as a collective that never completes:
+//     nothing tells the survivors; the deadline and CommAbort end their wait.
 #pragma once
 
 #include <cstddef>

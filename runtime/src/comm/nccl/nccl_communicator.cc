@@ -5,8 +5,6 @@
 #include <mutex>
 #include <thread>
 
-#include "rendezvous.h"
-
 namespace aryl {
 namespace {
 
@@ -142,12 +140,11 @@ class NcclCommunicator final : public Communicator {
     }
     Status s = PrepareDevice();
     if (s.ok()) {
-      // NCCL writes the child's handle into *cell_ from its own thread once
-      // the child is ready (rule 3); the cell outlives this call even then.
+      // NCCL writes the child's handle into *cell_ from its own thread (rule
+      // 3); the cell outlives this call even when the shrink fails.
       NcclResult r = api_.CommShrink(parent.Handle(), excluded, cell_.get());
-      s = Accepted(r) ? parent.WaitForChild(*cell_, deadline) : FromNccl(api_, r, "shrink");
+      s = Accepted(r) ? PollShrink(parent, deadline) : FromNccl(api_, r, "shrink");
     }
-    if (s.ok()) s = Poll(Handle(), deadline, "shrink (child)");
     if (!s.ok()) {
       parent.AbortLocked();  // ends NCCL's job for the child before the child goes
       if (!Handle()) Orphan();
@@ -208,16 +205,24 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // Polls this parent until NCCL has written the child's handle.
-  Status WaitForChild(const NcclComm& child, Clock::time_point deadline) {
-    for (Backoff backoff;; backoff.Wait()) {
-      if (std::atomic_ref<const NcclComm>(child).load(std::memory_order_acquire))
-        return Status::Ok();
-      NcclResult async = NcclResult::kSuccess;
-      NcclResult r = api_.CommGetAsyncError(Handle(), &async);
+  // Polls the parent and, once NCCL has written it, the child until both
+  // have left kInProgress (rule 3): the parent reports the shrink's errors.
+  Status PollShrink(NcclCommunicator& parent, Clock::time_point deadline) {
+    auto state = [&](NcclComm comm, NcclResult* async) {
+      NcclResult r = api_.CommGetAsyncError(comm, async);
       if (r != NcclResult::kSuccess) return FromNccl(api_, r, "shrink");
-      if (async != NcclResult::kSuccess && async != NcclResult::kInProgress)
-        return FromNccl(api_, async, "shrink");
+      if (*async != NcclResult::kSuccess && *async != NcclResult::kInProgress)
+        return FromNccl(api_, *async, "shrink");
+      return Status::Ok();
+    };
+    for (Backoff backoff;; backoff.Wait()) {
+      NcclResult of_parent = NcclResult::kInProgress, of_child = NcclResult::kInProgress;
+      if (Status s = state(parent.Handle(), &of_parent); !s.ok()) return s;
+      if (NcclComm child = Handle()) {
+        if (Status s = state(child, &of_child); !s.ok()) return s;
+      }
+      if (of_parent == NcclResult::kSuccess && of_child == NcclResult::kSuccess)
+        return Status::Ok();
       if (Status s = Interrupted(deadline, "shrink"); !s.ok()) return s;
     }
   }
@@ -233,8 +238,11 @@ class NcclCommunicator final : public Communicator {
 
   // Runs one collective: after the producer's kernels (an event from its
   // stream), on device copies of host buffers (async copies on this stream),
-  // with GroupEnd's kInProgress waited out before any stream call (rule 2),
-  // and returns once the stream has drained (host copies landed).
+  // with GroupEnd's kInProgress waited out before any stream call (rule 2).
+  // The copies back to the (pageable) host buffers are queued only once the
+  // collective has drained from the stream: queued behind a collective that
+  // never ends they would block this thread, under mu_, past the deadline
+  // and out of Abort()'s reach (rule 9).
   template <typename Launch>
   Status Collective(std::span<const BufferView> in, std::string_view op, Launch launch) {
     std::lock_guard lock(mu_);
@@ -250,13 +258,14 @@ class NcclCommunicator final : public Communicator {
       NcclResult r = launch(buffers);
       s = Accepted(r) ? Poll(Handle(), deadline, op) : FromNccl(api_, r, op);
     }
+    if (s.ok()) s = Drain(deadline, op);
     for (size_t i = 0; s.ok() && i < staged.size(); ++i) {
       auto& [host, device] = staged[i];
       CudaResult r =
           api_.MemcpyAsync(host.data, device, host.bytes(), MemcpyKind::kDeviceToHost, stream_);
       if (!r.ok()) s = Cuda(r, "copy to the host");
     }
-    if (s.ok()) s = Drain(deadline, op);
+    if (s.ok() && !staged.empty()) s = Drain(deadline, op);
     if (lost_context_) {
       *cell_ = nullptr;  // abandoned: the process exits
       state_ = State::kAborted;
@@ -365,7 +374,8 @@ int SelectCudaDevice(int local_rank, int device_count) {
   return std::max(local_rank, 0) % device_count;
 }
 
-Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
+Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context,
+                                                             NcclIdStore& store,
                                                              const std::string& prefix, int rank,
                                                              int size,
                                                              std::chrono::milliseconds timeout) {

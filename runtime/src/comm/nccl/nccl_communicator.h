@@ -1,7 +1,10 @@
 // NcclCommunicator: Communicator over NCCL on raw device pointers and a CUDA
 // stream of its own, written against NcclApi (nccl_api.h, whose numbered rules
 // it follows) so that its state machine is tested in CI against a double.
-// No torch CUDA headers: it builds against Debian's CPU-only libtorch.
+// No libtorch at all: with nccl_api_cuda.cc it is aryl_comm_nccl, a library
+// of its own that needs only CUDA and NCCL (stage 1 of the GPU check,
+// bench/runtime/gpu-check.sh); the runtime reaches it through
+// nccl_register.cc, which adapts its JobStore to NcclIdStore.
 //
 // Generation changes (step 4 of the protocol in aryl/runtime.h):
 //  - growth or a fresh group: rank 0 creates an ncclUniqueId and publishes it
@@ -27,8 +30,7 @@
 // it only raises a flag when a collective is in progress, and the collective
 // thread, the one inside NCCL, aborts (rule 5); otherwise it aborts at once.
 //
-// Internal to the runtime; built only when ARYL_HAVE_NCCL, into its own
-// library aryl_runtime_nccl (nccl_register.cc adds it to comm/registry.h).
+// Internal to the runtime; built only when ARYL_HAVE_NCCL.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,15 @@
 
 namespace aryl {
 
-class JobStore;
+// Where rank 0 publishes a group's unique id and the other ranks wait for
+// it: the job's store in the runtime, a folder in gpu_check, a map in tests.
+// Keys are relative ("<prefix>/id"). Wait returns within its timeout.
+class NcclIdStore {
+ public:
+  virtual ~NcclIdStore() = default;
+  virtual Status Set(const std::string& key, const std::string& value) = 0;
+  virtual Result<std::string> Wait(const std::string& key, std::chrono::milliseconds timeout) = 0;
+};
 
 // What the NCCL communicators of one process share.
 struct NcclContext {
@@ -58,12 +68,13 @@ inline constexpr int kMaxLeakedRoots = 4;
 
 // The device of a worker with `local_rank` (LOCAL_RANK, the slot on this
 // host) among `device_count` visible devices: one each, wrapping around when
-// there are more ranks than devices (several ranks on one GPU need distinct
-// NCCL_HOSTID values). A worker the agent pins with CUDA_VISIBLE_DEVICES sees
-// one device and gets it.
+// there are more ranks than devices (NCCL refuses two ranks of one
+// communicator on one device: "Duplicate GPU detected"). A worker the agent pins with
+// CUDA_VISIBLE_DEVICES sees one device and gets it.
 int SelectCudaDevice(int local_rank, int device_count);
 
-Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context, JobStore& store,
+Result<std::unique_ptr<Communicator>> CreateNcclCommunicator(NcclContext& context,
+                                                             NcclIdStore& store,
                                                              const std::string& prefix, int rank,
                                                              int size,
                                                              std::chrono::milliseconds timeout);

@@ -7,6 +7,7 @@
 
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/registry.h"
+#include "rendezvous.h"
 
 namespace aryl {
 namespace {
@@ -27,9 +28,25 @@ NcclContext& Context() {
   return *context;
 }
 
+// The job's store, where the communicator publishes and reads its ids.
+class JobIdStore final : public NcclIdStore {
+ public:
+  explicit JobIdStore(JobStore& store) : store_(store) {}
+  Status Set(const std::string& key, const std::string& value) override {
+    return store_.Set(key, value);
+  }
+  Result<std::string> Wait(const std::string& key, std::chrono::milliseconds timeout) override {
+    return store_.Wait(key, timeout);
+  }
+
+ private:
+  JobStore& store_;
+};
+
 Result<std::unique_ptr<Communicator>> Create(JobStore& store, const std::string& prefix, int rank,
                                              int size, std::chrono::milliseconds timeout) {
-  return CreateNcclCommunicator(Context(), store, prefix, rank, size, timeout);
+  JobIdStore ids(store);
+  return CreateNcclCommunicator(Context(), ids, prefix, rank, size, timeout);
 }
 
 [[maybe_unused]] const bool kNcclRegistered =
