@@ -269,6 +269,27 @@ TEST(NcclCommunicator, SelectsTheDeviceOfItsLocalRank) {
   World::Close(comms);
 }
 
+// Rule 12: the current device is per thread. A rank's collectives with host
+// buffers, run on threads that never selected its device (or selected
+// another), stage their buffers on the communicator's device, and the group's
+// teardown runs there too; NCCL refuses a buffer of another device.
+TEST(NcclCommunicator, EveryThreadWorksOnTheCommunicatorsDevice) {
+  World w(2);
+  auto comms = w.Group("g1", 2, milliseconds(10000));
+  ASSERT_EQ(w.Context(1).device, 1);
+  World::RunEach(2, [&](int r) {
+    ASSERT_TRUE(w.api.SetDevice(1 - r).ok());  // the other rank's device
+    std::vector<float> v(8, float(r + 1));
+    BufferView view{v.data(), v.size(), DataType::kFloat32};
+    Status s = comms[std::size_t(r)]->AllReduceSum({&view, 1});
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(v[7], 3.0f);
+  });
+  EXPECT_EQ(w.api.breaches().buffer_on_another_device, 0);
+  World::Close(comms);
+  EXPECT_EQ(w.api.LiveComms(), 0);
+}
+
 // Defect 6: Abort() from another thread while a collective waits only raises
 // a flag; the collective thread aborts, so no thread is inside NCCL then.
 TEST(NcclCommunicator, AbortFromAnotherThreadWhileInsideACollective) {

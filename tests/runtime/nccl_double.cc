@@ -333,6 +333,11 @@ NcclResult NcclDouble::Enqueue(Op op, NcclComm comm, CudaStream stream) {
   }
   auto* s = reinterpret_cast<Stream*>(stream);
   if (s->device != c->device) return NcclResult::kInvalidArgument;
+  // Rule 12: a buffer on another device than the communicator's is refused.
+  if (int device = DeviceOfLocked(op.dst); device >= 0 && device != c->device) {
+    ++breaches_.buffer_on_another_device;
+    return NcclResult::kInvalidArgument;
+  }
   op.group = c->group;
   op.seq = c->seq++;
   op.rank = c->rank;

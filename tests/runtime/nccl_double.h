@@ -80,6 +80,7 @@ class NcclDouble final : public NcclApi {
     int free_while_queued = 0;
     int blocked_host_copy = 0;         // a device-to-host copy that never could finish
     int child_used_before_parent = 0;  // the shrink's parent was still in progress
+    int buffer_on_another_device = 0;  // a collective's buffer is not on its communicator's device
   };
   Breaches breaches() const;
   int LiveComms() const;  // handles neither destroyed nor aborted (a dead rank's excluded)
@@ -146,6 +147,7 @@ class NcclDouble final : public NcclApi {
   std::deque<std::unique_ptr<Event>> events_;
   std::map<std::string, Group*> by_id_;
   std::map<const char*, std::pair<std::size_t, int>> device_memory_;  // start -> bytes, device
+  int DeviceOfLocked(const void* p) const;                            // -1: host memory
   std::vector<long> producer_epoch_;
   long next_id_ = 1;
   bool sticky_ = false;

@@ -37,15 +37,17 @@ CudaResult NcclDouble::SetDevice(int device) {
 
 CudaResult NcclDouble::PointerDevice(const void* p, int* device) {
   std::lock_guard lock(mu_);
-  *device = -1;
-  auto it = device_memory_.upper_bound(static_cast<const char*>(p));
-  if (it != device_memory_.begin()) {
-    --it;
-    if (static_cast<const char*>(p) < it->first + std::max<std::size_t>(it->second.first, 1)) {
-      *device = it->second.second;
-    }
-  }
+  *device = DeviceOfLocked(p);
   return {};
+}
+
+int NcclDouble::DeviceOfLocked(const void* p) const {
+  auto it = device_memory_.upper_bound(static_cast<const char*>(p));
+  if (it == device_memory_.begin()) return -1;
+  --it;
+  return static_cast<const char*>(p) < it->first + std::max<std::size_t>(it->second.first, 1)
+             ? it->second.second
+             : -1;
 }
 
 CudaResult NcclDouble::StreamCreate(CudaStream* stream) {

@@ -45,6 +45,11 @@
 // 11. A peer killed mid-collective shows only as a network error
 //     (kRemoteError, kSystemError) or as a collective that never completes:
 //     nothing tells the survivors; the deadline and CommAbort end their wait.
+// 12. The current device is per thread (cudaSetDevice), and cudaMalloc
+//     allocates on it: a collective, an abort or the teardown may come from
+//     another thread than the one that made the communicator, so each sets the
+//     communicator's device first. NCCL refuses a buffer of another device
+//     (ncclInvalidArgument).
 #pragma once
 
 #include <cstddef>

@@ -70,6 +70,7 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     std::lock_guard lock(mu_);
+    if (!lost_context_) (void)api_.SetDevice(ctx_.device);  // rule 12
     if (Handle()) {
       if (abort_requested_ || state_ != State::kReady) {
         AbortLocked();
@@ -118,7 +119,9 @@ class NcclCommunicator final : public Communicator {
     // poll and aborts itself, so that no thread is inside NCCL while
     // CommAbort runs (nccl_api.h rule 5).
     std::unique_lock lock(mu_, std::try_to_lock);
-    if (lock.owns_lock()) AbortLocked();
+    if (!lock.owns_lock()) return;
+    if (!lost_context_) (void)api_.SetDevice(ctx_.device);  // rule 12
+    AbortLocked();
   }
 
   // kCreating -> kReady, or kAborted with the error.
@@ -250,6 +253,10 @@ class NcclCommunicator final : public Communicator {
       return Status::Unavailable("nccl " + std::string(op) + ": communicator aborted");
     if (abort_requested_)
       return FailLocked(Status::Unavailable("nccl " + std::string(op) + ": aborted"));
+    // Rule 12: this thread's device is the communicator's (staging buffers
+    // are allocated on it).
+    if (CudaResult r = api_.SetDevice(ctx_.device); !r.ok())
+      return FailLocked(Cuda(r, "set device " + std::to_string(ctx_.device)));
     auto deadline = Clock::now() + timeout_;
     std::vector<BufferView> buffers;
     std::vector<std::pair<BufferView, void*>> staged;  // host buffer, its device copy
