@@ -416,14 +416,8 @@ int main(int argc, char** argv) {
   if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
   // A restart-kind elastic job (a torchrun script) resumes after a resize only
   // from a checkpoint the script keeps: say so before the first resize does.
-  const bool elastic = m.min_workers && m.max_workers && *m.min_workers < *m.max_workers;
   const bool torchrun_flags = r.count("nproc-per-node") || r.count("nnodes");
-  if (!quiet && elastic && m.checkpoint_dir.empty() &&
-      (m.elastic == std::optional<std::string>("restart") || (!m.elastic && torchrun_flags))) {
-    std::cerr << kProg << ": note: job " << job << " resizes by restarting all its workers (--elastic restart) "
-              << "and has no --checkpoint-dir: unless the script saves a checkpoint and resumes from it, every "
-                 "resize starts it again from step 0\n";
-  }
+  if (!quiet) std::cerr << aryl::cli::NoCheckpointNote(kProg, m, job, torchrun_flags);
 
   Tail tail;
   int exit_code = kExitEndUnknown;
