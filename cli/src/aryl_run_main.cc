@@ -33,6 +33,8 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <unistd.h>
@@ -414,14 +416,8 @@ int main(int argc, char** argv) {
   if (!quiet) std::cerr << kProg << ": job " << job << " (" << submitted->name << ") submitted\n";
   // A restart-kind elastic job (a torchrun script) resumes after a resize only
   // from a checkpoint the script keeps: say so before the first resize does.
-  const bool elastic = m.min_workers && m.max_workers && *m.min_workers < *m.max_workers;
   const bool torchrun_flags = r.count("nproc-per-node") || r.count("nnodes");
-  if (!quiet && elastic && m.checkpoint_dir.empty() &&
-      (m.elastic == std::optional<std::string>("restart") || (!m.elastic && torchrun_flags))) {
-    std::cerr << kProg << ": note: job " << job << " resizes by restarting all its workers (--elastic restart) "
-              << "and has no --checkpoint-dir: unless the script saves a checkpoint and resumes from it, every "
-                 "resize starts it again from step 0\n";
-  }
+  if (!quiet) std::cerr << aryl::cli::NoCheckpointNote(kProg, m, job, torchrun_flags);
 
   Tail tail;
   int exit_code = kExitEndUnknown;
@@ -432,6 +428,7 @@ int main(int argc, char** argv) {
   std::string last_line;
   std::optional<p::JobState> last_state;
   std::int64_t last_workers = -1;
+  bool restart_noted = false;  // the step-0 note, once per stop until the job runs again
   std::int64_t rank0_worker = 0;
   // Since when the current rank 0 is known; the --follow offsets per worker;
   // the workers whose missing log was already said.
@@ -527,18 +524,29 @@ int main(int argc, char** argv) {
     const std::string state_name(p::ToString(ev->state));
     std::string line = state_name;
     if (ev->workers > 0) line += " (" + std::to_string(ev->workers) + (ev->workers == 1 ? " worker)" : " workers)");
-    if (!ev->message.empty() && ev->message != state_name) line += ": " + ev->message;
+    // The scheduler's message may open with the state's own name ("preempted:
+    // drained (--now): preempt"): said once.
+    std::string_view message = ev->message;
+    if (message.starts_with(state_name + ": ")) message.remove_prefix(state_name.size() + 2);
+    if (!message.empty() && message != state_name) line += ": " + std::string(message);
     // A re-watch answers with the job's state and its bare reason ("admit
     // (sjf)"), which the line of that change already said in full.
-    const bool restated = ev->state == last_state && ev->workers == last_workers && !ev->message.empty() &&
-                          last_line.ends_with(ev->message);
+    const bool restated = ev->state == last_state && ev->workers == last_workers &&
+                          !ev->message.empty() && last_line.ends_with(message);
     last_state = ev->state;
     last_workers = ev->workers;
     if (!quiet && line != last_line && !restated) {
       std::cerr << kProg << ": job " << job << " " << line << "\n";
-      if (ev->state == p::JobState::kResizing && ev->message.rfind(kRestartAll, 0) == 0 && m.checkpoint_dir.empty())
+      // A restart of all workers, or a preemption (a drain --now, a reclaim):
+      // without a checkpoint directory the job's progress is lost unless the
+      // script keeps its own.
+      const bool restarts_all =
+          (ev->state == p::JobState::kResizing && ev->message.rfind(kRestartAll, 0) == 0) ||
+          ev->state == p::JobState::kPreempted;
+      if (restarts_all && m.checkpoint_dir.empty() && !restart_noted)
         std::cerr << kProg << ": note: job " << job << " has no --checkpoint-dir: its workers start again from step 0 "
                   << "unless the script resumes from a checkpoint of its own\n";
+      restart_noted = restarts_all || (restart_noted && ev->state != p::JobState::kRunning);
     }
     if (!restated) last_line = line;
     for (const auto& l : ev->output) std::cout << l << "\n";

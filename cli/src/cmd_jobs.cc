@@ -36,6 +36,7 @@ int Submit(const cxxopts::ParseResult& r, const Client& c) {
   if (!reply.ok()) return Fail(prog, reply.status());
   if (IsDocument(c.out.format)) PrintDocument(p::ToJson(*reply), c.out.format, -1);
   else std::cout << reply->job << "\n";
+  std::cerr << NoCheckpointNote(prog, m, reply->job, /*torchrun_flags=*/false);
   return 0;
 }
 

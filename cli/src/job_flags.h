@@ -135,4 +135,21 @@ inline void ValidateJobOrExit(const std::string& prog, const protocol::SubmitJob
   UsageError(prog, msg);
 }
 
+// A restart-kind elastic job (each resize stops every worker and starts the
+// group again at the new size: --elastic restart, or torchrun's --nnodes
+// MIN:MAX) without --checkpoint-dir starts again from step 0 at each resize
+// unless the script keeps its own checkpoint: the note said at submit, on
+// stderr; empty for any other job.
+inline std::string NoCheckpointNote(const std::string& prog, const protocol::SubmitJob& m,
+                                    protocol::JobId job, bool torchrun_flags) {
+  const bool elastic = m.min_workers && m.max_workers && *m.min_workers < *m.max_workers;
+  const bool restarts =
+      m.elastic == std::optional<std::string>("restart") || (!m.elastic && torchrun_flags);
+  if (!elastic || !restarts || !m.checkpoint_dir.empty()) return "";
+  return prog + ": note: job " + std::to_string(job) +
+         " resizes by restarting all its workers (--elastic restart) and has no --checkpoint-dir: "
+         "unless the script saves a checkpoint and resumes from it, every resize starts it again "
+         "from step 0\n";
+}
+
 }  // namespace aryl::cli

@@ -139,6 +139,28 @@ TEST_F(CliTest, UsageErrors) {
   EXPECT_EQ(bad_deadline.code, 2);
 }
 
+// A restart-kind elastic job without --checkpoint-dir: aryl submit says on
+// stderr that every resize starts it again from step 0 (its stdout stays the
+// job id); with a checkpoint directory, or an in-place job, nothing is said.
+TEST_F(CliTest, SubmitWarnsOfARestartJobWithoutCheckpoint) {
+  WaitForAgent();
+  Out restart =
+      Aryl({"submit", "--elastic", "restart", "--min", "1", "--max", "2", "--", "sleep", "30"});
+  ASSERT_EQ(restart.code, 0) << restart.text;
+  EXPECT_NE(restart.text.find("aryl submit: note: job 1 resizes by restarting all its workers "
+                              "(--elastic restart) and has no --checkpoint-dir"),
+            std::string::npos)
+      << restart.text;
+  Out with_dir = Aryl({"submit", "--elastic", "restart", "--min", "1", "--max", "2",
+                       "--checkpoint-dir", "/tmp", "--", "sleep", "30"});
+  ASSERT_EQ(with_dir.code, 0) << with_dir.text;
+  EXPECT_EQ(with_dir.text, "2\n");
+  Out inplace = Aryl({"submit", "--min", "1", "--max", "2", "--", "sleep", "30"});
+  ASSERT_EQ(inplace.code, 0) << inplace.text;
+  EXPECT_EQ(inplace.text, "3\n");
+  Aryl({"cancel", "1", "2", "3"});
+}
+
 // Submit, list, status, cancel and nodes, as tables and as JSON.
 TEST_F(CliTest, JobCommands) {
   WaitForAgent();

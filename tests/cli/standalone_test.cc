@@ -1,8 +1,8 @@
 // aryl-run --standalone as a new user meets it, with /bin/sh workers: torchrun's
 // flags give torchrun's world, a second run keeps the first run's logs, a
 // missing program is reported once, and a restart-kind elastic job without a
-// checkpoint is told that a resize starts it again from step 0; each state
-// line is printed once.
+// checkpoint is told that a resize starts it again from step 0 (and a
+// preempted one, once); each state line is printed once.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -168,6 +168,29 @@ TEST_F(Standalone, RestartKindJobWithoutCheckpointIsWarned) {
                       (dir_ / "ckpt").string(), "--", "true"});
   ASSERT_EQ(ck.code, 0) << ck.out;
   EXPECT_EQ(ck.out.find("note:"), std::string::npos) << ck.out;
+}
+
+// A fixed-size job on a loaned server is preempted when inference takes the
+// server back (4 s in) and starts again once it is lent again (9 s in): the
+// preemption is said once ("preempted: reclaim...", not "preempted:
+// preempted: ..."), with the note that a job without --checkpoint-dir starts
+// again from step 0, given once for the one stop.
+TEST_F(Standalone, PreemptionSaidOnceWithTheStepZeroNote) {
+  const fs::path demand = dir_ / "demand.csv";
+  std::ofstream(demand) << "time_s,servers\n0,0\n4,1\n9,0\n";
+  RunResult r = Run({"--slots", "1", "--loan-slots", "1", "--inference-demand", demand.string(),
+                     "--workers", "2", "--", "sh", "-c", "sleep 7"},
+                    90);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("job 1 preempted: "), std::string::npos) << "no preemption happened:\n"
+                                                                << r.out;
+  EXPECT_EQ(r.out.find("preempted: preempted"), std::string::npos) << r.out;
+  const std::string note =
+      "note: job 1 has no --checkpoint-dir: its workers start again from step 0";
+  const size_t first = r.out.find(note);
+  ASSERT_NE(first, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(note, first + 1), std::string::npos) << "the note twice for one stop:\n"
+                                                            << r.out;
 }
 
 }  // namespace
