@@ -182,7 +182,9 @@ class Agent::Impl {
       }
       auto pid = env_ok.ok() ? launcher.Launch(launch.spec) : Result<pid_t>(env_ok);
       if (!pid.ok()) {
-        spdlog::error("job {} worker {}: {}", m.job, wp.worker, pid.status().ToString());
+        // The job's failure, not the agent's: its user hears of it through the
+        // scheduler (exit 127 and the reason), so an info line here.
+        spdlog::info("job {} worker {} could not start: {}", m.job, wp.worker, pid.status().ToString());
         channel->Revoke(launch.channel_id);
         ReportExit(LaunchFailure(opt.id, m.job, wp.worker, m.generation, pid.status().message()));
         continue;

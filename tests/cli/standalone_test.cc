@@ -139,6 +139,8 @@ TEST_F(Standalone, MissingProgramIsReportedOnce) {
   EXPECT_EQ(r.code, 127) << r.out;
   EXPECT_NE(r.out.find("could not start"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/nonexistent/trainer"), std::string::npos) << r.out;
+  const std::size_t first = r.out.find("is not an executable file");
+  EXPECT_EQ(r.out.find("is not an executable file", first + 1), std::string::npos) << r.out;  // not the agent's line too
   EXPECT_EQ(r.out.find("could not be read"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("all of it"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(".err"), std::string::npos) << r.out;
