@@ -6,8 +6,9 @@
 //     round has been applied; noqueue=1 without the queued jobs (the largest
 //     knapsack). The policy is pure, so the same state is scheduled every
 //     iteration.
-//   BM_Reclaim/loaned/k: the greedy reclaim decision for k of <loaned>
-//     loaned servers, the cluster busy as above.
+//   BM_Reclaim/loaned/k/servers: the greedy reclaim decision for k of <loaned>
+//     loaned servers on <servers> servers, the cluster busy as above (1.6
+//     running jobs per server, no queue).
 //   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
 //   BM_FitSpeed/configs: one speed-model fit (FitSpeed, speed_model.h) of a job
 //     measured at <configs> configurations (1, 2, 4, ... A100s over 8-GPU
@@ -187,12 +188,19 @@ BENCHMARK(BM_Round)
     ->Args({1250, 2000, 0, 0})
     ->Args({1250, 2000, 1, 0})
     ->Args({1250, 2000, 0, 1})
+    // How a round's cost grows with the cluster (issue 39): 25k, 50k and
+    // 100,000 GPUs, jobs in proportion.
+    ->Args({3125, 5000, 0, 0})
+    ->Args({6250, 10000, 0, 0})
+    ->Args({12500, 20000, 0, 0})
+    ->Args({12500, 20000, 1, 0})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Reclaim(benchmark::State& bm) {
   const int loaned = static_cast<int>(bm.range(0));
   const int k = static_cast<int>(bm.range(1));
-  ClusterState state = BusyCluster(1250, loaned, 2000, 0, 2, /*mixed=*/true);
+  const int servers = static_cast<int>(bm.range(2));
+  ClusterState state = BusyCluster(servers, loaned, servers * 8 / 5, 0, 2, /*mixed=*/true);
   if (Status s = state.CheckInvariants(); !s.ok()) {
     bm.SkipWithError(s.ToString().c_str());
     return;
@@ -210,7 +218,11 @@ void BM_Reclaim(benchmark::State& bm) {
   bm.counters["busy_loaned"] = busy;
   bm.counters["preemptions"] = cost.preemptions;
 }
-BENCHMARK(BM_Reclaim)->ArgNames({"loaned", "k"})->Args({400, 100})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Reclaim)
+    ->ArgNames({"loaned", "k", "servers"})
+    ->Args({400, 100, 1250})
+    ->Args({4000, 1000, 12500})  // 100,000 GPUs, 32,000 of them loaned
+    ->Unit(benchmark::kMillisecond);
 
 void BM_Knapsack(benchmark::State& bm) {
   const int n = static_cast<int>(bm.range(0));

@@ -39,6 +39,7 @@ void AdmissionQueue::Walk(const ClusterState& state, const std::function<int()>&
     int demand;
     std::set<Entry>* set;
     std::set<Entry>::iterator it;
+    bool checked = false;  // `it` is a queued job (the state does not change during a walk)
   };
   std::vector<Cursor> cursors;
   cursors.reserve(buckets_.size());
@@ -50,17 +51,19 @@ void AdmissionQueue::Walk(const ClusterState& state, const std::function<int()>&
     for (Cursor& c : cursors) {
       if (c.demand > free_left) break;  // buckets ascend by demand
       // Jobs that left the queue since they entered it go now.
-      while (c.it != c.set->end()) {
+      while (!c.checked && c.it != c.set->end()) {
         const JobInfo* j = state.job(c.it->id);
         if (j && j->status == JobStatus::kQueued) break;
         where_.erase(c.it->id);
         c.it = c.set->erase(c.it);
       }
+      c.checked = true;
       if (c.it != c.set->end() && (best == nullptr || *c.it < *best->it)) best = &c;
     }
     if (best == nullptr) return;
     const Entry e = *best->it;
     ++best->it;
+    best->checked = false;
     admit(e, best->demand);
   }
 }

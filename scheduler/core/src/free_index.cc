@@ -17,6 +17,7 @@ void FreeIndex::Reset(const ClusterState& state, const std::vector<int>& avail,
   words_ = static_cast<int>((avail.size() + 63) / 64);
   bits_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1) * words_, 0);
   counts_.assign(static_cast<size_t>(groups) * (max_gpus_ + 1), 0);
+  first_word_.assign(counts_.size(), words_);
   totals_.assign(groups, 0);
   for (size_t i = 0; i < avail.size(); ++i) {
     if (!enabled[i]) {
@@ -34,8 +35,11 @@ void FreeIndex::Reset(const ClusterState& state, const std::vector<int>& avail,
 int FreeIndex::First(int b) const {
   if (counts_[b] == 0) return -1;
   const std::uint64_t* w = &bits_[static_cast<size_t>(b) * words_];
-  for (int k = 0; k < words_; ++k) {
-    if (w[k]) return k * 64 + std::countr_zero(w[k]);
+  for (int k = first_word_[b]; k < words_; ++k) {
+    if (w[k]) {
+      first_word_[b] = k;
+      return k * 64 + std::countr_zero(w[k]);
+    }
   }
   return -1;
 }
@@ -46,6 +50,7 @@ void FreeIndex::Insert(int b, int server) {
   if (!(w & bit)) {
     w |= bit;
     ++counts_[b];
+    first_word_[b] = std::min(first_word_[b], server / 64);
   }
 }
 

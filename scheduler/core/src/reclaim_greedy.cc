@@ -214,7 +214,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
   // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
   // on notice replaces lost work where it fits.
   Scratch scratch{state, elastic, notice, {}, {}, 0};
-  std::vector<ServerId> left = busy;
+  const std::vector<ServerId>& left = busy;  // candidates, in scan order
   int remaining = need;
   // Costs are cached and recomputed only for servers a step touched:
   // those sharing a job with a server whose jobs changed.
@@ -224,33 +224,73 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     int used = 0;
     bool valid = false;
   };
-  // By server index: a step invalidates a few entries, a scan reads them all.
+  // By server index: a step invalidates a few entries.
   static thread_local std::vector<Entry> cache;
   cache.assign(state.servers().size(), Entry{});
-  auto entry = [&](ServerId sid) -> Entry& { return cache[state.server_index(sid)]; };
+  // The scan reads, per candidate in `left` order, its price per server
+  // returned (p, l) and used GPUs from arrays beside `left` (`gone`: chosen
+  // already). A step recomputes only the candidates it invalidated (`dirty`),
+  // and all of them only while some entry frees as many servers as are
+  // still needed (its share then depends on `remaining`).
+  static thread_local std::vector<double> ps, ls;
+  static thread_local std::vector<int> useds, pos_of, dirty;
+  static thread_local std::vector<char> gone;
+  const size_t candidates = left.size();
+  ps.assign(candidates, 0);
+  ls.assign(candidates, 0);
+  useds.assign(candidates, 0);
+  gone.assign(candidates, 0);
+  pos_of.assign(state.servers().size(), -1);
+  dirty.clear();
+  for (size_t c = 0; c < candidates; ++c) {
+    pos_of[state.server_index(left[c])] = static_cast<int>(c);
+    dirty.push_back(static_cast<int>(c));
+  }
+  auto invalidate = [&](ServerId sid) {
+    const int i = state.server_index(sid);
+    if (!cache[i].valid) return;
+    cache[i].valid = false;
+    if (pos_of[i] >= 0 && !gone[pos_of[i]]) dirty.push_back(pos_of[i]);
+  };
+  int most_freed = 0;  // at least every valid entry's `freed`
+  auto price = [&](size_t c) {
+    Entry& e = cache[state.server_index(left[c])];
+    if (!e.valid) {
+      e.cost = removals.Price(scratch, left[c], &e.freed, &e.used);
+      e.valid = true;
+      most_freed = std::max(most_freed, e.freed);
+    }
+    const double share = 1.0 + std::min(e.freed, remaining - 1);
+    ps[c] = e.cost.preemptions / share;
+    ls[c] = e.cost.lost_gpu_seconds / share;
+    useds[c] = e.used;
+  };
   while (remaining > 0) {
-    size_t best = 0;
+    for (int c : dirty) price(c);
+    dirty.clear();
+    if (most_freed >= remaining - 1) {
+      for (size_t c = 0; c < candidates; ++c) {
+        if (!gone[c]) price(c);
+      }
+    }
+    size_t best = candidates;
     double best_p = 0, best_l = 0;
     int best_used = 0;
-    for (size_t c = 0; c < left.size(); ++c) {
-      Entry& e = entry(left[c]);
-      if (!e.valid) {
-        e.cost = removals.Price(scratch, left[c], &e.freed, &e.used);
-        e.valid = true;
-      }
-      const double share = 1.0 + std::min(e.freed, remaining - 1);
-      const double p = e.cost.preemptions / share, l = e.cost.lost_gpu_seconds / share;
+    for (size_t c = 0; c < candidates; ++c) {
+      if (gone[c]) continue;
+      const double p = ps[c], l = ls[c];
       const bool better =
-          c == 0 || p < best_p - 1e-12 ||
+          best == candidates || p < best_p - 1e-12 ||
           (p <= best_p + 1e-12 &&
-           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && e.used < best_used)));
+           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && useds[c] < best_used)));
       if (better) {
         best = c;
         best_p = p;
         best_l = l;
-        best_used = e.used;
+        best_used = useds[c];
       }
     }
+    if (best == candidates) break;  // fewer candidates than needed
     const ServerId chosen = left[best];
     // Servers holding the jobs about to change, before they change.
     static thread_local std::vector<ServerId> touched;
@@ -261,14 +301,14 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     scratch.Apply(chosen, removals.Of(scratch, chosen));
+    gone[best] = 1;
     for (ServerId t : touched) {
-      entry(t).valid = false;
+      invalidate(t);
       for (const auto& [jid, n] : state.server(t)->jobs) {
-        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) entry(sid).valid = false;
+        for (const auto& [sid, m] : scratch.Of(*state.job(jid))) invalidate(sid);
       }
     }
     out.push_back(chosen);
-    left.erase(left.begin() + best);
     --remaining;
   }
   return out;

@@ -200,15 +200,36 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // by running jobs free up (estimated finish, cumulative GPUs), for the wait
   // estimate; a running job whose type is slower than its fastest one is a
   // migration candidate and competes for the fast type in admission order.
-  std::vector<std::vector<std::pair<Seconds, int>>> frees(n_types);
+  // `frees` is built when a wait is first estimated (most rounds estimate
+  // none), from the running jobs as the round found them: before the first
+  // migration changes one.
+  static thread_local std::vector<std::vector<std::pair<Seconds, int>>> frees;
+  const bool waits = free_left > 0 && opt.type_aware && n_types > 1;
+  bool have_frees = false;
+  const size_t running_allocs = allocs.size();
+  auto build_frees = [&] {
+    if (have_frees) return;
+    have_frees = true;
+    frees.resize(n_types);
+    for (auto& v : frees) v.clear();
+    for (size_t k = 0; waits && k < running_allocs; ++k) {
+      const Alloc& a = allocs[k];
+      const int d = a.BaseSum();
+      if (a.home < 0 || d <= 0) continue;
+      frees[a.home].emplace_back(state.EstimatedFinishTime(a.job->spec.id), d);
+    }
+    for (auto& v : frees) {
+      std::sort(v.begin(), v.end());
+      for (size_t i = 1; i < v.size(); ++i) v[i].second += v[i - 1].second;
+    }
+  };
   std::vector<int> ahead(n_types, 0);  // demand of earlier jobs still waiting per type
-  if (free_left > 0 && opt.type_aware && n_types > 1) {
+  if (waits) {
     for (size_t k = 0; k < allocs.size(); ++k) {
       const Alloc& a = allocs[k];
       const JobInfo& j = *a.job;
       const int d = a.BaseSum();
       if (a.home < 0 || d <= 0) continue;
-      frees[a.home].emplace_back(state.EstimatedFinishTime(j.spec.id), d);
       if (state.OnDraining(j)) continue;  // left to finish where it is
       const int f = FastestType(j, n_types, d);
       if (f < 0 || !Slower(j, a.home, f, d)) continue;
@@ -221,15 +242,12 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       const double key = opt.fifo ? j.spec.submit_time : RemainingTime(j, f, d);
       queue.push_back({key, j.spec.submit_time, j.spec.id, d, static_cast<int>(k)});
     }
-    for (auto& v : frees) {
-      std::sort(v.begin(), v.end());
-      for (size_t i = 1; i < v.size(); ++i) v[i].second += v[i - 1].second;
-    }
   }
   // Seconds until `need` more GPUs of type t free up (fluid estimate, ignores
   // fragmentation); kNever when the running jobs never free that many.
   auto wait_for = [&](int t, int need) -> Seconds {
     if (need <= 0) return 0;
+    build_frees();
     const auto& v = frees[t];
     auto it = std::lower_bound(v.begin(), v.end(), need,
                                [](const std::pair<Seconds, int>& e, int n) { return e.second < n; });
@@ -371,6 +389,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       free_left -= d;
       if (migrating) {
         // Its GPUs on the slow type are free for later jobs of this round.
+        build_frees();  // before its alloc changes
         Alloc& m = allocs[q.alloc];
         if (pass > 0) m.ForBase([&](ServerId sid, int n) { ledger.ChargeServer(j.queue, sid, -n); });
         free_left += m.BaseSum();

@@ -62,6 +62,9 @@ class FreeIndex {
   // lowest index is the first set bit) with its population.
   std::vector<std::uint64_t> bits_;
   std::vector<int> counts_;
+  // Per bucket, a word below which its bitset is all zero: a full cluster's
+  // low servers are not scanned again by every query.
+  mutable std::vector<int> first_word_;
   std::vector<int> totals_;       // [group]
 };
 
