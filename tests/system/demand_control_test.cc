@@ -187,8 +187,6 @@ TEST(PrometheusQuery, RealHttp) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5);
 }
 
-double TestClock() { return 1000; }
-
 // The poller keeps the latest good sample, and counts the failures once the
 // server is gone (it goes on polling; Latest keeps the last good sample).
 TEST(PrometheusDemandPoller, PollsAndCountsErrors) {
@@ -203,7 +201,8 @@ TEST(PrometheusDemandPoller, PollsAndCountsErrors) {
   m.DeclareCounter("aryl_demand_queries_total", "q");
   m.DeclareCounter("aryl_demand_query_errors_total", "e");
   m.DeclareGauge("aryl_demand_load", "l");
-  PrometheusDemandPoller poller({"127.0.0.1", (*srv)->port(), "", "x"}, 0.05, &m, &TestClock);
+  ManualClock clock(1000);
+  PrometheusDemandPoller poller({"127.0.0.1", (*srv)->port(), "", "x"}, 0.05, &m, &clock);
   auto wait = [](auto pred) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!pred() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
