@@ -400,6 +400,18 @@ int main(int argc, char** argv) {
   aryl::Result<p::SubmitReply> submitted = aryl::Status::Unavailable("not submitted");
   int timeouts = 0, elections = 0;
   const auto per_try = aryl::cli::PerTryTimeout(kCallTimeout, (*client)->endpoints().size());
+  // Standalone: the embedded agents register before the job is submitted (for
+  // 10 s at most), so a job that needs all of them is not refused for a size
+  // the cluster is about to have.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       standalone && g_interrupts == 0 && std::chrono::steady_clock::now() < until;) {
+    auto nodes = (*client)->Call<p::NodesReply>(p::ListNodes{}, per_try);
+    std::size_t connected = 0;
+    if (nodes.ok())
+      for (const auto& n : nodes->nodes) connected += n.connected;
+    if (connected >= agents.size()) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
     submitted = (*client)->Call<p::SubmitReply>(m, per_try);
     if (submitted.ok()) break;
