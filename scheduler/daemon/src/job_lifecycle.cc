@@ -84,10 +84,12 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   if (kind == ExitKind::kCompleted && !j.Completing()) {
     // The program finished its work (even if it was also asked to leave): the
     // job is done once its other workers are gone. The step it ended at comes
-    // from its own report: the scheduler's last progress report may lag its
-    // peers' last steps, and a peer's report of the common last step must not
-    // read as "went on without it".
-    Phase(j, j.life.WorkerDone(std::max(j.step, m.step.value_or(0)), WallNow()), "worker done");
+    // from its own report where it made one: the scheduler's last progress
+    // report may lag its peers' last steps (a peer's report of the common last
+    // step must not read as "went on without it"), and it may also be ahead of
+    // it, when the peers regrouped and went on before this exit arrived.
+    const std::int64_t ended_at = m.step ? *m.step : j.step;
+    Phase(j, j.life.WorkerDone(ended_at, WallNow()), "worker done");
     j.completing_since = WallNow();
     j.first_end = end;
   }
