@@ -198,7 +198,7 @@ double Daemon::Impl::LeaseExpiry(double heard) const {
 void Daemon::Impl::LivenessTick(double now) {
   double step = std::clamp(now - watch_wall, 0.0, kMaxWatchStep);
   watch_wall = now;
-  if (server->drained()) watch_now += step;
+  if (port->drained()) watch_now += step;
   bool after_restart_grace = now - started_at > std::max(opt.restart_grace, opt.agent_timeout);
   for (auto& [id, n] : nodes) {
     bool timed_out = n.connected && watch_now - n.heard_at > opt.agent_timeout;

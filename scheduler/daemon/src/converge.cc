@@ -119,7 +119,7 @@ ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
 // one something on this machine listens on now.
 int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
   const bool local = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
-  std::uint64_t salt = Fnv1a64(server ? server->endpoint() : opt.endpoint);
+  std::uint64_t salt = Fnv1a64(port ? port->endpoint() : opt.endpoint);
   salt ^= j.rec.id * 0x9E3779B97F4A7C15ull ^ std::uint64_t(j.starts) * 0xC2B2AE3D27D4EB4Full;
   auto taken = [&](int port) {
     for (const auto& [id, other] : jobs)

@@ -285,13 +285,48 @@ Daemon::~Daemon() { Stop(); }
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options) { return Start(std::move(options), nullptr, nullptr); }
 
-Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique_ptr<StateStore> store,
-                                              std::shared_ptr<Leadership> leadership) {
-  auto impl = std::make_unique<Impl>();
+namespace {
+
+// The binary's port: the ZeroMQ server. Its thread may tick before Start()
+// has stored the server, so a port without one yet is an empty network.
+class ServerPort final : public MessagePort {
+ public:
+  void Attach(p::Server* server) { server_.store(server); }
+  const std::string& endpoint() const override {
+    static const std::string kNone;
+    p::Server* s = server_.load();
+    return s ? s->endpoint() : kNone;
+  }
+  Status Reply(const p::ReplyTo& to, const p::Message& msg) override {
+    p::Server* s = server_.load();
+    return s ? s->Reply(to, msg) : Status::Unavailable("the scheduler's socket is not open yet");
+  }
+  Status Push(std::string_view identity, const p::Message& msg) override {
+    p::Server* s = server_.load();
+    return s ? s->Push(identity, msg) : Status::Unavailable("the scheduler's socket is not open yet");
+  }
+  bool drained() const override {
+    p::Server* s = server_.load();
+    return s && s->drained();
+  }
+  std::uint64_t rejected() const override {
+    p::Server* s = server_.load();
+    return s ? s->stats().rejected : 0;
+  }
+
+ private:
+  std::atomic<p::Server*> server_{nullptr};
+};
+
+// What both ways of starting share: the options checked, the state loaded.
+Result<std::unique_ptr<Daemon::Impl>> NewImpl(const DaemonOptions& options, std::unique_ptr<StateStore> store,
+                                              std::shared_ptr<Leadership> leadership, MessagePort* port) {
+  auto impl = std::make_unique<Daemon::Impl>();
   impl->opt = options;
   if (options.clock) impl->clock = options.clock;
   impl->store = std::move(store);
   impl->leadership = std::move(leadership);
+  impl->port = port;
   auto ports = ParsePortRange(options.port_range);
   if (!ports.ok()) return Status::InvalidArgument("--port-range '" + options.port_range + "': " + ports.status().message());
   impl->ports = *ports;
@@ -300,6 +335,17 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique
                  "a job's MASTER_PORT may be taken by an outgoing connection",
                  impl->ports.ToString(), eph->ToString());
   ARYL_RETURN_IF_ERROR(impl->Init());
+  return impl;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique_ptr<StateStore> store,
+                                              std::shared_ptr<Leadership> leadership) {
+  auto server_port = std::make_unique<ServerPort>();
+  ServerPort* sp = server_port.get();
+  ARYL_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(options, std::move(store), std::move(leadership), sp));
+  impl->owned_port = std::move(server_port);
   p::Server::Options so;
   so.endpoint = options.endpoint;
   ARYL_RETURN_IF_ERROR(impl->SetUpCurve(so));
@@ -310,6 +356,7 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique
                         p::Server::Start(so, [raw](const p::ReplyTo& from, p::Message msg) {
                           return raw->Handle(from, std::move(msg));
                         }));
+  sp->Attach(impl->server.get());
   if (impl->peer_credentials) ARYL_RETURN_IF_ERROR(OpenIpcSocket(impl->server->endpoint()));
   if (options.http_port >= 0) {
     ARYL_ASSIGN_OR_RETURN(impl->http, HttpServer::Start(options.http_address, options.http_port,
@@ -334,7 +381,26 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(DaemonOptions options, std::unique
   return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
 }
 
-const std::string& Daemon::endpoint() const { return impl_->server->endpoint(); }
+Result<std::unique_ptr<Daemon>> Daemon::StartDriven(DaemonOptions options, MessagePort& port) {
+  return StartDriven(std::move(options), port, nullptr);
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::StartDriven(DaemonOptions options, MessagePort& port,
+                                                    std::unique_ptr<StateStore> store) {
+  if (options.http_port >= 0) return Status::InvalidArgument("a driven daemon has no HTTP endpoint (http_port must be -1)");
+  if (!options.curve_secret_key.empty()) return Status::InvalidArgument("a driven daemon has no CURVE socket");
+  ARYL_ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, NewImpl(options, std::move(store), nullptr, &port));
+  impl->ready = true;
+  return std::unique_ptr<Daemon>(new Daemon(std::move(impl)));
+}
+
+std::optional<protocol::Message> Daemon::Deliver(const protocol::ReplyTo& from, protocol::Message msg) {
+  return impl_->Handle(from, std::move(msg));
+}
+
+void Daemon::Tick() { impl_->Tick(); }
+
+const std::string& Daemon::endpoint() const { return impl_->port->endpoint(); }
 int Daemon::http_port() const { return impl_->http ? impl_->http->port() : -1; }
 const std::string& Daemon::public_key() const { return impl_->public_key; }
 

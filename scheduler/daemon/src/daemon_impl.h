@@ -49,6 +49,7 @@
 #include "aryl/daemon/metrics.h"
 #include "aryl/daemon/prometheus_demand.h"
 #include "aryl/daemon/leadership.h"
+#include "aryl/daemon/message_port.h"
 #include "aryl/daemon/state_store.h"
 #include "aryl/duration.h"
 #include "aryl/port_range.h"
@@ -140,6 +141,11 @@ class Daemon::Impl {
   bool Frozen() const { return leadership && !leadership->CanDecide(); }
   std::optional<p::Message> WhileFrozen(const p::ReplyTo& from, const p::Message& msg);
   bool was_frozen = false;
+  // Where replies and commands go (message_port.h): the ZeroMQ server's
+  // adapter (owned_port), or the port of whoever drives the daemon
+  // (Daemon::StartDriven; then `server` is null and nothing runs on a thread).
+  MessagePort* port = nullptr;
+  std::unique_ptr<MessagePort> owned_port;
   std::unique_ptr<p::Server> server;
   std::unique_ptr<HttpServer> http;
   Metrics metrics;

@@ -128,12 +128,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::LogReadReply& m
   Status st;
   if (m.error_code) {
     st = p::Error{*m.error_code, "agent '" + m.agent_id + "': " + m.error}.ToStatus();
-    st = server->Reply(pending.to, p::Error::FromStatus(st));
+    st = port->Reply(pending.to, p::Error::FromStatus(st));
   } else {
     pending.chunk.offset = m.offset;
     pending.chunk.data = std::move(m.data);
     pending.chunk.size = m.size;
-    st = server->Reply(pending.to, pending.chunk);
+    st = port->Reply(pending.to, pending.chunk);
   }
   if (!st.ok()) spdlog::debug("log reply to {}: {}", pending.to.peer.identity, st.ToString());
   return std::nullopt;
@@ -152,7 +152,7 @@ void Daemon::Impl::LogRelayTick(double now) {
     Status st = gone ? Status::Unavailable("the agent '" + pl.agent + "' disconnected before it sent " + what)
                      : Status::Timeout("the agent '" + pl.agent + "' did not send " + what + " within " +
                                        std::to_string(static_cast<int>(p::kLogRelaySeconds)) + " s");
-    (void)server->Reply(pl.to, p::Error::FromStatus(st));
+    (void)port->Reply(pl.to, p::Error::FromStatus(st));
     it = pending_logs.erase(it);
   }
 }

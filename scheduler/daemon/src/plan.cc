@@ -42,9 +42,9 @@ void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
     if constexpr (requires { m.term; }) {
       auto stamped = m;
       stamped.term = term;
-      return server->Push(route, stamped);
+      return port->Push(route, stamped);
     } else {
-      return server->Push(route, msg);
+      return port->Push(route, msg);
     }
   }, msg);
   if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());

@@ -32,7 +32,7 @@ void Daemon::Impl::Tick() {
       if (n.connected) Heard(n);
   }
   // Frames the transport refused (undecodable, bad envelope) are bad requests too.
-  std::uint64_t rejected = server->stats().rejected;
+  std::uint64_t rejected = port->rejected();
   if (rejected > rejected_counted) metrics.Inc("aryl_bad_requests_total", "", double(rejected - rejected_counted));
   rejected_counted = rejected;
   LivenessTick(now);

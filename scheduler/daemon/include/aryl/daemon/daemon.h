@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "aryl/clock.h"
@@ -39,6 +40,7 @@
 namespace aryl::daemon {
 
 class Leadership;
+class MessagePort;
 class StateStore;
 
 struct DaemonOptions {
@@ -146,6 +148,21 @@ class Daemon {
   // Deposed().
   static Result<std::unique_ptr<Daemon>> Start(DaemonOptions options, std::unique_ptr<StateStore> store,
                                                std::shared_ptr<Leadership> leadership);
+  // Driven: no socket, no HTTP endpoint and no thread of the daemon's own.
+  // The caller delivers every message (Deliver), calls Tick() every 50 ms of
+  // options.clock, and finds the replies it returns and what the daemon
+  // pushes or replies later on `port` (message_port.h), all on one thread:
+  // the same handlers and the same tick as the binary's, in the caller's
+  // order, so a test or a simulation replays them exactly. Store: null opens
+  // options.state_path (":memory:" for a daemon that never restarts).
+  // Learned speed fits run on a thread of their own; pass speed "linear" for
+  // a run that must be reproducible. `port` outlives the daemon.
+  static Result<std::unique_ptr<Daemon>> StartDriven(DaemonOptions options, MessagePort& port);
+  static Result<std::unique_ptr<Daemon>> StartDriven(DaemonOptions options, MessagePort& port,
+                                                      std::unique_ptr<StateStore> store);
+  std::optional<protocol::Message> Deliver(const protocol::ReplyTo& from, protocol::Message msg);
+  void Tick();
+
   ~Daemon();  // Stop()
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

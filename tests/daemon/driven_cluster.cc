@@ -1,0 +1,356 @@
+#include "driven_cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "aryl/protocol/generation.h"
+
+
+namespace aryl::daemon::testing {
+
+Status MemoryPort::Reply(const p::ReplyTo& to, const p::Message& msg) {
+  if (to.correlation.empty()) return Status::Ok();  // one-way: nobody waits
+  sent_.push_back({to.peer.identity, msg});
+  return Status::Ok();
+}
+
+Status MemoryPort::Push(std::string_view identity, const p::Message& msg) {
+  sent_.push_back({std::string(identity), msg});
+  return Status::Ok();
+}
+
+std::deque<MemoryPort::Sent> MemoryPort::TakeAll() {
+  std::deque<Sent> out;
+  out.swap(sent_);
+  return out;
+}
+
+DaemonOptions DrivenCluster::Defaults() {
+  DaemonOptions o;
+  o.restart_grace = 0;
+  o.agent_timeout = 3;
+  o.agent_lease = 20;
+  o.speed = "linear";  // no fitting thread: the run is reproducible
+  o.stop_grace = 5;
+  return o;
+}
+
+DrivenCluster::DrivenCluster(DaemonOptions options) {
+  options.clock = &clock_;
+  options.endpoint = port_.endpoint();
+  options.state_path = ":memory:";
+  options.http_port = -1;
+  heartbeat_interval_ = options.heartbeat_interval;
+  auto d = Daemon::StartDriven(options, port_);
+  if (!d.ok()) {
+    ADD_FAILURE() << "StartDriven: " << d.status().ToString();
+    return;
+  }
+  daemon_ = std::move(*d);
+}
+
+FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type) {
+  FakeAgent& a = agents_[id];
+  a.reg.agent_id = id;
+  a.reg.host = id + ".local";
+  a.reg.pool = pool;
+  a.reg.gpu_type = gpu_type;
+  a.reg.slots = slots;
+  a.reg.cluster_id = "default";
+  a.reg.store_endpoint = "tcp://" + id + ".local:7000";
+  a.reg.instance = 1000 + agents_.size();
+  auto r = Call(a.reg, id);
+  EXPECT_TRUE(r.ok() && std::holds_alternative<p::AgentRegistered>(*r))
+      << id << ": " << (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString());
+  if (r.ok())
+    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) heartbeat_interval_ = ok->heartbeat_interval_seconds;
+  a.next_heartbeat = now() + heartbeat_interval_;
+  Dispatch();
+  return a;
+}
+
+Result<p::Message> DrivenCluster::Call(p::Message msg, const std::string& from) {
+  p::ReplyTo to;
+  to.peer.identity = from;
+  to.correlation = "c" + std::to_string(++correlation_);
+  auto reply = daemon_->Deliver(to, std::move(msg));
+  Dispatch();
+  if (!reply) return Status::Timeout("no reply (the daemon answers later or never)");
+  if (auto* e = std::get_if<p::Error>(&*reply)) return e->ToStatus();
+  return std::move(*reply);
+}
+
+Result<p::JobId> DrivenCluster::Submit(p::SubmitJob job) {
+  if (job.argv.empty()) job.argv = {"train.py"};
+  ARYL_ASSIGN_OR_RETURN(auto reply, Call<p::SubmitReply>(std::move(job)));
+  return reply.job;
+}
+
+Result<p::JobRow> DrivenCluster::Job(p::JobId id) {
+  ARYL_ASSIGN_OR_RETURN(auto reply, Call<p::JobStatusReply>(p::JobStatus{id}));
+  return reply.row;
+}
+
+std::vector<p::EventRow> DrivenCluster::Events(p::JobId id) {
+  p::ListEvents q;
+  q.job = id;
+  auto r = Call<p::EventsReply>(q);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r->events : std::vector<p::EventRow>{};
+}
+
+void DrivenCluster::Deliver(const std::string& from, p::Message msg) {
+  p::ReplyTo to;
+  to.peer.identity = from;
+  auto reply = daemon_->Deliver(to, std::move(msg));
+  // A one-way message's reply (an Error, say) goes nowhere, as on the wire.
+  (void)reply;
+}
+
+void DrivenCluster::Dispatch() {
+  // Commands may cause reports that cause commands: until quiet.
+  for (int rounds = 0; rounds < 100; ++rounds) {
+    auto sent = port_.TakeAll();
+    if (sent.empty()) return;
+    for (auto& s : sent) {
+      auto it = agents_.find(s.to);
+      if (it == agents_.end() || it->second.silent) continue;  // a client's late reply, or a lost agent
+      OnCommand(it->second, s.msg);
+    }
+  }
+  ADD_FAILURE() << "the daemon and the agents kept messaging for 100 rounds without time passing";
+}
+
+void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
+  a.received.push_back(msg);
+  const std::string& id = a.reg.agent_id;
+  if (auto* m = std::get_if<p::StartWorkers>(&msg)) {
+    NoteGeneration(m->job, m->generation, m->members, &m->workers);
+    for (const auto& w : m->workers) {
+      p::RunningWorker rw;
+      rw.job = m->job;
+      rw.worker = w.worker;
+      rw.generation = m->generation;
+      rw.rank = w.rank;
+      rw.local_slot = w.local_slot;
+      rw.pid = 100000 + static_cast<std::int64_t>(w.worker % 100000);
+      a.workers[w.worker] = rw;
+    }
+  } else if (auto* m = std::get_if<p::StopWorkers>(&msg)) {
+    std::vector<p::WorkerId> stop;
+    for (const auto& [wid, w] : a.workers)
+      if (w.job == m->job && (m->workers.empty() ||
+                              std::find(m->workers.begin(), m->workers.end(), wid) != m->workers.end()))
+        stop.push_back(wid);
+    for (p::WorkerId wid : stop) {
+      if (workers_link_runtime && m->checkpoint_first) Exit(id, wid, 0, "stopped");
+      else Kill(id, wid, 15);
+    }
+  } else if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
+    NoteGeneration(m->job, m->generation, m->members, nullptr);
+    for (p::WorkerId wid : m->leaving)
+      if (a.workers.count(wid)) Exit(id, wid, 0, "left");
+    for (std::size_t rank = 0; rank < m->members.size(); ++rank)
+      if (auto it = a.workers.find(m->members[rank]); it != a.workers.end()) {
+        it->second.generation = m->generation;
+        it->second.rank = static_cast<std::int64_t>(rank);
+      }
+  } else if (auto* m = std::get_if<p::WorkerExitAck>(&msg)) {
+    a.unacked.erase({m->job, m->worker});
+  } else if (auto* m = std::get_if<p::Error>(&msg)) {
+    // "register again": the daemon lost this agent; it registers with what it runs.
+    if (m->message.find("register again") != std::string::npos) {
+      p::AgentRegister reg = a.reg;
+      for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
+      for (const auto& [key, e] : a.unacked) reg.exited.push_back(e);
+      Deliver(id, reg);
+    }
+  }
+}
+
+// The worker's process ended: the agent forgets it and reports the exit
+// (again on every registration) until the daemon acknowledges it.
+void DrivenCluster::End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how) {
+  FakeAgent& a = agents_.at(agent);
+  auto it = a.workers.find(worker);
+  ASSERT_NE(it, a.workers.end()) << agent << " runs no worker " << worker;
+  p::WorkerExited e;
+  e.agent_id = agent;
+  e.job = it->second.job;
+  e.worker = worker;
+  e.generation = it->second.generation;
+  how(e);
+  a.workers.erase(it);
+  a.unacked[{e.job, e.worker}] = e;
+  if (!a.silent) Deliver(agent, std::move(e));
+}
+
+void DrivenCluster::Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome,
+                         std::optional<std::int64_t> step) {
+  End(agent, worker, [&](p::WorkerExited& e) {
+    e.exit_code = code;
+    e.outcome = outcome;
+    e.step = step;
+    e.runtime = !outcome.empty();
+  });
+}
+
+void DrivenCluster::Kill(const std::string& agent, p::WorkerId worker, int signal) {
+  End(agent, worker, [&](p::WorkerExited& e) { e.signal = signal; });
+}
+
+void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
+                             bool runtime) {
+  p::JobProgress m;
+  m.job = job;
+  m.generation = generation;
+  m.step = step;
+  m.steps_per_second = 1;
+  if (runtime) m.runtime = true;
+  Deliver(agent, m);
+  Dispatch();
+}
+
+void DrivenCluster::Heartbeat(FakeAgent& a) {
+  p::Heartbeat hb;
+  hb.agent_id = a.reg.agent_id;
+  hb.seq = ++a.seq;
+  hb.free_slots = a.reg.slots - static_cast<std::int64_t>(a.workers.size());
+  for (const auto& [wid, w] : a.workers) hb.workers.push_back(w);
+  Deliver(a.reg.agent_id, hb);
+}
+
+void DrivenCluster::Run(double seconds) {
+  const double end = now() + seconds;
+  while (now() + 1e-9 < end) {
+    clock_.Advance(kTick);
+    for (auto& [id, a] : agents_) {
+      if (a.silent || now() + 1e-9 < a.next_heartbeat) continue;
+      a.next_heartbeat = now() + heartbeat_interval_;
+      Heartbeat(a);
+    }
+    Dispatch();
+    TrainTick();
+    Dispatch();
+    daemon_->Tick();
+    Dispatch();
+  }
+}
+
+void DrivenCluster::Train(p::JobId job) {
+  training_[job].trained = true;
+  training_[job].next_step = now() + 1;
+}
+
+std::int64_t DrivenCluster::Formed(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? 0 : it->second.formed;
+}
+
+int DrivenCluster::GenerationsStarted(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? 0 : static_cast<int>(it->second.members.size());
+}
+
+std::int64_t DrivenCluster::Step(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? 0 : it->second.step;
+}
+
+void DrivenCluster::NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
+                                   const std::vector<p::WorkerPlacement>* started) {
+  Training& t = training_[job];  // every job's generations, trained or not
+  t.members[gen] = members;
+  t.announced.emplace(gen, now());
+  if (started)
+    for (const auto& w : *started) t.joined_for[w.worker] = gen;
+}
+
+bool DrivenCluster::Running(p::WorkerId worker, std::string* agent) const {
+  for (const auto& [id, a] : agents_)
+    if (a.workers.count(worker)) {
+      if (agent) *agent = id;
+      return true;
+    }
+  return false;
+}
+
+void DrivenCluster::TrainTick() {
+  for (auto& [job, t] : training_) {
+    if (!t.trained || t.members.empty()) continue;
+    // A member of the formed generation gone: the survivors regroup (a
+    // fault generation of the same plan) without the scheduler.
+    if (t.formed > 0)
+      for (p::WorkerId w : t.members[t.formed])
+        if (!Running(w)) t.fault = true;
+    // The newest generation forms once all of its members run and are free
+    // to join it: a joiner started for an earlier generation that has not
+    // formed is still inside that generation's rendezvous (it gives up only
+    // at its timeout) and hears of no later one.
+    const auto& [newest, members] = *t.members.rbegin();
+    auto free_to_join = [&, newest = newest](p::WorkerId w) {
+      auto jf = t.joined_for.find(w);
+      return Running(w) && (jf == t.joined_for.end() || jf->second >= newest);
+    };
+    if (newest > t.formed && !members.empty() && now() - t.announced[newest] >= kStartup &&
+        std::all_of(members.begin(), members.end(), free_to_join)) {
+      t.formed = newest;
+      t.fault = false;
+      for (auto jf = t.joined_for.begin(); jf != t.joined_for.end();)
+        jf = jf->second <= newest ? t.joined_for.erase(jf) : std::next(jf);
+    }
+    // Joiners of a generation that never formed give up.
+    std::vector<std::pair<std::string, p::WorkerId>> give_up;
+    for (const auto& [w, gen] : t.joined_for) {
+      std::string agent;
+      if (gen > t.formed && now() - t.announced[gen] > kRendezvousTimeout && Running(w, &agent))
+        give_up.emplace_back(agent, w);
+    }
+    for (const auto& [agent, w] : give_up) {
+      t.joined_for.erase(w);
+      Exit(agent, w, 3, "interrupted");
+    }
+    // Rank 0 of the formed generation reports a step a second.
+    if (t.formed == 0 || now() + 1e-9 < t.next_step) continue;
+    t.next_step = now() + 1;
+    std::string agent;
+    const auto& formed = t.members[t.formed];
+    auto rank0 = std::find_if(formed.begin(), formed.end(), [&](p::WorkerId w) { return Running(w, &agent); });
+    if (rank0 == formed.end()) continue;  // nobody left to train
+    const std::int64_t store_gen = p::PlanGeneration(t.formed) + (t.fault ? 1 : 0);
+    p::JobProgress m;
+    m.job = job;
+    m.generation = store_gen;
+    m.step = ++t.step;
+    m.steps_per_second = 1;
+    m.runtime = true;
+    Deliver(agent, m);
+  }
+}
+
+bool DrivenCluster::RunUntil(const std::function<bool()>& pred, double seconds) {
+  const double end = now() + seconds;
+  while (!pred()) {
+    if (now() >= end) return false;
+    Run(kTick);
+  }
+  return true;
+}
+
+std::map<std::string, std::vector<p::RunningWorker>> DrivenCluster::WorkersOf(p::JobId job) const {
+  std::map<std::string, std::vector<p::RunningWorker>> out;
+  for (const auto& [id, a] : agents_)
+    for (const auto& [wid, w] : a.workers)
+      if (w.job == job) out[id].push_back(w);
+  return out;
+}
+
+int DrivenCluster::CountWorkers(p::JobId job) const {
+  int n = 0;
+  for (const auto& [id, ws] : WorkersOf(job)) n += static_cast<int>(ws.size());
+  return n;
+}
+
+}  // namespace aryl::daemon::testing

@@ -1,0 +1,161 @@
+// A cluster in this process, on virtual time: the real daemon
+// (Daemon::StartDriven, the binary's handlers and tick) behind an in-memory
+// MessagePort, a ManualClock, and fake agents that answer its commands the way
+// aryl-agent does (register, heartbeat, start and stop workers, report exits
+// until acknowledged) without starting a process. One thread, one order:
+// every run of a test sees the same messages in the same sequence, and a
+// minute of the cluster takes milliseconds.
+//
+// What stays for the real-process tests: signals, sockets, the worker
+// channel, the runtime's collectives; here a worker is a record that exits
+// when the test or a command says so.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "aryl/clock.h"
+#include "aryl/daemon/daemon.h"
+#include "aryl/daemon/message_port.h"
+#include "aryl/protocol/messages.h"
+#include "aryl/result.h"
+
+namespace aryl::daemon::testing {
+
+namespace p = aryl::protocol;
+
+// What the daemon sent, in order; the cluster hands each to its addressee.
+class MemoryPort final : public MessagePort {
+ public:
+  struct Sent {
+    std::string to;  // routing id
+    p::Message msg;
+  };
+  const std::string& endpoint() const override { return endpoint_; }
+  Status Reply(const p::ReplyTo& to, const p::Message& msg) override;
+  Status Push(std::string_view identity, const p::Message& msg) override;
+  bool drained() const override { return true; }  // every message is delivered before the next tick
+  std::uint64_t rejected() const override { return 0; }
+  std::deque<Sent> TakeAll();
+
+ private:
+  std::string endpoint_ = "inproc://driven";
+  std::deque<Sent> sent_;
+};
+
+// One agent: its workers, the exits it has not had acknowledged, and whether
+// it answers at all.
+struct FakeAgent {
+  p::AgentRegister reg;
+  std::map<p::WorkerId, p::RunningWorker> workers;
+  std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked;
+  std::vector<p::Message> received;  // every command, in order
+  std::uint64_t seq = 0;
+  bool silent = false;  // a crashed or partitioned agent: sends nothing
+  double next_heartbeat = 0;
+};
+
+class DrivenCluster {
+ public:
+  static constexpr double kT0 = 1'800'000'000;  // 2027-01-15
+  static constexpr double kTick = 0.05;         // the binary's tick
+
+  // options.clock and the state path are set here; pass the rest.
+  explicit DrivenCluster(DaemonOptions options = Defaults());
+  static DaemonOptions Defaults();
+
+  Daemon& daemon() { return *daemon_; }
+  ManualClock& clock() { return clock_; }
+  double now() const { return clock_.NowSeconds(); }
+
+  // Registers an agent (it heartbeats from then on). Fails the test on a refusal.
+  FakeAgent& AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type = "cpu");
+  FakeAgent& agent(const std::string& id) { return agents_.at(id); }
+
+  // A client's request; the daemon's reply (an Error reply as its Status).
+  Result<p::Message> Call(p::Message msg, const std::string& from = "user");
+  template <typename T>
+  Result<T> Call(p::Message msg, const std::string& from = "user") {
+    ARYL_ASSIGN_OR_RETURN(p::Message reply, Call(std::move(msg), from));
+    if (auto* t = std::get_if<T>(&reply)) return std::move(*t);
+    return Status::Internal("unexpected reply " + std::string(p::TypeName(reply)));
+  }
+  Result<p::JobId> Submit(p::SubmitJob job);
+  Result<p::JobRow> Job(p::JobId id);
+  std::vector<p::EventRow> Events(p::JobId id);
+
+  // Virtual time passes: every 50 ms a tick, agents heartbeat on the interval
+  // the daemon gave them, and everything the daemon sent is handed over.
+  void Run(double seconds);
+  // Runs until pred() holds (checked every tick) or `seconds` pass; its result.
+  bool RunUntil(const std::function<bool()>& pred, double seconds);
+
+  // What a worker's process does, reported by its agent as aryl-agent would.
+  void Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome = "",
+            std::optional<std::int64_t> step = std::nullopt);
+  void Kill(const std::string& agent, p::WorkerId worker, int signal = 9);
+  // Rank 0's progress report (the agent relays its runtime's or its log's).
+  void Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
+                bool runtime = false);
+  // The workers of `job` the agents run now, by agent.
+  std::map<std::string, std::vector<p::RunningWorker>> WorkersOf(p::JobId job) const;
+  int CountWorkers(p::JobId job) const;
+
+  // Trains `job` as workers linking the runtime would (from the next tick on):
+  // a generation forms once every member it names runs, kStartup after it
+  // was announced; rank 0 then reports
+  // a step a second in it (in its fault successor after a member died); a
+  // joiner whose generation has not formed within the runtime's rendezvous
+  // timeout gives up (exit 3, "interrupted"), as the real one does.
+  void Train(p::JobId job);
+  // The newest generation of `job` that formed (0: none yet), and how many
+  // the daemon started for it.
+  std::int64_t Formed(p::JobId job) const;
+  int GenerationsStarted(p::JobId job) const;
+  std::int64_t Step(p::JobId job) const;
+  static constexpr double kRendezvousTimeout = 30;
+  static constexpr double kStartup = 2;  // a new worker's start and rendezvous
+
+  // The default reaction of a worker to a StopWorkers: a plain program ends
+  // by the signal (15); one that links the runtime checkpoints and exits 0
+  // ("stopped") when asked to checkpoint first.
+  bool workers_link_runtime = false;
+
+ private:
+  void Deliver(const std::string& from, p::Message msg);
+  void Dispatch();
+  void OnCommand(FakeAgent& a, const p::Message& msg);
+  void End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how);
+  void Heartbeat(FakeAgent& a);
+
+  // The runtime's side of a trained job (Train).
+  struct Training {
+    std::map<std::int64_t, std::vector<p::WorkerId>> members;  // by generation
+    std::map<std::int64_t, double> announced;                  // first seen
+    std::map<p::WorkerId, std::int64_t> joined_for;            // started for that generation
+    bool trained = false;
+    std::int64_t formed = 0;
+    bool fault = false;  // a member of `formed` died: its survivors regrouped
+    std::int64_t step = 0;
+    double next_step = 0;
+  };
+  void NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
+                      const std::vector<p::WorkerPlacement>* started);
+  void TrainTick();
+  bool Running(p::WorkerId worker, std::string* agent = nullptr) const;
+  std::map<p::JobId, Training> training_;
+
+  ManualClock clock_{kT0};
+  MemoryPort port_;
+  std::unique_ptr<Daemon> daemon_;
+  std::map<std::string, FakeAgent> agents_;
+  double heartbeat_interval_ = 0.5;
+  std::uint64_t correlation_ = 0;
+};
+
+}  // namespace aryl::daemon::testing

@@ -1,0 +1,182 @@
+// The daemon's handlers and tick, driven in this process on virtual time
+// (driven_cluster.h): the life cycles that the real-process tests cover with
+// agents and sleeps, here in milliseconds and in one deterministic order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "aryl/protocol/generation.h"
+#include "driven_cluster.h"
+
+namespace aryl::daemon::testing {
+namespace {
+
+using p::JobState;
+
+p::SubmitJob Fixed(int workers) {
+  p::SubmitJob s;
+  s.workers = workers;
+  s.argv = {"train.py"};
+  return s;
+}
+
+p::SubmitJob Elastic(int min, int max) {
+  p::SubmitJob s;
+  s.min_workers = min;
+  s.max_workers = max;
+  s.argv = {"train.py"};
+  return s;
+}
+
+JobState StateOf(DrivenCluster& c, p::JobId id) {
+  auto row = c.Job(id);
+  EXPECT_TRUE(row.ok()) << row.status().ToString();
+  return row.ok() ? row->state : JobState::kQueued;
+}
+
+bool HasEvent(DrivenCluster& c, p::JobId id, const std::string& kind) {
+  auto ev = c.Events(id);
+  return std::any_of(ev.begin(), ev.end(), [&](const p::EventRow& e) { return e.kind == kind; });
+}
+
+std::string Kinds(DrivenCluster& c, p::JobId id) {
+  std::string out;
+  for (const auto& e : c.Events(id)) out += e.kind + ": " + e.detail + "\n";
+  return out;
+}
+
+// An elastic 1..4 job trained on t1 (2 slots) that grows onto the loaned
+// inference server i1 (2 slots); its id.
+p::JobId GrowOntoLoanedServer(DrivenCluster& c) {
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("i1", p::Pool::kInference, 2);
+  auto job = c.Submit(Elastic(1, 4));
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  if (!job.ok()) return 0;
+  c.Train(*job);
+  EXPECT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 10)) << Kinds(c, *job);
+  EXPECT_TRUE(c.Call(p::PoolOffer{{"i1"}}).ok());
+  EXPECT_TRUE(c.RunUntil([&] { return !c.WorkersOf(*job)["i1"].empty(); }, 30)) << Kinds(c, *job);
+  return *job;
+}
+
+// A two-worker job starts on the one agent, and completes once both of its
+// workers exit 0; every exit the agent reported is acknowledged.
+TEST(DrivenDaemon, FixedJobRunsAndCompletes) {
+  DrivenCluster c;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5)) << Kinds(c, *job);
+  EXPECT_EQ(StateOf(c, *job), JobState::kRunning);
+  c.Progress("t1", *job, p::PlanGeneration(1), 10);
+  const auto workers = c.WorkersOf(*job)["t1"];
+  for (const auto& w : workers) c.Exit("t1", w.worker, 0);
+  ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 5)) << Kinds(c, *job);
+  EXPECT_TRUE(c.agent("t1").unacked.empty()) << c.agent("t1").unacked.size() << " exits never acknowledged";
+}
+
+// An agent that stops heartbeating fails after agent_timeout; its job starts
+// again on the other server, but only once the lost agent's lease has surely
+// run out (its workers may still run until then): never two copies at once.
+TEST(DrivenDaemon, SilentAgentsJobRestartsOnlyAfterItsLease) {
+  DrivenCluster c;  // agent_timeout 3 s, agent_lease 20 s
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  c.Run(1);
+  const double silent_from = c.now();
+  c.agent("t1").silent = true;
+  const auto t2_before = c.agent("t2").received.size();
+  auto started_on_t2 = [&] {
+    const auto& got = c.agent("t2").received;
+    return std::any_of(got.begin() + static_cast<long>(t2_before), got.end(),
+                       [](const p::Message& m) { return std::holds_alternative<p::StartWorkers>(m); });
+  };
+  ASSERT_TRUE(c.RunUntil(started_on_t2, 60)) << Kinds(c, *job);
+  const double waited = c.now() - silent_from;
+  // The lease: 20 s from the last acknowledged heartbeat, plus the agent's
+  // stop grace (5 s) and margins; the silence is noticed after 3 s.
+  EXPECT_GE(waited, 20 + p::kLeaseStopGraceSeconds) << "started again while the lost agent's lease ran";
+  EXPECT_LE(waited, 20 + p::kLeaseStopGraceSeconds + 5) << "waited long past the lease";
+  EXPECT_TRUE(c.RunUntil([&] { return c.WorkersOf(*job)["t2"].size() == 2; }, 1));
+}
+
+// Unexpected exits (SIGKILL) restart the job max_worker_failures times; the
+// next one fails it.
+TEST(DrivenDaemon, RepeatedCrashesFailTheJob) {
+  DaemonOptions o = DrivenCluster::Defaults();
+  o.max_worker_failures = 3;
+  DrivenCluster c(o);
+  c.AddAgent("t1", p::Pool::kTraining, 1);
+  auto job = c.Submit(Fixed(1));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  int kills = 0;
+  while (StateOf(c, *job) != JobState::kFailed) {
+    ASSERT_LE(kills, o.max_worker_failures + 1) << "still not failed after " << kills << " kills\n" << Kinds(c, *job);
+    ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 1 || StateOf(c, *job) == JobState::kFailed; }, 30))
+        << Kinds(c, *job);
+    if (StateOf(c, *job) == JobState::kFailed) break;
+    c.Kill("t1", c.WorkersOf(*job)["t1"].at(0).worker, 9);
+    ++kills;
+    c.Run(0.5);
+  }
+  EXPECT_EQ(kills, o.max_worker_failures + 1) << Kinds(c, *job);
+  EXPECT_TRUE(HasEvent(c, *job, "failed")) << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 0);
+}
+
+// A loaned inference server is given back by the reclaim's deadline: the
+// elastic job that grew onto it shrinks off it in time, and keeps its
+// training server's workers.
+TEST(DrivenDaemon, ReclaimEmptiesTheLoanedServerByItsDeadline) {
+  DrivenCluster c;
+  const p::JobId job = GrowOntoLoanedServer(c);
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
+      << Kinds(c, job);
+  p::PoolReclaim r;
+  r.servers = {"i1"};
+  r.deadline_seconds = 5;
+  const double asked = c.now();
+  ASSERT_TRUE(c.Call(r).ok());
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].empty(); }, 10)) << Kinds(c, job);
+  EXPECT_LE(c.now() - asked, 5.0) << "the loaned server was emptied after its deadline";
+  EXPECT_EQ(c.WorkersOf(job)["t1"].size(), 2u) << "the training server's workers were stopped too";
+  auto nodes = c.Call<p::NodesReply>(p::ListNodes{});
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  for (const auto& n : nodes->nodes)
+    if (n.agent_id == "i1") EXPECT_NE(n.state, p::NodeState::kLoaned) << "i1 is still loaned";
+}
+
+// Issue 34's livelock: a grow onto a loaned server whose new worker dies
+// before the generation forms. The other joiner waits for a generation that
+// cannot form; the daemon must give up on it and plan again (the forming
+// rule, converger step C4), not start generation after generation whose
+// joiners time out while rank 0 trains alone.
+TEST(DrivenDaemon, JoinerKilledDuringAGrowDoesNotLivelock) {
+  DrivenCluster c;
+  const p::JobId job = GrowOntoLoanedServer(c);
+  const std::int64_t formed_before = c.Formed(job);
+  // The joiner dies 0.3 s later, before its generation formed.
+  c.Run(0.3);
+  ASSERT_EQ(c.Formed(job), formed_before);
+  c.Kill("i1", c.WorkersOf(job)["i1"].at(0).worker, 9);
+  const int started_before = c.GenerationsStarted(job);
+  const std::int64_t step_before = c.Step(job);
+  c.Run(360);
+  auto row = c.Job(job);
+  ASSERT_TRUE(row.ok());
+  EXPECT_EQ(row->state, JobState::kRunning) << Kinds(c, job);
+  // Six minutes: a grow back onto the loaned server, perhaps a retry, not one
+  // generation every 30 s.
+  EXPECT_LE(c.GenerationsStarted(job) - started_before, 3) << "generations kept coming\n" << Kinds(c, job);
+  EXPECT_GT(c.Formed(job), formed_before) << "no generation formed after the loss\n" << Kinds(c, job);
+  EXPECT_GT(c.Step(job), step_before + 300) << Kinds(c, job);
+  EXPECT_GE(c.CountWorkers(job), 3) << "the job did not grow back onto the loaned server\n" << Kinds(c, job);
+}
+
+}  // namespace
+}  // namespace aryl::daemon::testing
