@@ -178,5 +178,65 @@ TEST(DrivenDaemon, JoinerKilledDuringAGrowDoesNotLivelock) {
   EXPECT_GE(c.CountWorkers(job), 3) << "the job did not grow back onto the loaned server\n" << Kinds(c, job);
 }
 
+// Issue 34's grow stall: four offer/reclaim cycles of the inference server
+// with a 1 s deadline. Each reclaim empties the loaned server in time, and
+// each new offer grows the job onto it again: no cycle leaves the job stuck
+// at its training server's size or a joiner waiting in a dead rendezvous.
+TEST(DrivenDaemon, OfferReclaimCyclesKeepGrowingBack) {
+  DrivenCluster c;
+  const p::JobId job = GrowOntoLoanedServer(c);
+  for (int cycle = 0; cycle < 4; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle));
+    ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.CountWorkers(job) == 4; }, 60))
+        << Kinds(c, job);
+    const std::int64_t formed = c.Formed(job);
+    ASSERT_TRUE(c.RunUntil([&] { return c.Formed(job) > formed || c.CountWorkers(job) == 4; }, 10));
+    p::PoolReclaim r;
+    r.servers = {"i1"};
+    r.deadline_seconds = 1;
+    const double asked = c.now();
+    ASSERT_TRUE(c.Call(r).ok());
+    ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].empty(); }, 5)) << Kinds(c, job);
+    EXPECT_LE(c.now() - asked, 1.0 + 1e-6) << "emptied after the deadline";
+    const std::int64_t step = c.Step(job);
+    c.Run(5);
+    EXPECT_GT(c.Step(job), step) << "no step after the reclaim\n" << Kinds(c, job);
+    ASSERT_TRUE(c.Call(p::PoolOffer{{"i1"}}).ok());
+  }
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2; }, 60)) << Kinds(c, job);
+  const std::int64_t grown = c.Formed(job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.Formed(job) > grown || c.CountWorkers(job) == 4; }, 10));
+  EXPECT_EQ(c.CountWorkers(job), 4) << Kinds(c, job);
+}
+
+// Issue 34's thrash: one offer is one grow (2 -> 4), not 2 -> 4 -> 1 -> 2;
+// one reclaim is one shrink; and a worker never goes to the loaned server
+// while the job's training server has a free slot.
+TEST(DrivenDaemon, OneOfferIsOneResize) {
+  DrivenCluster c;
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("i1", p::Pool::kInference, 2);
+  auto job = c.Submit(Elastic(1, 4));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 10)) << Kinds(c, *job);
+  c.Run(30);
+  ASSERT_EQ(c.GenerationsStarted(*job), 1) << Kinds(c, *job);
+  ASSERT_TRUE(c.Call(p::PoolOffer{{"i1"}}).ok());
+  c.Run(60);
+  EXPECT_EQ(c.GenerationsStarted(*job), 2) << "one offer, more than one resize\n" << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 4) << Kinds(c, *job);
+  EXPECT_EQ(c.WorkersOf(*job)["t1"].size(), 2u) << "a worker on the loaned server while t1 had a free slot";
+  p::PoolReclaim r;
+  r.count = 1;
+  r.deadline_seconds = 30;
+  ASSERT_TRUE(c.Call(r).ok());
+  c.Run(60);
+  EXPECT_EQ(c.GenerationsStarted(*job), 3) << "one reclaim, more than one resize\n" << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 2) << Kinds(c, *job);
+  EXPECT_EQ(c.WorkersOf(*job)["t1"].size(), 2u) << Kinds(c, *job);
+}
+
 }  // namespace
 }  // namespace aryl::daemon::testing
