@@ -9,9 +9,10 @@
 //   aryl-run --standalone --slots 4 [--loan-slots 4 --inference-demand daily:...] -- ./train ...
 //
 // --standalone embeds a scheduler and agents in this process on loopback (the
-// one-machine default, like torchrun --standalone): a training agent with
-// --slots slots and, with --loan-slots, an inference agent whose slots are
-// loaned to training when inference demand (--inference-demand) is low.
+// one-machine default, like torchrun --standalone; standalone_cluster.h): a
+// training agent with --slots slots and, with --loan-slots, an inference agent
+// whose slots are loaned to training when inference demand
+// (--inference-demand) is low.
 //
 // torchrun spellings: --nproc-per-node N [--nnodes M | MIN:MAX] (workers =
 // N x M, or --min/--max = N x MIN / N x MAX; standalone slots default to
@@ -24,30 +25,26 @@
 // (protocol/scheduler_client.h): the submission is resent with the same client
 // token, so a change of leader never makes a second job, and the watch, the
 // status polls and the cancel follow the leader to wherever it moves.
-#include <cerrno>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
-#include <unistd.h>
-
-#include <spdlog/spdlog.h>
-
-#include "aryl/agent/agent.h"
-#include "aryl/daemon/daemon.h"
 #include "aryl/duration.h"
 #include "aryl/flags.h"
 #include "client_config.h"
 #include "client_util.h"
 #include "job_flags.h"
+#include "standalone_cluster.h"
 
 namespace p = aryl::protocol;
 namespace fs = std::filesystem;
@@ -292,96 +289,28 @@ int main(int argc, char** argv) {
   std::string curve_server_key = r["curve-server-key"].as<std::string>();
 
   // --- standalone: scheduler and agents in this process ---
-  std::unique_ptr<aryl::daemon::Daemon> daemon;
-  std::vector<std::unique_ptr<aryl::agent::Agent>> agents;
-  std::vector<std::thread> agent_threads;
-  std::string log_dir;
-  std::string standalone_dir;  // holds the standalone scheduler's socket
+  std::optional<aryl::cli::StandaloneCluster> cluster;
   if (standalone) {
-    const bool quiet_flag = r.count("quiet") > 0;
-    // The embedded scheduler and agents log at info as the daemons do; here
-    // their lines would bury the job's: warnings and errors only, unless
-    // --log-level or $ARYL_LOG asks for more.
+    aryl::cli::StandaloneOptions so;
+    so.work_dir = r["work-dir"].as<std::string>();
+    so.state_path = r["state"].as<std::string>();
+    so.http_port = r["http-port"].as<int>();
+    so.inference_demand = r["inference-demand"].as<std::string>();
+    so.demand_time_scale = r["demand-time-scale"].as<double>();
+    so.slots = slots;
+    so.loan_slots = loan_slots;
+    so.gpu_type = m.gpu_type;
     const char* env_level = std::getenv("ARYL_LOG");
-    const bool level_chosen = (r.count("log-level") && !r["log-level"].as<std::string>().empty()) ||
-                              (env_level && *env_level);
-    if (!level_chosen) spdlog::set_level(spdlog::level::warn);
-    fs::path work = r["work-dir"].as<std::string>();
-    std::error_code ec;
-    fs::create_directories(work, ec);
-    if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": " + ec.message());
-    aryl::daemon::DaemonOptions d;
-    // A socket in a fresh 0700 directory: only this account reaches the
-    // standalone scheduler (a tcp:// port would let any local account submit).
-    std::string sock_dir = (fs::temp_directory_path() / "aryl-run-XXXXXX").string();
-    if (!::mkdtemp(sock_dir.data())) aryl::UsageError(kProg, "mkdtemp " + sock_dir + ": " + std::strerror(errno));
-    standalone_dir = sock_dir;
-    d.endpoint = "ipc://" + sock_dir + "/scheduler.sock";
-    d.state_path = r["state"].as<std::string>();
-    if (d.state_path.empty()) {
-      d.state_path = (work / "state.db").string();
-      fs::remove(d.state_path, ec);
-      fs::remove(d.state_path + "-wal", ec);
-      fs::remove(d.state_path + "-shm", ec);
-      // Job ids restart at 1 with a fresh state: the previous run's logs move
-      // to logs.N rather than being overwritten.
-      if (fs::is_directory(work / "logs", ec) && !fs::is_empty(work / "logs", ec)) {
-        int n = 1;
-        while (fs::exists(work / ("logs." + std::to_string(n)), ec)) ++n;
-        fs::path kept = work / ("logs." + std::to_string(n));
-        fs::rename(work / "logs", kept, ec);
-        if (ec) aryl::UsageError(kProg, "--work-dir " + work.string() + ": cannot move the previous run's logs to " +
-                                            kept.string() + ": " + ec.message());
-        if (!quiet_flag) std::cerr << kProg << ": the previous run's logs are in " << kept.string() << "\n";
-      }
-    }
-    d.http_port = r["http-port"].as<int>();
-    d.inference_demand = r["inference-demand"].as<std::string>();
-    d.demand_time_scale = r["demand-time-scale"].as<double>();
-    d.heartbeat_interval = 0.2;
-    d.agent_timeout = 2;
-    d.restart_grace = 1;
-    d.rescale_pause = 1;
-    auto started = aryl::daemon::Daemon::Start(d);
-    if (!started.ok()) return aryl::cli::Fail(kProg, started.status(), kExitNotSubmitted);
-    daemon = std::move(*started);
-    endpoint = daemon->endpoint();
-    log_dir = (work / "logs").string();
-    follow_logs = log_dir;
-    auto add_agent = [&](const std::string& id, const std::string& pool, int n) -> aryl::Status {
-      aryl::agent::AgentOptions a;
-      a.scheduler = endpoint;
-      a.id = id;
-      a.host = "127.0.0.1";
-      a.pool = pool;
-      a.slots = n;
-      a.gpu_type = m.gpu_type.empty() ? "cpu" : m.gpu_type;
-      a.log_dir = log_dir;
-      // Only this account reaches the standalone scheduler (its socket is in a
-      // 0700 directory), so the agent's warning about running as root without
-      // --run-as, which is about other accounts' jobs, does not apply.
-      const auto level = spdlog::get_level();
-      if (!level_chosen && ::geteuid() == 0) spdlog::set_level(spdlog::level::err);
-      auto created = aryl::agent::Agent::Create(a);
-      spdlog::set_level(level);
-      ARYL_ASSIGN_OR_RETURN(auto agent, std::move(created));
-      agents.push_back(std::move(agent));
-      return aryl::Status::Ok();
-    };
-    aryl::Status st = add_agent("local", "training", slots);
-    if (st.ok() && loan_slots > 0) st = add_agent("loan", "inference", loan_slots);
-    if (!st.ok()) return aryl::cli::Fail(kProg, st, kExitNotSubmitted);
-    for (auto& a : agents) agent_threads.emplace_back([agent = a.get()] { (void)agent->Run(); });
-    if (!quiet) std::cerr << kProg << ": standalone scheduler on " << endpoint << ", logs in " << log_dir << "\n";
+    so.log_level_chosen = (r.count("log-level") && !r["log-level"].as<std::string>().empty()) ||
+                          (env_level && *env_level);
+    so.quiet = quiet;
+    cluster.emplace(kProg, std::move(so));
+    if (auto st = cluster->Start(); !st.ok()) return aryl::cli::Fail(kProg, st, kExitNotSubmitted);
+    endpoint = cluster->endpoint();
+    follow_logs = cluster->log_dir();
   }
   auto shutdown = [&](int code) {
-    for (auto& a : agents) a->Stop();
-    for (auto& t : agent_threads) t.join();
-    if (daemon) daemon->Stop();
-    if (!standalone_dir.empty()) {
-      std::error_code rm;
-      fs::remove_all(standalone_dir, rm);
-    }
+    if (cluster) cluster->Stop();
     return code;
   };
 
@@ -400,18 +329,9 @@ int main(int argc, char** argv) {
   aryl::Result<p::SubmitReply> submitted = aryl::Status::Unavailable("not submitted");
   int timeouts = 0, elections = 0;
   const auto per_try = aryl::cli::PerTryTimeout(kCallTimeout, (*client)->endpoints().size());
-  // Standalone: the embedded agents register before the job is submitted (for
-  // 10 s at most), so a job that needs all of them is not refused for a size
-  // the cluster is about to have.
-  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-       standalone && g_interrupts == 0 && std::chrono::steady_clock::now() < until;) {
-    auto nodes = (*client)->Call<p::NodesReply>(p::ListNodes{}, per_try);
-    std::size_t connected = 0;
-    if (nodes.ok())
-      for (const auto& n : nodes->nodes) connected += n.connected;
-    if (connected >= agents.size()) break;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  // Standalone: a job that needs every embedded agent waits for them to
+  // connect rather than being refused for a size the cluster is about to have.
+  if (cluster) cluster->WaitForAgents(**client, per_try, g_interrupts);
   for (int attempt = 0; attempt < 50 && g_interrupts == 0; ++attempt) {
     submitted = (*client)->Call<p::SubmitReply>(m, per_try);
     if (submitted.ok()) break;
@@ -577,7 +497,7 @@ int main(int argc, char** argv) {
       // A worker that could not start (a missing program) has no stderr: the
       // job's line above already says why.
       if (ev->state == p::JobState::kFailed && ev->failure && ev->failure->error.empty()) {
-        std::string more = standalone ? log_dir + "/job-" + std::to_string(job) + "/worker-" +
+        std::string more = standalone ? cluster->log_dir() + "/job-" + std::to_string(job) + "/worker-" +
                                             std::to_string(ev->failure->worker) + ".err"
                                       : "aryl logs " + std::to_string(job) + " --rank " +
                                             std::to_string(ev->failure->rank) + " --stderr" +
