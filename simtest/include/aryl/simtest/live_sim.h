@@ -5,12 +5,12 @@
 // What runs is the live system's own decision code, the same translation
 // units as the binaries: each agent's GenerationQueue (aryl/agent/
 // generation_queue.h: when a planned generation is announced to the workers,
-// superseded or abandoned) and the scheduler's JobMachine and forming rule
-// (aryl/daemon/job_machine.h: the job's phases, StrandedJoiners). Around
+// superseded or abandoned) and the scheduler's JobMachine and converger
+// (aryl/daemon/job_machine.h, aryl/daemon/converger.h: the job's phases, the
+// forming rule, stayers, leavers and joiners of each new generation). Around
 // them, in one thread and in virtual time:
-//  - the scheduler's planning (converge: stayers keep their slots, joiners go
-//    to the training server first, a reclaim's workers leave, lost workers are
-//    replaced) and its message handling, modelled;
+//  - the core's placement (the training server first, a reclaimed server's
+//    slots no more) and the scheduler's message handling, modelled;
 //  - the network between scheduler, agents and workers: every message is
 //    delayed, and with faults duplicated and reordered;
 //  - workers that speak the runtime's resize protocol (runtime.h): joiners
@@ -36,6 +36,12 @@
 // A run is a pure function of (seed, faults): the same arguments give the
 // same events, bit for bit (one RNG, one event queue ordered by time and
 // insertion).
+//
+// The parts, one class each in simtest/src/: Network (network.h: time, the
+// RNG, messages), Scheduler (scheduler.h), Agents (agents.h), Workers
+// (workers.h), InvariantChecker (invariants.h) and the job's truth they move
+// and check (job_truth.h); live_sim.cc wires them and draws the cluster, the
+// job and the faults from the seed.
 #pragma once
 
 #include <cstdint>
