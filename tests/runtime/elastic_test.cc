@@ -25,7 +25,9 @@ using namespace aryl::testing;
 // sample of every epoch is used exactly once.
 TEST(ElasticRuntime, Resize2To4To3To1To2MatchesFixedRun) {
   const auto& reference = Reference();
-  JobRun run = MakeRun("resize", kSteps, 20);
+  // 40 ms steps: each grow starts a worker process (1-3 s on a busy machine),
+  // and the last one (1 -> 2) must land before the 200 steps are done.
+  JobRun run = MakeRun("resize", kSteps, 40);
   ASSERT_TRUE(run.coord->Launch(2).ok());
   ASSERT_NO_FATAL_FAILURE(ResizeThrough(run, {4, 3, 1, 2}, 10, milliseconds(30000)));
   ASSERT_LT(run.coord->Progress(), kSteps) << "training finished before the last resize";
