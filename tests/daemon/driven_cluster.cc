@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "aryl/protocol/generation.h"
 
@@ -37,11 +41,21 @@ DaemonOptions DrivenCluster::Defaults() {
   return o;
 }
 
-DrivenCluster::DrivenCluster(DaemonOptions options) {
+DrivenCluster::DrivenCluster(DaemonOptions options, bool restartable) {
   options.clock = &clock_;
   options.endpoint = port_.endpoint();
   options.state_path = ":memory:";
   options.http_port = -1;
+  if (restartable) {
+    char tmpl[] = "/tmp/aryl-driven-XXXXXX";
+    const char* dir = ::mkdtemp(tmpl);
+    EXPECT_NE(dir, nullptr) << "mkdtemp: " << std::strerror(errno);
+    if (dir) {
+      state_dir_ = dir;
+      options.state_path = state_dir_ + "/state.db";
+    }
+  }
+  options_ = options;
   heartbeat_interval_ = options.heartbeat_interval;
   auto d = Daemon::StartDriven(options, port_);
   if (!d.ok()) {
@@ -49,6 +63,30 @@ DrivenCluster::DrivenCluster(DaemonOptions options) {
     return;
   }
   daemon_ = std::move(*d);
+}
+
+DrivenCluster::~DrivenCluster() {
+  daemon_.reset();
+  if (!state_dir_.empty()) std::filesystem::remove_all(state_dir_);
+}
+
+void DrivenCluster::RestartDaemon() {
+  ASSERT_FALSE(state_dir_.empty()) << "RestartDaemon needs a restartable cluster";
+  daemon_.reset();
+  (void)port_.TakeAll();  // what the dead process had not sent is lost
+  auto d = Daemon::StartDriven(options_, port_);
+  ASSERT_TRUE(d.ok()) << "restart: " << d.status().ToString();
+  daemon_ = std::move(*d);
+}
+
+void DrivenCluster::PauseDaemon(double seconds) {
+  paused_ = true;
+  Run(seconds);
+  paused_ = false;
+  auto held = std::move(held_);
+  held_.clear();
+  for (auto& [from, msg] : held) Deliver(from, std::move(msg));
+  Dispatch();
 }
 
 FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type) {
@@ -67,6 +105,9 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
   if (r.ok())
     if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) heartbeat_interval_ = ok->heartbeat_interval_seconds;
   a.next_heartbeat = now() + heartbeat_interval_;
+  a.lease_from = now();
+  if (r.ok())
+    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) a.lease_seconds = ok->lease_seconds;
   Dispatch();
   return a;
 }
@@ -102,6 +143,10 @@ std::vector<p::EventRow> DrivenCluster::Events(p::JobId id) {
 }
 
 void DrivenCluster::Deliver(const std::string& from, p::Message msg) {
+  if (paused_) {
+    held_.emplace_back(from, std::move(msg));
+    return;
+  }
   p::ReplyTo to;
   to.peer.identity = from;
   auto reply = daemon_->Deliver(to, std::move(msg));
@@ -157,6 +202,9 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
         it->second.generation = m->generation;
         it->second.rank = static_cast<std::int64_t>(rank);
       }
+  } else if (auto* m = std::get_if<p::HeartbeatAck>(&msg)) {
+    if (auto sent = a.sent_at.find(m->seq); sent != a.sent_at.end()) a.lease_from = std::max(a.lease_from, sent->second);
+    a.lease_seconds = m->lease_seconds;
   } else if (auto* m = std::get_if<p::WorkerExitAck>(&msg)) {
     a.unacked.erase({m->job, m->worker});
   } else if (auto* m = std::get_if<p::Error>(&msg)) {
@@ -217,6 +265,8 @@ void DrivenCluster::Heartbeat(FakeAgent& a) {
   p::Heartbeat hb;
   hb.agent_id = a.reg.agent_id;
   hb.seq = ++a.seq;
+  a.sent_at[hb.seq] = now();
+  while (a.sent_at.size() > 64) a.sent_at.erase(a.sent_at.begin());
   hb.free_slots = a.reg.slots - static_cast<std::int64_t>(a.workers.size());
   for (const auto& [wid, w] : a.workers) hb.workers.push_back(w);
   Deliver(a.reg.agent_id, hb);
@@ -227,6 +277,7 @@ void DrivenCluster::Run(double seconds) {
   while (now() + 1e-9 < end) {
     clock_.Advance(kTick);
     for (auto& [id, a] : agents_) {
+      LeaseTick(a);
       if (a.silent || now() + 1e-9 < a.next_heartbeat) continue;
       a.next_heartbeat = now() + heartbeat_interval_;
       Heartbeat(a);
@@ -234,9 +285,16 @@ void DrivenCluster::Run(double seconds) {
     Dispatch();
     TrainTick();
     Dispatch();
-    daemon_->Tick();
+    if (!paused_) daemon_->Tick();
     Dispatch();
   }
+}
+
+void DrivenCluster::LeaseTick(FakeAgent& a) {
+  if (a.workers.empty() || now() < a.lease_from + a.lease_seconds + p::kLeaseStopGraceSeconds) return;
+  std::vector<p::WorkerId> all;
+  for (const auto& [wid, w] : a.workers) all.push_back(wid);
+  for (p::WorkerId wid : all) Kill(a.reg.agent_id, wid, 9);  // SIGTERM then SIGKILL: gone by now
 }
 
 void DrivenCluster::Train(p::JobId job) {

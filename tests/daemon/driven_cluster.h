@@ -56,8 +56,14 @@ struct FakeAgent {
   std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked;
   std::vector<p::Message> received;  // every command, in order
   std::uint64_t seq = 0;
-  bool silent = false;  // a crashed or partitioned agent: sends nothing
+  bool silent = false;  // a crashed or partitioned agent: sends nothing, hears nothing
   double next_heartbeat = 0;
+  // The lease (protocol step 2): renewed from the send time of each
+  // acknowledged heartbeat; once it and the stop grace have run out, the
+  // agent has stopped its workers, as aryl-agent does.
+  std::map<std::uint64_t, double> sent_at;
+  double lease_from = 0;
+  double lease_seconds = 30;
 };
 
 class DrivenCluster {
@@ -65,8 +71,10 @@ class DrivenCluster {
   static constexpr double kT0 = 1'800'000'000;  // 2027-01-15
   static constexpr double kTick = 0.05;         // the binary's tick
 
-  // options.clock and the state path are set here; pass the rest.
-  explicit DrivenCluster(DaemonOptions options = Defaults());
+  // options.clock and the state path are set here; pass the rest. A
+  // restartable cluster keeps its state in a file (RestartDaemon).
+  explicit DrivenCluster(DaemonOptions options = Defaults(), bool restartable = false);
+  ~DrivenCluster();
   static DaemonOptions Defaults();
 
   Daemon& daemon() { return *daemon_; }
@@ -94,6 +102,15 @@ class DrivenCluster {
   void Run(double seconds);
   // Runs until pred() holds (checked every tick) or `seconds` pass; its result.
   bool RunUntil(const std::function<bool()>& pred, double seconds);
+
+  // The scheduler process dies and a new one starts on the same state file
+  // (a restartable cluster only); agents learn of it from their next
+  // heartbeat's reply and register again with the workers they run.
+  void RestartDaemon();
+  // The scheduler stops (SIGSTOP) for `seconds`: agents go on heartbeating,
+  // their messages wait in its socket and are read, in order, when it runs
+  // again.
+  void PauseDaemon(double seconds);
 
   // What a worker's process does, reported by its agent as aryl-agent would.
   void Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome = "",
@@ -150,8 +167,14 @@ class DrivenCluster {
   bool Running(p::WorkerId worker, std::string* agent = nullptr) const;
   std::map<p::JobId, Training> training_;
 
+  void LeaseTick(FakeAgent& a);
+
   ManualClock clock_{kT0};
   MemoryPort port_;
+  DaemonOptions options_;
+  std::string state_dir_;  // restartable: the state file's directory
+  bool paused_ = false;
+  std::deque<std::pair<std::string, p::Message>> held_;  // sent to a paused daemon
   std::unique_ptr<Daemon> daemon_;
   std::map<std::string, FakeAgent> agents_;
   double heartbeat_interval_ = 0.5;

@@ -238,5 +238,81 @@ TEST(DrivenDaemon, OneOfferIsOneResize) {
   EXPECT_EQ(c.WorkersOf(*job)["t1"].size(), 2u) << Kinds(c, *job);
 }
 
+// The scheduler process dies and a new one starts on its state file: the
+// agents register again with the workers they run, and the job goes on with
+// the same workers (none stopped, none started) and completes once.
+TEST(DrivenDaemon, SchedulerRestartKeepsTheWorkers) {
+  DrivenCluster c(DrivenCluster::Defaults(), /*restartable=*/true);
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.Step(*job) > 5; }, 20)) << Kinds(c, *job);
+  const auto before = c.WorkersOf(*job)["t1"];
+  const auto commands = c.agent("t1").received.size();
+  c.RestartDaemon();
+  c.Run(30);
+  const auto& got = c.agent("t1").received;
+  for (auto it = got.begin() + static_cast<long>(commands); it != got.end(); ++it)
+    EXPECT_FALSE(std::holds_alternative<p::StartWorkers>(*it) || std::holds_alternative<p::StopWorkers>(*it))
+        << p::TypeName(*it) << " after the restart\n" << Kinds(c, *job);
+  ASSERT_EQ(c.WorkersOf(*job)["t1"].size(), before.size());
+  EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << Kinds(c, *job);
+  const auto workers = c.WorkersOf(*job)["t1"];
+  for (const auto& w : workers) c.Exit("t1", w.worker, 0, "completed", c.Step(*job));
+  ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 5)) << Kinds(c, *job);
+}
+
+// The scheduler is stopped for 10 s, three agent timeouts: the heartbeats
+// sent meanwhile are read when it runs again, so no agent reads as dead and
+// no worker is stopped or started.
+TEST(DrivenDaemon, PausedSchedulerKillsNoWorker) {
+  DrivenCluster c;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
+  const auto placed = c.WorkersOf(*job);
+  c.PauseDaemon(10);
+  c.Run(10);
+  EXPECT_EQ(c.WorkersOf(*job), placed) << Kinds(c, *job);
+  auto nodes = c.Call<p::NodesReply>(p::ListNodes{});
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  for (const auto& n : nodes->nodes) EXPECT_TRUE(n.connected) << n.agent_id << " declared dead after a pause";
+  EXPECT_FALSE(HasEvent(c, *job, "worker_exit")) << Kinds(c, *job);
+}
+
+// An agent cut off for 40 s (a partition): its workers stop when its lease
+// runs out, the job starts again on the other server only after that, and
+// when the agent is back it registers again and nothing runs twice.
+TEST(DrivenDaemon, PartitionedAgentsJobRunsOnceAndTheAgentRejoins) {
+  DrivenCluster c;  // lease 20 s
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  c.agent("t1").silent = true;
+  for (int i = 0; i < 40 * 20; ++i) {
+    c.Run(DrivenCluster::kTick);
+    auto w = c.WorkersOf(*job);
+    ASSERT_FALSE(!w["t1"].empty() && !w["t2"].empty()) << "two copies at " << c.now() - DrivenCluster::kT0 << " s\n"
+                                                       << Kinds(c, *job);
+  }
+  EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 2u) << Kinds(c, *job);
+  c.agent("t1").silent = false;
+  ASSERT_TRUE(c.RunUntil([&] {
+    auto nodes = c.Call<p::NodesReply>(p::ListNodes{});
+    return nodes.ok() && std::any_of(nodes->nodes.begin(), nodes->nodes.end(),
+                                     [](const p::NodeRow& n) { return n.agent_id == "t1" && n.connected; });
+  }, 10)) << "t1 did not register again";
+  c.Run(5);
+  EXPECT_TRUE(c.agent("t1").unacked.empty()) << "the exits t1 kept were not acknowledged";
+  EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 2u) << Kinds(c, *job);
+  EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << Kinds(c, *job);
+}
+
 }  // namespace
 }  // namespace aryl::daemon::testing
