@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "aryl/daemon/state_store.h"
 #include "aryl/protocol/generation.h"
 
 
@@ -42,6 +43,14 @@ DaemonOptions DrivenCluster::Defaults() {
 }
 
 DrivenCluster::DrivenCluster(DaemonOptions options, bool restartable) {
+  Start(std::move(options), restartable, nullptr);
+}
+
+DrivenCluster::DrivenCluster(DaemonOptions options, std::unique_ptr<StateStore> store) {
+  Start(std::move(options), false, std::move(store));
+}
+
+void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store) {
   options.clock = &clock_;
   options.endpoint = port_.endpoint();
   options.state_path = ":memory:";
@@ -57,7 +66,7 @@ DrivenCluster::DrivenCluster(DaemonOptions options, bool restartable) {
   }
   options_ = options;
   heartbeat_interval_ = options.heartbeat_interval;
-  auto d = Daemon::StartDriven(options, port_);
+  auto d = store ? Daemon::StartDriven(options, port_, std::move(store)) : Daemon::StartDriven(options, port_);
   if (!d.ok()) {
     ADD_FAILURE() << "StartDriven: " << d.status().ToString();
     return;
@@ -206,13 +215,13 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
     if (auto sent = a.sent_at.find(m->seq); sent != a.sent_at.end()) a.lease_from = std::max(a.lease_from, sent->second);
     a.lease_seconds = m->lease_seconds;
   } else if (auto* m = std::get_if<p::WorkerExitAck>(&msg)) {
-    a.unacked.erase({m->job, m->worker});
+    a.exits.Acked(m->job, m->worker);
   } else if (auto* m = std::get_if<p::Error>(&msg)) {
     // "register again": the daemon lost this agent; it registers with what it runs.
     if (m->message.find("register again") != std::string::npos) {
       p::AgentRegister reg = a.reg;
       for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
-      for (const auto& [key, e] : a.unacked) reg.exited.push_back(e);
+      reg.exited = a.exits.Unacked();
       Deliver(id, reg);
     }
   }
@@ -231,7 +240,7 @@ void DrivenCluster::End(const std::string& agent, p::WorkerId worker, const std:
   e.generation = it->second.generation;
   how(e);
   a.workers.erase(it);
-  a.unacked[{e.job, e.worker}] = e;
+  a.exits.Add(e);
   if (!a.silent) Deliver(agent, std::move(e));
 }
 
@@ -278,7 +287,9 @@ void DrivenCluster::Run(double seconds) {
     clock_.Advance(kTick);
     for (auto& [id, a] : agents_) {
       LeaseTick(a);
-      if (a.silent || now() + 1e-9 < a.next_heartbeat) continue;
+      if (a.silent) continue;
+      for (auto& e : a.exits.DueForResend(now())) Deliver(id, std::move(e));
+      if (now() + 1e-9 < a.next_heartbeat) continue;
       a.next_heartbeat = now() + heartbeat_interval_;
       Heartbeat(a);
     }

@@ -24,6 +24,7 @@
 #include "aryl/daemon/message_port.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/result.h"
+#include "exit_book.h"
 
 namespace aryl::daemon::testing {
 
@@ -53,7 +54,7 @@ class MemoryPort final : public MessagePort {
 struct FakeAgent {
   p::AgentRegister reg;
   std::map<p::WorkerId, p::RunningWorker> workers;
-  std::map<std::pair<p::JobId, p::WorkerId>, p::WorkerExited> unacked;
+  agent::ExitBook exits;  // aryl-agent's own: resent every 2 s and on registration until acknowledged
   std::vector<p::Message> received;  // every command, in order
   std::uint64_t seq = 0;
   bool silent = false;  // a crashed or partitioned agent: sends nothing, hears nothing
@@ -74,6 +75,8 @@ class DrivenCluster {
   // options.clock and the state path are set here; pass the rest. A
   // restartable cluster keeps its state in a file (RestartDaemon).
   explicit DrivenCluster(DaemonOptions options = Defaults(), bool restartable = false);
+  // On a state store of the test's (full_disk_store.h, say).
+  DrivenCluster(DaemonOptions options, std::unique_ptr<StateStore> store);
   ~DrivenCluster();
   static DaemonOptions Defaults();
 
@@ -168,6 +171,7 @@ class DrivenCluster {
   std::map<p::JobId, Training> training_;
 
   void LeaseTick(FakeAgent& a);
+  void Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store);
 
   ManualClock clock_{kT0};
   MemoryPort port_;

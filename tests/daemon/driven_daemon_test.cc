@@ -7,6 +7,7 @@
 
 #include "aryl/protocol/generation.h"
 #include "driven_cluster.h"
+#include "full_disk_store.h"
 
 namespace aryl::daemon::testing {
 namespace {
@@ -74,7 +75,7 @@ TEST(DrivenDaemon, FixedJobRunsAndCompletes) {
   const auto workers = c.WorkersOf(*job)["t1"];
   for (const auto& w : workers) c.Exit("t1", w.worker, 0);
   ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 5)) << Kinds(c, *job);
-  EXPECT_TRUE(c.agent("t1").unacked.empty()) << c.agent("t1").unacked.size() << " exits never acknowledged";
+  EXPECT_TRUE(c.agent("t1").exits.empty()) << c.agent("t1").exits.Unacked().size() << " exits never acknowledged";
 }
 
 // An agent that stops heartbeating fails after agent_timeout; its job starts
@@ -309,9 +310,49 @@ TEST(DrivenDaemon, PartitionedAgentsJobRunsOnceAndTheAgentRejoins) {
                                      [](const p::NodeRow& n) { return n.agent_id == "t1" && n.connected; });
   }, 10)) << "t1 did not register again";
   c.Run(5);
-  EXPECT_TRUE(c.agent("t1").unacked.empty()) << "the exits t1 kept were not acknowledged";
+  EXPECT_TRUE(c.agent("t1").exits.empty()) << "the exits t1 kept were not acknowledged";
   EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 2u) << Kinds(c, *job);
   EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << Kinds(c, *job);
+}
+
+// The state disk fills while a job runs: a submission is refused with the
+// reason, the job's end cannot be recorded and is not acknowledged, so the
+// agent keeps sending it (its ExitBook); once there is room again the job
+// completes, once, and the next submission runs. Nothing is lost.
+TEST(DrivenDaemon, FullStateDiskLosesNothing) {
+  auto real = StateStore::Open(":memory:");
+  ASSERT_TRUE(real.ok()) << real.status().ToString();
+  auto disk = std::make_unique<FullDiskStore>(std::move(*real));
+  FullDiskStore* store = disk.get();
+  DrivenCluster c(DrivenCluster::Defaults(), std::move(disk));
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.Step(*job) > 3; }, 20)) << Kinds(c, *job);
+
+  *store->full = true;
+  auto refused = c.Submit(Fixed(1));
+  ASSERT_FALSE(refused.ok()) << "a submission was accepted with a full state disk";
+  EXPECT_NE(refused.status().message().find("disk is full"), std::string::npos) << refused.status().ToString();
+  const auto workers = c.WorkersOf(*job)["t1"];
+  for (const auto& w : workers) c.Exit("t1", w.worker, 0, "completed", c.Step(*job));
+  c.Run(10);
+  EXPECT_FALSE(c.agent("t1").exits.empty()) << "an exit was acknowledged that could not be recorded";
+  EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << "reads must still answer, and the end is not recorded yet";
+  EXPECT_GT(store->refused, 3);
+
+  *store->full = false;
+  ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 10)) << Kinds(c, *job);
+  c.Run(3);
+  EXPECT_TRUE(c.agent("t1").exits.empty()) << "exits still unacknowledged with room on the disk";
+  int ends = 0;
+  for (const auto& e : c.Events(*job)) ends += e.kind == "finished";
+  EXPECT_EQ(ends, 1) << Kinds(c, *job);
+  auto next = c.Submit(Fixed(1));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE(c.RunUntil([&] { return c.CountWorkers(*next) == 1; }, 5)) << Kinds(c, *next);
 }
 
 }  // namespace
