@@ -14,6 +14,16 @@ namespace {
 
 using p::JobState;
 
+// A driven cluster whose harness failures fail the test.
+struct TestCluster : DrivenCluster {
+  explicit TestCluster(DaemonOptions o = Defaults(), bool restartable = false) : DrivenCluster(std::move(o), restartable) {
+    on_error = [](const std::string& what) { ADD_FAILURE() << what; };
+  }
+  TestCluster(DaemonOptions o, std::unique_ptr<StateStore> store) : DrivenCluster(std::move(o), std::move(store)) {
+    on_error = [](const std::string& what) { ADD_FAILURE() << what; };
+  }
+};
+
 p::SubmitJob Fixed(int workers) {
   p::SubmitJob s;
   s.workers = workers;
@@ -65,7 +75,7 @@ p::JobId GrowOntoLoanedServer(DrivenCluster& c) {
 // A two-worker job starts on the one agent, and completes once both of its
 // workers exit 0; every exit the agent reported is acknowledged.
 TEST(DrivenDaemon, FixedJobRunsAndCompletes) {
-  DrivenCluster c;
+  TestCluster c;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -82,7 +92,7 @@ TEST(DrivenDaemon, FixedJobRunsAndCompletes) {
 // again on the other server, but only once the lost agent's lease has surely
 // run out (its workers may still run until then): never two copies at once.
 TEST(DrivenDaemon, SilentAgentsJobRestartsOnlyAfterItsLease) {
-  DrivenCluster c;  // agent_timeout 3 s, agent_lease 20 s
+  TestCluster c;  // agent_timeout 3 s, agent_lease 20 s
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -111,7 +121,7 @@ TEST(DrivenDaemon, SilentAgentsJobRestartsOnlyAfterItsLease) {
 TEST(DrivenDaemon, RepeatedCrashesFailTheJob) {
   DaemonOptions o = DrivenCluster::Defaults();
   o.max_worker_failures = 3;
-  DrivenCluster c(o);
+  TestCluster c(o);
   c.AddAgent("t1", p::Pool::kTraining, 1);
   auto job = c.Submit(Fixed(1));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -134,7 +144,7 @@ TEST(DrivenDaemon, RepeatedCrashesFailTheJob) {
 // elastic job that grew onto it shrinks off it in time, and keeps its
 // training server's workers.
 TEST(DrivenDaemon, ReclaimEmptiesTheLoanedServerByItsDeadline) {
-  DrivenCluster c;
+  TestCluster c;
   const p::JobId job = GrowOntoLoanedServer(c);
   ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
       << Kinds(c, job);
@@ -158,7 +168,7 @@ TEST(DrivenDaemon, ReclaimEmptiesTheLoanedServerByItsDeadline) {
 // rule, converger step C4), not start generation after generation whose
 // joiners time out while rank 0 trains alone.
 TEST(DrivenDaemon, JoinerKilledDuringAGrowDoesNotLivelock) {
-  DrivenCluster c;
+  TestCluster c;
   const p::JobId job = GrowOntoLoanedServer(c);
   const std::int64_t formed_before = c.Formed(job);
   // The joiner dies 0.3 s later, before its generation formed.
@@ -184,7 +194,7 @@ TEST(DrivenDaemon, JoinerKilledDuringAGrowDoesNotLivelock) {
 // each new offer grows the job onto it again: no cycle leaves the job stuck
 // at its training server's size or a joiner waiting in a dead rendezvous.
 TEST(DrivenDaemon, OfferReclaimCyclesKeepGrowingBack) {
-  DrivenCluster c;
+  TestCluster c;
   const p::JobId job = GrowOntoLoanedServer(c);
   for (int cycle = 0; cycle < 4; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle));
@@ -214,7 +224,7 @@ TEST(DrivenDaemon, OfferReclaimCyclesKeepGrowingBack) {
 // one reclaim is one shrink; and a worker never goes to the loaned server
 // while the job's training server has a free slot.
 TEST(DrivenDaemon, OneOfferIsOneResize) {
-  DrivenCluster c;
+  TestCluster c;
   c.workers_link_runtime = true;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   c.AddAgent("i1", p::Pool::kInference, 2);
@@ -243,7 +253,7 @@ TEST(DrivenDaemon, OneOfferIsOneResize) {
 // agents register again with the workers they run, and the job goes on with
 // the same workers (none stopped, none started) and completes once.
 TEST(DrivenDaemon, SchedulerRestartKeepsTheWorkers) {
-  DrivenCluster c(DrivenCluster::Defaults(), /*restartable=*/true);
+  TestCluster c(DrivenCluster::Defaults(), /*restartable=*/true);
   c.workers_link_runtime = true;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
@@ -269,7 +279,7 @@ TEST(DrivenDaemon, SchedulerRestartKeepsTheWorkers) {
 // sent meanwhile are read when it runs again, so no agent reads as dead and
 // no worker is stopped or started.
 TEST(DrivenDaemon, PausedSchedulerKillsNoWorker) {
-  DrivenCluster c;
+  TestCluster c;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   c.AddAgent("t2", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
@@ -289,7 +299,7 @@ TEST(DrivenDaemon, PausedSchedulerKillsNoWorker) {
 // runs out, the job starts again on the other server only after that, and
 // when the agent is back it registers again and nothing runs twice.
 TEST(DrivenDaemon, PartitionedAgentsJobRunsOnceAndTheAgentRejoins) {
-  DrivenCluster c;  // lease 20 s
+  TestCluster c;  // lease 20 s
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
@@ -324,7 +334,7 @@ TEST(DrivenDaemon, FullStateDiskLosesNothing) {
   ASSERT_TRUE(real.ok()) << real.status().ToString();
   auto disk = std::make_unique<FullDiskStore>(std::move(*real));
   FullDiskStore* store = disk.get();
-  DrivenCluster c(DrivenCluster::Defaults(), std::move(disk));
+  TestCluster c(DrivenCluster::Defaults(), std::move(disk));
   c.workers_link_runtime = true;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));

@@ -141,6 +141,10 @@ class DrivenCluster {
   static constexpr double kRendezvousTimeout = 30;
   static constexpr double kStartup = 2;  // a new worker's start and rendezvous
 
+  // Misuse and harness failures (a worker that is not there, a refused
+  // registration): a test passes its own failure; unset, they are printed.
+  std::function<void(const std::string&)> on_error;
+
   // The default reaction of a worker to a StopWorkers: a plain program ends
   // by the signal (15); one that links the runtime checkpoints and exits 0
   // ("stopped") when asked to checkpoint first.
@@ -171,6 +175,7 @@ class DrivenCluster {
   std::map<p::JobId, Training> training_;
 
   void LeaseTick(FakeAgent& a);
+  void Fail(const std::string& what);
   void Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store);
 
   ManualClock clock_{kT0};

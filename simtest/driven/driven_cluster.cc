@@ -1,9 +1,8 @@
 #include "driven_cluster.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +57,7 @@ void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_p
   if (restartable) {
     char tmpl[] = "/tmp/aryl-driven-XXXXXX";
     const char* dir = ::mkdtemp(tmpl);
-    EXPECT_NE(dir, nullptr) << "mkdtemp: " << std::strerror(errno);
+    if (!dir) Fail(std::string("mkdtemp: ") + std::strerror(errno));
     if (dir) {
       state_dir_ = dir;
       options.state_path = state_dir_ + "/state.db";
@@ -68,10 +67,15 @@ void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_p
   heartbeat_interval_ = options.heartbeat_interval;
   auto d = store ? Daemon::StartDriven(options, port_, std::move(store)) : Daemon::StartDriven(options, port_);
   if (!d.ok()) {
-    ADD_FAILURE() << "StartDriven: " << d.status().ToString();
+    Fail("StartDriven: " + d.status().ToString());
     return;
   }
   daemon_ = std::move(*d);
+}
+
+void DrivenCluster::Fail(const std::string& what) {
+  if (on_error) on_error(what);
+  else std::fprintf(stderr, "driven cluster: %s\n", what.c_str());
 }
 
 DrivenCluster::~DrivenCluster() {
@@ -80,11 +84,11 @@ DrivenCluster::~DrivenCluster() {
 }
 
 void DrivenCluster::RestartDaemon() {
-  ASSERT_FALSE(state_dir_.empty()) << "RestartDaemon needs a restartable cluster";
+  if (state_dir_.empty()) return Fail("RestartDaemon needs a restartable cluster");
   daemon_.reset();
   (void)port_.TakeAll();  // what the dead process had not sent is lost
   auto d = Daemon::StartDriven(options_, port_);
-  ASSERT_TRUE(d.ok()) << "restart: " << d.status().ToString();
+  if (!d.ok()) return Fail("restart: " + d.status().ToString());
   daemon_ = std::move(*d);
 }
 
@@ -109,8 +113,8 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
   a.reg.store_endpoint = "tcp://" + id + ".local:7000";
   a.reg.instance = 1000 + agents_.size();
   auto r = Call(a.reg, id);
-  EXPECT_TRUE(r.ok() && std::holds_alternative<p::AgentRegistered>(*r))
-      << id << ": " << (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString());
+  if (!r.ok() || !std::holds_alternative<p::AgentRegistered>(*r))
+    Fail("register " + id + ": " + (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString()));
   if (r.ok())
     if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) heartbeat_interval_ = ok->heartbeat_interval_seconds;
   a.next_heartbeat = now() + heartbeat_interval_;
@@ -147,7 +151,7 @@ std::vector<p::EventRow> DrivenCluster::Events(p::JobId id) {
   p::ListEvents q;
   q.job = id;
   auto r = Call<p::EventsReply>(q);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) Fail("list_events: " + r.status().ToString());
   return r.ok() ? r->events : std::vector<p::EventRow>{};
 }
 
@@ -174,7 +178,7 @@ void DrivenCluster::Dispatch() {
       OnCommand(it->second, s.msg);
     }
   }
-  ADD_FAILURE() << "the daemon and the agents kept messaging for 100 rounds without time passing";
+  Fail("the daemon and the agents kept messaging for 100 rounds without time passing");
 }
 
 void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
@@ -232,7 +236,7 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
 void DrivenCluster::End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how) {
   FakeAgent& a = agents_.at(agent);
   auto it = a.workers.find(worker);
-  ASSERT_NE(it, a.workers.end()) << agent << " runs no worker " << worker;
+  if (it == a.workers.end()) return Fail(agent + " runs no worker " + std::to_string(worker));
   p::WorkerExited e;
   e.agent_id = agent;
   e.job = it->second.job;
