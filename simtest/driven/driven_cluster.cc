@@ -49,6 +49,16 @@ DrivenCluster::DrivenCluster(DaemonOptions options, std::unique_ptr<StateStore> 
   Start(std::move(options), false, std::move(store));
 }
 
+DrivenCluster::DrivenCluster(DaemonOptions options, StoreOpener open) : open_(std::move(open)) {
+  Start(std::move(options), true, nullptr);
+}
+
+Result<std::unique_ptr<Daemon>> DrivenCluster::StartDaemon() {
+  if (!open_) return Daemon::StartDriven(options_, port_);
+  ARYL_ASSIGN_OR_RETURN(auto store, open_(options_.state_path));
+  return Daemon::StartDriven(options_, port_, std::move(store));
+}
+
 void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store) {
   options.clock = &clock_;
   options.endpoint = port_.endpoint();
@@ -65,7 +75,7 @@ void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_p
   }
   options_ = options;
   heartbeat_interval_ = options.heartbeat_interval;
-  auto d = store ? Daemon::StartDriven(options, port_, std::move(store)) : Daemon::StartDriven(options, port_);
+  auto d = store ? Daemon::StartDriven(options, port_, std::move(store)) : StartDaemon();
   if (!d.ok()) {
     Fail("StartDriven: " + d.status().ToString());
     return;
@@ -87,9 +97,20 @@ void DrivenCluster::RestartDaemon() {
   if (state_dir_.empty()) return Fail("RestartDaemon needs a restartable cluster");
   daemon_.reset();
   (void)port_.TakeAll();  // what the dead process had not sent is lost
-  auto d = Daemon::StartDriven(options_, port_);
-  if (!d.ok()) return Fail("restart: " + d.status().ToString());
-  daemon_ = std::move(*d);
+  TryStart();
+}
+
+// A scheduler that cannot start (its state disk is full, say) exits; its
+// service manager starts it again a second later. Meanwhile nobody answers.
+void DrivenCluster::TryStart() {
+  auto d = StartDaemon();
+  if (d.ok()) {
+    daemon_ = std::move(*d);
+    next_start_ = -1;
+    return;
+  }
+  start_failures_.push_back(d.status().ToString());
+  next_start_ = now() + 1;
 }
 
 void DrivenCluster::PauseDaemon(double seconds) {
@@ -126,6 +147,7 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
 }
 
 Result<p::Message> DrivenCluster::Call(p::Message msg, const std::string& from) {
+  if (!daemon_) return Status::Unavailable("the scheduler is not running");
   p::ReplyTo to;
   to.peer.identity = from;
   to.correlation = "c" + std::to_string(++correlation_);
@@ -160,6 +182,8 @@ void DrivenCluster::Deliver(const std::string& from, p::Message msg) {
     held_.emplace_back(from, std::move(msg));
     return;
   }
+  if (!daemon_) return;  // not running: nobody reads the socket
+  if (auto a = agents_.find(from); a != agents_.end() && a->second.silent) return;  // cut off: lost
   p::ReplyTo to;
   to.peer.identity = from;
   auto reply = daemon_->Deliver(to, std::move(msg));
@@ -184,6 +208,7 @@ void DrivenCluster::Dispatch() {
 void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
   a.received.push_back(msg);
   const std::string& id = a.reg.agent_id;
+  if (on_command) on_command(id, msg);
   if (auto* m = std::get_if<p::StartWorkers>(&msg)) {
     NoteGeneration(m->job, m->generation, m->members, &m->workers);
     for (const auto& w : m->workers) {
@@ -300,7 +325,8 @@ void DrivenCluster::Run(double seconds) {
     Dispatch();
     TrainTick();
     Dispatch();
-    if (!paused_) daemon_->Tick();
+    if (!daemon_ && next_start_ >= 0 && now() + 1e-9 >= next_start_) TryStart();
+    if (!paused_ && daemon_) daemon_->Tick();
     Dispatch();
   }
 }
@@ -312,8 +338,9 @@ void DrivenCluster::LeaseTick(FakeAgent& a) {
   for (p::WorkerId wid : all) Kill(a.reg.agent_id, wid, 9);  // SIGTERM then SIGKILL: gone by now
 }
 
-void DrivenCluster::Train(p::JobId job) {
+void DrivenCluster::Train(p::JobId job, std::int64_t total_steps) {
   training_[job].trained = true;
+  training_[job].total = total_steps;
   training_[job].next_step = now() + 1;
 }
 
@@ -327,6 +354,16 @@ int DrivenCluster::GenerationsStarted(p::JobId job) const {
   return it == training_.end() ? 0 : static_cast<int>(it->second.members.size());
 }
 
+bool DrivenCluster::Done(p::JobId job) const {
+  auto it = training_.find(job);
+  return it != training_.end() && it->second.done;
+}
+
+std::int64_t DrivenCluster::FreshStart(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? 0 : it->second.fresh;
+}
+
 std::int64_t DrivenCluster::Step(p::JobId job) const {
   auto it = training_.find(job);
   return it == training_.end() ? 0 : it->second.step;
@@ -335,6 +372,18 @@ std::int64_t DrivenCluster::Step(p::JobId job) const {
 void DrivenCluster::NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
                                    const std::vector<p::WorkerPlacement>* started) {
   Training& t = training_[job];  // every job's generations, trained or not
+  // A generation none of whose members was in an earlier one is a fresh
+  // start (a restart from the checkpoint).
+  bool fresh = !t.members.count(gen);
+  for (const auto& [g, earlier] : t.members)
+    for (p::WorkerId w : members)
+      if (g < gen && std::find(earlier.begin(), earlier.end(), w) != earlier.end()) fresh = false;
+  if (fresh && !t.members.empty()) {
+    t.fresh = std::max(t.fresh, gen);
+    // A fresh group restores the checkpoint and trains on, even when an
+    // older one already ended (on an agent the scheduler had given up on).
+    t.done = false;
+  }
   t.members[gen] = members;
   t.announced.emplace(gen, now());
   if (started)
@@ -386,12 +435,19 @@ void DrivenCluster::TrainTick() {
       Exit(agent, w, 3, "interrupted");
     }
     // Rank 0 of the formed generation reports a step a second.
-    if (t.formed == 0 || now() + 1e-9 < t.next_step) continue;
+    if (t.done || t.formed == 0 || now() + 1e-9 < t.next_step) continue;
     t.next_step = now() + 1;
     std::string agent;
     const auto& formed = t.members[t.formed];
     auto rank0 = std::find_if(formed.begin(), formed.end(), [&](p::WorkerId w) { return Running(w, &agent); });
     if (rank0 == formed.end()) continue;  // nobody left to train
+    if (t.total > 0 && t.step >= t.total) {
+      // The last step: every member that runs ends, "completed".
+      t.done = true;
+      for (p::WorkerId w : formed)
+        if (Running(w, &agent)) Exit(agent, w, 0, "completed", t.step);
+      continue;
+    }
     const std::int64_t store_gen = p::PlanGeneration(t.formed) + (t.fault ? 1 : 0);
     p::JobProgress m;
     m.job = job;

@@ -77,6 +77,9 @@ class DrivenCluster {
   explicit DrivenCluster(DaemonOptions options = Defaults(), bool restartable = false);
   // On a state store of the test's (full_disk_store.h, say).
   DrivenCluster(DaemonOptions options, std::unique_ptr<StateStore> store);
+  // Restartable, each daemon's store opened by `open` at the state file's path.
+  using StoreOpener = std::function<Result<std::unique_ptr<StateStore>>(const std::string& path)>;
+  DrivenCluster(DaemonOptions options, StoreOpener open);
   ~DrivenCluster();
   static DaemonOptions Defaults();
 
@@ -110,6 +113,9 @@ class DrivenCluster {
   // (a restartable cluster only); agents learn of it from their next
   // heartbeat's reply and register again with the workers they run.
   void RestartDaemon();
+  // Why each start after a restart failed (the next try is a second later).
+  const std::vector<std::string>& start_failures() const { return start_failures_; }
+  bool daemon_running() const { return daemon_ != nullptr; }
   // The scheduler stops (SIGSTOP) for `seconds`: agents go on heartbeating,
   // their messages wait in its socket and are read, in order, when it runs
   // again.
@@ -132,7 +138,14 @@ class DrivenCluster {
   // a step a second in it (in its fault successor after a member died); a
   // joiner whose generation has not formed within the runtime's rendezvous
   // timeout gives up (exit 3, "interrupted"), as the real one does.
-  void Train(p::JobId job);
+  // With total_steps > 0 the members of the formed generation end at that
+  // step: exit 0, "completed".
+  void Train(p::JobId job, std::int64_t total_steps = 0);
+  // The newest generation the daemon started fresh (every member a new
+  // worker: a restart), 0 when none.
+  std::int64_t FreshStart(p::JobId job) const;
+  // Its members reached total_steps and ended.
+  bool Done(p::JobId job) const;
   // The newest generation of `job` that formed (0: none yet), and how many
   // the daemon started for it.
   std::int64_t Formed(p::JobId job) const;
@@ -144,6 +157,8 @@ class DrivenCluster {
   // Misuse and harness failures (a worker that is not there, a refused
   // registration): a test passes its own failure; unset, they are printed.
   std::function<void(const std::string&)> on_error;
+  // Every command an agent receives, as it receives it (a trace).
+  std::function<void(const std::string& agent, const p::Message&)> on_command;
 
   // The default reaction of a worker to a StopWorkers: a plain program ends
   // by the signal (15); one that links the runtime checkpoints and exits 0
@@ -163,6 +178,9 @@ class DrivenCluster {
     std::map<std::int64_t, double> announced;                  // first seen
     std::map<p::WorkerId, std::int64_t> joined_for;            // started for that generation
     bool trained = false;
+    std::int64_t total = 0;  // steps; 0: trains until stopped
+    bool done = false;
+    std::int64_t fresh = 0;
     std::int64_t formed = 0;
     bool fault = false;  // a member of `formed` died: its survivors regrouped
     std::int64_t step = 0;
@@ -177,6 +195,11 @@ class DrivenCluster {
   void LeaseTick(FakeAgent& a);
   void Fail(const std::string& what);
   void Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store);
+  Result<std::unique_ptr<Daemon>> StartDaemon();
+  void TryStart();
+  double next_start_ = -1;  // a failed restart's next try (virtual time); -1: none
+  std::vector<std::string> start_failures_;
+  StoreOpener open_;
 
   ManualClock clock_{kT0};
   MemoryPort port_;

@@ -3,6 +3,8 @@
 // command that replays it.
 //   aryl-simtest --seeds 1:1000 [--faults kill,loan,network]
 //   aryl-simtest --replay 42 [--faults ...]   one seed, every event printed
+//   aryl-simtest --daemon --seeds 1:200 [--faults kill,loan,pause,restart,partition,disk]
+//                the daemon's own handlers and state (daemon_sim.h)
 // Exit codes: 0 no violation, 1 violations, 2 usage error.
 #include <charconv>
 #include <chrono>
@@ -11,11 +13,16 @@
 #include <string>
 
 #include "aryl/simtest/live_sim.h"
+#ifdef ARYL_SIMTEST_DAEMON
+#include "aryl/simtest/daemon_sim.h"
+#endif
 
 namespace {
 
 int Usage(const std::string& why) {
-  std::fprintf(stderr, "aryl-simtest: %s\nusage: aryl-simtest --seeds A:B [--faults LIST] | --replay SEED [--faults LIST]\n",
+  std::fprintf(stderr,
+               "aryl-simtest: %s\nusage: aryl-simtest [--daemon] --seeds A:B [--faults LIST] | [--daemon] --replay SEED "
+               "[--faults LIST]\n",
                why.c_str());
   return 2;
 }
@@ -29,9 +36,10 @@ bool ParseU64(const std::string& s, std::uint64_t& out) {
 
 int main(int argc, char** argv) {
   std::uint64_t first = 1, last = 100;
-  bool replay = false;
+  bool replay = false, daemon = false;
   unsigned faults = aryl::simtest::kFaultAll;
   std::string faults_text = "all";
+  const char* faults_arg = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -41,7 +49,9 @@ int main(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") {
       std::printf("aryl-simtest --seeds A:B [--faults kill,loan,network|all|none] | --replay SEED\n"
-                  "Runs the live system's deterministic simulation for each seed (docs/simtest.md).\n");
+                  "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk|all|none]\n"
+                  "Runs the live system's deterministic simulation for each seed (docs/simtest.md); --daemon\n"
+                  "runs the scheduler daemon's own handlers and state under seeded faults.\n");
       return 0;
     } else if (a == "--version") {
       std::printf("aryl-simtest 1\n");
@@ -60,16 +70,36 @@ int main(int argc, char** argv) {
       last = first;
       replay = true;
     } else if (a == "--faults") {
-      const char* v = value("--faults");
-      if (!v) return Usage("--faults needs a list");
-      auto f = aryl::simtest::ParseFaults(v);
-      if (!f.ok()) return Usage(f.status().message());
-      faults = *f;
-      faults_text = aryl::simtest::FaultsString(faults);
+      faults_arg = value("--faults");
+      if (!faults_arg) return Usage("--faults needs a list");
+    } else if (a == "--daemon") {
+#ifdef ARYL_SIMTEST_DAEMON
+      daemon = true;
+#else
+      return Usage("--daemon: this build has no daemon (aryl_driven_cluster was not built)");
+#endif
     } else {
       return Usage("unknown argument '" + a + "'");
     }
   }
+#ifdef ARYL_SIMTEST_DAEMON
+  if (daemon) {
+    faults = aryl::simtest::kDaemonAll;
+    if (faults_arg) {
+      auto f = aryl::simtest::ParseDaemonFaults(faults_arg);
+      if (!f.ok()) return Usage(f.status().message());
+      faults = *f;
+    }
+    faults_text = aryl::simtest::DaemonFaultsString(faults);
+  } else
+#endif
+  if (faults_arg) {
+    auto f = aryl::simtest::ParseFaults(faults_arg);
+    if (!f.ok()) return Usage(f.status().message());
+    faults = *f;
+    faults_text = aryl::simtest::FaultsString(faults);
+  }
+  const std::string mode = daemon ? "--daemon " : "";
   auto t0 = std::chrono::steady_clock::now();
   std::uint64_t seeds = 0, violations = 0, completed = 0, kills = 0, generations = 0, abandoned = 0;
   for (std::uint64_t seed = first;; ++seed) {
@@ -77,7 +107,11 @@ int main(int argc, char** argv) {
     opt.seed = seed;
     opt.faults = faults;
     opt.trace = replay;
+#ifdef ARYL_SIMTEST_DAEMON
+    auto out = daemon ? aryl::simtest::RunDaemonSeed(opt) : aryl::simtest::RunSeed(opt);
+#else
     auto out = aryl::simtest::RunSeed(opt);
+#endif
     ++seeds;
     completed += out.completed;
     kills += static_cast<std::uint64_t>(out.kills);
@@ -92,9 +126,9 @@ int main(int argc, char** argv) {
     }
     for (const auto& v : out.violations) {
       ++violations;
-      std::printf("seed %llu: %s at %.3f s: %s  (replay: aryl-simtest --replay %llu --faults %s)\n",
-                  (unsigned long long)seed, v.invariant.c_str(), v.time, v.what.c_str(), (unsigned long long)seed,
-                  faults_text.c_str());
+      std::printf("seed %llu: %s at %.3f s: %s  (replay: aryl-simtest %s--replay %llu --faults %s)\n",
+                  (unsigned long long)seed, v.invariant.c_str(), v.time, v.what.c_str(), mode.c_str(),
+                  (unsigned long long)seed, faults_text.c_str());
     }
     if (seed == last) break;
   }

@@ -200,6 +200,10 @@ void Daemon::Impl::LivenessTick(double now) {
   watch_wall = now;
   if (port->drained()) watch_now += step;
   bool after_restart_grace = now - started_at > std::max(opt.restart_grace, opt.agent_timeout);
+  // The failed nodes first, then one transaction each: a transaction that
+  // fails (a full state disk) reloads `nodes` from the store, so no iterator
+  // of it may live across one.
+  std::vector<std::pair<std::string, bool>> failed;  // node, timed out (else never came back)
   for (auto& [id, n] : nodes) {
     bool timed_out = n.connected && watch_now - n.heard_at > opt.agent_timeout;
     bool never_came_back = !n.connected && after_restart_grace && core;
@@ -208,9 +212,14 @@ void Daemon::Impl::LivenessTick(double now) {
       const auto* info = core->state().server(n.server_id);
       if (!info || info->failed) continue;
     }
-    std::string node_id = id;
+    failed.emplace_back(id, timed_out);
+  }
+  for (const auto& [node_id, timed_out] : failed) {
     Status st = Transaction("node " + node_id + " failed", [&] { return NodeFailed(node_id, now); });
-    if (!st.ok()) spdlog::error("agent {} lost: {}", node_id, st.ToString());
+    if (!st.ok()) {
+      spdlog::error("agent {} lost: {}", node_id, st.ToString());
+      continue;  // not recorded: the next tick tries again
+    }
     spdlog::warn("agent {} {}: its workers are lost", node_id, timed_out ? "stopped heartbeating" : "did not come back");
   }
 }

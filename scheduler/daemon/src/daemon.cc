@@ -157,6 +157,8 @@ Status Daemon::Impl::LoadState() {
       if (w.value("completing", false)) phase = JobPhase::kCompleting;
       j.life.Restore(phase, j.generation, w.value("completing_step", std::int64_t{0}), WallNow());
       j.restarts = w.value("restarts", 0);
+      j.lease_node = w.value("lease_node", std::string());
+      j.restart_not_before = w.value("restart_not_before", 0.0);
       if (w.contains("first_end")) j.first_end = WorkerEndFromJson(w["first_end"]);
       if (w.contains("failure")) j.failure = WorkerEndFromJson(w["failure"]);
       for (const auto& x : w.value("workers", json::array())) {

@@ -380,13 +380,15 @@ void Daemon::Impl::ConvergeTick(double now) {
   }
   // Jobs whose workers said they are done but some linger: stop the rest. An
   // in-place job's peers get kLeftEarlySeconds to show, by their steps, that
-  // the worker left early (On(JobProgress)).
+  // the worker left early (On(JobProgress)). Asked again every grace while
+  // they linger: a stop sent while their agent was away (this scheduler had
+  // just restarted, say) reaches nobody.
   for (auto& [jid, j] : jobs) {
     const double grace =
         j.RestartsToResize() ? j.StopGrace(opt.stop_grace) : std::max(j.StopGrace(opt.stop_grace), kLeftEarlySeconds);
-    if (j.Completing() && now - j.completing_since > grace) {
+    if (j.Completing() && !j.workers.empty() && now - j.completing_since > grace) {
       StopJobWorkers(j, false, "the job completed");
-      j.completing_since = now + 3600;  // once
+      j.completing_since = now;
     }
   }
 }

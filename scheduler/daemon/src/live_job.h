@@ -122,8 +122,10 @@ struct LiveJob {
   double last_progress_event = 0;
   // Fencing: the job lost workers on `lease_node`, whose agent may still run
   // them until its lease runs out; no fresh start (a new group from the
-  // checkpoint) before `restart_not_before` (wall). Memory only: a restarted
-  // scheduler counts the lease again from its own start.
+  // checkpoint) before `restart_not_before` (wall). Saved with the job, so
+  // a restarted scheduler keeps the wait (aryl-simtest --daemon found a fresh
+  // start beside a partitioned agent's workers when it did not); a node that
+  // has not come back since is also given a lease from the restart.
   double restart_not_before = 0;
   std::string lease_node;
   double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)

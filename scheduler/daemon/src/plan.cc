@@ -236,6 +236,12 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["restarting"] = j.Restarting();
   w["phase"] = std::string(PhaseName(j.life.phase()));
   w["restarts"] = j.restarts;
+  // The lease wait survives a restart of the scheduler: the lost agent's
+  // workers may run until then whoever is scheduling.
+  if (!j.lease_node.empty() && j.restart_not_before > 0) {
+    w["lease_node"] = j.lease_node;
+    w["restart_not_before"] = j.restart_not_before;
+  }
   if (j.first_end) w["first_end"] = WorkerEndJson(*j.first_end);
   if (j.failure) w["failure"] = WorkerEndJson(*j.failure);
   json arr = json::array();

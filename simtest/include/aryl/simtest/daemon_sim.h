@@ -1,0 +1,55 @@
+// The daemon's own handlers under seeded faults (aryl-simtest --daemon).
+//
+// Where live_sim.h models the scheduler around its pure parts, this runs the
+// whole daemon: Daemon::StartDriven, the binary's message handlers, tick,
+// journal and SQLite state, on virtual time behind an in-memory network
+// (simtest/driven/driven_cluster.h), with agents that answer as aryl-agent
+// does (its ExitBook, its lease) and workers that follow the runtime's
+// rendezvous. One seed draws the cluster (a training server, a second one of
+// 1-2 slots, an inference server), an elastic 1..4 job of 150-400 steps and
+// the faults:
+//   kill       1-3 SIGKILLs of a random worker of the job
+//   loan       the inference server offered, reclaimed (1 s or 30 s
+//              deadline), up to two cycles
+//   pause      the scheduler stopped for 1-15 s
+//   restart    the scheduler process replaced on its state file
+//   partition  a training agent cut off for 2-40 s
+//   disk       the state disk full for 1-20 s
+// Invariants, after every 50 ms tick:
+//   D1 every reclaim is met: no worker of the job on the inference server
+//      after its deadline (until it is offered again)
+//   D2 one copy: no fresh start of the job while a worker of an earlier
+//      generation still runs anywhere (a partitioned agent's included)
+//   D3 progress: at most 12 generations started without a trained step
+//   D4 the job completes by 1,800 virtual s, and its end is acknowledged to
+//      every agent that reported it
+//   H  the harness saw no impossible command (a stop of a worker that does
+//      not exist, a refused registration)
+// A run is a pure function of (seed, faults).
+#pragma once
+
+#include <string>
+
+#include "aryl/result.h"
+#include "aryl/simtest/live_sim.h"
+
+namespace aryl::simtest {
+
+enum DaemonFault : unsigned {
+  kDaemonKill = 1u << 0,
+  kDaemonLoan = 1u << 1,
+  kDaemonPause = 1u << 2,
+  kDaemonRestart = 1u << 3,
+  kDaemonPartition = 1u << 4,
+  kDaemonDisk = 1u << 5,
+  kDaemonAll = (1u << 6) - 1,
+};
+
+// "kill,loan,pause,restart,partition,disk" or "all" or "none".
+Result<unsigned> ParseDaemonFaults(const std::string& list);
+std::string DaemonFaultsString(unsigned faults);
+
+// Options.faults is a DaemonFault set here.
+Outcome RunDaemonSeed(const Options& options);
+
+}  // namespace aryl::simtest

@@ -1,0 +1,330 @@
+// aryl-simtest --daemon: the real daemon under seeded faults (daemon_sim.h).
+#include "aryl/simtest/daemon_sim.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "driven_cluster.h"
+#include "full_disk_store.h"
+
+namespace aryl::simtest {
+namespace {
+
+namespace p = aryl::protocol;
+using daemon::DaemonOptions;
+using daemon::StateStore;
+using daemon::testing::DrivenCluster;
+using daemon::testing::FullDiskStore;
+
+constexpr std::pair<DaemonFault, const char*> kNames[] = {
+    {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
+    {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"}};
+
+constexpr double kHorizon = 1800;
+constexpr int kMaxGenerationsWithoutStep = 12;
+
+// One run: the cluster, the job, the faults drawn from the seed, and the
+// invariants checked after every tick.
+class DaemonRun {
+ public:
+  explicit DaemonRun(const Options& o) : o_(o), rng_(o.seed) {}
+
+  Outcome Run() {
+    auto disk_full = std::make_shared<bool>(false);
+    DaemonOptions d = DrivenCluster::Defaults();
+    // The faults may cost more workers than the default allows (3 kills and a
+    // partitioned server's two): a job that fails "giving up" would then be
+    // right, and hide one that fails wrongly. Here every job must complete.
+    d.max_worker_failures = 50;
+    c_ = std::make_unique<DrivenCluster>(d, [disk_full](const std::string& path) -> Result<std::unique_ptr<StateStore>> {
+      ARYL_ASSIGN_OR_RETURN(auto real, StateStore::Open(path));
+      auto store = std::make_unique<FullDiskStore>(std::move(real));
+      store->full = disk_full;
+      return std::unique_ptr<StateStore>(std::move(store));
+    });
+    disk_full_ = disk_full;
+    c_->on_error = [this](const std::string& what) { Violate("H", what); };
+    if (o_.trace)
+      c_->on_command = [this](const std::string& agent, const p::Message& m) {
+        std::string what = std::string(p::TypeName(m));
+        auto ids = [](const std::vector<p::WorkerId>& ws) {
+          std::string s;
+          for (auto w : ws) s += (s.empty() ? "" : ",") + std::to_string(w);
+          return s;
+        };
+        if (auto* sw = std::get_if<p::StartWorkers>(&m)) {
+          std::vector<p::WorkerId> started;
+          for (const auto& w : sw->workers) started.push_back(w.worker);
+          what += " gen " + std::to_string(sw->generation) + " start " + ids(started) + " members " + ids(sw->members);
+        } else if (auto* ng = std::get_if<p::NewGeneration>(&m)) {
+          what += " gen " + std::to_string(ng->generation) + " members " + ids(ng->members) + " leaving " + ids(ng->leaving);
+        } else if (auto* st = std::get_if<p::StopWorkers>(&m)) {
+          what += " " + (st->workers.empty() ? std::string("all") : ids(st->workers)) + ": " + st->reason;
+        } else if (std::holds_alternative<p::HeartbeatAck>(m) || std::holds_alternative<p::WorkerExitAck>(m)) {
+          return;
+        }
+        Trace(agent + " <- " + what);
+      };
+    c_->workers_link_runtime = true;
+    c_->AddAgent("t1", p::Pool::kTraining, 2);
+    c_->AddAgent("t2", p::Pool::kTraining, static_cast<int>(Uniform(1, 3)));
+    c_->AddAgent("i1", p::Pool::kInference, 2);
+    p::SubmitJob s;
+    s.min_workers = 1;
+    s.max_workers = 4;
+    s.argv = {"train.py"};
+    auto job = c_->Submit(s);
+    if (!job.ok()) {
+      Violate("H", "submit: " + job.status().ToString());
+      return std::move(out_);
+    }
+    job_ = *job;
+    c_->Train(job_, static_cast<std::int64_t>(Uniform(150, 401)));
+    Draw();
+    while (Now() < kHorizon && !Ended()) {
+      Apply();
+      c_->Run(DrivenCluster::kTick);
+      Check();
+    }
+    Finish();
+    return std::move(out_);
+  }
+
+ private:
+  double Now() const { return c_->now() - DrivenCluster::kT0; }
+  double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+  bool Coin() { return std::uniform_int_distribution<int>(0, 1)(rng_) == 1; }
+
+  void Schedule(double at, std::string what, std::function<void()> fn) {
+    plan_.push_back({at, std::move(what), std::move(fn)});
+  }
+
+  // The faults, drawn in one fixed order so that a seed means one schedule.
+  void Draw() {
+    const unsigned f = o_.faults;
+    if (f & kDaemonKill) {
+      const int kills = static_cast<int>(Uniform(1, 4));
+      for (int i = 0; i < kills; ++i) {
+        const double at = Uniform(5, 250);
+        const double pick = Uniform(0, 1);
+        Schedule(at, "kill", [this, pick] { KillOne(pick); });
+      }
+    }
+    if (f & kDaemonLoan) {
+      double at = Uniform(5, 60);
+      const int cycles = static_cast<int>(Uniform(1, 3));
+      for (int i = 0; i < cycles; ++i) {
+        Schedule(at, "offer i1", [this] { Offer(); });
+        at += Uniform(5, 80);
+        const double deadline = Coin() ? 1 : 30;
+        Schedule(at, "reclaim i1 (" + std::to_string(static_cast<int>(deadline)) + " s)",
+                 [this, deadline] { Reclaim(deadline); });
+        at += Uniform(5, 60);
+      }
+    }
+    if (f & kDaemonPause) {
+      const double at = Uniform(5, 250), len = Uniform(1, 15);
+      Schedule(at, "pause the scheduler", [this, len] { c_->PauseDaemon(len); });
+    }
+    if (f & kDaemonRestart) {
+      const double at = Uniform(5, 250);
+      Schedule(at, "restart the scheduler", [this] {
+        c_->RestartDaemon();
+        if (!c_->daemon_running()) Trace("the scheduler did not start: " + c_->start_failures().back());
+      });
+    }
+    if (f & kDaemonPartition) {
+      const double at = Uniform(5, 250), len = Uniform(2, 40);
+      const std::string who = Coin() ? "t1" : "t2";
+      Schedule(at, "partition " + who, [this, who] { c_->agent(who).silent = true; });
+      Schedule(at + len, "heal " + who, [this, who] { c_->agent(who).silent = false; });
+    }
+    if (f & kDaemonDisk) {
+      const double at = Uniform(5, 250), len = Uniform(1, 20);
+      Schedule(at, "state disk full", [this] { *disk_full_ = true; });
+      Schedule(at + len, "state disk has room", [this] { *disk_full_ = false; });
+    }
+    std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
+  }
+
+  void Apply() {
+    while (next_ < plan_.size() && plan_[next_].at <= Now()) {
+      Planned now = plan_[next_++];  // a fault may schedule more (plan_ grows)
+      Trace("fault: " + now.what);
+      now.fn();
+    }
+  }
+
+  void KillOne(double pick) {
+    std::vector<std::pair<std::string, p::WorkerId>> live;
+    for (const auto& [agent, ws] : c_->WorkersOf(job_))
+      if (!c_->agent(agent).silent)
+        for (const auto& w : ws) live.emplace_back(agent, w.worker);
+    if (live.empty()) return;
+    const auto& [agent, worker] = live[std::min(live.size() - 1, static_cast<std::size_t>(pick * live.size()))];
+    Trace("kill worker " + std::to_string(worker) + " on " + agent);
+    ++out_.kills;
+    c_->Kill(agent, worker, 9);
+  }
+
+  void Offer() {
+    if (c_->Call(p::PoolOffer{{"i1"}}).ok()) {
+      ++out_.loans;
+      lent_ = true;
+      returned_by_ = -1;
+    }
+  }
+
+  void Reclaim(double deadline) {
+    p::PoolReclaim r;
+    r.servers = {"i1"};
+    r.deadline_seconds = deadline;
+    auto st = c_->Call(r);
+    // Refused while the scheduler cannot record it (a full disk): the
+    // inference side asks again a second later.
+    if (!st.ok()) {
+      Trace("reclaim refused: " + st.status().ToString());
+      Schedule(Now() + 1, "reclaim i1 again", [this, deadline] { Reclaim(deadline); });
+      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                       [](const Planned& a, const Planned& b) { return a.at < b.at; });
+      return;
+    }
+    if (lent_) returned_by_ = Now() + deadline;
+    lent_ = false;
+  }
+
+  void Check() {
+    // D1
+    if (returned_by_ >= 0 && Now() > returned_by_ + DrivenCluster::kTick + 1e-9 && !c_->WorkersOf(job_)["i1"].empty())
+      Violate("D1", "a worker of the job on i1 " + Fmt(Now() - returned_by_) + " s after the reclaim's deadline");
+    // D2
+    const std::int64_t fresh = c_->FreshStart(job_);
+    if (fresh > 0) {
+      bool old = false, young = false;
+      for (const auto& [agent, ws] : c_->WorkersOf(job_))
+        for (const auto& w : ws) (w.generation < fresh ? old : young) = true;
+      if (old && young) Violate("D2", "generation " + std::to_string(fresh) + " started fresh while older workers run");
+    }
+    // D3
+    const int started = c_->GenerationsStarted(job_);
+    const std::int64_t step = c_->Step(job_);
+    if (step > last_step_) {
+      last_step_ = step;
+      generations_at_step_ = started;
+    }
+    if (started - generations_at_step_ > kMaxGenerationsWithoutStep && !livelock_said_) {
+      livelock_said_ = true;
+      Violate("D3", std::to_string(started - generations_at_step_) + " generations without a trained step (at step " +
+                        std::to_string(step) + ")");
+    }
+  }
+
+  bool Ended() {
+    if (c_->Formed(job_) == 0 || !c_->Done(job_)) return false;
+    auto row = c_->Job(job_);
+    return row.ok() && p::IsTerminal(row->state);
+  }
+
+  void Finish() {
+    // Let the last exits be acknowledged (an agent resends every 2 s).
+    if (Ended()) c_->Run(5);
+    auto row = c_->Job(job_);
+    out_.completed = row.ok() && row->state == p::JobState::kCompleted;
+    out_.end_time = Now();
+    out_.steps = c_->Step(job_);
+    out_.generations = c_->GenerationsStarted(job_);
+    out_.events = static_cast<std::int64_t>(plan_.size());
+    if (!out_.completed)
+      Violate("D4", "the job did not complete by " + Fmt(kHorizon) + " s (" +
+                        (row.ok() ? std::string(p::ToString(row->state)) : row.status().ToString()) + ", step " +
+                        std::to_string(out_.steps) + ")");
+    for (const char* a : {"t1", "t2", "i1"})
+      if (!c_->agent(a).silent && !c_->agent(a).exits.empty())
+        Violate("D4", std::string(a) + " still holds " + std::to_string(c_->agent(a).exits.Unacked().size()) +
+                          " unacknowledged exits at the end");
+    if (o_.trace)
+      for (const auto& e : c_->Events(job_)) Trace(Fmt(e.time - DrivenCluster::kT0) + " " + e.kind + ": " + e.detail);
+  }
+
+  void Violate(const std::string& invariant, const std::string& what) {
+    out_.violations.push_back({Now(), invariant, what});
+    Trace("VIOLATION " + invariant + ": " + what);
+  }
+  void Trace(const std::string& line) {
+    if (o_.trace) out_.trace.push_back(Fmt(Now()) + " " + line);
+  }
+  static std::string Fmt(double v) {
+    std::ostringstream s;
+    s.setf(std::ios::fixed);
+    s.precision(2);
+    s << v;
+    return s.str();
+  }
+
+  struct Planned {
+    double at;
+    std::string what;
+    std::function<void()> fn;
+  };
+  const Options o_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<DrivenCluster> c_;
+  std::shared_ptr<bool> disk_full_;
+  p::JobId job_ = 0;
+  std::vector<Planned> plan_;
+  std::size_t next_ = 0;
+  bool lent_ = false;
+  double returned_by_ = -1;
+  std::int64_t last_step_ = 0;
+  int generations_at_step_ = 0;
+  bool livelock_said_ = false;
+  Outcome out_;
+};
+
+}  // namespace
+
+Result<unsigned> ParseDaemonFaults(const std::string& list) {
+  unsigned out = 0;
+  std::stringstream ss(list);
+  std::string word;
+  while (std::getline(ss, word, ',')) {
+    if (word == "all") {
+      out |= kDaemonAll;
+      continue;
+    }
+    if (word == "none" || word.empty()) continue;
+    auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
+    if (it == std::end(kNames))
+      return Status::InvalidArgument("--faults: unknown fault '" + word +
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, all, none)");
+    out |= it->first;
+  }
+  return out;
+}
+
+std::string DaemonFaultsString(unsigned faults) {
+  if (faults == kDaemonAll) return "all";
+  std::string s;
+  for (const auto& [bit, name] : kNames)
+    if (faults & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  return s.empty() ? "none" : s;
+}
+
+Outcome RunDaemonSeed(const Options& options) {
+  // The daemon's log lines are the binary's; a run reports through its
+  // trace and violations instead.
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::off);
+  Outcome out = DaemonRun(options).Run();
+  spdlog::set_level(level);
+  return out;
+}
+
+}  // namespace aryl::simtest
