@@ -210,7 +210,10 @@ class DaemonRun {
       bool old = false, young = false;
       for (const auto& [agent, ws] : c_->WorkersOf(job_))
         for (const auto& w : ws) (w.generation < fresh ? old : young) = true;
-      if (old && young) Violate("D2", "generation " + std::to_string(fresh) + " started fresh while older workers run");
+      if (old && young && fresh != two_copies_said_) {
+        two_copies_said_ = fresh;  // once per generation
+        Violate("D2", "generation " + std::to_string(fresh) + " started fresh while older workers run");
+      }
     }
     // D3
     const int started = c_->GenerationsStarted(job_);
@@ -285,6 +288,7 @@ class DaemonRun {
   std::int64_t last_step_ = 0;
   int generations_at_step_ = 0;
   bool livelock_said_ = false;
+  std::int64_t two_copies_said_ = 0;
   Outcome out_;
 };
 
