@@ -18,6 +18,7 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
     }
     if (Frozen()) return WhileFrozen(from, msg);
     const std::uint64_t failures_before = leadership ? leadership->write_failures() : 0;
+    const std::uint64_t unavailable_before = unavailable_writes;
     auto reply = std::visit([&](auto& m) -> std::optional<p::Message> { return On(from, m); }, msg);
     // A request whose own write found etcd unavailable froze this leader
     // (leadership.h) and was not applied: it gets the frozen leader's answer,
@@ -25,7 +26,11 @@ std::optional<p::Message> Daemon::Impl::Handle(const p::ReplyTo& from, p::Messag
     // error, even when the freeze has already lifted (a keep-alive sent after
     // the failure was answered: etcd elected a new raft leader meanwhile). A
     // SubmitJob's client token makes that retry land once.
-    if (reply && leadership && leadership->write_failures() != failures_before)
+    // The same for a write etcd refused as Unavailable without freezing this
+    // leader (one of its earlier transactions landed late: the state is read
+    // again before the next): not applied, so the client retries it.
+    if (reply && leadership &&
+        (leadership->write_failures() != failures_before || unavailable_writes != unavailable_before))
       if (const auto* e = std::get_if<p::Error>(&*reply); e && e->code == Status::Code::kUnavailable)
         return Frozen() ? WhileFrozen(from, msg)
                         : p::Message(p::FrozenError("a state write found etcd unavailable; retry"));

@@ -141,9 +141,9 @@ class Daemon::Impl {
   bool Frozen() const { return leadership && !leadership->CanDecide(); }
   std::optional<p::Message> WhileFrozen(const p::ReplyTo& from, const p::Message& msg);
   bool was_frozen = false;
-  // Where replies and commands go (message_port.h): the ZeroMQ server's
-  // adapter (owned_port), or the port of whoever drives the daemon
-  // (Daemon::StartDriven; then `server` is null and nothing runs on a thread).
+  std::uint64_t unavailable_writes = 0;  // transactions the store refused as Unavailable
+  // Where replies and commands go (message_port.h): the ZeroMQ server's adapter
+  // (owned_port), or the driver's (StartDriven: no `server`, no thread).
   MessagePort* port = nullptr;
   std::unique_ptr<MessagePort> owned_port;
   std::unique_ptr<p::Server> server;

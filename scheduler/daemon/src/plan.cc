@@ -23,6 +23,7 @@ Status Daemon::Impl::Transaction(const std::string& what, const std::function<St
   // store holds (the core is rebuilt from its journal).
   outbox.clear();
   metrics.Inc("aryl_state_write_failures_total");
+  if (st.IsUnavailable()) ++unavailable_writes;  // Handle: the request may be retried
   Status reload = Reload();
   if (!reload.ok()) spdlog::error("{}: reloading the state after a failed write: {}", what, reload.ToString());
   return st.WithContext(what);
