@@ -44,6 +44,7 @@
 #include "client_config.h"
 #include "client_util.h"
 #include "job_flags.h"
+#include "run_output.h"
 #include "standalone_cluster.h"
 
 namespace p = aryl::protocol;
@@ -79,88 +80,9 @@ constexpr const char* kExitCodeHelp =
     "           (or a third Ctrl-C); check it with aryl status\n"
     "  203      the job failed without an exit code of its own (its message says why)\n";
 
-// The failed worker's stderr shown on failure: its last kTailLines lines
-// within its last kTailBytes bytes.
-constexpr std::int64_t kTailBytes = 4096;
-constexpr std::size_t kTailLines = 20;
 const milliseconds kCallTimeout{3000};
 // How the scheduler's resizing event of a restart-kind job begins.
 constexpr std::string_view kRestartAll = "restarting all workers";
-
-// The last `n` lines of `text`. When the window cut its first line (`cut`),
-// that part is dropped if a whole line follows it (else it is all there is).
-std::vector<std::string> LastLines(const std::string& text, std::size_t n, bool cut) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  if (std::size_t nl = text.find('\n'); cut && nl != std::string::npos && nl + 1 < text.size()) start = nl + 1;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
-  return lines;
-}
-
-// Prints why `end` failed job `job`: its stderr's last lines, fetched from
-// its agent through the scheduler (bounded: two calls of kCallTimeout), and
-// where the rest is (`more`).
-void ReportFailure(aryl::protocol::SchedulerClient& client, p::JobId job, const p::WorkerEnd& end, const std::string& more) {
-  p::JobLogs m;
-  m.job = job;
-  m.rank = end.rank;
-  m.worker = end.worker;
-  m.stream = "stderr";
-  m.max_bytes = kTailBytes;
-  auto chunk = client.Call<p::LogChunk>(m, kCallTimeout);
-  if (chunk.ok() && chunk->size > static_cast<std::int64_t>(chunk->data.data.size())) {
-    m.offset = chunk->size - kTailBytes;
-    chunk = client.Call<p::LogChunk>(m, kCallTimeout);
-  }
-  std::string who = end.Who();
-  if (!chunk.ok()) {
-    std::cerr << kProg << ": the stderr of " << who << " could not be read: " << chunk.status().ToString() << "\n";
-  } else {
-    std::string text(chunk->data.data.begin(), chunk->data.data.end());
-    auto lines = LastLines(text, kTailLines, chunk->offset > 0);
-    if (lines.empty()) {
-      std::cerr << kProg << ": the stderr of " << who << " is empty\n";
-    } else {
-      std::cerr << kProg << ": the stderr of " << who << ", last " << lines.size() << " line"
-                << (lines.size() == 1 ? "" : "s") << ":\n";
-      for (const auto& l : lines) std::cerr << "  " << l << "\n";
-    }
-  }
-  std::cerr << kProg << ": all of it: " << more << "\n";
-}
-
-// Follows one file from the start, printing whole lines.
-class Tail {
- public:
-  void Follow(const std::string& path) {
-    if (path == path_) return;
-    path_ = path;
-    offset_ = 0;
-  }
-  void Pump(std::ostream& out) {
-    if (path_.empty()) return;
-    std::ifstream in(path_);
-    if (!in) return;
-    in.seekg(offset_);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (in.eof()) break;
-      out << line << "\n";
-      offset_ = in.tellg();
-    }
-    out.flush();
-  }
-
- private:
-  std::string path_;
-  std::streamoff offset_ = 0;
-};
 
 }  // namespace
 
@@ -351,7 +273,7 @@ int main(int argc, char** argv) {
   const bool torchrun_flags = r.count("nproc-per-node") || r.count("nnodes");
   if (!quiet) std::cerr << aryl::cli::NoCheckpointNote(kProg, m, job, torchrun_flags);
 
-  Tail tail;
+  aryl::cli::Tail tail;
   int exit_code = kExitEndUnknown;
   // Set once a signal asked to cancel: from then on the wait is bounded by
   // --cancel-grace (the scheduler may be gone and never answer).
@@ -502,7 +424,7 @@ int main(int argc, char** argv) {
                                       : "aryl logs " + std::to_string(job) + " --rank " +
                                             std::to_string(ev->failure->rank) + " --stderr" +
                                             (scheduler_given ? " --scheduler " + endpoint : "");
-        ReportFailure(**client, job, *ev->failure, more);
+        aryl::cli::ReportFailure(**client, job, *ev->failure, more);
       }
       break;
     }
