@@ -123,15 +123,11 @@ void SchedulerSession::Send(const p::Message& m) {
 }
 
 bool SchedulerSession::Stale(p::JobId job, std::int64_t generation, std::string_view what) {
-  auto [it, fresh] = newest_generation_.try_emplace(job, generation);
-  if (!fresh && generation < it->second) {
-    spdlog::warn("job {}: {} for generation {} refused: generation {} was seen here (stale)", job, what, generation,
-                 it->second);
-    return true;
-  }
-  it->second = generation;
-  if (newest_generation_.size() > 100000) newest_generation_.erase(newest_generation_.begin());
-  return false;
+  std::int64_t newest = 0;
+  if (!fence_.Stale(job, generation, &newest)) return false;
+  spdlog::warn("job {}: {} for generation {} refused: generation {} was seen here (stale)", job, what, generation,
+               newest);
+  return true;
 }
 
 bool SchedulerSession::FromDeposedLeader(const p::Message& msg) {

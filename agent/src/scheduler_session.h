@@ -25,6 +25,7 @@
 #include "aryl/agent/agent.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/scheduler_client.h"
+#include "generation_fence.h"
 #include "lease.h"
 
 namespace aryl::agent {
@@ -87,10 +88,7 @@ class SchedulerSession {
   // This process's identity for the scheduler (AgentRegister::instance).
   std::uint64_t instance_ = std::random_device{}() * 4294967296ull + std::random_device{}() + 1;
   SchedulerLease lease_;  // how long workers may run without the scheduler
-  // The newest scheduler generation seen per job. A StartWorkers or
-  // NewGeneration below it was overtaken (a queued message from before a
-  // restart elsewhere) and is refused.
-  std::map<protocol::JobId, std::int64_t> newest_generation_;
+  GenerationFence fence_;  // StartWorkers and NewGeneration of an overtaken generation are refused
   std::uint64_t term_ = 0;  // the highest scheduler term seen here
   std::uint64_t scheduler_epoch_ = 0;
 };

@@ -10,6 +10,7 @@
 
 #include "aryl/daemon/state_store.h"
 #include "aryl/protocol/generation.h"
+#include "aryl/protocol/scheduler_client.h"
 
 
 namespace aryl::daemon::testing {
@@ -119,7 +120,7 @@ void DrivenCluster::PauseDaemon(double seconds) {
   paused_ = false;
   auto held = std::move(held_);
   held_.clear();
-  for (auto& [from, msg] : held) Deliver(from, std::move(msg));
+  for (auto& f : held) Arrive(f.agent, std::move(f.msg), f.correlation);
   Dispatch();
 }
 
@@ -139,9 +140,11 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
   if (r.ok())
     if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) heartbeat_interval_ = ok->heartbeat_interval_seconds;
   a.next_heartbeat = now() + heartbeat_interval_;
-  a.lease_from = now();
   if (r.ok())
-    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) a.lease_seconds = ok->lease_seconds;
+    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) {
+      a.lease.Renew(now(), ok->lease_seconds);
+      a.scheduler_epoch = ok->scheduler_epoch;
+    }
   Dispatch();
   return a;
 }
@@ -178,17 +181,59 @@ std::vector<p::EventRow> DrivenCluster::Events(p::JobId id) {
 }
 
 void DrivenCluster::Deliver(const std::string& from, p::Message msg) {
+  if (auto a = agents_.find(from); a != agents_.end() && !a->second.Sends()) return;  // cut off: lost
+  for (auto& f : network_.Send({true, from, "", std::move(msg)}, now())) Land(std::move(f));
+}
+
+// What reaches the daemon's socket: read now, or once a paused daemon runs.
+void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::string& correlation) {
   if (paused_) {
-    held_.emplace_back(from, std::move(msg));
+    held_.push_back({true, from, correlation, std::move(msg)});
     return;
   }
   if (!daemon_) return;  // not running: nobody reads the socket
-  if (auto a = agents_.find(from); a != agents_.end() && a->second.silent) return;  // cut off: lost
   p::ReplyTo to;
   to.peer.identity = from;
+  to.correlation = correlation;
   auto reply = daemon_->Deliver(to, std::move(msg));
-  // A one-way message's reply (an Error, say) goes nowhere, as on the wire.
-  (void)reply;
+  // A one-way message's reply (an Error, say) goes nowhere, as on the wire; a
+  // request's goes back over it.
+  if (!reply || correlation.empty()) return;
+  if (auto a = agents_.find(from); a != agents_.end()) ToAgent(a->second, std::move(*reply), correlation);
+}
+
+void DrivenCluster::ToAgent(FakeAgent& a, p::Message msg, const std::string& correlation) {
+  if (!a.Hears()) return;  // cut off: lost
+  for (auto& f : network_.Send({false, a.reg.agent_id, correlation, std::move(msg)}, now())) Land(std::move(f));
+}
+
+void DrivenCluster::Land(FaultyNetwork::Flight f) {
+  if (f.to_daemon) return Arrive(f.agent, std::move(f.msg), f.correlation);
+  auto it = agents_.find(f.agent);
+  if (it == agents_.end() || !it->second.Hears()) return;
+  FakeAgent& a = it->second;
+  if (f.correlation.empty()) return OnCommand(a, f.msg);
+  // A registration's answer, taken only for the newest try (a client
+  // matches replies to its request).
+  if (f.correlation != a.register_correlation || a.registered) return;
+  if (auto* ok = std::get_if<p::AgentRegistered>(&f.msg)) {
+    a.registered = true;
+    a.lease.Renew(a.register_sent, ok->lease_seconds);
+    a.scheduler_epoch = ok->scheduler_epoch;
+    heartbeat_interval_ = ok->heartbeat_interval_seconds;
+    a.next_heartbeat = now() + heartbeat_interval_;
+  }
+}
+
+void DrivenCluster::Register(FakeAgent& a) {
+  p::AgentRegister reg = a.reg;
+  for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
+  reg.exited = a.exits.Unacked();
+  a.register_sent = now();
+  a.register_correlation = "r" + std::to_string(++correlation_);
+  if (!a.Sends()) return;
+  for (auto& f : network_.Send({true, a.reg.agent_id, a.register_correlation, std::move(reg)}, now()))
+    Land(std::move(f));
 }
 
 void DrivenCluster::Dispatch() {
@@ -198,8 +243,8 @@ void DrivenCluster::Dispatch() {
     if (sent.empty()) return;
     for (auto& s : sent) {
       auto it = agents_.find(s.to);
-      if (it == agents_.end() || it->second.silent) continue;  // a client's late reply, or a lost agent
-      OnCommand(it->second, s.msg);
+      if (it == agents_.end()) continue;  // a client's late reply
+      ToAgent(it->second, std::move(s.msg));
     }
   }
   Fail("the daemon and the agents kept messaging for 100 rounds without time passing");
@@ -211,7 +256,12 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
   if (on_command) on_command(id, msg);
   if (auto* m = std::get_if<p::StartWorkers>(&msg)) {
     NoteGeneration(m->job, m->generation, m->members, &m->workers);
+    // As aryl-agent's OnStart: no start without a lease, none of an
+    // overtaken generation, none of a worker that runs here.
+    if (!a.lease.held() || a.lease.Expired(now())) return;
+    if (a.fence.Stale(m->job, m->generation)) return;
     for (const auto& w : m->workers) {
+      if (a.workers.count(w.worker)) continue;
       p::RunningWorker rw;
       rw.job = m->job;
       rw.worker = w.worker;
@@ -233,6 +283,7 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
     }
   } else if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
     NoteGeneration(m->job, m->generation, m->members, nullptr);
+    if (a.fence.Stale(m->job, m->generation)) return;
     for (p::WorkerId wid : m->leaving)
       if (a.workers.count(wid)) Exit(id, wid, 0, "left");
     for (std::size_t rank = 0; rank < m->members.size(); ++rank)
@@ -241,17 +292,16 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
         it->second.rank = static_cast<std::int64_t>(rank);
       }
   } else if (auto* m = std::get_if<p::HeartbeatAck>(&msg)) {
-    if (auto sent = a.sent_at.find(m->seq); sent != a.sent_at.end()) a.lease_from = std::max(a.lease_from, sent->second);
-    a.lease_seconds = m->lease_seconds;
+    if (m->scheduler_epoch == a.scheduler_epoch) a.lease.Acked(m->seq, m->lease_seconds);
   } else if (auto* m = std::get_if<p::WorkerExitAck>(&msg)) {
     a.exits.Acked(m->job, m->worker);
   } else if (auto* m = std::get_if<p::Error>(&msg)) {
-    // "register again": the daemon lost this agent; it registers with what it runs.
-    if (m->message.find("register again") != std::string::npos) {
-      p::AgentRegister reg = a.reg;
-      for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
-      reg.exited = a.exits.Unacked();
-      Deliver(id, reg);
+    // As SchedulerSession::OnError: a scheduler that does not know this
+    // agent (a restart, or it gave the agent up); it registers again, with
+    // what it runs.
+    if (p::IsStandbyError(*m) || m->code == Status::Code::kFailedPrecondition) {
+      a.registered = false;
+      a.register_sent = -10;
     }
   }
 }
@@ -270,7 +320,7 @@ void DrivenCluster::End(const std::string& agent, p::WorkerId worker, const std:
   how(e);
   a.workers.erase(it);
   a.exits.Add(e);
-  if (!a.silent) Deliver(agent, std::move(e));
+  if (a.registered) Deliver(agent, std::move(e));
 }
 
 void DrivenCluster::Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome,
@@ -303,8 +353,7 @@ void DrivenCluster::Heartbeat(FakeAgent& a) {
   p::Heartbeat hb;
   hb.agent_id = a.reg.agent_id;
   hb.seq = ++a.seq;
-  a.sent_at[hb.seq] = now();
-  while (a.sent_at.size() > 64) a.sent_at.erase(a.sent_at.begin());
+  a.lease.Sent(hb.seq, now());
   hb.free_slots = a.reg.slots - static_cast<std::int64_t>(a.workers.size());
   for (const auto& [wid, w] : a.workers) hb.workers.push_back(w);
   Deliver(a.reg.agent_id, hb);
@@ -314,13 +363,10 @@ void DrivenCluster::Run(double seconds) {
   const double end = now() + seconds;
   while (now() + 1e-9 < end) {
     clock_.Advance(kTick);
+    for (auto& f : network_.TakeDue(now())) Land(std::move(f));
     for (auto& [id, a] : agents_) {
       LeaseTick(a);
-      if (a.silent) continue;
-      for (auto& e : a.exits.DueForResend(now())) Deliver(id, std::move(e));
-      if (now() + 1e-9 < a.next_heartbeat) continue;
-      a.next_heartbeat = now() + heartbeat_interval_;
-      Heartbeat(a);
+      AgentTick(a);
     }
     Dispatch();
     TrainTick();
@@ -331,11 +377,38 @@ void DrivenCluster::Run(double seconds) {
   }
 }
 
+// aryl-agent's loop: register until answered, else resend unacknowledged
+// exits and heartbeat on the interval the scheduler gave.
+void DrivenCluster::AgentTick(FakeAgent& a) {
+  if (!a.registered) {
+    if (now() - a.register_sent > 1.0) Register(a);
+    return;
+  }
+  for (auto& e : a.exits.DueForResend(now())) Deliver(a.reg.agent_id, std::move(e));
+  if (now() + 1e-9 < a.next_heartbeat) return;
+  a.next_heartbeat = now() + heartbeat_interval_;
+  Heartbeat(a);
+}
+
+// As aryl-agent's LeaseTick: the lease ran out, the workers here are
+// stopped (SIGKILL after kLeaseStopGraceSeconds) and no start is taken until
+// the scheduler grants the lease again.
 void DrivenCluster::LeaseTick(FakeAgent& a) {
-  if (a.workers.empty() || now() < a.lease_from + a.lease_seconds + p::kLeaseStopGraceSeconds) return;
-  std::vector<p::WorkerId> all;
-  for (const auto& [wid, w] : a.workers) all.push_back(wid);
-  for (p::WorkerId wid : all) Kill(a.reg.agent_id, wid, 9);  // SIGTERM then SIGKILL: gone by now
+  if (a.lease.Expired(now())) {
+    a.lease.Drop();
+    for (const auto& [wid, w] : a.workers) a.lease_kill_at.emplace(wid, now() + p::kLeaseStopGraceSeconds);
+  }
+  for (auto it = a.lease_kill_at.begin(); it != a.lease_kill_at.end();) {
+    const p::WorkerId wid = it->first;
+    if (!a.workers.count(wid)) {
+      it = a.lease_kill_at.erase(it);
+    } else if (now() + 1e-9 >= it->second) {
+      it = a.lease_kill_at.erase(it);
+      Kill(a.reg.agent_id, wid, 9);  // SIGTERM then SIGKILL: gone by now
+    } else {
+      ++it;
+    }
+  }
 }
 
 void DrivenCluster::Train(p::JobId job, std::int64_t total_steps) {

@@ -25,6 +25,9 @@
 #include "aryl/protocol/messages.h"
 #include "aryl/result.h"
 #include "exit_book.h"
+#include "faulty_network.h"
+#include "generation_fence.h"
+#include "lease.h"
 
 namespace aryl::daemon::testing {
 
@@ -49,22 +52,38 @@ class MemoryPort final : public MessagePort {
   std::deque<Sent> sent_;
 };
 
-// One agent: its workers, the exits it has not had acknowledged, and whether
-// it answers at all.
+// One agent: its workers, the exits it has not had acknowledged, and its
+// standing with the scheduler, kept as aryl-agent keeps them (its lease,
+// generation fence and exit book are aryl-agent's own classes).
 struct FakeAgent {
   p::AgentRegister reg;
   std::map<p::WorkerId, p::RunningWorker> workers;
   agent::ExitBook exits;  // aryl-agent's own: resent every 2 s and on registration until acknowledged
   std::vector<p::Message> received;  // every command, in order
   std::uint64_t seq = 0;
-  bool silent = false;  // a crashed or partitioned agent: sends nothing, hears nothing
+  // Cut off: a crashed or partitioned agent (silent) sends nothing and hears
+  // nothing; a one-way partition loses only what it sends (mute) or only
+  // what it is sent (deaf).
+  bool silent = false;
+  bool mute = false;
+  bool deaf = false;
+  bool Sends() const { return !silent && !mute; }
+  bool Hears() const { return !silent && !deaf; }
   double next_heartbeat = 0;
-  // The lease (protocol step 2): renewed from the send time of each
-  // acknowledged heartbeat; once it and the stop grace have run out, the
-  // agent has stopped its workers, as aryl-agent does.
-  std::map<std::uint64_t, double> sent_at;
-  double lease_from = 0;
-  double lease_seconds = 30;
+  // Protocol step 1, as SchedulerSession: registered until the scheduler says
+  // it does not know this agent; then a registration a second, each answered
+  // (or not) over the network, until one is.
+  bool registered = true;
+  double register_sent = -10;
+  std::string register_correlation;
+  std::uint64_t scheduler_epoch = 0;
+  // The lease (protocol step 2; agent/src/lease.h): renewed from the send
+  // time of each acknowledged heartbeat. Once it runs out the workers are
+  // stopped (SIGKILL kLeaseStopGraceSeconds later) and no start is taken
+  // until a registration or an acknowledgement grants it again.
+  agent::SchedulerLease lease;
+  std::map<p::WorkerId, double> lease_kill_at;
+  agent::GenerationFence fence;  // aryl-agent's: overtaken generations are refused
 };
 
 class DrivenCluster {
@@ -121,6 +140,10 @@ class DrivenCluster {
   // again.
   void PauseDaemon(double seconds);
 
+  // Faults of the wire between agents and daemon (faulty_network.h), from now on.
+  void SetNetwork(const NetworkFaults& faults) { network_.Set(faults); }
+  const FaultyNetwork& network() const { return network_; }
+
   // What a worker's process does, reported by its agent as aryl-agent would.
   void Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome = "",
             std::optional<std::int64_t> step = std::nullopt);
@@ -166,8 +189,15 @@ class DrivenCluster {
   bool workers_link_runtime = false;
 
  private:
+  // An agent's message onto the wire, and what reaches the daemon.
   void Deliver(const std::string& from, p::Message msg);
+  void Arrive(const std::string& from, p::Message msg, const std::string& correlation = "");
+  // The daemon's messages onto the wire, and what reaches an agent.
   void Dispatch();
+  void ToAgent(FakeAgent& a, p::Message msg, const std::string& correlation = "");
+  void Land(FaultyNetwork::Flight f);
+  void AgentTick(FakeAgent& a);  // registration, heartbeat, resends
+  void Register(FakeAgent& a);
   void OnCommand(FakeAgent& a, const p::Message& msg);
   void End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how);
   void Heartbeat(FakeAgent& a);
@@ -206,8 +236,9 @@ class DrivenCluster {
   DaemonOptions options_;
   std::string state_dir_;  // restartable: the state file's directory
   bool paused_ = false;
-  std::deque<std::pair<std::string, p::Message>> held_;  // sent to a paused daemon
+  std::deque<FaultyNetwork::Flight> held_;  // sent to a paused daemon
   std::unique_ptr<Daemon> daemon_;
+  FaultyNetwork network_;
   std::map<std::string, FakeAgent> agents_;
   double heartbeat_interval_ = 0.5;
   std::uint64_t correlation_ = 0;

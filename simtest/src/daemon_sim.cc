@@ -22,10 +22,13 @@ using daemon::DaemonOptions;
 using daemon::StateStore;
 using daemon::testing::DrivenCluster;
 using daemon::testing::FullDiskStore;
+using daemon::testing::NetworkFaults;
 
 constexpr std::pair<DaemonFault, const char*> kNames[] = {
     {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
-    {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"}};
+    {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
+    {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
+    {kDaemonOneWay, "oneway"}};
 
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
@@ -151,7 +154,45 @@ class DaemonRun {
       Schedule(at, "state disk full", [this] { *disk_full_ = true; });
       Schedule(at + len, "state disk has room", [this] { *disk_full_ = false; });
     }
+    // The network's faults: windows that may overlap; each change sets the
+    // wire to what the open windows add up to.
+    auto window = [&](DaemonFault fault, const char* name, double NetworkFaults::*field, double lo, double hi) {
+      if (!(f & fault)) return;
+      const double at = Uniform(5, 250), len = Uniform(5, 60), value = Uniform(lo, hi);
+      Schedule(at, std::string(name) + " " + Fmt(value), [this, field, value] {
+        net_.*field = value;
+        SetNetwork();
+      });
+      Schedule(at + len, std::string("no ") + name, [this, field] {
+        net_.*field = 0;
+        SetNetwork();
+      });
+    };
+    window(kDaemonLoss, "loss", &NetworkFaults::loss, 0.05, 0.5);
+    window(kDaemonDup, "dup", &NetworkFaults::duplicate, 0.1, 0.5);
+    window(kDaemonDelay, "delay", &NetworkFaults::max_delay, 0.2, 3);
+    if (f & kDaemonOneWay) {
+      const double at = Uniform(5, 250), len = Uniform(2, 40);
+      const std::string who = Coin() ? "t1" : "t2";  // as partition: an inference server cut off cannot be reclaimed in time
+      const bool deaf = Coin();
+      Schedule(at, who + (deaf ? " deaf" : " mute"), [this, who, deaf] { (deaf ? c_->agent(who).deaf : c_->agent(who).mute) = true; });
+      Schedule(at + len, who + " heard and hearing", [this, who] { c_->agent(who).deaf = c_->agent(who).mute = false; });
+    }
     std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
+  }
+
+  void SetNetwork() {
+    net_.seed = rng_();
+    c_->SetNetwork(net_);
+    if (returned_by_ >= 0) NoteNetwork();
+  }
+  // D1 is a promise for a wire that delivers: a reclaim while messages are
+  // lost is not checked (its kills are repeated, but a deadline of a second
+  // cannot outlast a run of losses), and one while they are late is given
+  // their delay.
+  void NoteNetwork() {
+    if (net_.loss > 0) reclaim_unchecked_ = true;
+    reclaim_slack_ = std::max(reclaim_slack_, net_.max_delay);
   }
 
   void Apply() {
@@ -174,12 +215,25 @@ class DaemonRun {
     c_->Kill(agent, worker, 9);
   }
 
+  // Refused while the scheduler cannot record it (a full disk): the
+  // inference side asks again a second later; refused as not possible
+  // (FailedPrecondition: not loaned, already loaned), it does not.
+  void Again(const std::string& what, std::function<void()> fn) {
+    Schedule(Now() + 1, what + " again", std::move(fn));
+    std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                     [](const Planned& a, const Planned& b) { return a.at < b.at; });
+  }
+
   void Offer() {
-    if (c_->Call(p::PoolOffer{{"i1"}}).ok()) {
+    auto st = c_->Call(p::PoolOffer{{"i1"}});
+    if (st.ok()) {
       ++out_.loans;
       lent_ = true;
       returned_by_ = -1;
+      return;
     }
+    Trace("offer refused: " + st.status().ToString());
+    if (st.status().code() != Status::Code::kFailedPrecondition) Again("offer i1", [this] { Offer(); });
   }
 
   void Reclaim(double deadline) {
@@ -187,22 +241,26 @@ class DaemonRun {
     r.servers = {"i1"};
     r.deadline_seconds = deadline;
     auto st = c_->Call(r);
-    // Refused while the scheduler cannot record it (a full disk): the
-    // inference side asks again a second later.
     if (!st.ok()) {
       Trace("reclaim refused: " + st.status().ToString());
-      Schedule(Now() + 1, "reclaim i1 again", [this, deadline] { Reclaim(deadline); });
-      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
-                       [](const Planned& a, const Planned& b) { return a.at < b.at; });
+      if (st.status().code() != Status::Code::kFailedPrecondition)
+        Again("reclaim i1", [this, deadline] { Reclaim(deadline); });
       return;
     }
-    if (lent_) returned_by_ = Now() + deadline;
+    if (lent_) {
+      returned_by_ = Now() + deadline;
+      reclaim_unchecked_ = false;
+      reclaim_slack_ = 0;
+      NoteNetwork();
+      if (reclaim_unchecked_) Trace("D1 not checked for this reclaim: messages are being lost");
+    }
     lent_ = false;
   }
 
   void Check() {
     // D1
-    if (returned_by_ >= 0 && Now() > returned_by_ + DrivenCluster::kTick + 1e-9 && !c_->WorkersOf(job_)["i1"].empty())
+    if (returned_by_ >= 0 && !reclaim_unchecked_ && Now() > returned_by_ + reclaim_slack_ + DrivenCluster::kTick + 1e-9 &&
+        !c_->WorkersOf(job_)["i1"].empty())
       Violate("D1", "a worker of the job on i1 " + Fmt(Now() - returned_by_) + " s after the reclaim's deadline");
     // D2
     const std::int64_t fresh = c_->FreshStart(job_);
@@ -236,8 +294,15 @@ class DaemonRun {
   }
 
   void Finish() {
-    // Let the last exits be acknowledged (an agent resends every 2 s).
-    if (Ended()) c_->Run(5);
+    // Let the last exits be acknowledged (an agent resends every 2 s), once
+    // the faults drawn for the run are over (a window of loss, a deaf agent).
+    if (Ended()) {
+      while (next_ < plan_.size() && Now() < kHorizon) {
+        Apply();
+        c_->Run(DrivenCluster::kTick);
+      }
+      c_->Run(5);
+    }
     auto row = c_->Job(job_);
     out_.completed = row.ok() && row->state == p::JobState::kCompleted;
     out_.end_time = Now();
@@ -280,11 +345,14 @@ class DaemonRun {
   std::mt19937_64 rng_;
   std::unique_ptr<DrivenCluster> c_;
   std::shared_ptr<bool> disk_full_;
+  NetworkFaults net_;
   p::JobId job_ = 0;
   std::vector<Planned> plan_;
   std::size_t next_ = 0;
   bool lent_ = false;
   double returned_by_ = -1;
+  bool reclaim_unchecked_ = false;
+  double reclaim_slack_ = 0;
   std::int64_t last_step_ = 0;
   int generations_at_step_ = 0;
   bool livelock_said_ = false;
@@ -303,11 +371,19 @@ Result<unsigned> ParseDaemonFaults(const std::string& list) {
       out |= kDaemonAll;
       continue;
     }
+    if (word == "process") {
+      out |= kDaemonProcess;
+      continue;
+    }
+    if (word == "network") {
+      out |= kDaemonNetwork;
+      continue;
+    }
     if (word == "none" || word.empty()) continue;
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
     if (it == std::end(kNames))
       return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, all, none)");
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, loss, dup, delay, oneway; process, network, all, none)");
     out |= it->first;
   }
   return out;

@@ -162,6 +162,47 @@ TEST(DrivenDaemon, ReclaimEmptiesTheLoanedServerByItsDeadline) {
     if (n.agent_id == "i1") EXPECT_NE(n.state, p::NodeState::kLoaned) << "i1 is still loaned";
 }
 
+// A StartWorkers that never reaches its agent (t2 hears nothing for a
+// second: a connection that broke). Its heartbeats never list the worker, so
+// the daemon gives it up and starts another: the job forms and trains
+// instead of waiting for that worker for ever.
+TEST(DrivenDaemon, AStartThatNeverArrivesIsReplaced) {
+  TestCluster c;
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  c.agent("t2").deaf = true;
+  auto job = c.Submit(Fixed(4));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  c.Run(1);
+  c.agent("t2").deaf = false;
+  EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 0u) << "t2 heard its start after all";
+  ASSERT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 60)) << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 4);
+  EXPECT_EQ(StateOf(c, *job), JobState::kRunning);
+}
+
+// The kill a reclaim sends at its deadline is lost (i1 hears nothing while
+// it is sent); it is sent again, so the loaned server is still empty within
+// a few seconds of the deadline, not at the worker's own end.
+TEST(DrivenDaemon, AReclaimsLostKillIsSentAgain) {
+  TestCluster c;
+  const p::JobId job = GrowOntoLoanedServer(c);
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
+      << Kinds(c, job);
+  c.agent("i1").deaf = true;  // the NewGeneration that lets its workers leave, and the first kill, are lost
+  p::PoolReclaim r;
+  r.servers = {"i1"};
+  r.deadline_seconds = 2;
+  const double asked = c.now();
+  ASSERT_TRUE(c.Call(r).ok());
+  c.Run(2);
+  c.agent("i1").deaf = false;
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].empty(); }, 15)) << Kinds(c, job);
+  EXPECT_LE(c.now() - asked, 2.0 + 2.5) << "the kill was not sent again";
+}
+
 // Issue 34's livelock: a grow onto a loaned server whose new worker dies
 // before the generation forms. The other joiner waits for a generation that
 // cannot form; the daemon must give up on it and plan again (the forming

@@ -63,7 +63,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       ARYL_RETURN_IF_ERROR(HandleWorkerExit(ex));
       Send(n.id, p::WorkerExitAck{ex.job, ex.worker});
     }
-    Reconcile(n, m.workers);
+    Reconcile(n, m.workers, true);
     // A job waiting out this agent's lease need not wait once the agent says
     // it runs none of the job's workers: no second copy can be running.
     for (auto& [jid, j] : jobs) {
@@ -105,17 +105,37 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
 }
 
 // What an agent runs vs what the daemon believes it runs there.
-void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& running) {
+// What the agent of `n` says it runs (every heartbeat and registration),
+// against what the daemon expects there:
+// - a worker the daemon does not expect (its job went on without it while the
+//   agent was out of touch, or is over) is a stray: killed (SIGKILL, not
+//   SIGTERM: the runtime turns a SIGTERM into a clean stop of every rank,
+//   which would stop the job it left), the kill sent again every
+//   kStrayKillEvery s while it is still listed (a StopWorkers can be lost
+//   with a broken connection). While a stray of a live job runs, that job
+//   starts no fresh group (Job::stray_nodes, ConvergeInputOf); if the agent
+//   is lost meanwhile, its lease wait covers the strays (NodeFailed);
+// - a start is confirmed once its worker is listed (ConfirmStarts);
+// - at a registration, an expected worker that is not listed exited while
+//   the agent was away: gone.
+// O(the workers listed + the node's workers).
+void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& running, bool registration) {
   std::set<std::pair<p::JobId, p::WorkerId>> reported;
+  std::set<p::JobId> stray_jobs;
   for (const auto& rw : running) {
     reported.insert({rw.job, rw.worker});
     auto jit = jobs.find(rw.job);
-    bool known = jit != jobs.end() && jit->second.workers.count(rw.worker) &&
-                 jit->second.workers[rw.worker].agent == n.id;
-    if (!known) {
-      // Its job went on without it (the agent was out of touch past the
-      // timeout) or is over. SIGKILL, not SIGTERM: the runtime turns a SIGTERM
-      // into a clean stop of every rank, which would stop the job it left.
+    Worker* w = nullptr;
+    if (jit != jobs.end())
+      if (auto wit = jit->second.workers.find(rw.worker); wit != jit->second.workers.end() && wit->second.agent == n.id)
+        w = &wit->second;
+    if (w) {
+      w->start_watch = -1;
+      continue;
+    }
+    auto [sit, first] = n.strays.try_emplace({rw.job, rw.worker}, watch_now);
+    if (first || watch_now - sit->second >= kStrayKillEvery) {
+      sit->second = watch_now;
       spdlog::warn("agent {} runs worker {} of job {} that the scheduler does not expect: killing it", n.id,
                    rw.worker, rw.job);
       p::StopWorkers sw;
@@ -125,7 +145,22 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
       sw.reason = "not expected by the scheduler";
       Send(n.id, sw);
     }
+    if (jit == jobs.end()) continue;
+    stray_jobs.insert(rw.job);
+    jit->second.stray_nodes.insert(n.id);
   }
+  // Strays no longer listed are gone; a job they held back may start again.
+  for (auto it = n.strays.begin(); it != n.strays.end();) {
+    if (reported.count(it->first)) {
+      ++it;
+      continue;
+    }
+    const p::JobId jid = it->first.first;
+    it = n.strays.erase(it);
+    if (auto jit = jobs.find(jid); jit != jobs.end() && !stray_jobs.count(jid) && jit->second.stray_nodes.erase(n.id))
+      pending_converge.insert(jid);
+  }
+  if (!registration) return ConfirmStarts(n, reported);
   // Workers the daemon expected there but the agent no longer runs: they
   // exited while we were apart. The node's workers only (workers_on).
   auto on = workers_on.find(n.id);
@@ -133,14 +168,34 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
   std::vector<std::pair<p::JobId, p::WorkerId>> gone;
   for (const auto& key : on->second)
     if (!reported.count(key)) gone.push_back(key);
-  for (const auto& [jid, wid] : gone) {
-    Job& j = jobs.at(jid);
-    bool leaving = j.workers.at(wid).leaving;
-    EraseWorker(j, wid);
-    spdlog::info("job {} worker {} on {} is gone ({})", jid, wid, n.id, leaving ? "was leaving" : "lost");
-    if (!leaving) j.failures++;
-    pending_converge.insert(jid);
+  for (const auto& [jid, wid] : gone) WorkerGone(n, jobs.at(jid), wid, "lost");
+}
+
+void Daemon::Impl::WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std::string& why) {
+  bool leaving = j.workers.at(wid).leaving;
+  EraseWorker(j, wid);
+  spdlog::info("job {} worker {} on {} is gone ({})", j.rec.id, wid, n.id, leaving ? "was leaving" : why);
+  if (!leaving) j.failures++;
+  pending_converge.insert(j.rec.id);
+}
+
+// A start is confirmed once the agent lists the worker. One still unlisted
+// kStartConfirmSeconds of watching after its StartWorkers went out never ran:
+// the message was lost (a connection that broke) or refused (the agent held
+// no lease then). Without this, the job would wait for it for ever. Watch
+// time (LivenessTick), so that heartbeats read after a pause, sent before
+// the start arrived, do not count against it. O(the node's workers).
+void Daemon::Impl::ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported) {
+  auto on = workers_on.find(n.id);
+  if (on == workers_on.end()) return;
+  std::vector<std::pair<p::JobId, p::WorkerId>> never_ran;
+  for (const auto& [jid, wid] : on->second) {
+    const Worker& w = jobs.at(jid).workers.at(wid);
+    if (w.start_watch >= 0 && !reported.count({jid, wid}) && watch_now - w.start_watch > kStartConfirmSeconds)
+      never_ran.emplace_back(jid, wid);
   }
+  for (const auto& [jid, wid] : never_ran)
+    WorkerGone(n, jobs.at(jid), wid, "its agent never ran it: the start was lost or refused");
 }
 
 std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat& m) {
@@ -155,6 +210,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
   }
   Heard(it->second);
   Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
+  Reconcile(it->second, m.workers, false);
   // A full log disk cuts the workers' output: an event when it fills, one when
   // space returns (aryl events, aryl_log_disk_full_total).
   Node& n = it->second;
@@ -235,6 +291,10 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   // last heard at n.last_heartbeat; one that never came back after this
   // scheduler started was acknowledged last before that start).
   double expiry = LeaseExpiry(n.heard_here ? n.last_heartbeat : std::max(n.last_heartbeat, started_at));
+  // Strays it ran (Reconcile) may run until then too.
+  for (const auto& [key, sent] : n.strays)
+    if (auto jit = jobs.find(key.first); jit != jobs.end() && jit->second.stray_nodes.erase(id)) gone_by_job[key.first];
+  n.strays.clear();
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
     for (auto wid : gone) EraseWorker(j, wid);

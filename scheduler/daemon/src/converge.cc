@@ -104,6 +104,9 @@ ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
   in.in_place = j.runtime && !j.RestartsToResize();
   in.last_loss_time = j.last_loss_time;
   in.restart_not_before = j.restart_not_before;
+  // A stray of the job still runs (agents.cc, Reconcile): no fresh start
+  // until its agent has killed it; asked again a second later.
+  if (!j.stray_nodes.empty()) in.restart_not_before = std::max(in.restart_not_before, WallNow() + 1.0);
   in.members_announced = j.members_announced;
   in.generation = j.generation;
   in.next_worker = j.next_worker;
@@ -155,6 +158,12 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired,
       if (j.life.Is(JobPhase::kLeaseWait)) return Status::Ok();
       Phase(j, j.life.LeaseWait(WallNow()), "lease wait");
       const double left = plan.lease_left;
+      if (!j.stray_nodes.empty() && j.restart_not_before <= WallNow()) {
+        const std::string& node = *j.stray_nodes.begin();
+        spdlog::warn("job {}: starts again once {} has stopped its old workers", j.rec.id, node);
+        return Journal(j.rec.id, "lease_wait", "starts again once " + node + " has stopped its old workers",
+                       {{"node", node}}, {node});
+      }
       spdlog::warn(
           "job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may "
           "still run there)",
@@ -193,6 +202,7 @@ Status Daemon::Impl::StartGeneration(Job& j, const ConvergeResult& plan,
     w.agent = jn.node;
     w.slot = jn.slot;
     w.joined = plan.generation;
+    w.start_watch = watch_now;
     joiners[jn.node].push_back({w.id, 0, w.slot});
     AddWorker(j, w);
   }

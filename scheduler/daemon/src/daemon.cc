@@ -132,6 +132,7 @@ Status Daemon::Impl::LoadState() {
       j.loss = old->second.loss;
       j.rate = old->second.rate;
       j.last_resize_pause = old->second.last_resize_pause;
+      j.stray_nodes = old->second.stray_nodes;
       j.last_progress_event = old->second.last_progress_event;
       j.completing_since = old->second.completing_since;
       j.restart_not_before = old->second.restart_not_before;
@@ -170,6 +171,8 @@ Status Daemon::Impl::LoadState() {
         wk.generation = x.at("generation").get<std::int64_t>();
         wk.joined = wk.generation;
         wk.leaving = x.at("leaving").get<bool>();
+        if (old != jobs.end())  // an unconfirmed start stays unconfirmed (memory only)
+          if (auto ow = old->second.workers.find(wk.id); ow != old->second.workers.end()) wk.start_watch = ow->second.start_watch;
         if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
           return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +
                                     " (bad id, rank, slot or unknown node)");

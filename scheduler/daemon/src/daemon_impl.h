@@ -112,6 +112,7 @@ class Daemon::Impl {
     double start = 0;     // wall
     double deadline = 0;  // wall: training gone by then
     bool forced = false;
+    double forced_at = 0;  // wall: the last kill of the workers still there
     // A server with a serving side (protocol/serving.h): ready again by
     // ready_by (the deadline asked for; `deadline` is that less the warm-up);
     // serving_started once it was empty and told to serve.
@@ -321,7 +322,10 @@ class Daemon::Impl {
   // The worker id of rank 0 among the job's staying workers; -1 when none.
   static std::int64_t RankZero(const Job& j);
   std::optional<p::Message> On(const p::ReplyTo& from, p::AgentRegister& m);
-  void Reconcile(Node& n, const std::vector<p::RunningWorker>& running);
+  void Reconcile(Node& n, const std::vector<p::RunningWorker>& running, bool registration);
+  void ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported);
+  static constexpr double kStartConfirmSeconds = 6, kStrayKillEvery = 2;  // watch time
+  void WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std::string& why);  // exited unseen, never ran
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
   void LivenessTick(double now);
   void Heard(Node& n);  // a message from the node's agent arrived

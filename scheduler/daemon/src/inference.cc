@@ -194,10 +194,8 @@ void Daemon::Impl::ReclaimTick(double now) {
       ++it;
       continue;
     }
-    bool busy = false;
-    for (auto& [jid, j] : jobs)
-      for (auto& [wid, w] : j.workers)
-        if (w.agent == it->node) busy = true;
+    auto on = workers_on.find(it->node);  // the node's workers only
+    const bool busy = on != workers_on.end() && !on->second.empty();
     if (!busy && nodes.count(it->node) && nodes[it->node].serving) {
       double latency = now - it->start;
       (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency) + "; its serving side starts",
@@ -219,21 +217,23 @@ void Daemon::Impl::ReclaimTick(double now) {
       it = reclaims.erase(it);
       continue;
     }
-    if (!it->forced && now > it->deadline - kReclaimEnforceSeconds) {
-      spdlog::warn("reclaim of {}: deadline near, killing the workers still there", it->node);
-      for (auto& [jid, j] : jobs) {
-        std::vector<p::WorkerId> ids;
-        for (auto& [wid, w] : j.workers)
-          if (w.agent == it->node) ids.push_back(wid);
-        if (ids.empty()) continue;
+    // The deadline near: the workers still there are killed, and again every
+    // kStrayKillEvery s while any is (a StopWorkers lost with a broken
+    // connection must not cost the deadline; aryl-simtest --daemon's loss).
+    if (now > it->deadline - kReclaimEnforceSeconds && (!it->forced || now - it->forced_at >= kStrayKillEvery)) {
+      if (!it->forced) spdlog::warn("reclaim of {}: deadline near, killing the workers still there", it->node);
+      std::map<p::JobId, std::vector<p::WorkerId>> by_job;
+      for (const auto& [jid, wid] : on->second) by_job[jid].push_back(wid);
+      for (auto& [jid, ids] : by_job) {
         p::StopWorkers sw;
         sw.job = jid;
-        sw.workers = ids;
+        sw.workers = std::move(ids);
         sw.grace_seconds = 0;
         sw.reason = "reclaim deadline";
         Push(it->node, sw);
       }
       it->forced = true;
+      it->forced_at = now;
     }
     ++it;
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,9 @@ struct LiveNode {
   // The serving side its agent manages (protocol/serving.h); nullopt: none.
   // Memory only: the agent says it at every registration and change.
   std::optional<p::ServingStatus> serving;
+  // Workers its agent runs that the daemon does not expect (agents.cc,
+  // Reconcile), with the watch time of the last kill sent. Memory only.
+  std::map<std::pair<p::JobId, p::WorkerId>, double> strays;
 };
 struct LiveWorker {
   p::WorkerId id = 0;
@@ -55,6 +59,10 @@ struct LiveWorker {
   std::int64_t generation = 0;
   std::int64_t joined = 0;  // the generation it was started for (memory only; restored: its generation)
   bool leaving = false;  // asked to leave (resize, preempt, cancel, reclaim)
+  // The watch clock (agents.cc) when its StartWorkers went out; < 0 once its
+  // agent listed it (a heartbeat or a registration), and for restored workers
+  // (their agent's registration reconciles them). Memory only.
+  double start_watch = -1;
 };
 struct LiveJob {
   JobRecord rec;
@@ -128,6 +136,9 @@ struct LiveJob {
   // has not come back since is also given a lease from the restart.
   double restart_not_before = 0;
   std::string lease_node;
+  // Nodes whose agents still run stray workers of the job (agents.cc,
+  // Reconcile): no fresh start meanwhile. Memory only.
+  std::set<std::string> stray_nodes;
   double last_loss_time = -1e9;   // wall time a worker of the job was last lost (memory only)
   // Measured speed (speed.cc): 1 / the median step time of rank 0's newest
   // summary. Memory only.

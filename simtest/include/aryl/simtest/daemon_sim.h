@@ -4,7 +4,8 @@
 // whole daemon: Daemon::StartDriven, the binary's message handlers, tick,
 // journal and SQLite state, on virtual time behind an in-memory network
 // (simtest/driven/driven_cluster.h), with agents that answer as aryl-agent
-// does (its ExitBook, its lease) and workers that follow the runtime's
+// does (its ExitBook, lease and generation fence, registration until
+// answered) and workers that follow the runtime's
 // rendezvous. One seed draws the cluster (a training server, a second one of
 // 1-2 slots, an inference server), an elastic 1..4 job of 150-400 steps and
 // the faults:
@@ -15,6 +16,13 @@
 //   restart    the scheduler process replaced on its state file
 //   partition  a training agent cut off for 2-40 s
 //   disk       the state disk full for 1-20 s
+//   loss       for 5-60 s, each message between agents and scheduler lost
+//              with probability 5-50%
+//   dup        for 5-60 s, each arrives twice with probability 10-50%
+//   delay      for 5-60 s, each is late by up to 0.2-3 s (so messages
+//              overtake each other)
+//   oneway     a training agent hears nothing (deaf) or is not heard (mute) for
+//              2-40 s
 // Invariants, after every 50 ms tick:
 //   D1 every reclaim is met: no worker of the job on the inference server
 //      after its deadline (until it is offered again)
@@ -42,10 +50,18 @@ enum DaemonFault : unsigned {
   kDaemonRestart = 1u << 3,
   kDaemonPartition = 1u << 4,
   kDaemonDisk = 1u << 5,
-  kDaemonAll = (1u << 6) - 1,
+  kDaemonLoss = 1u << 6,
+  kDaemonDup = 1u << 7,
+  kDaemonDelay = 1u << 8,
+  kDaemonOneWay = 1u << 9,
+  kDaemonAll = (1u << 10) - 1,
+  // The groups CI runs apart: faults of processes and disks, and of the wire.
+  kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk,
+  kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay,
 };
 
-// "kill,loan,pause,restart,partition,disk" or "all" or "none".
+// "kill,loan,pause,restart,partition,disk,loss,dup,delay,oneway", the groups
+// "process" (the first six) and "network" (the last four), "all" or "none".
 Result<unsigned> ParseDaemonFaults(const std::string& list);
 std::string DaemonFaultsString(unsigned faults);
 
