@@ -218,5 +218,46 @@ TEST(StateTest, AddServerJoinsFailedAndLiftsCappedCurves) {
   EXPECT_EQ(st.server(1)->spec.name, "t1");
 }
 
+// A job's curves reach the GPUs of their type, counted from the servers
+// (BuildJob reads per-type totals the state keeps): checked against a sum
+// over every server after each server joins, with and without hetero_dp.
+TEST(StateTest, CurvesCapAtPerTypeTotalsAsServersJoin) {
+  for (bool hetero : {false, true}) {
+    SchedulerConfig config;
+    config.hetero_dp = hetero;
+    auto made = ClusterState::Create({{0, "a0", Pool::kTraining, "A100", 2}, {1, "t0", Pool::kInference, "T4", 3}},
+                                     Catalog(), config);
+    ASSERT_TRUE(made.ok()) << made.status();
+    ClusterState st = std::move(*made);
+    const std::vector<ServerSpec> joining = {{2, "a1", Pool::kTraining, "A100", 5},
+                                             {3, "t1", Pool::kInference, "T4", 1},
+                                             {4, "a2", Pool::kInference, "A100", 8},
+                                             {70, "a3", Pool::kTraining, "A100", 3}};
+    JobId next = 1;
+    for (size_t step = 0; step <= joining.size(); ++step) {
+      if (step > 0) ASSERT_TRUE(st.AddServer(joining[step - 1]).ok());
+      std::vector<int> brute(st.num_types(), 0);
+      int all = 0;
+      for (const auto& s : st.servers()) {
+        brute[s.type] += s.spec.gpus;
+        all += s.spec.gpus;
+      }
+      EXPECT_EQ(st.total_gpus(), all);
+      ASSERT_TRUE(st.AddJob(testing::Elastic(next, 1, 64)).ok());
+      // New and extended curves alike; with hetero_dp only the new job's (a
+      // joining server extends its own type's curves only).
+      for (JobId id = hetero ? next : 1; id <= next; ++id) {
+        const JobInfo& j = *st.job(id);
+        for (int t = 0; t < st.num_types(); ++t) {
+          const int cap = std::min(64, hetero ? all : brute[t]);
+          ASSERT_EQ(static_cast<int>(j.curves[t].size()), cap + 1)
+              << "hetero " << hetero << " step " << step << " job " << id << " type " << t;
+        }
+      }
+      ++next;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace aryl::sched

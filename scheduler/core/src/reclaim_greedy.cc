@@ -1,6 +1,7 @@
 // The greedy reclaim strategy: servers returned one at a time, each the one
 // of least cost per server it returns, at each notice step.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <unordered_map>
 
@@ -8,6 +9,10 @@
 
 namespace aryl::sched::internal {
 namespace {
+
+// Candidates per block of the greedy's scan (GreedyChoice).
+constexpr size_t kBlock = 32;
+thread_local bool block_skip = true;  // SetGreedyBlockSkip
 
 // What returning one server does to one of its jobs: its placement after
 // (empty: preempted) and the workers that leave each of its other servers.
@@ -46,6 +51,7 @@ struct Scratch {
   std::vector<Removal> Removals(ServerId sid) const {
     std::vector<Removal> out;
     const auto removed = [sid](ServerId x) { return x == sid; };
+    out.reserve(state.server(sid)->jobs.size());
     for (const auto& [jid, unused] : state.server(sid)->jobs) {
       const JobInfo& job = *state.job(jid);
       // A job the server lists is on it unless an override moved it away.
@@ -148,6 +154,8 @@ Seconds NextCostStep(const ClusterState& state, const std::vector<Removal>& remo
 // levels_[d] holds what is known of the state after d returns.
 class RemovalCache {
  public:
+  // A pass (GreedyChoice) starts with a new Scratch.
+  void NewPass() { checked_ = nullptr; }
   const std::vector<Removal>& Of(const Scratch& scratch, ServerId sid) {
     Slot& s = At(scratch, sid);
     if (!s.built) {
@@ -189,18 +197,44 @@ class RemovalCache {
     int freed = 0;
   };
   struct Level {
-    std::vector<std::uint64_t> history;
+    size_t len = 0;  // its history: the first `len` entries of history_
     std::unordered_map<ServerId, Slot> slots;
   };
   Slot& At(const Scratch& scratch, ServerId sid) {
     const size_t d = scratch.depth;
-    if (d >= levels_.size() || levels_[d].history != scratch.history) {
-      levels_.resize(d);  // deeper levels extend this one's history: stale too
-      levels_.push_back({scratch.history, {}});
+    // A scratch's history changes only with its depth (Scratch::Apply), and
+    // the levels only here: one check per depth of a pass, and that check
+    // reads only what the last step appended when the level above was
+    // checked against this scratch (a pass checks every depth in turn).
+    if (&scratch != checked_ || d != checked_depth_) {
+      const std::vector<std::uint64_t>& h = scratch.history;
+      const size_t from = &scratch == checked_ && d == checked_depth_ + 1 ? levels_[d - 1].len : 0;
+      const bool match = d < levels_.size() && levels_[d].len == h.size() &&
+                         std::equal(h.begin() + from, h.end(), history_.begin() + from);
+      if (!match) {
+        // history_ becomes this scratch's; the levels above keep theirs only
+        // while it is a prefix of the new one (the others never match).
+        size_t same = from;
+        while (same < h.size() && same < history_.size() && h[same] == history_[same]) ++same;
+        levels_.resize(std::min(d, levels_.size()));
+        for (Level& l : levels_) {
+          if (l.len > same) l.len = kStale;
+        }
+        while (levels_.size() < d) levels_.push_back({kStale, {}});
+        history_.resize(same);
+        history_.insert(history_.end(), h.begin() + same, h.end());
+        levels_.push_back({h.size(), {}});
+      }
+      checked_ = &scratch;
+      checked_depth_ = d;
     }
     return levels_[d].slots[sid];
   }
-  std::vector<Level> levels_;
+  static constexpr size_t kStale = static_cast<size_t>(-1);  // a level no history matches
+  std::vector<Level> levels_;  // levels_[d]: after d returns
+  std::vector<std::uint64_t> history_;  // the history of the deepest level; the others' are prefixes
+  const Scratch* checked_ = nullptr;  // levels_[checked_depth_] matches this scratch
+  size_t checked_depth_ = 0;
 };
 
 // The greedy strategy's choice of `need` busy servers at `notice`.
@@ -214,6 +248,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
   // Costs are at `notice`: a job left to finish costs nothing, a checkpoint
   // on notice replaces lost work where it fits.
   Scratch scratch{state, elastic, notice, {}, {}, 0};
+  removals.NewPass();
   const std::vector<ServerId>& left = busy;  // candidates, in scan order
   int remaining = need;
   // Costs are cached and recomputed only for servers a step touched:
@@ -252,6 +287,55 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     cache[i].valid = false;
     if (pos_of[i] >= 0 && !gone[pos_of[i]]) dirty.push_back(pos_of[i]);
   };
+  // The scan visits the candidates in blocks of kBlock, each summarized by
+  // the least p, l and used GPUs of its candidates not yet chosen (each least
+  // on its own, so a bound, not a candidate). A candidate replaces `best` only
+  // if p < p_lo, or p <= p_hi and (l < l_lo, or l <= l_hi and fewer used): a
+  // block whose least p exceeds p_hi, or whose least p is at least p_lo and
+  // whose least l exceeds l_hi or is at least l_lo with least used at least
+  // best_used, holds no such candidate, whatever its order. The scan skips
+  // those blocks and so makes the same choice as a scan of every candidate.
+  // A block holding a NaN price (no order) is always scanned.
+  struct Block {
+    double p = 0, l = 0;
+    int used = 0;
+    int live = 0;            // candidates not yet chosen
+    bool unordered = false;  // holds a NaN p or l
+  };
+  static thread_local std::vector<Block> blocks;
+  static thread_local std::vector<char> block_dirty;
+  static thread_local std::vector<int> dirty_blocks;
+  blocks.assign((candidates + kBlock - 1) / kBlock, Block{});
+  block_dirty.assign(blocks.size(), 0);
+  dirty_blocks.clear();
+  auto mark_block = [&](size_t c) {
+    const size_t b = c / kBlock;
+    if (!block_dirty[b]) {
+      block_dirty[b] = 1;
+      dirty_blocks.push_back(static_cast<int>(b));
+    }
+  };
+  auto summarize_block = [&](int b) {
+    block_dirty[b] = 0;
+    Block m;
+    const size_t end = std::min(candidates, (static_cast<size_t>(b) + 1) * kBlock);
+    for (size_t c = static_cast<size_t>(b) * kBlock; c < end; ++c) {
+      if (gone[c]) continue;
+      const double p = ps[c], l = ls[c];
+      if (std::isnan(p) || std::isnan(l)) m.unordered = true;
+      if (m.live == 0) {
+        m.p = p;
+        m.l = l;
+        m.used = useds[c];
+      } else {
+        m.p = std::min(m.p, p);
+        m.l = std::min(m.l, l);
+        m.used = std::min(m.used, useds[c]);
+      }
+      ++m.live;
+    }
+    blocks[b] = m;
+  };
   int most_freed = 0;  // at least every valid entry's `freed`
   auto price = [&](size_t c) {
     Entry& e = cache[state.server_index(left[c])];
@@ -264,6 +348,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     ps[c] = e.cost.preemptions / share;
     ls[c] = e.cost.lost_gpu_seconds / share;
     useds[c] = e.used;
+    mark_block(c);
   };
   while (remaining > 0) {
     for (int c : dirty) price(c);
@@ -273,21 +358,39 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
         if (!gone[c]) price(c);
       }
     }
+    for (int b : dirty_blocks) summarize_block(b);
+    dirty_blocks.clear();
     size_t best = candidates;
     double best_p = 0, best_l = 0;
     int best_used = 0;
-    for (size_t c = 0; c < candidates; ++c) {
-      if (gone[c]) continue;
-      const double p = ps[c], l = ls[c];
-      const bool better =
-          best == candidates || p < best_p - 1e-12 ||
-          (p <= best_p + 1e-12 &&
-           (l < best_l - 1e-9 || (l <= best_l + 1e-9 && useds[c] < best_used)));
-      if (better) {
-        best = c;
-        best_p = p;
-        best_l = l;
-        best_used = useds[c];
+    // The bounds a candidate must pass to replace `best` (the tolerant
+    // comparisons: 1e-12 on preemptions, 1e-9 on lost GPU-seconds).
+    double p_lo = 0, p_hi = 0, l_lo = 0, l_hi = 0;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      const Block& m = blocks[b];
+      if (m.live == 0) continue;
+      // A block none of whose candidates can replace `best` leaves the scan's
+      // state as it was: skipping it changes nothing (see Block).
+      if (block_skip && best != candidates && !m.unordered &&
+          (m.p > p_hi || (m.p >= p_lo && (m.l > l_hi || (m.l >= l_lo && m.used >= best_used))))) {
+        continue;
+      }
+      const size_t end = std::min(candidates, (b + 1) * kBlock);
+      for (size_t c = b * kBlock; c < end; ++c) {
+        if (gone[c]) continue;
+        const double p = ps[c], l = ls[c];
+        const bool better =
+            best == candidates || p < p_lo || (p <= p_hi && (l < l_lo || (l <= l_hi && useds[c] < best_used)));
+        if (better) {
+          best = c;
+          best_p = p;
+          best_l = l;
+          best_used = useds[c];
+          p_lo = best_p - 1e-12;
+          p_hi = best_p + 1e-12;
+          l_lo = best_l - 1e-9;
+          l_hi = best_l + 1e-9;
+        }
       }
     }
     if (best == candidates) break;  // fewer candidates than needed
@@ -302,6 +405,7 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     scratch.Apply(chosen, removals.Of(scratch, chosen));
     gone[best] = 1;
+    mark_block(best);
     for (ServerId t : touched) {
       invalidate(t);
       for (const auto& [jid, n] : state.server(t)->jobs) {
@@ -315,6 +419,8 @@ std::vector<ServerId> GreedyChoice(const ClusterState& state, const std::vector<
 }
 
 }  // namespace
+
+void SetGreedyBlockSkip(bool on) { block_skip = on; }
 
 std::vector<ServerId> GreedyReclaim(const ClusterState& state, const std::vector<ServerId>& busy, int need,
                                     bool elastic, Seconds notice, const std::vector<ServerId>& chosen) {

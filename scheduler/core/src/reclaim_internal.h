@@ -52,15 +52,16 @@ std::vector<Seconds> CostSteps(const ClusterState& state, const std::vector<Serv
 template <typename Removed>
 Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Placement& cur,
                        const Removed& removed, bool elastic) {
+  if (!elastic || !job.elastic()) return {};  // preempted, whatever it keeps
   Placement rest;
   int left = 0;
   for (const auto& [sid, n] : cur) {
     if (!removed(sid)) {
-      rest[sid] = n;
+      rest.emplace_hint(rest.end(), sid, n);
       left += n;
     }
   }
-  if (!elastic || !job.elastic() || left == 0) return {};
+  if (left == 0) return {};
   const int size = LargestAllowedSize(state, job, rest, left);
   if (size == 0) return {};
   Trim(state, rest, left - size);
@@ -71,6 +72,11 @@ Placement AfterRemoval(const ClusterState& state, const JobInfo& job, const Plac
 // `notice`, after `chosen` (idle servers already taken): the cheapest of its
 // choices at no notice and at each notice step up to `notice`, priced at
 // `notice` (so a longer notice never costs more).
+// Whether the greedy's scan skips the blocks of candidates that cannot hold
+// its next choice (on by default; tests compare it with a scan of every
+// candidate). Per thread.
+void SetGreedyBlockSkip(bool on);
+
 std::vector<ServerId> GreedyReclaim(const ClusterState& state, const std::vector<ServerId>& busy, int need,
                                     bool elastic, Seconds notice, const std::vector<ServerId>& chosen);
 

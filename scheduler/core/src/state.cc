@@ -67,7 +67,13 @@ Result<ClusterState> ClusterState::Create(std::vector<ServerSpec> servers,
     for (const auto& [id, i] : state.server_index_) state.server_dense_[id] = i;
   }
   state.type_names_.assign(types.begin(), types.end());
-  for (auto& s : state.servers_) s.type = state.type_index(s.spec.gpu_type);
+  state.type_gpus_.assign(state.type_names_.size(), 0);
+  state.type_node_.assign(state.type_names_.size(), 0);
+  for (auto& s : state.servers_) {
+    s.type = state.type_index(s.spec.gpu_type);
+    state.type_gpus_[s.type] += s.spec.gpus;
+    state.type_node_[s.type] = std::max(state.type_node_[s.type], s.spec.gpus);
+  }
   return state;
 }
 
@@ -124,7 +130,7 @@ std::vector<ServerId> ClusterState::HeldServers() const {
 
 int ClusterState::total_gpus() const {
   int n = 0;
-  for (const auto& s : servers_) n += s.spec.gpus;
+  for (int g : type_gpus_) n += g;
   return n;
 }
 
@@ -318,12 +324,8 @@ Result<JobInfo> ClusterState::BuildJob(const JobSpec& spec, bool refresh) const 
     }
     allowed_type[i] = true;
   }
-  std::vector<int> type_gpus(type_names_.size(), 0);
-  std::vector<int> type_node(type_names_.size(), 0);  // GPUs of the type's largest server
-  for (const auto& s : servers_) {
-    type_gpus[s.type] += s.spec.gpus;
-    type_node[s.type] = std::max(type_node[s.type], s.spec.gpus);
-  }
+  std::vector<int> type_gpus = type_gpus_;
+  const std::vector<int>& type_node = type_node_;  // GPUs of the type's largest server
   const JobSpeedSource* speed = config_.speed.get();
   if (config_.hetero_dp) {
     // A job may mix types: every type's curve reaches the cluster's size.
@@ -545,13 +547,14 @@ Status ClusterState::AddServer(const ServerSpec& spec) {
     return Status::FailedPrecondition(ServerName(spec.id) + ": GPU type '" + spec.gpu_type +
                                       "' is new to the cluster; build the state again");
   }
-  int type_gpus = spec.gpus;
-  for (const auto& s : servers_) {
-    if (!spec.name.empty() && s.spec.name == spec.name) {
-      return Status::AlreadyExists(ServerName(spec.id) + ": duplicate server name '" + spec.name + "'");
+  if (!spec.name.empty()) {
+    for (const auto& s : servers_) {
+      if (s.spec.name == spec.name) {
+        return Status::AlreadyExists(ServerName(spec.id) + ": duplicate server name '" + spec.name + "'");
+      }
     }
-    if (s.type == type) type_gpus += s.spec.gpus;
   }
+  const int type_gpus = type_gpus_[type] + spec.gpus;
   ServerInfo info;
   info.spec = spec;
   info.state = spec.pool == Pool::kTraining ? ServerState::kAvailable : ServerState::kHeld;
@@ -559,6 +562,8 @@ Status ClusterState::AddServer(const ServerSpec& spec) {
   info.type = type;
   const int index = static_cast<int>(servers_.size());
   servers_.push_back(std::move(info));
+  type_gpus_[type] = type_gpus;
+  type_node_[type] = std::max(type_node_[type], spec.gpus);
   server_index_[spec.id] = index;
   if (!server_dense_.empty()) {
     if (static_cast<size_t>(spec.id) < 4 * servers_.size() + 64) {

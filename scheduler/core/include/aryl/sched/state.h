@@ -341,6 +341,11 @@ class ClusterState {
   };
   mutable JobIndex job_index_;
   std::vector<std::string> type_names_;
+  // Per GPU type index: the GPUs of all its servers (failed ones too) and of
+  // its largest server. Servers never leave and never change size, so
+  // Create and AddServer keep these; BuildJob reads them in O(types).
+  std::vector<int> type_gpus_;
+  std::vector<int> type_node_;
   std::map<JobId, JobInfo> jobs_;
   IdSet running_;
   IdSet running_elastic_;
