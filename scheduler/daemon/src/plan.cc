@@ -114,8 +114,8 @@ void Daemon::Impl::RoundTick() {
 std::map<std::string, int> Daemon::Impl::ToNodePlacement(const s::Placement& placement) {
   std::map<std::string, int> out;
   for (const auto& [sid, n] : placement) {
-    auto it = node_by_server.find(sid);
-    if (it != node_by_server.end() && n > 0) out[it->second] = n;
+    auto it = registry.node_by_server().find(sid);
+    if (it != registry.node_by_server().end() && n > 0) out[it->second] = n;
   }
   return out;
 }
@@ -171,8 +171,8 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       return SaveJob(j);
     }
     case s::ActionType::kReturnServer: {
-      auto nit = node_by_server.find(a.server);
-      if (nit == node_by_server.end()) return Status::Ok();
+      auto nit = registry.node_by_server().find(a.server);
+      if (nit == registry.node_by_server().end()) return Status::Ok();
       Node& n = nodes[nit->second];
       n.loan_state = "held";
       ARYL_RETURN_IF_ERROR(SaveNode(n));
