@@ -9,6 +9,8 @@
 // The rest is split by responsibility across the files of this folder:
 //   daemon.cc           setup (state file, metrics), the public Daemon class
 //   core_journal.cc     rebuilding the core by replaying its journal
+//   outbox.h            Outbox: a durable step's messages, held until its
+//                       store writes commit
 //   plan.cc             the one path from a core event to executed actions:
 //                       Transaction, Feed, Execute, SaveJob
 //   converge.cc         a job's placement -> its workers and generations
@@ -74,9 +76,9 @@
 #include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
-#include "failure_tally.h"
 #include "job_table.h"
 #include "node_registry.h"
+#include "outbox.h"
 #include "secrets.h"
 #include "speed_fitter.h"
 
@@ -241,16 +243,16 @@ class Daemon::Impl {
   s::SchedulerConfig CoreConfig() const;
 
   // --- plan.cc
-  // Runs `body` as one durable step: its store writes in one SQLite
-  // transaction, its messages to agents and clients (Send) held back until that
-  // transaction commits. When it fails (a full disk, an I/O error) none of it
-  // happened: the messages are dropped and memory is reloaded from the store.
-  // Nested calls are part of the outermost one.
+  // Runs `body` as one durable step (outbox.h): its store writes in one
+  // transaction, its messages to agents and clients (Send) held back until
+  // that transaction commits. When it fails (a full disk, an I/O error) none
+  // of it happened: the messages are dropped and memory is reloaded from the
+  // store. Nested calls are part of the outermost one.
   Status Transaction(const std::string& what, const std::function<Status()>& body);
-  void Send(const std::string& identity, const p::Message& msg);
+  void Send(const std::string& identity, const p::Message& msg) { outbox.Send(identity, msg); }
+  // Over `port`: to an agent's route, a command stamped with this daemon's term.
   void SendNow(const std::string& identity, const p::Message& msg);
-  int transaction_depth = 0;
-  std::vector<std::pair<std::string, p::Message>> outbox;
+  Outbox outbox{[this](const std::string& identity, const p::Message& msg) { SendNow(identity, msg); }};
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).
   Status Feed(s::EventBody body, const std::string& why, bool round = false);
