@@ -34,9 +34,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       n.pool = m.pool;
       n.gpu_type = m.gpu_type;
       n.slots = static_cast<int>(m.slots);
-      n.server_id = node_by_server.empty() ? 0 : node_by_server.rbegin()->first + 1;
+      registry.AssignServer(n);
       n.loan_state = m.pool == p::Pool::kInference ? "held" : "available";
-      node_by_server[n.server_id] = n.id;
     }
     n.host = m.host;
     n.route = from.peer.identity;
@@ -133,9 +132,9 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
       w->start_watch = -1;
       continue;
     }
-    auto [sit, first] = n.strays.try_emplace({rw.job, rw.worker}, watch_now);
-    if (first || watch_now - sit->second >= kStrayKillEvery) {
-      sit->second = watch_now;
+    auto [sit, first] = n.strays.try_emplace({rw.job, rw.worker}, registry.watch_now());
+    if (first || registry.watch_now() - sit->second >= kStrayKillEvery) {
+      sit->second = registry.watch_now();
       spdlog::warn("agent {} runs worker {} of job {} that the scheduler does not expect: killing it", n.id,
                    rw.worker, rw.job);
       p::StopWorkers sw;
@@ -163,8 +162,8 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
   if (!registration) return ConfirmStarts(n, reported);
   // Workers the daemon expected there but the agent no longer runs: they
   // exited while we were apart. The node's workers only (workers_on).
-  auto on = workers_on.find(n.id);
-  if (on == workers_on.end()) return;
+  auto on = registry.workers_on().find(n.id);
+  if (on == registry.workers_on().end()) return;
   std::vector<std::pair<p::JobId, p::WorkerId>> gone;
   for (const auto& key : on->second)
     if (!reported.count(key)) gone.push_back(key);
@@ -173,7 +172,7 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
 
 void Daemon::Impl::WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std::string& why) {
   bool leaving = j.workers.at(wid).leaving;
-  EraseWorker(j, wid);
+  table.EraseWorker(j, wid);
   spdlog::info("job {} worker {} on {} is gone ({})", j.rec.id, wid, n.id, leaving ? "was leaving" : why);
   if (!leaving) j.failures++;
   pending_converge.insert(j.rec.id);
@@ -186,12 +185,12 @@ void Daemon::Impl::WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std:
 // time (LivenessTick), so that heartbeats read after a pause, sent before
 // the start arrived, do not count against it. O(the node's workers).
 void Daemon::Impl::ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported) {
-  auto on = workers_on.find(n.id);
-  if (on == workers_on.end()) return;
+  auto on = registry.workers_on().find(n.id);
+  if (on == registry.workers_on().end()) return;
   std::vector<std::pair<p::JobId, p::WorkerId>> never_ran;
   for (const auto& [jid, wid] : on->second) {
     const Worker& w = jobs.at(jid).workers.at(wid);
-    if (w.start_watch >= 0 && !reported.count({jid, wid}) && watch_now - w.start_watch > kStartConfirmSeconds)
+    if (w.start_watch >= 0 && !reported.count({jid, wid}) && registry.watch_now() - w.start_watch > kStartConfirmSeconds)
       never_ran.emplace_back(jid, wid);
   }
   for (const auto& [jid, wid] : never_ran)
@@ -232,44 +231,21 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
   return std::nullopt;
 }
 
-void Daemon::Impl::Heard(Node& n) {
-  n.last_heartbeat = WallNow();
-  n.heard_at = watch_now;
-  n.heard_here = true;
-}
-
-double Daemon::Impl::LeaseExpiry(double heard) const {
-  // The margin covers the agent's reaction (its loop ticks every 20 ms) and
-  // clock-rate drift between the two machines over one lease.
-  return heard + opt.agent_lease + p::kLeaseStopGraceSeconds + 1.0 + 0.01 * opt.agent_lease;
-}
-
 // Agents that stopped heartbeating have failed: their workers are gone.
-// Silence is measured on the watch clock, which counts only the time this
-// scheduler was watching: a gap between two ticks adds at most kMaxWatchStep
-// (the process was stopped, the machine paused: the heartbeats sent meanwhile
-// wait in the socket and are read first), and the clock stands still while a
-// receive batch was full (a backlog). So neither a pause nor a backlog of
-// heartbeats ever reads as dead agents.
+// Silence is measured on the registry's watch clock (node_registry.h), which
+// counts only the time this scheduler was watching.
 void Daemon::Impl::LivenessTick(double now) {
-  double step = std::clamp(now - watch_wall, 0.0, kMaxWatchStep);
-  watch_wall = now;
-  if (port->drained()) watch_now += step;
+  registry.Watch(now, port->drained());
   bool after_restart_grace = now - started_at > std::max(opt.restart_grace, opt.agent_timeout);
   // The failed nodes first, then one transaction each: a transaction that
   // fails (a full state disk) reloads `nodes` from the store, so no iterator
   // of it may live across one.
-  std::vector<std::pair<std::string, bool>> failed;  // node, timed out (else never came back)
-  for (auto& [id, n] : nodes) {
-    bool timed_out = n.connected && watch_now - n.heard_at > opt.agent_timeout;
-    bool never_came_back = !n.connected && after_restart_grace && core;
-    if (!timed_out && !never_came_back) continue;
-    if (never_came_back) {
-      const auto* info = core->state().server(n.server_id);
-      if (!info || info->failed) continue;
-    }
-    failed.emplace_back(id, timed_out);
-  }
+  auto failed = registry.LostNodes(opt.agent_timeout, [&](const Node& n) {
+    // Known to the core from before this scheduler started, and not back.
+    if (!after_restart_grace || !core) return false;
+    const auto* info = core->state().server(n.server_id);
+    return info && !info->failed;
+  });
   for (const auto& [node_id, timed_out] : failed) {
     Status st = Transaction("node " + node_id + " failed", [&] { return NodeFailed(node_id, now); });
     if (!st.ok()) {
@@ -285,19 +261,20 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   n.connected = false;
   // The jobs with workers on this node only (workers_on).
   std::map<p::JobId, std::vector<p::WorkerId>> gone_by_job;
-  if (auto on = workers_on.find(id); on != workers_on.end())
+  if (auto on = registry.workers_on().find(id); on != registry.workers_on().end())
     for (const auto& [jid, wid] : on->second) gone_by_job[jid].push_back(wid);
   // The agent may still run these workers until its lease runs out (it was
   // last heard at n.last_heartbeat; one that never came back after this
   // scheduler started was acknowledged last before that start).
-  double expiry = LeaseExpiry(n.heard_here ? n.last_heartbeat : std::max(n.last_heartbeat, started_at));
+  double expiry = NodeRegistry::LeaseExpiry(n.heard_here ? n.last_heartbeat : std::max(n.last_heartbeat, started_at),
+                                            opt.agent_lease);
   // Strays it ran (Reconcile) may run until then too.
   for (const auto& [key, sent] : n.strays)
     if (auto jit = jobs.find(key.first); jit != jobs.end() && jit->second.stray_nodes.erase(id)) gone_by_job[key.first];
   n.strays.clear();
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
-    for (auto wid : gone) EraseWorker(j, wid);
+    for (auto wid : gone) table.EraseWorker(j, wid);
     if (expiry > j.restart_not_before) {
       j.restart_not_before = expiry;
       j.lease_node = id;

@@ -59,7 +59,7 @@ std::optional<p::Message> Daemon::Impl::WhileFrozen(const p::ReplyTo& from, cons
 
 std::optional<Status> Daemon::Impl::UserLimitRefusal(const std::string& owner) {
   if (opt.max_jobs_per_user > 0) {
-    const auto& ids = live_by_owner[owner];
+    const auto& ids = table.OwnedBy(owner);
     if (static_cast<int>(ids.size()) >= opt.max_jobs_per_user)
       return Status::OutOfRange("user '" + owner + "' has " + std::to_string(ids.size()) +
                                 " queued or running jobs, the most --max-jobs-per-user allows; retry once some end");
@@ -168,14 +168,13 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
     Job j;
     j.rec = rec;
     j.spec = m;
-    jobs[id] = std::move(j);
-    live_by_owner[m.owner.value_or("local")].insert(id);
+    table.Add(std::move(j));
     Status fed = Feed(s::JobSubmitted{spec}, "submit");
     if (fed.ok() || fed.IsIoError() || fed.IsCorruption()) return fed;
     // The core refused it (and did not change): the job fails at once with the reason.
     refused = fed;
     ARYL_RETURN_IF_ERROR(EndJob(jobs[id], JobState::kFailed, 2, "refused by the scheduler: " + fed.message()));
-    jobs.erase(id);
+    table.Erase(id);
     return Status::Ok();
   });
   if (!st.ok()) return Err(st);
@@ -222,17 +221,15 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::ListJobs& 
   } else {
     // A user's own live jobs, from the per-owner index: the cost is the page's,
     // not the cluster's queue.
-    auto own = live_by_owner.find(who.name);
-    if (own != live_by_owner.end()) {
-      for (auto id = own->second.upper_bound(m.after); id != own->second.end(); ++id) {
-        auto it = jobs.find(*id);
-        if (it == jobs.end()) continue;
-        if (static_cast<int>(reply.jobs.size()) == limit) {
-          reply.more = true;
-          break;
-        }
-        reply.jobs.push_back(Row(it->second.rec, &it->second));
+    const auto& own = table.OwnedBy(who.name);
+    for (auto id = own.upper_bound(m.after); id != own.end(); ++id) {
+      auto it = jobs.find(*id);
+      if (it == jobs.end()) continue;
+      if (static_cast<int>(reply.jobs.size()) == limit) {
+        reply.more = true;
+        break;
       }
+      reply.jobs.push_back(Row(it->second.rec, &it->second));
     }
   }
   FillPendingReasons(reply.jobs);  // one core query for the page
@@ -283,7 +280,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CancelJob& m) {
     auto live = jobs.find(m.job);
     if (live == jobs.end()) return Status::Ok();
     ARYL_RETURN_IF_ERROR(EndJob(live->second, JobState::kCancelled, 130, "cancelled by the user"));
-    jobs.erase(live);
+    table.Erase(m.job);
     return Status::Ok();
   });
   if (!st.ok()) return Err(st);

@@ -29,8 +29,8 @@ bool Daemon::Impl::Fits(const Job& j, const std::map<std::string, int>& desired)
 
 std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
   std::set<int> used;
-  auto on = workers_on.find(n.id);
-  if (on != workers_on.end()) {
+  auto on = registry.workers_on().find(n.id);
+  if (on != registry.workers_on().end()) {
     for (const auto& [jid, wid] : on->second) {
       const Worker& w = jobs.at(jid).workers.at(wid);
       if (!w.leaving) used.insert(w.slot);
@@ -40,32 +40,6 @@ std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
   for (int i = 0; i < n.slots; ++i)
     if (!used.count(i)) free.insert(i);
   return free;
-}
-
-void Daemon::Impl::AddWorker(Job& j, const Worker& w) {
-  j.workers[w.id] = w;
-  workers_on[w.agent].insert({j.rec.id, w.id});
-}
-
-void Daemon::Impl::EraseWorker(Job& j, p::WorkerId id) {
-  auto it = j.workers.find(id);
-  if (it == j.workers.end()) return;
-  auto on = workers_on.find(it->second.agent);
-  if (on != workers_on.end()) {
-    on->second.erase({j.rec.id, id});
-    if (on->second.empty()) workers_on.erase(on);
-  }
-  j.workers.erase(it);
-}
-
-void Daemon::Impl::ClearWorkers(Job& j) {
-  while (!j.workers.empty()) EraseWorker(j, j.workers.begin()->first);
-}
-
-void Daemon::Impl::IndexWorkers() {
-  workers_on.clear();
-  for (const auto& [jid, j] : jobs)
-    for (const auto& [wid, w] : j.workers) workers_on[w.agent].insert({jid, wid});
 }
 
 std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j,
@@ -93,8 +67,8 @@ ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
     ConvergeNode& cn = in.nodes[node];
     cn.slots = nit->second.slots;
     cn.training = nit->second.pool == p::Pool::kTraining;
-    auto on = workers_on.find(node);
-    if (on == workers_on.end()) continue;
+    auto on = registry.workers_on().find(node);
+    if (on == registry.workers_on().end()) continue;
     for (const auto& [jid, wid] : on->second) {
       if (jid == j.rec.id) continue;
       const Worker& w = jobs.at(jid).workers.at(wid);
@@ -202,9 +176,9 @@ Status Daemon::Impl::StartGeneration(Job& j, const ConvergeResult& plan,
     w.agent = jn.node;
     w.slot = jn.slot;
     w.joined = plan.generation;
-    w.start_watch = watch_now;
+    w.start_watch = registry.watch_now();
     joiners[jn.node].push_back({w.id, 0, w.slot});
-    AddWorker(j, w);
+    table.AddWorker(j, w);
   }
   j.next_worker = plan.next_worker;
   j.generation = plan.generation;

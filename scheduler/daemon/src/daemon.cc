@@ -184,12 +184,8 @@ Status Daemon::Impl::LoadState() {
     }
     loaded_jobs[rec.id] = std::move(j);
   }
-  nodes = std::move(loaded_nodes);
-  node_by_server = std::move(loaded_by_server);
-  jobs = std::move(loaded_jobs);
-  live_by_owner.clear();
-  for (const auto& [id, j] : jobs) live_by_owner[j.spec.owner.value_or("local")].insert(id);
-  IndexWorkers();
+  registry.Replace(std::move(loaded_nodes), std::move(loaded_by_server));
+  table.Replace(std::move(loaded_jobs));  // owners and the worker index rebuilt
   return Status::Ok();
 }
 

@@ -1,12 +1,22 @@
-// Daemon::Impl: the scheduler daemon's state and the functions that change it,
-// split by responsibility across the files of this folder:
+// Daemon::Impl: the scheduler daemon's state and the functions that change it.
+// Parts with one job each, their own state and their own tests, that it holds:
+//   node_registry.h     NodeRegistry: the nodes, their server ids, the workers
+//                       on each, agent liveness on the watch clock
+//   job_table.h         JobTable: the live jobs, their owners and checkpoint
+//                       records; the one place a job's workers change
+//   converger.h         PlanConverge: a job's workers for a placement (pure)
+//   job_machine.h       JobMachine: a job's life cycle, one transition table
+// The rest is split by responsibility across the files of this folder:
 //   daemon.cc           setup (state file, metrics), the public Daemon class
 //   core_journal.cc     rebuilding the core by replaying its journal
+//   outbox.h            Outbox: a durable step's messages, held until its
+//                       store writes commit
 //   plan.cc             the one path from a core event to executed actions:
 //                       Transaction, Feed, Execute, SaveJob
 //   converge.cc         a job's placement -> its workers and generations
 //                       (Converge, the forming rule, Restart, StopJobWorkers)
-//   agents.cc           agent registration, heartbeats, liveness, reconciliation
+//   agents.cc           agent registration, heartbeats, reconciliation, and
+//                       failing the nodes NodeRegistry finds silent
 //   job_lifecycle.cc    worker reports (exits, progress, resizes) and job ends
 //   client_handlers.cc  requests from aryl / aryl-run / inference managers
 //   status.cc           listings, the status summary and gauges
@@ -66,7 +76,9 @@
 #include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
-#include "failure_tally.h"
+#include "job_table.h"
+#include "node_registry.h"
+#include "outbox.h"
 #include "secrets.h"
 #include "speed_fitter.h"
 
@@ -103,22 +115,11 @@ std::optional<p::WorkerEnd> WorkerEndFromJson(const json& j);
 
 class Daemon::Impl {
  public:
-  // A job, node and worker as the daemon holds them (live_job.h).
+  // A job, node, worker and reclaim as the daemon holds them (live_job.h).
   using Node = LiveNode;
   using Worker = LiveWorker;
   using Job = LiveJob;
-  struct PendingReclaim {
-    std::string node;
-    double start = 0;     // wall
-    double deadline = 0;  // wall: training gone by then
-    bool forced = false;
-    double forced_at = 0;  // wall: the last kill of the workers still there
-    // A server with a serving side (protocol/serving.h): ready again by
-    // ready_by (the deadline asked for; `deadline` is that less the warm-up);
-    // serving_started once it was empty and told to serve.
-    double ready_by = 0;
-    bool serving_started = false;
-  };
+  using PendingReclaim = LivePendingReclaim;
 
   DaemonOptions opt;
   // The daemon's time (DaemonOptions::clock): every decision and record reads it.
@@ -126,9 +127,8 @@ class Daemon::Impl {
   double WallNow() const { return clock->NowSeconds(); }
   PortRange ports;  // opt.port_range, parsed in Start
   // Per-user submission limits (client_handlers.cc, UserLimitRefusal): each
-  // owner's live job ids (added at submit and restore, removed in EndJob),
-  // and each owner's token bucket. Memory only.
-  std::map<std::string, std::set<s::JobId>> live_by_owner;
+  // owner's live job ids (JobTable::OwnedBy) and each owner's token bucket.
+  // Memory only.
   struct Bucket {
     double tokens = 0;
     double at = -1;  // steady seconds of the last refill; < 0: full
@@ -161,9 +161,13 @@ class Daemon::Impl {
   std::unique_ptr<s::Scheduler> core;
   std::shared_ptr<s::ThroughputCatalog> measured;  // optional tables
   std::shared_ptr<const s::QueueConfig> queues;     // --queues; null: no teams
-  std::map<std::string, Node> nodes;
-  std::map<s::ServerId, std::string> node_by_server;
-  std::map<s::JobId, Job> jobs;  // live jobs (queued or running)
+  // The nodes, their worker index and liveness (node_registry.h); the live
+  // jobs (queued or running), their owners and checkpoints, and the one place
+  // their workers change (job_table.h).
+  NodeRegistry registry;
+  JobTable table{registry};
+  std::map<std::string, Node>& nodes = registry.nodes();
+  std::map<s::JobId, Job>& jobs = table.jobs();
   std::vector<PendingReclaim> reclaims;
   // Reclaimed servers the core leaves jobs to finish on, by core server id:
   // still loaned until the core returns them (then in `reclaims`, with the
@@ -229,16 +233,16 @@ class Daemon::Impl {
   s::SchedulerConfig CoreConfig() const;
 
   // --- plan.cc
-  // Runs `body` as one durable step: its store writes in one SQLite
-  // transaction, its messages to agents and clients (Send) held back until that
-  // transaction commits. When it fails (a full disk, an I/O error) none of it
-  // happened: the messages are dropped and memory is reloaded from the store.
-  // Nested calls are part of the outermost one.
+  // Runs `body` as one durable step (outbox.h): its store writes in one
+  // transaction, its messages to agents and clients (Send) held back until
+  // that transaction commits. When it fails (a full disk, an I/O error) none
+  // of it happened: the messages are dropped and memory is reloaded from the
+  // store. Nested calls are part of the outermost one.
   Status Transaction(const std::string& what, const std::function<Status()>& body);
-  void Send(const std::string& identity, const p::Message& msg);
+  void Send(const std::string& identity, const p::Message& msg) { outbox.Send(identity, msg); }
+  // Over `port`: to an agent's route, a command stamped with this daemon's term.
   void SendNow(const std::string& identity, const p::Message& msg);
-  int transaction_depth = 0;
-  std::vector<std::pair<std::string, p::Message>> outbox;
+  Outbox outbox{[this](const std::string& identity, const p::Message& msg) { SendNow(identity, msg); }};
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).
   Status Feed(s::EventBody body, const std::string& why, bool round = false);
@@ -265,14 +269,6 @@ class Daemon::Impl {
   // Marks the job's workers beyond `desired` (node -> count) as leaving,
   // highest ranks first, and returns them; sends nothing.
   std::vector<p::WorkerId> MarkLeavers(Job& j, const std::map<std::string, int>& desired);
-  // Live workers by node, so that per-node work (free slots, reconciliation, a
-  // failed node) costs the node's workers, not every live job. Every change to
-  // Job::workers goes through these.
-  std::map<std::string, std::set<std::pair<p::JobId, p::WorkerId>>> workers_on;
-  void AddWorker(Job& j, const Worker& w);
-  void EraseWorker(Job& j, p::WorkerId id);
-  void ClearWorkers(Job& j);
-  void IndexWorkers();  // rebuilds workers_on from jobs
   // Carries out PlanConverge (converger.h) for the job and `desired`.
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
   ConvergeInput ConvergeInputOf(const Job& j, const std::map<std::string, int>& desired) const;
@@ -327,14 +323,10 @@ class Daemon::Impl {
   static constexpr double kStartConfirmSeconds = 6, kStrayKillEvery = 2;  // watch time
   void WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std::string& why);  // exited unseen, never ran
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);
+  // Fails the nodes the registry's watch clock finds silent (node_registry.h).
   void LivenessTick(double now);
-  void Heard(Node& n);  // a message from the node's agent arrived
-  // Liveness counts only the time this scheduler was watching (LivenessTick).
-  static constexpr double kMaxWatchStep = 0.25;  // s
-  double watch_now = 0, watch_wall = 0;
-  // Wall time by which the agent of `n`, last heard at `heard` (wall), has
-  // surely stopped its workers: lease, the agent's stop grace, a margin.
-  double LeaseExpiry(double heard) const;
+  // A message from the node's agent arrived.
+  void Heard(Node& n) { registry.Heard(n, WallNow()); }
   // The agent is gone: its workers are lost; jobs whose rendezvous store it
   // hosted restart from their latest checkpoint.
   Status NodeFailed(const std::string& id, double now);
@@ -439,10 +431,6 @@ class Daemon::Impl {
   std::optional<p::Message> On(const p::ReplyTo& from, p::DescribeNode& m);
   std::optional<p::Message> On(const p::ReplyTo& from, p::ListEvents& m);
   std::optional<p::Message> On(const p::ReplyTo& from, p::CheckpointReport& m);
-  std::map<p::JobId, p::CheckpointRow> last_checkpoint;  // newest report per live job
-  std::map<p::JobId, double> checkpoint_journaled;       // wall time of its last journal row
-  // Each live job's failed checkpoints and which became checkpoint_failed rows.
-  std::map<p::JobId, FailureTally> checkpoint_failures;
 
   // --- logs.cc (protocol/inspect.h, steps 4-7)
   std::optional<p::Message> On(const p::ReplyTo& from, p::JobLogs& m);

@@ -168,8 +168,8 @@ void Daemon::Impl::NoteDraining() {
   }
   for (s::ServerId sid : st.draining()) {
     if (draining.count(sid)) continue;
-    auto nit = node_by_server.find(sid);
-    if (nit == node_by_server.end()) continue;
+    auto nit = registry.node_by_server().find(sid);
+    if (nit == registry.node_by_server().end()) continue;
     const s::ServerInfo& srv = *st.server(sid);
     PendingReclaim pr{nit->second, WallNow(), epoch + srv.return_by};
     if (srv.reclaim_record >= 0 && srv.reclaim_record < static_cast<int>(st.reclaims().size()))
@@ -194,8 +194,8 @@ void Daemon::Impl::ReclaimTick(double now) {
       ++it;
       continue;
     }
-    auto on = workers_on.find(it->node);  // the node's workers only
-    const bool busy = on != workers_on.end() && !on->second.empty();
+    auto on = registry.workers_on().find(it->node);  // the node's workers only
+    const bool busy = on != registry.workers_on().end() && !on->second.empty();
     if (!busy && nodes.count(it->node) && nodes[it->node].serving) {
       double latency = now - it->start;
       (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency) + "; its serving side starts",

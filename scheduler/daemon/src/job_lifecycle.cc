@@ -3,10 +3,7 @@
 namespace aryl::daemon {
 
 Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::string& message) {
-  if (auto it = live_by_owner.find(j.spec.owner.value_or("local")); it != live_by_owner.end()) {
-    it->second.erase(j.rec.id);
-    if (it->second.empty()) live_by_owner.erase(it);
-  }
+  table.ForgetOwner(j);
   Phase(j, j.life.Ended(state == JobState::kFinished ? JobPhase::kCompleted
                         : state == JobState::kFailed ? JobPhase::kFailed
                                                      : JobPhase::kCancelled,
@@ -17,7 +14,7 @@ Status Daemon::Impl::EndJob(Job& j, JobState state, int exit_code, const std::st
   j.rec.message = message;
   j.rec.end_time = WallNow();
   StopJobWorkers(j, false, message);
-  ClearWorkers(j);
+  table.ClearWorkers(j);
   ARYL_RETURN_IF_ERROR(Journal(j.rec.id, std::string(JobStateName(state)), message, {{"exit_code", exit_code}}));
   ARYL_RETURN_IF_ERROR(SaveJob(j));
   p::JobState ps = state == JobState::kFinished ? p::JobState::kCompleted
@@ -70,7 +67,7 @@ Status Daemon::Impl::HandleWorkerExit(const p::WorkerExited& m) {
   int code = m.exit_code ? static_cast<int>(*m.exit_code) : 128 + static_cast<int>(m.signal.value_or(9));
   ExitKind kind = ClassifyExit(m, j.Restarting());
   const p::WorkerEnd end{m.worker, wit->second.rank, m.agent_id, m.exit_code, m.signal, m.error};
-  EraseWorker(j, m.worker);
+  table.EraseWorker(j, m.worker);
   std::string how = (m.exit_code ? "exit " + std::to_string(*m.exit_code) : "signal " + std::to_string(m.signal.value_or(0))) +
                     (m.outcome.empty() ? "" : " (" + m.outcome + ")") + (leaving ? " (asked to leave)" : "") +
                     (m.error.empty() ? "" : ": " + m.error);
@@ -206,7 +203,7 @@ Status Daemon::Impl::FinishJob(Job& j, int exit_code) {
   if (it == jobs.end()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(EndJob(it->second, exit_code == 0 ? JobState::kFinished : JobState::kFailed, exit_code,
                               exit_code == 0 ? "completed" : FailureReport(it->second, exit_code)));
-  jobs.erase(id);
+  table.Erase(id);
   return Status::Ok();
 }
 
@@ -216,7 +213,7 @@ Status Daemon::Impl::FailJob(Job& j, int code, const std::string& why) {
   auto it = jobs.find(id);
   if (it == jobs.end()) return Status::Ok();
   ARYL_RETURN_IF_ERROR(EndJob(it->second, JobState::kFailed, code, why));
-  jobs.erase(id);
+  table.Erase(id);
   return Status::Ok();
 }
 

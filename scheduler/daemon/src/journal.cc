@@ -225,8 +225,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::DescribeJob& m)
                              std::max<std::int64_t>(-1, Get<std::int64_t>(data, "worker", -1)), error});
   }
   if (live) d.speed = DescribeSpeed(*live);
-  if (auto c = last_checkpoint.find(m.job); c != last_checkpoint.end()) {
-    d.last_checkpoint = c->second;
+  if (const p::CheckpointRow* c = table.LastCheckpoint(m.job)) {
+    d.last_checkpoint = *c;
   } else {
     EventFilter f;
     f.job = m.job;
@@ -360,7 +360,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointRepor
     Status st = Journal(m.job, "checkpoint_failed", detail + then,
                         {{"generation", m.generation}, {"step", r.last_step}, {"path", dir}, {"node", m.agent_id},
                          {"worker", m.worker}, {"error", r.last_error}, {"failures", r.failures},
-                         {"first_step", r.first_step}, {"total_failures", checkpoint_failures[m.job].total()}},
+                         {"first_step", r.first_step}, {"total_failures", table.CheckpointFailures(m.job)}},
                         {m.agent_id});
     if (!st.ok()) spdlog::warn("job {}: checkpoint failure not journaled: {}", m.job, st.ToString());
   };
@@ -370,9 +370,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointRepor
     // and aryl_job_checkpoint_failures_total). Each failure is counted; one row
     // per kCheckpointJournalSeconds stands for those since the previous row.
     metrics.Inc("aryl_checkpoint_failures_total");
-    auto due = checkpoint_failures[m.job].Fail(WallNow(), m.step, m.error, p::kCheckpointJournalSeconds);
-    if (checkpoint_failures.size() > 2 * jobs.size() + 1000)
-      std::erase_if(checkpoint_failures, [&](const auto& kv) { return !jobs.count(kv.first); });
+    auto due = table.CheckpointFailed(m.job, WallNow(), m.step, m.error, p::kCheckpointJournalSeconds);
     if (!due) return std::nullopt;
     spdlog::error("job {}: checkpoint at step {} failed on {}: {} ({} failure(s) since step {})", m.job, m.step,
                   m.agent_id, m.error, due->failures, due->first_step);
@@ -380,21 +378,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::CheckpointRepor
     return std::nullopt;
   }
   // Checkpoints work again: the failures no row stood for yet get one now.
-  if (auto f = checkpoint_failures.find(m.job); f != checkpoint_failures.end()) {
-    if (auto left = f->second.Recovered()) {
-      std::string dir = m.path.substr(0, m.path.rfind('/'));  // a failure's path is the directory
-      journal_failures(*left, dir, "; then step " + std::to_string(m.step) + " was checkpointed");
-    }
+  if (auto left = table.CheckpointRecovered(m.job)) {
+    std::string dir = m.path.substr(0, m.path.rfind('/'));  // a failure's path is the directory
+    journal_failures(*left, dir, "; then step " + std::to_string(m.step) + " was checkpointed");
   }
   p::CheckpointRow row{WallNow(), PlanOfStore(m.generation), m.step, m.path, m.bytes, m.seconds, m.agent_id};
-  last_checkpoint[m.job] = row;
-  if (last_checkpoint.size() > 2 * jobs.size() + 1000)
-    std::erase_if(last_checkpoint, [&](const auto& kv) { return !jobs.count(kv.first); });
-  double& journaled = checkpoint_journaled[m.job];
-  if (row.time - journaled < p::kCheckpointJournalSeconds) return std::nullopt;
-  journaled = row.time;
-  if (checkpoint_journaled.size() > 2 * jobs.size() + 1000)
-    std::erase_if(checkpoint_journaled, [&](const auto& kv) { return !jobs.count(kv.first); });
+  if (!table.CheckpointSaved(m.job, row, p::kCheckpointJournalSeconds)) return std::nullopt;
   Status st = Journal(m.job, "checkpoint",
                       "step " + std::to_string(m.step) + " at " + m.path + " (" + std::to_string(m.bytes) + " bytes, " +
                           FormatDuration(m.seconds) + ") on " + m.agent_id,

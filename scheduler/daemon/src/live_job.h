@@ -51,6 +51,19 @@ struct LiveNode {
   // Reconcile), with the watch time of the last kill sent. Memory only.
   std::map<std::pair<p::JobId, p::WorkerId>, double> strays;
 };
+// A reclaim of a loaned server in progress (inference.cc, ReclaimTick).
+struct LivePendingReclaim {
+  std::string node;
+  double start = 0;     // wall
+  double deadline = 0;  // wall: training gone by then
+  bool forced = false;
+  double forced_at = 0;  // wall: the last kill of the workers still there
+  // A server with a serving side (protocol/serving.h): ready again by
+  // ready_by (the deadline asked for; `deadline` is that less the warm-up);
+  // serving_started once it was empty and told to serve.
+  double ready_by = 0;
+  bool serving_started = false;
+};
 struct LiveWorker {
   p::WorkerId id = 0;
   std::string agent;

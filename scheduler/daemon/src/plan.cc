@@ -7,31 +7,19 @@
 namespace aryl::daemon {
 
 Status Daemon::Impl::Transaction(const std::string& what, const std::function<Status()>& body) {
-  if (transaction_depth > 0) return body();  // part of the enclosing one
-  ++transaction_depth;
-  outbox.clear();
-  Status st = store->Batch(body);
-  --transaction_depth;
+  if (outbox.open()) return body();  // part of the enclosing one
+  Status st = outbox.Run(*store, body);  // its messages sent once it committed
   if (st.ok()) {
-    auto out = std::move(outbox);
-    outbox.clear();
-    for (const auto& [identity, msg] : out) SendNow(identity, msg);
     MaybeSnapshot();
     return st;
   }
   // Nothing of it happened: no command left, and memory goes back to what the
   // store holds (the core is rebuilt from its journal).
-  outbox.clear();
   metrics.Inc("aryl_state_write_failures_total");
   if (st.IsUnavailable()) ++unavailable_writes;  // Handle: the request may be retried
   Status reload = Reload();
   if (!reload.ok()) spdlog::error("{}: reloading the state after a failed write: {}", what, reload.ToString());
   return st.WithContext(what);
-}
-
-void Daemon::Impl::Send(const std::string& identity, const p::Message& msg) {
-  if (transaction_depth > 0) outbox.emplace_back(identity, msg);
-  else SendNow(identity, msg);
 }
 
 void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
@@ -114,8 +102,8 @@ void Daemon::Impl::RoundTick() {
 std::map<std::string, int> Daemon::Impl::ToNodePlacement(const s::Placement& placement) {
   std::map<std::string, int> out;
   for (const auto& [sid, n] : placement) {
-    auto it = node_by_server.find(sid);
-    if (it != node_by_server.end() && n > 0) out[it->second] = n;
+    auto it = registry.node_by_server().find(sid);
+    if (it != registry.node_by_server().end() && n > 0) out[it->second] = n;
   }
   return out;
 }
@@ -171,8 +159,8 @@ Status Daemon::Impl::Execute(const s::Action& a) {
       return SaveJob(j);
     }
     case s::ActionType::kReturnServer: {
-      auto nit = node_by_server.find(a.server);
-      if (nit == node_by_server.end()) return Status::Ok();
+      auto nit = registry.node_by_server().find(a.server);
+      if (nit == registry.node_by_server().end()) return Status::Ok();
       Node& n = nodes[nit->second];
       n.loan_state = "held";
       ARYL_RETURN_IF_ERROR(SaveNode(n));

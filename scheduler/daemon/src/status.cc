@@ -299,8 +299,7 @@ void Daemon::Impl::PublishClusterSeries() {
     JobSeries js{id, j.rec.name, 0, j.rate, j.last_resize_pause, j.preemptions, j.rescales, j.measured_rate,
                  PredictedRate(j)};
     for (const auto& [wid, w] : j.workers) js.workers += !w.leaving;
-    if (auto f = checkpoint_failures.find(id); f != checkpoint_failures.end())
-      js.checkpoint_failures = f->second.total();
+    js.checkpoint_failures = table.CheckpointFailures(id);
     if (js.workers == 0) js.steps_per_second = js.measured_steps_per_second = 0;
     s.jobs.push_back(std::move(js));
   }
