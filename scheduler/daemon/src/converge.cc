@@ -64,8 +64,11 @@ void Daemon::Impl::ClearWorkers(Job& j) {
 
 void Daemon::Impl::IndexWorkers() {
   workers_on.clear();
-  for (const auto& [jid, j] : jobs)
+  lease_waits.clear();
+  for (const auto& [jid, j] : jobs) {
     for (const auto& [wid, w] : j.workers) workers_on[w.agent].insert({jid, wid});
+    if (!j.lease_node.empty()) lease_waits[j.lease_node].insert(jid);
+  }
 }
 
 std::vector<p::WorkerId> Daemon::Impl::MarkLeavers(Job& j,

@@ -271,7 +271,11 @@ class Daemon::Impl {
   void AddWorker(Job& j, const Worker& w);
   void EraseWorker(Job& j, p::WorkerId id);
   void ClearWorkers(Job& j);
-  void IndexWorkers();  // rebuilds workers_on from jobs
+  void IndexWorkers();  // rebuilds workers_on and lease_waits from jobs
+  // Node -> jobs waiting out its agent's lease (Job::lease_node), so that a
+  // registration looks at those, not at every live job. Entries may be stale
+  // (the job ended, its lease_node changed): readers check Job::lease_node.
+  std::map<std::string, std::set<p::JobId>> lease_waits;
   // Carries out PlanConverge (converger.h) for the job and `desired`.
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
   ConvergeInput ConvergeInputOf(const Job& j, const std::map<std::string, int>& desired) const;
