@@ -43,6 +43,7 @@ namespace {
 
 using namespace aryl;
 using namespace aryl::daemon;
+using aryl::daemon::testing::DrivenCluster;
 namespace p = aryl::protocol;
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -73,6 +74,7 @@ double BinaryRestart(const std::string& binary, const std::string& state) {
   const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(port);
   const std::string log = state + ".log";
   auto t0 = Clock::now();
+  std::fflush(nullptr);  // the child must not print this process's buffered output again
   pid_t pid = fork();
   if (pid == 0) {
     FILE* f = std::freopen(log.c_str(), "w", stdout);
@@ -192,7 +194,12 @@ int Run(const Flags& f) {
   c.Run(1.0);  // 20 ticks: the last rounds, a pending snapshot saved
   const double settle_s = Since(t);
   auto status = c.Call<p::StatusReply>(p::StatusRequest{});
-  std::string summary = status.ok() ? status->summary.dump() : status.status().ToString();
+  std::string summary = status.status().ToString();
+  if (status.ok()) {
+    auto sum = status->summary;
+    for (const char* big : {"jobs", "nodes", "queues", "pools"}) sum.erase(big);  // the counts only
+    summary = sum.dump();
+  }
 
   std::printf("bench_state: %s, %d agents x %d slots, %d jobs (%d refused)\n", f.backend.c_str(), f.agents, f.slots,
               f.jobs, refused);
@@ -202,7 +209,7 @@ int Run(const Flags& f) {
     std::printf("  etcd transactions during the submissions %llu (%.0f a second)\n",
                 static_cast<unsigned long long>(txns), txns / submit_s);
   std::printf("  20 more ticks %.1f s\n", settle_s);
-  std::printf("  status: %s\n", summary.substr(0, 400).c_str());
+  std::printf("  status: %s\n", summary.substr(0, 600).c_str());
   std::printf("  snapshots (as the daemon logged them):\n");
   for (const auto& l : lines->lines) std::printf("    %s\n", l.c_str());
 
