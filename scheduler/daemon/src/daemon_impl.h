@@ -276,6 +276,10 @@ class Daemon::Impl {
   // registration looks at those, not at every live job. Entries may be stale
   // (the job ended, its lease_node changed): readers check Job::lease_node.
   std::map<std::string, std::set<p::JobId>> lease_waits;
+  // MASTER_PORT -> jobs given it (PickMasterPort), so that a start looks at
+  // the jobs holding the ports it tries, not at every live job. Entries of
+  // ended jobs and changed ports are dropped when met.
+  std::map<int, std::set<p::JobId>> master_port_holders;
   // Carries out PlanConverge (converger.h) for the job and `desired`.
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);
   ConvergeInput ConvergeInputOf(const Job& j, const std::map<std::string, int>& desired) const;
