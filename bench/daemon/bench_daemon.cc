@@ -1,5 +1,6 @@
 // bench_daemon: scale of one head node. Starts a real aryl-scheduler process
-// on loopback and drives it with many fake agents in this one process: each is
+// on loopback and drives it with many fake agents in agent processes of their
+// own (bench_daemon.h: at most --agents-per-process in one): each is
 // a protocol::Client DEALER with its agent id, registers, heartbeats at the
 // interval the scheduler tells it, answers StartWorkers by pretending to run
 // the workers (each reports WorkerExited, exit 0, no runtime, after a
@@ -17,6 +18,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,9 +51,85 @@ using namespace std::chrono;
 
 namespace bench {
 
+namespace {
+
+volatile sig_atomic_t g_interrupted = 0;  // SIGINT/SIGTERM: stop the run, clean up, exit
+void OnSignal(int) { g_interrupted = 1; }
+
+double CpuSeconds(const rusage& ru) {
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// The child processes of a run: the scheduler and the agent processes. Every
+// exit path of Run() goes through the destructor, which kills and reaps them
+// (the scheduler with SIGTERM, then SIGKILL after 10 s); they also die with
+// this process (PR_SET_PDEATHSIG) when it is killed.
+struct Children {
+  pid_t scheduler = -1;
+  rusage scheduler_usage{};
+  std::vector<pid_t> agents;
+  std::vector<rusage> agent_usage;
+  std::vector<int> agent_status;
+
+  // Waits for `pid` at most `seconds`; false if it is still running.
+  static bool Reap(pid_t pid, double seconds, int* status, rusage* ru) {
+    for (auto until = Clock::now() + duration_cast<Clock::duration>(duration<double>(seconds));;) {
+      pid_t r = wait4(pid, status, WNOHANG, ru);
+      if (r == pid || (r < 0 && errno == ECHILD)) return true;
+      if (Clock::now() >= until) return false;
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+  void StopScheduler() {
+    if (scheduler <= 0) return;
+    kill(scheduler, SIGTERM);
+    int st = 0;
+    if (!Reap(scheduler, 10, &st, &scheduler_usage)) {
+      kill(scheduler, SIGKILL);
+      wait4(scheduler, &st, 0, &scheduler_usage);
+    }
+    scheduler = -1;
+  }
+  // The agent processes leave by themselves once Shared::stop is set; those
+  // that have not after `seconds` are killed.
+  void StopAgents(double seconds) {
+    agent_usage.resize(agents.size());
+    agent_status.resize(agents.size(), -1);
+    auto until = Clock::now() + duration_cast<Clock::duration>(duration<double>(seconds));
+    for (size_t i = 0; i < agents.size(); ++i) {
+      if (agents[i] <= 0) continue;
+      double left = std::max(0.0, duration<double>(until - Clock::now()).count());
+      if (!Reap(agents[i], left, &agent_status[i], &agent_usage[i])) {
+        kill(agents[i], SIGKILL);
+        wait4(agents[i], &agent_status[i], 0, &agent_usage[i]);
+      }
+      agents[i] = -1;
+    }
+  }
+  ~Children() {
+    for (pid_t a : agents)
+      if (a > 0) kill(a, SIGKILL);
+    StopAgents(5);
+    StopScheduler();
+  }
+};
+
+}  // namespace
+
+Bench::Bench(Options o)
+    : opt_(std::move(o)),
+      sh_(new (mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) Shared),
+      stop_(sh_->stop),
+      submissions_done_(sh_->submissions_done),
+      c_(sh_->c),
+      journal_rows_(sh_->journal_rows) {}
+
 void Bench::SubmitLoop() {
   auto client = p::Client::Connect({.endpoint = endpoint_});
   if (!client.ok()) return;
+  // The agents connect in their own processes: submit once the first is in
+  // (a submission before any agent is refused), at most 30 s after the start.
+  while (c_.first_registrations == 0 && !stop_ && Since(t0_) < 30) std::this_thread::sleep_for(milliseconds(5));
   std::mt19937 rng(42);
   const int sizes[] = {1, 1, 2, 2, 4, 8};
   auto next_status = Clock::now();
@@ -102,8 +182,18 @@ int Bench::Run() {
   std::vector<char*> cargs;
   for (auto& a : sargs) cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  Children kids;  // from here on, every return kills what was started
+  const pid_t self = getpid();
+  kids.scheduler = fork();
+  if (kids.scheduler < 0) {
+    std::perror("bench_daemon: fork");
+    return 1;
+  }
+  if (kids.scheduler == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives bench_daemon
+    if (getppid() != self) _exit(1);
     FILE* f = std::freopen(log.c_str(), "w", stdout);
     (void)f;
     dup2(fileno(stdout), 2);
@@ -111,58 +201,86 @@ int Bench::Run() {
     std::perror("exec aryl-scheduler");
     _exit(127);
   }
-  auto stop_scheduler = [&] {
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      if (waitpid(pid, nullptr, WNOHANG) == pid) return;
-      std::this_thread::sleep_for(milliseconds(100));
+  // The agent processes, forked before this process makes a ZeroMQ context
+  // or a thread; each waits for a byte on its pipe.
+  const int total = opt_.agents + opt_.probe;
+  const int processes = std::max(1, (total + opt_.agents_per_process - 1) / opt_.agents_per_process);
+  std::vector<int> go(processes, -1);
+  for (int k = 0; k < processes; ++k) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      std::perror("bench_daemon: pipe");
+      return 1;
     }
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("bench_daemon: fork");
+      close(fds[0]);
+      close(fds[1]);
+      return 1;
+    }
+    if (pid == 0) {
+      for (int j = 0; j < k; ++j) close(go[j]);  // the others' pipes: EOF reaches them when the parent goes
+      close(fds[1]);
+      _exit(AgentProcess(k, processes, fds[0], dir + "/agents-" + std::to_string(k) + ".txt"));
+    }
+    close(fds[0]);
+    go[k] = fds[1];
+    kids.agents.push_back(pid);
+  }
+  auto close_go = [&] {
+    for (int& fd : go)
+      if (fd >= 0) close(fd), fd = -1;
   };
-  {  // wait until it answers
+  {  // wait until it answers (at most 100 x 200 ms)
     auto c = p::Client::Connect({.endpoint = endpoint_});
     bool up = false;
-    for (int i = 0; i < 100 && !up; ++i) up = c.ok() && (*c)->Call<p::StatusReply>(p::StatusRequest{}, milliseconds(200)).ok();
+    for (int i = 0; i < 100 && !up && !g_interrupted; ++i) {
+      up = c.ok() && (*c)->Call<p::StatusReply>(p::StatusRequest{}, milliseconds(200)).ok();
+      if (!up && waitpid(kids.scheduler, nullptr, WNOHANG) == kids.scheduler) {
+        kids.scheduler = -1;  // exited (a bad flag, a busy port): its log says why
+        break;
+      }
+    }
     if (!up) {
       std::fprintf(stderr, "bench_daemon: the scheduler did not answer (log: %s)\n", log.c_str());
-      stop_scheduler();
+      close_go();  // the agent processes read EOF and leave
       return 1;
     }
   }
   t0_ = Clock::now();
-  int total = opt_.agents + opt_.probe;
-  for (int i = 0; i < total; ++i) {
-    auto a = std::make_unique<Agent>();
-    char name[32];
-    std::snprintf(name, sizeof name, "fake-%04d", i);
-    a->id = name;
-    a->probe = i >= opt_.agents;
-    // The first quarter join at once (capacity for the first jobs), the rest
-    // spread over the submission phase.
-    double at = i < opt_.agents / 4 ? 0 : opt_.submit_seconds * (i - opt_.agents / 4) / std::max(1, opt_.agents);
-    a->join_at = t0_ + duration_cast<Clock::duration>(duration<double>(at));
-    auto c = p::Client::Connect({.endpoint = endpoint_, .identity = a->id, .max_queued_pushes = 100000});
-    if (!c.ok()) {
-      std::fprintf(stderr, "connect: %s\n", c.status().ToString().c_str());
-      return 1;
-    }
-    a->client = std::move(*c);
-    agents_.push_back(std::move(a));
+  sh_->t0 = t0_.time_since_epoch().count();
+  for (int& fd : go) {
+    if (write(fd, "g", 1) != 1) std::perror("bench_daemon: go");
   }
+  close_go();
+  std::printf("bench_daemon: %d agents in %d processes; scheduler pid %d\n", total, processes,
+              static_cast<int>(kids.scheduler));
+  std::fflush(stdout);
   sqlite3* db = nullptr;
   sqlite3_open_v2(state.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
   sqlite3_busy_timeout(db, 1000);
   std::vector<std::thread> threads;
-  threads.emplace_back([this] { RegistrationLoop(); });
-  for (int s = 0; s < opt_.threads; ++s) threads.emplace_back([this, s] { ShardLoop(s); });
-  if (opt_.churn > 0) threads.emplace_back([this] { ChurnLoop(); });
   threads.emplace_back([this] { SubmitLoop(); });
-  // The flood starts once the agents that join at once are in.
   pid_t flooder = -1, victim = -1;
+  // A run that must stop early still joins its threads and reaps its children.
+  auto abort_run = [&](const std::string& why) {
+    std::fprintf(stderr, "bench_daemon: %s\n", why.c_str());
+    stop_ = true;
+    for (auto& t : threads) t.join();
+    for (pid_t child : {flooder, victim})
+      if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+      }
+    sqlite3_close(db);
+    return 1;
+  };
+  // The flood starts once the agents that join at once are in.
   std::string flood_out = dir + "/flood.txt", victim_out = dir + "/victim.txt";
   if (opt_.flood > 0) {
-    while (reg_.ms.size() < static_cast<size_t>(std::max(1, opt_.agents / 4)) && Since(t0_) < 30)
+    while (c_.first_registrations < std::max(1, opt_.agents / 4) && Since(t0_) < 30 && !g_interrupted)
       std::this_thread::sleep_for(milliseconds(50));
     victim = SpawnAs(opt_.victim_uid, victim_out,
                      {"--victim-child", endpoint_, std::to_string(opt_.duration - Since(t0_) - 2), "0.05"});
@@ -173,19 +291,33 @@ int Bench::Run() {
   auto done_at = Clock::time_point::max();
   long long max_held = 0;  // core_events rows at once (sampled every 0.5 s)
   while (Since(t0_) < opt_.duration) {
+    if (g_interrupted) return abort_run("interrupted");
+    if (waitpid(kids.scheduler, nullptr, WNOHANG) == kids.scheduler) {
+      kids.scheduler = -1;
+      return abort_run("the scheduler exited during the run (log: " + log + ")");
+    }
+    for (size_t k = 0; k < kids.agents.size(); ++k) {
+      int st = 0;
+      if (waitpid(kids.agents[k], &st, WNOHANG) == kids.agents[k]) {
+        kids.agents[k] = -1;
+        return abort_run("agent process " + std::to_string(k) + " exited during the run (status " +
+                         std::to_string(st) + ", connect errors " + std::to_string(c_.connect_errors.load()) + ")");
+      }
+    }
     // History: every row ever appended (a snapshot deletes rows, not the sequence).
     journal_rows_ = Count(db, "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'core_events'");
     max_held = std::max(max_held, Count(db, "SELECT count(*) FROM core_events"));
-    peak_rss = ProcField(pid, "VmHWM");
+    peak_rss = ProcField(kids.scheduler, "VmHWM");
     // After the probes registered, let the cluster run a little longer.
     bool flood_done = opt_.flood == 0 || (waitpid(victim, nullptr, WNOHANG) == victim && (victim = -1, true));
-    if (submissions_done_ && flood_done && reg_probe_.ms.size() >= static_cast<size_t>(opt_.probe) &&
+    if (submissions_done_ && flood_done && c_.probe_registrations >= opt_.probe &&
         done_at == Clock::time_point::max())
       done_at = Clock::now() + seconds(opt_.flood > 0 ? 0 : 5);
     if (Clock::now() >= done_at) break;
     std::this_thread::sleep_for(milliseconds(500));
   }
   double elapsed = Since(t0_);
+  const pid_t pid = kids.scheduler;
   std::string rss = ProcField(pid, "VmRSS");
   peak_rss = ProcField(pid, "VmHWM");
   auto [cpu_s, wait_s, busiest_cpu_s, busiest_wait_s] = bench::SchedStat(pid);
@@ -193,6 +325,53 @@ int Bench::Run() {
   long long node_failed = Count(db, "SELECT count(*) FROM events WHERE kind='node_failed'");
   stop_ = true;
   for (auto& t : threads) t.join();
+  kids.StopAgents(60);
+  double generator_cpu_s = 0;
+  for (const auto& ru : kids.agent_usage) generator_cpu_s += CpuSeconds(ru);
+  {
+    rusage self_ru{};
+    getrusage(RUSAGE_SELF, &self_ru);
+    generator_cpu_s += CpuSeconds(self_ru);
+  }
+  // What the agent processes measured (bench_daemon.h): latencies, and the
+  // generations heard, counted over all of them.
+  std::map<p::JobId, std::map<std::int64_t, std::pair<std::vector<p::WorkerId>, bool>>> gens;
+  int reports = 0;
+  for (int k = 0; k < processes; ++k) {
+    std::ifstream f(dir + "/agents-" + std::to_string(k) + ".txt");
+    std::string line, tag;
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      in >> tag;
+      double v = 0;
+      if (tag == "reg" && in >> v) reg_.Add(v);
+      else if (tag == "probe" && in >> v) reg_probe_.Add(v);
+      else if (tag == "again" && in >> v) reg_again_.Add(v);
+      else if (tag == "cost") {
+        long long rows = 0;
+        if (in >> rows >> v) cost_.push_back({rows, v});
+      } else if (tag == "gen") {
+        p::JobId job = 0;
+        std::int64_t g = 0;
+        bool starts = false;
+        in >> job >> g >> starts;
+        auto& e = gens[job][g];
+        e.second = e.second || starts;
+        e.first.clear();
+        for (p::WorkerId w; in >> w;) e.first.push_back(w);
+      } else if (tag == "end") {
+        ++reports;
+      }
+    }
+  }
+  for (const auto& [job, by_gen] : gens) {
+    const std::vector<p::WorkerId>* prev = nullptr;
+    for (const auto& [g, e] : by_gen) {
+      c_.generations++;
+      if (!e.second && prev && e.first == *prev) c_.noop_generations++;
+      prev = &e.first;
+    }
+  }
   for (pid_t child : {flooder, victim})
     if (child > 0) {
       kill(child, SIGTERM);
@@ -213,13 +392,21 @@ int Bench::Run() {
       if (auto r = (*c)->Call<p::StatusReply>(p::StatusRequest{}, milliseconds(30000)); r.ok())
         rounds = r->summary.value("rounds", nlohmann::json::object()).dump();
   }
-  stop_scheduler();
+  kids.StopScheduler();
+  const double scheduler_cpu_s = CpuSeconds(kids.scheduler_usage);
+  const double scheduler_maxrss_mb = kids.scheduler_usage.ru_maxrss / 1024.0;
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) load[0] = load[1] = load[2] = -1;
 
   std::printf("bench_daemon: %d agents x %d slots (+%d probes), %d jobs over %.0f s, ran %.1f s\n", opt_.agents,
               opt_.slots, opt_.probe, opt_.jobs, opt_.submit_seconds, elapsed);
   std::printf("  agents declared dead while healthy  %ld (node_failed rows: %lld), re-registrations %ld\n",
               c_.declared_dead.load(), node_failed, c_.reregistrations.load());
   std::printf("  max heartbeat send delay (generator)  %.1f ms\n", c_.max_hb_late_us.load() / 1e3);
+  std::printf("  generator: %d agent processes (%d reported), CPU %.1f s (all processes)\n", processes, reports,
+              generator_cpu_s);
+  std::printf("  scheduler CPU (wait4) %.1f s, max RSS %.0f MB; load average %.2f %.2f %.2f\n", scheduler_cpu_s,
+              scheduler_maxrss_mb, load[0], load[1], load[2]);
   std::printf("  registration (first)   %s\n", reg_.Summary().c_str());
   std::printf("  registration (probes, after all jobs)  %s\n", reg_probe_.Summary().c_str());
   std::printf("  registration (again)   %s\n", reg_again_.Summary().c_str());
@@ -318,12 +505,15 @@ int main(int argc, char** argv) {
       else if (a == "--flood-threads") o.flood_threads = std::max(1, std::stoi(val()));
       else if (a == "--scheduler-arg") o.scheduler_args.push_back(val());
       else if (a == "--state") o.state = val();
+      else if (a == "--agents-per-process") o.agents_per_process = std::max(1, std::stoi(val()));
+      else if (a == "--sweep-ms") o.sweep_ms = std::max(1, std::stoi(val()));
       else {
         std::fprintf(stderr,
                      "usage: bench_daemon [--scheduler PATH] [--agents N] [--slots N] [--jobs N] [--probe N]\n"
                      "  [--threads N] [--submit-seconds S] [--duration S] [--work-seconds S] [--heartbeat S]\n"
                      "  [--agent-timeout S] [--cluster-id ID] [--churn S] [--down-seconds S] [--keep]\n"
-                     "  [--flood N [--flood-threads N]] [--state FILE|etcd://...] [--scheduler-arg ARG]...\n");
+                     "  [--flood N [--flood-threads N]] [--state FILE|etcd://...] [--scheduler-arg ARG]...\n"
+                     "  [--agents-per-process N (500)] [--sweep-ms MS (20)]\n");
         return 2;
       }
     } catch (const std::exception&) {

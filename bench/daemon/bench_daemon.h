@@ -1,6 +1,16 @@
 // bench_daemon's load generator: options, the fake agents' state and the
 // Bench that runs them (fake_agents.cc serves the agents, bench_daemon.cc
 // runs the scheduler, the submitter and the report).
+//
+// Processes: the parent runs the scheduler child, the submitter and the
+// report; the fake agents live in agent processes forked before the parent
+// makes any ZeroMQ context, each with its own context and at most
+// --agents-per-process agents (a context holds 1,023 sockets by default).
+// Agent i belongs to process i % processes, so the agents that join at once
+// are spread over all of them. They share one anonymous MAP_SHARED page
+// (Shared: counters, the stop flag, the journal length, each job's end time);
+// each writes its latencies and the generations it heard to a file that the
+// parent reads after it exits.
 #pragma once
 
 #include <atomic>
@@ -42,6 +52,8 @@ struct Options {
   int flood_threads = 8;
   unsigned flood_uid = 65534, victim_uid = 65533;
   std::vector<std::string> scheduler_args;  // --scheduler-arg, passed on
+  int agents_per_process = 500;  // fake agents in one process (one ZeroMQ context)
+  int sweep_ms = 20;             // a shard's pause between passes over its agents
 };
 
 struct SimWorker {
@@ -66,19 +78,45 @@ struct Agent {
   bool probe = false;
 };
 
+// Lock-free atomics only: they live in memory shared by the agent processes.
 struct Counters {
   std::atomic<long> declared_dead{0}, reregistrations{0}, register_errors{0}, starts{0}, stops{0}, exits{0},
       acks{0}, submitted{0}, submit_errors{0}, send_errors{0}, crashes{0}, partitions{0}, rejoins{0},
-      generations{0}, noop_generations{0};
+      generations{0}, noop_generations{0}, first_registrations{0}, probe_registrations{0}, connect_errors{0};
   std::atomic<long> max_hb_late_us{0};
 };
 
+// Each job's simulated end (steady_clock ticks; the clock is the machine's
+// CLOCK_MONOTONIC, the same in every process), set by whichever agent starts
+// its workers first: every worker of a job ends together, whatever process
+// its agent is in. Open addressing; key 0 is empty (job ids start at 1).
+struct JobEnds {
+  static constexpr std::size_t kSlots = 1 << 18;
+  std::atomic<std::uint64_t> key[kSlots];
+  std::atomic<std::int64_t> end[kSlots];
+  // The end of `job`: the stored one, or `proposed` when it is the first.
+  std::int64_t GetOrSet(std::uint64_t job, std::int64_t proposed);
+};
+
+struct Shared {
+  Counters c;
+  std::atomic<bool> stop{false}, submissions_done{false};
+  std::atomic<long long> journal_rows{0};
+  std::atomic<std::int64_t> t0{0};  // steady_clock ticks of the run's start
+  JobEnds job_ends;
+};
+static_assert(std::atomic<long>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free);
+
 class Bench {
  public:
-  explicit Bench(Options o) : opt_(std::move(o)) {}
+  explicit Bench(Options o);
   int Run();
 
  private:
+  // An agent process's body: agents `index` + k * `processes`; waits for the
+  // parent's go (a byte on `go_fd`, at most 120 s), serves its agents until
+  // Shared::stop, writes what it measured to `out` and returns the exit code.
+  int AgentProcess(int index, int processes, int go_fd, const std::string& out);
   void Register(Agent& a, bool again);
   void RegistrationLoop();
   void ShardLoop(int shard);
@@ -93,19 +131,20 @@ class Bench {
   void NoteGeneration(p::JobId job, std::int64_t generation, std::vector<p::WorkerId> members, bool starts);
 
   Options opt_;
+  Shared* sh_;  // MAP_SHARED, inherited by the agent processes
   std::string endpoint_;
   Clock::time_point t0_;
-  std::atomic<bool> stop_{false}, submissions_done_{false};
+  std::atomic<bool>& stop_;
+  std::atomic<bool>& submissions_done_;
   std::vector<std::unique_ptr<Agent>> agents_;
   std::mutex again_mu_;
-  std::mutex job_end_mu_;
-  std::map<p::JobId, Clock::time_point> job_end_;
   std::vector<Agent*> again_, down_;  // under again_mu_
+  // (job, generation) -> (members, started somebody), as this process heard them.
   std::mutex gen_mu_;
-  std::map<p::JobId, std::pair<std::int64_t, std::vector<p::WorkerId>>> gens_;
-  Counters c_;
+  std::map<std::pair<p::JobId, std::int64_t>, std::pair<std::vector<p::WorkerId>, bool>> gens_;
+  Counters& c_;
   Latencies reg_, reg_probe_, reg_again_, submit_, status_;
-  std::atomic<long long> journal_rows_{0};
+  std::atomic<long long>& journal_rows_;
   // (journal rows at the time, registration ms) for first registrations.
   std::mutex cost_mu_;
   std::vector<std::pair<long long, double>> cost_;

@@ -1,8 +1,14 @@
 // The fake agents of bench_daemon: registration, heartbeats, simulated
 // workers, generations and outages (see bench_daemon.cc's file comment).
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -35,6 +41,7 @@ void Bench::Register(Agent& a, bool again) {
     reg_again_.Add(ms);
   } else {
     (a.probe ? reg_probe_ : reg_).Add(ms);
+    (a.probe ? c_.probe_registrations : c_.first_registrations)++;
     std::lock_guard<std::mutex> l(cost_mu_);
     cost_.push_back({journal_rows_.load(), ms});
   }
@@ -99,14 +106,28 @@ void Bench::Exit(Agent& a, const p::RunningWorker& rw, std::optional<int> code, 
   if (!a.client->Send(ex, milliseconds(1000)).ok()) c_.send_errors++;
 }
 
+// Counted by the parent over every process's notes (CountGenerations).
 void Bench::NoteGeneration(p::JobId job, std::int64_t generation, std::vector<p::WorkerId> members, bool starts) {
   std::sort(members.begin(), members.end());
   std::lock_guard<std::mutex> l(gen_mu_);
-  auto& last = gens_[job];
-  if (generation <= last.first) return;  // another agent of the job heard it first
-  c_.generations++;
-  if (!starts && last.first > 0 && members == last.second) c_.noop_generations++;
-  last = {generation, std::move(members)};
+  auto [it, fresh] = gens_.try_emplace({job, generation}, std::move(members), starts);
+  if (!fresh) it->second.second = it->second.second || starts;
+}
+
+std::int64_t JobEnds::GetOrSet(std::uint64_t job, std::int64_t proposed) {
+  for (std::size_t n = 0, i = (job * 0x9E3779B97F4A7C15ull) >> 46; n < kSlots; ++n, i = (i + 1) % kSlots) {
+    std::uint64_t k = key[i].load(std::memory_order_acquire);
+    if (k == 0 && key[i].compare_exchange_strong(k, job, std::memory_order_acq_rel)) {
+      end[i].store(proposed, std::memory_order_release);
+      return proposed;
+    }
+    if (k != job) continue;
+    // Its first agent is storing the end right now (a few instructions).
+    for (int spin = 0; spin < 1000000; ++spin)
+      if (std::int64_t e = end[i].load(std::memory_order_acquire)) return e;
+    return proposed;
+  }
+  return proposed;  // full: this agent's own end
 }
 
 // An outage: a crash loses the agent's workers with it; a partition keeps
@@ -125,8 +146,11 @@ void Bench::GoDown(Agent& a, bool crash, Clock::time_point now) {
 }
 
 void Bench::ChurnLoop() {
-  std::mt19937 rng(99);
-  std::exponential_distribution<double> gap(1.0 / opt_.churn);
+  std::mt19937 rng(99 + static_cast<unsigned>(agents_.size()));
+  // The cluster's outage rate, shared by the agent processes in proportion
+  // to their agents.
+  double share = static_cast<double>(agents_.size()) / (opt_.agents + opt_.probe);
+  std::exponential_distribution<double> gap(share / opt_.churn);
   auto next = Clock::now() + duration_cast<Clock::duration>(duration<double>(gap(rng)));
   while (!stop_) {
     if (Clock::now() < next) {
@@ -135,8 +159,8 @@ void Bench::ChurnLoop() {
     }
     next += duration_cast<Clock::duration>(duration<double>(gap(rng)));
     for (int tries = 0; tries < 20; ++tries) {
-      Agent& a = *agents_[rng() % opt_.agents];
-      if (a.state.load(std::memory_order_acquire) != 2) continue;
+      Agent& a = *agents_[rng() % agents_.size()];
+      if (a.probe || a.state.load(std::memory_order_acquire) != 2) continue;
       bool crash = rng() % 2 == 0;
       (crash ? c_.crashes : c_.partitions)++;
       a.churn.store(crash ? 1 : 2);
@@ -146,7 +170,6 @@ void Bench::ChurnLoop() {
 }
 
 void Bench::Serve(Agent& a, Clock::time_point now) {
-  thread_local std::mt19937 rng(7);
   if (int kind = a.churn.exchange(0)) {
     GoDown(a, kind == 1, now);
     return;
@@ -159,16 +182,12 @@ void Bench::Serve(Agent& a, Clock::time_point now) {
       NoteGeneration(sw->job, sw->generation, sw->members, true);
       // Every worker of a job finishes at the same moment (synchronous data
       // parallelism: all ranks reach the last step together).
-      Clock::time_point end;
-      {
-        std::lock_guard<std::mutex> l(job_end_mu_);
-        auto [it, fresh] = job_end_.try_emplace(sw->job);
-        if (fresh) {
-          std::exponential_distribution<double> d(1.0 / opt_.work_seconds);
-          it->second = now + duration_cast<Clock::duration>(duration<double>(1.0 + d(rng)));
-        }
-        end = std::max(it->second, now + milliseconds(500));
-      }
+      // A job's duration depends on its id only: the same in every run.
+      std::mt19937 rng(static_cast<unsigned>(sw->job));
+      std::exponential_distribution<double> d(1.0 / opt_.work_seconds);
+      auto proposed = now + duration_cast<Clock::duration>(duration<double>(1.0 + d(rng)));
+      Clock::time_point end{Clock::duration(sh_->job_ends.GetOrSet(sw->job, proposed.time_since_epoch().count()))};
+      end = std::max(end, now + milliseconds(500));
       for (const auto& w : sw->workers) {
         SimWorker s;
         s.rw = {sw->job, w.worker, sw->generation, w.rank, w.local_slot, 1000 + w.worker};
@@ -240,9 +259,69 @@ void Bench::ShardLoop(int shard) {
       Agent& a = *agents_[i];
       if (a.state.load(std::memory_order_acquire) == 2) Serve(a, now);
     }
-    std::this_thread::sleep_for(milliseconds(20));
+    std::this_thread::sleep_for(milliseconds(opt_.sweep_ms));
   }
 }
 
+int Bench::AgentProcess(int index, int processes, int go_fd, const std::string& out) {
+  // Dies with the parent, whatever way the parent goes.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const pid_t parent = getppid();
+  if (parent == 1) return 1;
+  {  // sockets need descriptors: as many as this machine lets a process have
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
+  pollfd pfd{go_fd, POLLIN, 0};
+  char go = 0;
+  if (poll(&pfd, 1, 120000) != 1 || read(go_fd, &go, 1) != 1) return 1;  // no go: the parent gave up
+  close(go_fd);
+  t0_ = Clock::time_point(Clock::duration(sh_->t0.load()));
+  int total = opt_.agents + opt_.probe;
+  for (int i = index; i < total; i += processes) {
+    auto a = std::make_unique<Agent>();
+    char name[32];
+    std::snprintf(name, sizeof name, "fake-%05d", i);
+    a->id = name;
+    a->probe = i >= opt_.agents;
+    // The first quarter join at once (capacity for the first jobs), the rest
+    // spread over the submission phase; probes after the last submission.
+    double at = i < opt_.agents / 4 ? 0 : opt_.submit_seconds * (i - opt_.agents / 4) / std::max(1, opt_.agents);
+    a->join_at = t0_ + duration_cast<Clock::duration>(duration<double>(at));
+    auto c = p::Client::Connect({.endpoint = endpoint_, .identity = a->id, .max_queued_pushes = 100000});
+    if (!c.ok()) {
+      c_.connect_errors++;
+      std::fprintf(stderr, "agent process %d: connect: %s\n", index, c.status().ToString().c_str());
+      return 1;
+    }
+    a->client = std::move(*c);
+    agents_.push_back(std::move(a));
+  }
+  std::vector<std::thread> threads;
+  threads.emplace_back([this] { RegistrationLoop(); });
+  for (int s = 0; s < opt_.threads; ++s) threads.emplace_back([this, s] { ShardLoop(s); });
+  if (opt_.churn > 0) threads.emplace_back([this] { ChurnLoop(); });
+  while (!stop_ && getppid() == parent) std::this_thread::sleep_for(milliseconds(50));
+  stop_ = true;  // this process's loops only, when the parent is gone (then nobody reads the flag)
+  for (auto& t : threads) t.join();
+  std::ofstream f(out);
+  auto dump = [&](const char* tag, Latencies& l) {
+    for (double v : l.ms) f << tag << ' ' << v << '\n';
+  };
+  dump("reg", reg_);
+  dump("probe", reg_probe_);
+  dump("again", reg_again_);
+  for (const auto& [rows, ms] : cost_) f << "cost " << rows << ' ' << ms << '\n';
+  for (const auto& [k, v] : gens_) {
+    f << "gen " << k.first << ' ' << k.second << ' ' << v.second;
+    for (auto m : v.first) f << ' ' << m;
+    f << '\n';
+  }
+  f << "end\n";
+  return f.good() ? 0 : 1;
+}
 
 }  // namespace bench

@@ -65,14 +65,24 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     Reconcile(n, m.workers, true);
     // A job waiting out this agent's lease need not wait once the agent says
     // it runs none of the job's workers: no second copy can be running.
-    for (auto& [jid, j] : jobs) {
-      if (j.lease_node != n.id) continue;
-      bool runs = std::any_of(m.workers.begin(), m.workers.end(), [&](const auto& rw) { return rw.job == jid; });
-      if (!runs) {
-        j.restart_not_before = 0;
-        j.lease_node.clear();
-        pending_converge.insert(jid);
+    // The jobs that wait on this node's lease only (lease_waits), not every live job.
+    if (auto waits = lease_waits.find(n.id); waits != lease_waits.end()) {
+      std::set<p::JobId> still;
+      for (p::JobId jid : waits->second) {
+        auto jit = jobs.find(jid);
+        if (jit == jobs.end() || jit->second.lease_node != n.id) continue;  // stale entry
+        Job& j = jit->second;
+        bool runs = std::any_of(m.workers.begin(), m.workers.end(), [&](const auto& rw) { return rw.job == jid; });
+        if (!runs) {
+          j.restart_not_before = 0;
+          j.lease_node.clear();
+          pending_converge.insert(jid);
+        } else {
+          still.insert(jid);
+        }
       }
+      if (still.empty()) lease_waits.erase(waits);
+      else waits->second = std::move(still);
     }
     if (is_new) {
       ARYL_RETURN_IF_ERROR(AddServer(n));
@@ -278,6 +288,7 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
     if (expiry > j.restart_not_before) {
       j.restart_not_before = expiry;
       j.lease_node = id;
+      lease_waits[id].insert(jid);
     }
     pending_converge.insert(jid);
     if (!n.store_endpoint.empty() && j.home_store == n.store_endpoint && !j.workers.empty()) {

@@ -186,6 +186,7 @@ Status Daemon::Impl::LoadState() {
   }
   registry.Replace(std::move(loaded_nodes), std::move(loaded_by_server));
   table.Replace(std::move(loaded_jobs));  // owners and the worker index rebuilt
+  IndexWaits();
   return Status::Ok();
 }
 

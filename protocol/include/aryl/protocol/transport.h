@@ -17,7 +17,9 @@
 //     problem. Frames over kMaxFrameBytes are cut off by ZeroMQ (ZMQ_MAXMSGSIZE,
 //     which also drops the connection) and by Decode.
 //
-// Liveness: ZMTP heartbeats (ZMQ_HEARTBEAT_IVL/TIMEOUT/TTL) detect dead peers,
+// Liveness: ZMTP heartbeats (ZMQ_HEARTBEAT_IVL/TIMEOUT/TTL) let a Client detect a
+// dead Server (the Server sets no timeout of its own and Clients send no TTL: libzmq
+// cancels those timers in O(connections); the Server uses TCP keepalive instead),
 // DEALERs reconnect on their own (ZMQ_RECONNECT_IVL[_MAX]), ZMQ_IMMEDIATE keeps a
 // disconnected Client from queueing requests that would be delivered stale, and
 // ZMQ_LINGER bounds how long closing waits. Every blocking call takes a timeout.
