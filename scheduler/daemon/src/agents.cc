@@ -117,7 +117,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
 // What the agent of `n` says it runs (every heartbeat and registration),
 // against what the daemon expects there:
 // - a worker the daemon does not expect (its job went on without it while the
-//   agent was out of touch, or is over) is a stray: killed (SIGKILL, not
+//   agent was out of touch, or, at a registration, is over) is a stray: killed (SIGKILL, not
 //   SIGTERM: the runtime turns a SIGTERM into a clean stop of every rank,
 //   which would stop the job it left), the kill sent again every
 //   kStrayKillEvery s while it is still listed (a StopWorkers can be lost
@@ -142,6 +142,9 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
       w->start_watch = -1;
       continue;
     }
+    // A worker of an ended job is being stopped with its grace (EndJob; the
+    // linger stop repeats it): only a registration kills it at once.
+    if (!registration && jit == jobs.end()) continue;
     auto [sit, first] = n.strays.try_emplace({rw.job, rw.worker}, registry.watch_now());
     if (first || registry.watch_now() - sit->second >= kStrayKillEvery) {
       sit->second = registry.watch_now();
