@@ -255,7 +255,7 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
   const std::string& id = a.reg.agent_id;
   if (on_command) on_command(id, msg);
   if (auto* m = std::get_if<p::StartWorkers>(&msg)) {
-    NoteGeneration(m->job, m->generation, m->members, &m->workers);
+    runtime_.NoteGeneration(m->job, m->generation, m->members, &m->workers, now());
     // As aryl-agent's OnStart: no start without a lease, none of an
     // overtaken generation, none of a worker that runs here.
     if (!a.lease.held() || a.lease.Expired(now())) return;
@@ -282,7 +282,7 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
       else Kill(id, wid, 15);
     }
   } else if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
-    NoteGeneration(m->job, m->generation, m->members, nullptr);
+    runtime_.NoteGeneration(m->job, m->generation, m->members, nullptr, now());
     if (a.fence.Stale(m->job, m->generation)) return;
     for (p::WorkerId wid : m->leaving)
       if (a.workers.count(wid)) Exit(id, wid, 0, "left");
@@ -411,56 +411,15 @@ void DrivenCluster::LeaseTick(FakeAgent& a) {
   }
 }
 
-void DrivenCluster::Train(p::JobId job, std::int64_t total_steps) {
-  training_[job].trained = true;
-  training_[job].total = total_steps;
-  training_[job].next_step = now() + 1;
-}
+void DrivenCluster::Train(p::JobId job, std::int64_t total_steps) { runtime_.Train(job, total_steps, now()); }
 
-std::int64_t DrivenCluster::Formed(p::JobId job) const {
-  auto it = training_.find(job);
-  return it == training_.end() ? 0 : it->second.formed;
-}
-
-int DrivenCluster::GenerationsStarted(p::JobId job) const {
-  auto it = training_.find(job);
-  return it == training_.end() ? 0 : static_cast<int>(it->second.members.size());
-}
-
-bool DrivenCluster::Done(p::JobId job) const {
-  auto it = training_.find(job);
-  return it != training_.end() && it->second.done;
-}
-
-std::int64_t DrivenCluster::FreshStart(p::JobId job) const {
-  auto it = training_.find(job);
-  return it == training_.end() ? 0 : it->second.fresh;
-}
-
-std::int64_t DrivenCluster::Step(p::JobId job) const {
-  auto it = training_.find(job);
-  return it == training_.end() ? 0 : it->second.step;
-}
-
-void DrivenCluster::NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
-                                   const std::vector<p::WorkerPlacement>* started) {
-  Training& t = training_[job];  // every job's generations, trained or not
-  // A generation none of whose members was in an earlier one is a fresh
-  // start (a restart from the checkpoint).
-  bool fresh = !t.members.count(gen);
-  for (const auto& [g, earlier] : t.members)
-    for (p::WorkerId w : members)
-      if (g < gen && std::find(earlier.begin(), earlier.end(), w) != earlier.end()) fresh = false;
-  if (fresh && !t.members.empty()) {
-    t.fresh = std::max(t.fresh, gen);
-    // A fresh group restores the checkpoint and trains on, even when an
-    // older one already ended (on an agent the scheduler had given up on).
-    t.done = false;
-  }
-  t.members[gen] = members;
-  t.announced.emplace(gen, now());
-  if (started)
-    for (const auto& w : *started) t.joined_for[w.worker] = gen;
+void DrivenCluster::TrainTick() {
+  RuntimeModel::Workers w;
+  w.running = [this](p::WorkerId worker, std::string* agent) { return Running(worker, agent); };
+  w.exit = [this](const std::string& agent, p::WorkerId worker, int code, const std::string& outcome,
+                  std::optional<std::int64_t> step) { Exit(agent, worker, code, outcome, step); };
+  w.send = [this](const std::string& agent, p::Message m) { Deliver(agent, std::move(m)); };
+  runtime_.Tick(now(), w);
 }
 
 bool DrivenCluster::Running(p::WorkerId worker, std::string* agent) const {
@@ -470,66 +429,6 @@ bool DrivenCluster::Running(p::WorkerId worker, std::string* agent) const {
       return true;
     }
   return false;
-}
-
-void DrivenCluster::TrainTick() {
-  for (auto& [job, t] : training_) {
-    if (!t.trained || t.members.empty()) continue;
-    // A member of the formed generation gone: the survivors regroup (a
-    // fault generation of the same plan) without the scheduler.
-    if (t.formed > 0)
-      for (p::WorkerId w : t.members[t.formed])
-        if (!Running(w)) t.fault = true;
-    // The newest generation forms once all of its members run and are free
-    // to join it: a joiner started for an earlier generation that has not
-    // formed is still inside that generation's rendezvous (it gives up only
-    // at its timeout) and hears of no later one.
-    const auto& [newest, members] = *t.members.rbegin();
-    auto free_to_join = [&, newest = newest](p::WorkerId w) {
-      auto jf = t.joined_for.find(w);
-      return Running(w) && (jf == t.joined_for.end() || jf->second >= newest);
-    };
-    if (newest > t.formed && !members.empty() && now() - t.announced[newest] >= kStartup &&
-        std::all_of(members.begin(), members.end(), free_to_join)) {
-      t.formed = newest;
-      t.fault = false;
-      for (auto jf = t.joined_for.begin(); jf != t.joined_for.end();)
-        jf = jf->second <= newest ? t.joined_for.erase(jf) : std::next(jf);
-    }
-    // Joiners of a generation that never formed give up.
-    std::vector<std::pair<std::string, p::WorkerId>> give_up;
-    for (const auto& [w, gen] : t.joined_for) {
-      std::string agent;
-      if (gen > t.formed && now() - t.announced[gen] > kRendezvousTimeout && Running(w, &agent))
-        give_up.emplace_back(agent, w);
-    }
-    for (const auto& [agent, w] : give_up) {
-      t.joined_for.erase(w);
-      Exit(agent, w, 3, "interrupted");
-    }
-    // Rank 0 of the formed generation reports a step a second.
-    if (t.done || t.formed == 0 || now() + 1e-9 < t.next_step) continue;
-    t.next_step = now() + 1;
-    std::string agent;
-    const auto& formed = t.members[t.formed];
-    auto rank0 = std::find_if(formed.begin(), formed.end(), [&](p::WorkerId w) { return Running(w, &agent); });
-    if (rank0 == formed.end()) continue;  // nobody left to train
-    if (t.total > 0 && t.step >= t.total) {
-      // The last step: every member that runs ends, "completed".
-      t.done = true;
-      for (p::WorkerId w : formed)
-        if (Running(w, &agent)) Exit(agent, w, 0, "completed", t.step);
-      continue;
-    }
-    const std::int64_t store_gen = p::PlanGeneration(t.formed) + (t.fault ? 1 : 0);
-    p::JobProgress m;
-    m.job = job;
-    m.generation = store_gen;
-    m.step = ++t.step;
-    m.steps_per_second = 1;
-    m.runtime = true;
-    Deliver(agent, m);
-  }
 }
 
 bool DrivenCluster::RunUntil(const std::function<bool()>& pred, double seconds) {

@@ -28,6 +28,7 @@
 #include "faulty_network.h"
 #include "generation_fence.h"
 #include "lease.h"
+#include "runtime_model.h"
 
 namespace aryl::daemon::testing {
 
@@ -166,16 +167,16 @@ class DrivenCluster {
   void Train(p::JobId job, std::int64_t total_steps = 0);
   // The newest generation the daemon started fresh (every member a new
   // worker: a restart), 0 when none.
-  std::int64_t FreshStart(p::JobId job) const;
+  std::int64_t FreshStart(p::JobId job) const { return runtime_.FreshStart(job); }
   // Its members reached total_steps and ended.
-  bool Done(p::JobId job) const;
+  bool Done(p::JobId job) const { return runtime_.Done(job); }
   // The newest generation of `job` that formed (0: none yet), and how many
   // the daemon started for it.
-  std::int64_t Formed(p::JobId job) const;
-  int GenerationsStarted(p::JobId job) const;
-  std::int64_t Step(p::JobId job) const;
-  static constexpr double kRendezvousTimeout = 30;
-  static constexpr double kStartup = 2;  // a new worker's start and rendezvous
+  std::int64_t Formed(p::JobId job) const { return runtime_.Formed(job); }
+  int GenerationsStarted(p::JobId job) const { return runtime_.GenerationsStarted(job); }
+  std::int64_t Step(p::JobId job) const { return runtime_.Step(job); }
+  static constexpr double kRendezvousTimeout = RuntimeModel::kRendezvousTimeout;
+  static constexpr double kStartup = RuntimeModel::kStartup;
 
   // Misuse and harness failures (a worker that is not there, a refused
   // registration): a test passes its own failure; unset, they are printed.
@@ -202,25 +203,9 @@ class DrivenCluster {
   void End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how);
   void Heartbeat(FakeAgent& a);
 
-  // The runtime's side of a trained job (Train).
-  struct Training {
-    std::map<std::int64_t, std::vector<p::WorkerId>> members;  // by generation
-    std::map<std::int64_t, double> announced;                  // first seen
-    std::map<p::WorkerId, std::int64_t> joined_for;            // started for that generation
-    bool trained = false;
-    std::int64_t total = 0;  // steps; 0: trains until stopped
-    bool done = false;
-    std::int64_t fresh = 0;
-    std::int64_t formed = 0;
-    bool fault = false;  // a member of `formed` died: its survivors regrouped
-    std::int64_t step = 0;
-    double next_step = 0;
-  };
-  void NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
-                      const std::vector<p::WorkerPlacement>* started);
   void TrainTick();
   bool Running(p::WorkerId worker, std::string* agent = nullptr) const;
-  std::map<p::JobId, Training> training_;
+  RuntimeModel runtime_;  // the trained jobs' workers (Train)
 
   void LeaseTick(FakeAgent& a);
   void Fail(const std::string& what);
