@@ -113,13 +113,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   return p::Message(reply);
 }
 
-// What an agent runs vs what the daemon believes it runs there.
 // What the agent of `n` says it runs (every heartbeat and registration),
 // against what the daemon expects there:
 // - a worker the daemon does not expect (its job went on without it while the
-//   agent was out of touch, or, at a registration, is over) is a stray: killed (SIGKILL, not
-//   SIGTERM: the runtime turns a SIGTERM into a clean stop of every rank,
-//   which would stop the job it left), the kill sent again every
+//   agent was out of touch, or, at a registration, is over) is a stray:
+//   killed (SIGKILL, not SIGTERM: the runtime turns a SIGTERM into a clean
+//   stop of every rank, which would stop the job it left), the kill sent again every
 //   kStrayKillEvery s while it is still listed (a StopWorkers can be lost
 //   with a broken connection). While a stray of a live job runs, that job
 //   starts no fresh group (Job::stray_nodes, ConvergeInputOf); if the agent
