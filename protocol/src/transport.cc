@@ -185,20 +185,6 @@ class Server::Impl {
       ApplyCommon(router, options.socket);
       router.set(zmq::sockopt::router_mandatory, true);
       router.set(zmq::sockopt::router_handover, true);
-      // No ZMTP heartbeat timeout on the server's side: libzmq (4.3) cancels a
-      // connection's timeout timer, armed at each PING, with a walk over every
-      // timer of the I/O thread (poller_base_t::cancel_timer), so each message
-      // after a PING cost O(connections): at 10,000 agents the I/O thread spent
-      // a core on it (and on the TTL timers of clients' PINGs: Clients send no
-      // TTL). The server still sends PINGs (with the TTL, so clients
-      // detect a dead server); a vanished client shows as an agent that stopped
-      // heartbeating (the daemon's own timeout), and its TCP connection is
-      // closed by the kernel's keepalive.
-      router.set(zmq::sockopt::heartbeat_timeout, 0);
-      router.set(zmq::sockopt::tcp_keepalive, 1);
-      router.set(zmq::sockopt::tcp_keepalive_idle, 10);
-      router.set(zmq::sockopt::tcp_keepalive_intvl, 5);
-      router.set(zmq::sockopt::tcp_keepalive_cnt, 3);
       // Every agent of a cluster connects at once when the scheduler starts:
       // a full accept queue drops SYNs, which the kernel retries after 1 s.
       router.set(zmq::sockopt::backlog, options.socket.backlog);
@@ -462,12 +448,6 @@ class Client::Impl {
     try {
       dealer = zmq::socket_t(*context, zmq::socket_type::dealer);
       ApplyCommon(dealer, options.socket);
-      // No TTL in our PINGs: a server arms a timer for each PING's TTL and
-      // cancels it at the next message with a walk over every timer of its
-      // I/O thread (libzmq 4.3's cancel_timer), O(connections) per client and
-      // second, a core at 10,000 agents (see Server). The server learns of a
-      // vanished client from TCP keepalive and the daemon's own heartbeats.
-      dealer.set(zmq::sockopt::heartbeat_ttl, 0);
       dealer.set(zmq::sockopt::immediate, true);
       dealer.set(zmq::sockopt::reconnect_ivl, int(options.socket.reconnect_interval.count()));
       dealer.set(zmq::sockopt::reconnect_ivl_max,
