@@ -1,11 +1,13 @@
 // aryl-simtest --daemon: the real daemon under seeded faults (daemon_sim.h).
 #include "aryl/simtest/daemon_sim.h"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -33,11 +35,29 @@ constexpr std::pair<DaemonFault, const char*> kNames[] = {
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
 
+// A log sink that hands each line of the daemon's log to the run's trace.
+class LogToTrace : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit LogToTrace(std::function<void(const std::string&)> to) : to_(std::move(to)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    to_(std::string(msg.payload.data(), msg.payload.size()));
+  }
+  void flush_() override {}
+
+ private:
+  std::function<void(const std::string&)> to_;
+};
+
 // One run: the cluster, the job, the faults drawn from the seed, and the
 // invariants checked after every tick.
 class DaemonRun {
  public:
   explicit DaemonRun(const Options& o) : o_(o), rng_(o.seed) {}
+
+  // A line of the daemon's own log, kept in the trace (--daemon-log).
+  void Log(const std::string& line) { Trace("  log: " + line); }
 
   Outcome Run() {
     auto disk_full = std::make_shared<bool>(false);
@@ -101,7 +121,7 @@ class DaemonRun {
   }
 
  private:
-  double Now() const { return c_->now() - DrivenCluster::kT0; }
+  double Now() const { return c_ ? c_->now() - DrivenCluster::kT0 : 0; }
   double Uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
   bool Coin() { return std::uniform_int_distribution<int>(0, 1)(rng_) == 1; }
 
@@ -328,6 +348,7 @@ class DaemonRun {
   void Trace(const std::string& line) {
     if (o_.trace) out_.trace.push_back(Fmt(Now()) + " " + line);
   }
+
   static std::string Fmt(double v) {
     std::ostringstream s;
     s.setf(std::ios::fixed);
@@ -399,10 +420,24 @@ std::string DaemonFaultsString(unsigned faults) {
 
 Outcome RunDaemonSeed(const Options& options) {
   // The daemon's log lines are the binary's; a run reports through its
-  // trace and violations instead.
+  // trace and violations instead, and with daemon_log keeps them there too
+  // (LogToTrace), at virtual time.
   const auto level = spdlog::get_level();
-  spdlog::set_level(spdlog::level::off);
-  Outcome out = DaemonRun(options).Run();
+  auto saved = spdlog::default_logger();
+  Outcome out;
+  if (options.trace && options.daemon_log) {
+    DaemonRun run(options);
+    auto sink = std::make_shared<LogToTrace>([&run](const std::string& line) { run.Log(line); });
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("simtest", sink));
+    spdlog::set_level(spdlog::level::debug);
+    out = run.Run();
+    spdlog::set_default_logger(saved);  // before the run (and its sink's target) ends
+    spdlog::set_level(spdlog::level::off);
+  } else {
+    spdlog::set_level(spdlog::level::off);
+    out = DaemonRun(options).Run();
+  }
+  spdlog::set_default_logger(saved);
   spdlog::set_level(level);
   return out;
 }

@@ -5,6 +5,7 @@
 //   aryl-simtest --replay 42 [--faults ...]   one seed, every event printed
 //   aryl-simtest --daemon --seeds 1:200 [--faults kill,loan,pause,restart,partition,disk]
 //                the daemon's own handlers and state (daemon_sim.h)
+//   aryl-simtest --daemon --replay 42 --daemon-log   with the daemon's log lines
 // Exit codes: 0 no violation, 1 violations, 2 usage error.
 #include <charconv>
 #include <chrono>
@@ -36,7 +37,7 @@ bool ParseU64(const std::string& s, std::uint64_t& out) {
 
 int main(int argc, char** argv) {
   std::uint64_t first = 1, last = 100;
-  bool replay = false, daemon = false;
+  bool replay = false, daemon = false, daemon_log = false;
   unsigned faults = aryl::simtest::kFaultAll;
   std::string faults_text = "all";
   const char* faults_arg = nullptr;
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
       std::printf("aryl-simtest --seeds A:B [--faults kill,loan,network|all|none] | --replay SEED\n"
                   "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk|all|none]\n"
                   "Runs the live system's deterministic simulation for each seed (docs/simtest.md); --daemon\n"
-                  "runs the scheduler daemon's own handlers and state under seeded faults.\n");
+                  "runs the scheduler daemon's own handlers and state under seeded faults; with --replay,\n"
+                  "--daemon-log adds the daemon's own log lines to the trace, at virtual time.\n");
       return 0;
     } else if (a == "--version") {
       std::printf("aryl-simtest 1\n");
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
     } else if (a == "--faults") {
       faults_arg = value("--faults");
       if (!faults_arg) return Usage("--faults needs a list");
+    } else if (a == "--daemon-log") {
+      daemon_log = true;
     } else if (a == "--daemon") {
 #ifdef ARYL_SIMTEST_DAEMON
       daemon = true;
@@ -107,6 +111,7 @@ int main(int argc, char** argv) {
     opt.seed = seed;
     opt.faults = faults;
     opt.trace = replay;
+    opt.daemon_log = daemon_log;
 #ifdef ARYL_SIMTEST_DAEMON
     auto out = daemon ? aryl::simtest::RunDaemonSeed(opt) : aryl::simtest::RunSeed(opt);
 #else

@@ -316,6 +316,49 @@ TEST(DrivenDaemon, SchedulerRestartKeepsTheWorkers) {
   ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 5)) << Kinds(c, *job);
 }
 
+// An elastic job on t1 and t2 loses t2 (partitioned), goes on on t1, and
+// waits out t2's lease before it could start afresh. The scheduler restarts
+// and t1 comes back only after the new one gave up on it (its workers are
+// killed as strays), so the job waits out t1's lease too; the scheduler
+// restarts once more and t1, now running nothing, registers at once. That
+// releases t1's wait, not t2's: the job starts afresh only once t2's workers
+// have surely stopped. With one wait per job, t2's was replaced by t1's and
+// t1's return cleared it (aryl-simtest --daemon --replay 355).
+TEST(DrivenDaemon, ARestartedSchedulerWaitsOutEveryLostAgentsLease) {
+  TestCluster c(DrivenCluster::Defaults(), /*restartable=*/true);  // lease 20 s
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  auto job = c.Submit(Elastic(1, 4));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 4 && c.Step(*job) > 0; }, 20)) << Kinds(c, *job);
+  const double t2_silent_from = c.now();
+  c.agent("t2").silent = true;
+  c.Run(5);
+  c.agent("t1").silent = true;
+  c.RestartDaemon();
+  c.Run(5);
+  c.agent("t1").silent = false;
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(*job)["t1"].empty(); }, 5)) << Kinds(c, *job);
+  c.Run(1);
+  c.RestartDaemon();
+  auto d2 = [&] {
+    const std::int64_t fresh = c.FreshStart(*job);
+    bool old = false, young = false;
+    for (const auto& [agent, ws] : c.WorkersOf(*job))
+      for (const auto& w : ws) (w.generation < fresh ? old : young) = true;
+    return fresh > 0 && old && young;
+  };
+  for (int i = 0; i < 40 * 20; ++i) {
+    c.Run(DrivenCluster::kTick);
+    ASSERT_FALSE(d2()) << "generation " << c.FreshStart(*job) << " started at " << c.now() - t2_silent_from
+                       << " s of t2's silence while older workers run\n"
+                       << Kinds(c, *job);
+  }
+  EXPECT_GT(c.FreshStart(*job), 0) << "never started again\n" << Kinds(c, *job);
+}
+
 // The scheduler is stopped for 10 s, three agent timeouts: the heartbeats
 // sent meanwhile are read when it runs again, so no agent reads as dead and
 // no worker is stopped or started.

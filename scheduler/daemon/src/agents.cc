@@ -70,12 +70,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       std::set<p::JobId> still;
       for (p::JobId jid : waits->second) {
         auto jit = jobs.find(jid);
-        if (jit == jobs.end() || jit->second.lease_node != n.id) continue;  // stale entry
+        if (jit == jobs.end() || !jit->second.lease.WaitsOn(n.id)) continue;  // stale entry
         Job& j = jit->second;
         bool runs = std::any_of(m.workers.begin(), m.workers.end(), [&](const auto& rw) { return rw.job == jid; });
         if (!runs) {
-          j.restart_not_before = 0;
-          j.lease_node.clear();
+          j.lease.Release(n.id);
           pending_converge.insert(jid);
         } else {
           still.insert(jid);
@@ -287,9 +286,9 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
     for (auto wid : gone) table.EraseWorker(j, wid);
-    if (expiry > j.restart_not_before) {
-      j.restart_not_before = expiry;
-      j.lease_node = id;
+    j.lease.Prune(WallNow());
+    if (expiry > WallNow()) {
+      j.lease.Wait(id, expiry);
       lease_waits[id].insert(jid);
     }
     pending_converge.insert(jid);

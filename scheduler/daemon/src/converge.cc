@@ -48,7 +48,7 @@ void Daemon::Impl::IndexWaits() {
   lease_waits.clear();
   master_port_holders.clear();
   for (const auto& [jid, j] : jobs) {
-    if (!j.lease_node.empty()) lease_waits[j.lease_node].insert(jid);
+    for (const auto& [node, until] : j.lease.until) lease_waits[node].insert(jid);
     if (j.master_port > 0) master_port_holders[j.master_port].insert(jid);
   }
 }
@@ -88,7 +88,7 @@ ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
   }
   in.in_place = j.runtime && !j.RestartsToResize();
   in.last_loss_time = j.last_loss_time;
-  in.restart_not_before = j.restart_not_before;
+  in.restart_not_before = j.lease.NotBefore();
   // A stray of the job still runs (agents.cc, Reconcile): no fresh start
   // until its agent has killed it; asked again a second later.
   if (!j.stray_nodes.empty()) in.restart_not_before = std::max(in.restart_not_before, WallNow() + 1.0);
@@ -159,7 +159,8 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired,
       if (j.life.Is(JobPhase::kLeaseWait)) return Status::Ok();
       Phase(j, j.life.LeaseWait(WallNow()), "lease wait");
       const double left = plan.lease_left;
-      if (!j.stray_nodes.empty() && j.restart_not_before <= WallNow()) {
+      const std::string lease_node = j.lease.LastNode();
+      if (!j.stray_nodes.empty() && j.lease.NotBefore() <= WallNow()) {
         const std::string& node = *j.stray_nodes.begin();
         spdlog::warn("job {}: starts again once {} has stopped its old workers", j.rec.id, node);
         return Journal(j.rec.id, "lease_wait", "starts again once " + node + " has stopped its old workers",
@@ -168,15 +169,15 @@ Status Daemon::Impl::Converge(Job& j, const std::map<std::string, int> desired,
       spdlog::warn(
           "job {}: starts again in {:.1f} s, once the lease of {} has run out (its workers may "
           "still run there)",
-          j.rec.id, left, j.lease_node);
+          j.rec.id, left, lease_node);
       ARYL_RETURN_IF_ERROR(Journal(j.rec.id, "lease_wait",
-                                   "starts again once the lease of " + j.lease_node +
+                                   "starts again once the lease of " + lease_node +
                                        " has run out (" +
                                        std::to_string(static_cast<int>(std::ceil(left))) + " s)",
-                                   {{"node", j.lease_node}, {"seconds", left}}, {j.lease_node}));
+                                   {{"node", lease_node}, {"seconds", left}}, {lease_node}));
       Notify(j, p::JobState::kResizing,
              "waiting " + std::to_string(static_cast<int>(std::ceil(left))) +
-                 " s for the lease of " + j.lease_node + " to run out");
+                 " s for the lease of " + lease_node + " to run out");
       return Status::Ok();
     }
     case ConvergeStep::kRestart:

@@ -135,8 +135,7 @@ Status Daemon::Impl::LoadState() {
       j.stray_nodes = old->second.stray_nodes;
       j.last_progress_event = old->second.last_progress_event;
       j.completing_since = old->second.completing_since;
-      j.restart_not_before = old->second.restart_not_before;
-      j.lease_node = old->second.lease_node;
+      j.lease = old->second.lease;
     }
     j.rec = rec;
     auto spec_msg = p::DecodeAs<p::SubmitJob>(rec.spec_json);
@@ -158,8 +157,10 @@ Status Daemon::Impl::LoadState() {
       if (w.value("completing", false)) phase = JobPhase::kCompleting;
       j.life.Restore(phase, j.generation, w.value("completing_step", std::int64_t{0}), WallNow());
       j.restarts = w.value("restarts", 0);
-      j.lease_node = w.value("lease_node", std::string());
-      j.restart_not_before = w.value("restart_not_before", 0.0);
+      const json waits = w.value("lease_waits", json::object());
+      for (const auto& [node, until] : waits.items()) j.lease.Wait(node, until.get<double>());
+      if (w.contains("lease_node"))  // a state file of a version with one wait per job
+        j.lease.Wait(w["lease_node"].get<std::string>(), w.value("restart_not_before", 0.0));
       if (w.contains("first_end")) j.first_end = WorkerEndFromJson(w["first_end"]);
       if (w.contains("failure")) j.failure = WorkerEndFromJson(w["failure"]);
       for (const auto& x : w.value("workers", json::array())) {

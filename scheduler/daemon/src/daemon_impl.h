@@ -269,9 +269,9 @@ class Daemon::Impl {
   // Marks the job's workers beyond `desired` (node -> count) as leaving,
   // highest ranks first, and returns them; sends nothing.
   std::vector<p::WorkerId> MarkLeavers(Job& j, const std::map<std::string, int>& desired);
-  // Node -> jobs waiting out its agent's lease (Job::lease_node): a
+  // Node -> jobs waiting out its agent's lease (Job::lease): a
   // registration looks at those, not at every live job. Entries may be stale
-  // (readers check Job::lease_node). MASTER_PORT -> jobs given it
+  // (readers check Job::lease). MASTER_PORT -> jobs given it
   // (PickMasterPort); entries of ended jobs and changed ports are dropped
   // when met. Rebuilt by IndexWaits.
   std::map<std::string, std::set<p::JobId>> lease_waits;

@@ -4,7 +4,9 @@
 // workers_json (SaveJob); the rest is memory only and says so.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <deque>
 #include <map>
 #include <set>
@@ -21,6 +23,42 @@ namespace aryl::daemon {
 
 namespace p = aryl::protocol;
 namespace s = aryl::sched;
+
+// The leases a job waits out: node -> the wall time until which its agent
+// may still run the job's workers (NodeRegistry::LeaseExpiry). One entry
+// per node: an agent that comes back running none of the job's workers
+// releases its own wait only, never another node's (seed 355 of
+// aryl-simtest --daemon --faults all: a restarted scheduler gave the job a
+// wait on t1 in place of partitioned t2's, and t1's return then cleared
+// both, starting the job beside t2's workers). O(nodes waited on).
+struct LeaseFence {
+  std::map<std::string, double> until;
+
+  void Wait(const std::string& node, double expiry) {
+    double& u = until[node];
+    u = std::max(u, expiry);
+  }
+  bool Release(const std::string& node) { return until.erase(node) > 0; }
+  bool WaitsOn(const std::string& node) const { return until.count(node) > 0; }
+  // No fresh start before this (0: none).
+  double NotBefore() const {
+    double out = 0;
+    for (const auto& [node, u] : until) out = std::max(out, u);
+    return out;
+  }
+  // The node whose lease runs out last ("" when none).
+  std::string LastNode() const {
+    std::string out;
+    double best = 0;
+    for (const auto& [node, u] : until)
+      if (u > best) best = u, out = node;
+    return out;
+  }
+  // Drops the waits over by `now` (kept until then for a restart's sake).
+  void Prune(double now) {
+    for (auto it = until.begin(); it != until.end();) it = it->second <= now ? until.erase(it) : std::next(it);
+  }
+};
 
 struct LiveNode {
   std::string id;
@@ -141,14 +179,13 @@ struct LiveJob {
     return out;
   }
   double last_progress_event = 0;
-  // Fencing: the job lost workers on `lease_node`, whose agent may still run
-  // them until its lease runs out; no fresh start (a new group from the
-  // checkpoint) before `restart_not_before` (wall). Saved with the job, so
-  // a restarted scheduler keeps the wait (aryl-simtest --daemon found a fresh
-  // start beside a partitioned agent's workers when it did not); a node that
-  // has not come back since is also given a lease from the restart.
-  double restart_not_before = 0;
-  std::string lease_node;
+  // Fencing (LeaseFence): the nodes on which the job lost workers, whose
+  // agents may still run them until their leases run out; no fresh start
+  // (a new group from the checkpoint) before the latest. Saved with the job,
+  // so a restarted scheduler keeps the wait (aryl-simtest --daemon found a
+  // fresh start beside a partitioned agent's workers when it did not); a
+  // node that has not come back since is also given a lease from the restart.
+  LeaseFence lease;
   // Nodes whose agents still run stray workers of the job (agents.cc,
   // Reconcile): no fresh start meanwhile. Memory only.
   std::set<std::string> stray_nodes;

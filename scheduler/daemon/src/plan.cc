@@ -227,10 +227,7 @@ Status Daemon::Impl::SaveJob(Job& j) {
   w["restarts"] = j.restarts;
   // The lease wait survives a restart of the scheduler: the lost agent's
   // workers may run until then whoever is scheduling.
-  if (!j.lease_node.empty() && j.restart_not_before > 0) {
-    w["lease_node"] = j.lease_node;
-    w["restart_not_before"] = j.restart_not_before;
-  }
+  if (!j.lease.until.empty()) w["lease_waits"] = j.lease.until;
   if (j.first_end) w["first_end"] = WorkerEndJson(*j.first_end);
   if (j.failure) w["failure"] = WorkerEndJson(*j.failure);
   json arr = json::array();

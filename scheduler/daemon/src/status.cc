@@ -92,9 +92,9 @@ std::vector<std::string> Daemon::Impl::PendingReasons(const std::vector<const Jo
   for (size_t k = 0; k < waiting.size(); ++k) {
     const Job& j = *waiting[k];
     const double now = WallNow();
-    if (now < j.restart_not_before) {
-      out[k] = "LeaseWait: starts again once the lease of node " + j.lease_node + " has run out, " +
-               FormatDuration(j.restart_not_before - now) + " from now (its agent may still run this job's workers)";
+    if (now < j.lease.NotBefore()) {
+      out[k] = "LeaseWait: starts again once the lease of node " + j.lease.LastNode() + " has run out, " +
+               FormatDuration(j.lease.NotBefore() - now) + " from now (its agent may still run this job's workers)";
       continue;
     }
     const s::JobInfo* info = core ? core->state().job(j.rec.id) : nullptr;

@@ -67,6 +67,7 @@ struct Options {
   std::uint64_t seed = 1;
   unsigned faults = kFaultAll;
   bool trace = false;  // keep a line per event (for --replay)
+  bool daemon_log = false;  // --daemon with trace: the daemon's log lines too
 };
 
 struct Violation {
