@@ -75,6 +75,7 @@ void SchedulerSession::FailoverIfQuiet(double now) {
 void SchedulerSession::Register(p::AgentRegister m) {
   last_register_try_ = Now();
   m.instance = instance_;
+  m.seq = ++seq_;  // one counter with the heartbeats (protocol step 1)
   double sent = Now();  // monotonic (clock.h): the lease's clock too
   auto reply = client_->Call<p::AgentRegistered>(m, milliseconds(static_cast<int>(opt_.request_timeout * 1000)));
   if (!reply.ok()) {

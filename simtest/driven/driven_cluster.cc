@@ -229,6 +229,7 @@ void DrivenCluster::Register(FakeAgent& a) {
   p::AgentRegister reg = a.reg;
   for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
   reg.exited = a.exits.Unacked();
+  reg.seq = ++a.seq;  // as aryl-agent: one counter with the heartbeats
   a.register_sent = now();
   a.register_correlation = "r" + std::to_string(++correlation_);
   if (!a.Sends()) return;

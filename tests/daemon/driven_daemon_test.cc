@@ -203,6 +203,29 @@ TEST(DrivenDaemon, AReclaimsLostKillIsSentAgain) {
   EXPECT_LE(c.now() - asked, 2.0 + 2.5) << "the kill was not sent again";
 }
 
+// The scheduler restarts during a reclaim whose message to the loaned
+// server was lost (i1 deaf): the new scheduler restores the reclaim from
+// its state (reclaim_record.h) and still empties i1 by the deadline. It
+// forgot it before, and i1's workers ran on past the deadline
+// (aryl-simtest --daemon --replay 59).
+TEST(DrivenDaemon, AReclaimOutlivesASchedulerRestart) {
+  TestCluster c(DrivenCluster::Defaults(), /*restartable=*/true);
+  const p::JobId job = GrowOntoLoanedServer(c);
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
+      << Kinds(c, job);
+  c.agent("i1").deaf = true;  // the NewGeneration that lets its workers leave is lost
+  p::PoolReclaim r;
+  r.servers = {"i1"};
+  r.deadline_seconds = 20;
+  const double asked = c.now();
+  ASSERT_TRUE(c.Call(r).ok());
+  c.Run(3);
+  c.RestartDaemon();
+  c.agent("i1").deaf = false;  // back in time to register with its workers
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].empty(); }, 40)) << Kinds(c, job);
+  EXPECT_LE(c.now() - asked, 20.0 + DrivenCluster::kTick) << "i1 was emptied after the deadline\n" << Kinds(c, job);
+}
+
 // Issue 34's livelock: a grow onto a loaned server whose new worker dies
 // before the generation forms. The other joiner waits for a generation that
 // cannot form; the daemon must give up on it and plan again (the forming
@@ -359,6 +382,55 @@ TEST(DrivenDaemon, ARestartedSchedulerWaitsOutEveryLostAgentsLease) {
   EXPECT_GT(c.FreshStart(*job), 0) << "never started again\n" << Kinds(c, *job);
 }
 
+// Registrations and heartbeats are numbered from one counter (protocol
+// step 1): a registration that later heartbeats overtook (sent before the
+// job's start arrived, so listing none of its workers) is refused, and the
+// workers it does not list are not taken for gone. Read as new, it made
+// them gone and the job started afresh beside them (aryl-simtest --daemon
+// --replay 470: repeated registrations under a 2 s delay).
+TEST(DrivenDaemon, ARegistrationThatHeartbeatsOvertookIsStale) {
+  TestCluster c;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
+  c.Run(3);  // heartbeats listing both workers
+  ASSERT_GE(c.agent("t1").seq, 2u);
+  p::AgentRegister old = c.agent("t1").reg;
+  old.seq = 1;  // before the heartbeats read since; no workers then
+  auto reply = c.Call(old, "t1");
+  EXPECT_EQ(reply.status().code(), Status::Code::kFailedPrecondition) << reply.status().ToString();
+  c.Run(5);
+  EXPECT_FALSE(HasEvent(c, *job, "worker_exit")) << Kinds(c, *job);
+  EXPECT_EQ(c.GenerationsStarted(*job), 1) << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 2) << Kinds(c, *job);
+  // The agent's next registration, numbered after them, is read.
+  p::AgentRegister next = c.agent("t1").reg;
+  next.seq = ++c.agent("t1").seq;
+  for (const auto& [wid, w] : c.agent("t1").workers) next.workers.push_back(w);
+  EXPECT_TRUE(c.Call(next, "t1").ok());
+}
+
+// A registration sent before a start arrived, read after the start went
+// out (a delay): it lists none of the new workers. They are not taken for
+// gone, since no report has listed them yet (ConfirmStarts decides on
+// them); the next heartbeat lists them. Taken for gone, a second group
+// started beside them (aryl-simtest --daemon --replay 387).
+TEST(DrivenDaemon, ARegistrationOlderThanAStartDoesNotLoseItsWorkers) {
+  TestCluster c;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
+  p::AgentRegister before_start = c.agent("t1").reg;
+  before_start.seq = ++c.agent("t1").seq;
+  EXPECT_TRUE(c.Call(before_start, "t1").ok());
+  c.Run(10);
+  EXPECT_EQ(c.GenerationsStarted(*job), 1) << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 2) << Kinds(c, *job);
+  EXPECT_FALSE(HasEvent(c, *job, "worker_exit")) << Kinds(c, *job);
+}
+
 // The scheduler is stopped for 10 s, three agent timeouts: the heartbeats
 // sent meanwhile are read when it runs again, so no agent reads as dead and
 // no worker is stopped or started.
@@ -447,6 +519,35 @@ TEST(DrivenDaemon, FullStateDiskLosesNothing) {
   auto next = c.Submit(Fixed(1));
   ASSERT_TRUE(next.ok()) << next.status().ToString();
   EXPECT_TRUE(c.RunUntil([&] { return c.CountWorkers(*next) == 1; }, 5)) << Kinds(c, *next);
+}
+
+// A start that never reached t2 is given up while the state disk is full:
+// the give-up cannot be recorded, and the failed write reloads the job with
+// those workers. They come back unconfirmed, so they are given up again
+// until it can be recorded, and the job forms on the other workers' start.
+// Reloaded as confirmed, the job waited for them for ever (aryl-simtest
+// --daemon --replay 17, 144, 259, 292, 434).
+TEST(DrivenDaemon, AStartGivenUpWhileTheDiskIsFullStaysGivenUp) {
+  auto real = StateStore::Open(":memory:");
+  ASSERT_TRUE(real.ok()) << real.status().ToString();
+  auto disk = std::make_unique<FullDiskStore>(std::move(*real));
+  FullDiskStore* store = disk.get();
+  TestCluster c(DrivenCluster::Defaults(), std::move(disk));
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  c.agent("t2").deaf = true;
+  auto job = c.Submit(Fixed(4));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  c.Run(1);
+  *store->full = true;
+  c.Run(15);
+  EXPECT_GT(store->refused, 0);
+  c.agent("t2").deaf = false;
+  *store->full = false;
+  ASSERT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 60)) << Kinds(c, *job);
+  EXPECT_EQ(c.CountWorkers(*job), 4);
 }
 
 }  // namespace

@@ -15,6 +15,12 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
         "agent " + m.agent_id + " registered before as " + std::string(p::ToString(it->second.pool)) + "/" +
         it->second.gpu_type + "/" + std::to_string(it->second.slots) + " slots; use a new agent id for a changed server"));
   }
+  // A registration that a later report of the same agent process overtook
+  // (protocol step 1): its list of workers is older than one already read.
+  if (!is_new && it->second.Stale(m.instance, m.seq))
+    return Err(Status::FailedPrecondition("agent_register: report " + std::to_string(m.seq) + " of agent " + m.agent_id +
+                               " is older than report " + std::to_string(it->second.report_seq) +
+                               " already read: ignored"));
   bool was_connected = !is_new && it->second.connected;
   // The agent died and came back before it timed out (systemd's Restart=):
   // its workers died with it and its store is a new one. That is a node
@@ -29,6 +35,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     }
     Node& n = nodes[id];
     n.instance = m.instance;
+    n.report_seq = m.seq;
     if (is_new) {
       n.id = id;
       n.pool = m.pool;
@@ -124,7 +131,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
 //   is lost meanwhile, its lease wait covers the strays (NodeFailed);
 // - a start is confirmed once its worker is listed (ConfirmStarts);
 // - at a registration, an expected worker that is not listed exited while
-//   the agent was away: gone.
+//   the agent was away: gone (a start not yet confirmed excepted).
 // O(the workers listed + the node's workers).
 void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& running, bool registration) {
   std::set<std::pair<p::JobId, p::WorkerId>> reported;
@@ -172,12 +179,16 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
   }
   if (!registration) return ConfirmStarts(n, reported);
   // Workers the daemon expected there but the agent no longer runs: they
-  // exited while we were apart. The node's workers only (workers_on).
+  // exited while we were apart. Not a start the agent has not listed yet:
+  // the registration may have been sent before the start arrived (seed 387
+  // of aryl-simtest --daemon: under a 2.7 s delay that made a new worker
+  // "gone" and a second group start beside it); ConfirmStarts gives it up
+  // if it never shows. The node's workers only (workers_on).
   auto on = registry.workers_on().find(n.id);
   if (on == registry.workers_on().end()) return;
   std::vector<std::pair<p::JobId, p::WorkerId>> gone;
   for (const auto& key : on->second)
-    if (!reported.count(key)) gone.push_back(key);
+    if (!reported.count(key) && jobs.at(key.first).workers.at(key.second).start_watch < 0) gone.push_back(key);
   for (const auto& [jid, wid] : gone) WorkerGone(n, jobs.at(jid), wid, "lost");
 }
 
@@ -220,6 +231,9 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
   }
   Heard(it->second);
   Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
+  // One that a later report overtook says nothing new of the workers.
+  if (it->second.Stale(it->second.instance, m.seq)) return std::nullopt;
+  it->second.report_seq = m.seq;
   Reconcile(it->second, m.workers, false);
   // A full log disk cuts the workers' output: an event when it fills, one when
   // space returns (aryl events, aryl_log_disk_full_total).

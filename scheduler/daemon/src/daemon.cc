@@ -1,4 +1,5 @@
 #include "daemon_impl.h"
+#include "reclaim_record.h"
 
 #include <charconv>
 #include <thread>
@@ -78,6 +79,14 @@ Status Daemon::Impl::Init() {
   ARYL_RETURN_IF_ERROR(StartDemandSource());
   ARYL_RETURN_IF_ERROR(LoadState());
   ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
+  // Reclaims under way when the last scheduler stopped (reclaim_record.h):
+  // those of servers that still hold workers. O(nodes) reads, once.
+  for (const auto& [id, on] : registry.workers_on())
+    if (!on.empty())
+      if (auto pr = LoadReclaim(*store, id)) {
+        spdlog::warn("reclaim of {} under way: its deadline is {:.1f} s from now", id, pr->deadline - WallNow());
+        reclaims.push_back(*pr);
+      }
   started_at = WallNow();
   spdlog::info("state {}: {} nodes, {} live jobs; core {}", store->location(), nodes.size(), jobs.size(),
                core ? "rebuilt from the journal" : "waits for the first agent");
@@ -172,8 +181,16 @@ Status Daemon::Impl::LoadState() {
         wk.generation = x.at("generation").get<std::int64_t>();
         wk.joined = wk.generation;
         wk.leaving = x.at("leaving").get<bool>();
-        if (old != jobs.end())  // an unconfirmed start stays unconfirmed (memory only)
-          if (auto ow = old->second.workers.find(wk.id); ow != old->second.workers.end()) wk.start_watch = ow->second.start_watch;
+        // An unconfirmed start stays unconfirmed (memory only). At a reload, a
+        // worker that memory no longer held was given up (gone, its end not
+        // yet durable): unconfirmed again, so that the agent must list it or
+        // it is given up anew (ConfirmStarts). Read as confirmed, the job
+        // waited for it for ever (aryl-simtest --daemon --replay 17).
+        const Worker* ow = nullptr;
+        if (old != jobs.end())
+          if (auto it = old->second.workers.find(wk.id); it != old->second.workers.end()) ow = &it->second;
+        if (ow) wk.start_watch = ow->start_watch;
+        else if (started_at > 0) wk.start_watch = registry.watch_now();
         if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
           return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +
                                     " (bad id, rank, slot or unknown node)");

@@ -1,4 +1,5 @@
 #include "daemon_impl.h"
+#include "reclaim_record.h"
 
 namespace aryl::daemon {
 
@@ -35,9 +36,11 @@ Status Daemon::Impl::Offer(const std::vector<std::string>& names) {
       SendServing(nodes[name], true);
     }
   // A server offered again before its reclaim completed is no longer pending.
-  for (const auto& name : names)
-    reclaims.erase(std::remove_if(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == name; }),
-                   reclaims.end());
+  for (const auto& name : names) {
+    auto gone = std::remove_if(reclaims.begin(), reclaims.end(), [&](auto& pr) { return pr.node == name; });
+    if (gone != reclaims.end()) ForgetReclaim(*store, name);
+    reclaims.erase(gone, reclaims.end());
+  }
   spdlog::info("loaned {} server(s) to training", names.size());
   return Status::Ok();
 }
@@ -214,6 +217,7 @@ void Daemon::Impl::ReclaimTick(double now) {
       (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency),
                     {{"latency_seconds", latency}}, {it->node});
       spdlog::info("server {} returned to inference after {:.2f} s", it->node, latency);
+      ForgetReclaim(*store, it->node);
       it = reclaims.erase(it);
       continue;
     }

@@ -72,6 +72,13 @@ struct LiveNode {
   double heard_at = 0;        // watch time (LivenessTick) of its last message
   bool heard_here = false;    // heard by this scheduler process
   std::uint64_t instance = 0;  // the agent process's AgentRegister::instance (memory only)
+  // The newest report (registration or heartbeat) read from that process
+  // (protocol step 1); older ones are stale. Memory only.
+  std::uint64_t report_seq = 0;
+  // Whether `seq` from `instance` is older than a report already read.
+  bool Stale(std::uint64_t from_instance, std::uint64_t seq) const {
+    return seq != 0 && from_instance == instance && seq <= report_seq;
+  }
   bool log_disk_full = false;  // its last heartbeat said its log disk is full (memory only)
   std::string store_endpoint;
   std::string loan_state = "available";  // available | held | loaned

@@ -3,6 +3,7 @@
 #include "core_journal.h"
 #include "aryl/hash.h"
 #include "daemon_impl.h"
+#include "reclaim_record.h"
 
 namespace aryl::daemon {
 
@@ -174,6 +175,7 @@ Status Daemon::Impl::Execute(const s::Action& a) {
         draining.erase(d);
       }
       pr.ready_by = pr.deadline + ServingBudget(n);
+      ARYL_RETURN_IF_ERROR(SaveReclaim(*store, pr));  // kept across a restart
       reclaims.push_back(pr);
       return Status::Ok();
     }

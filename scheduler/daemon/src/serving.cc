@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "daemon_impl.h"
+#include "reclaim_record.h"
 
 namespace aryl::daemon {
 
@@ -93,6 +94,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo&, p::ServingReport& 
                     {n.id});
       spdlog::info("server {} serving again {:.2f} s after its reclaim", n.id, latency);
       ServingHook("reclaim_ready", n, FormatDuration(latency));
+      ForgetReclaim(*store, n.id);
       reclaims.erase(r);
       break;
     }

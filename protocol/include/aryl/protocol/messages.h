@@ -7,6 +7,12 @@
 //   1. Agent → AgentRegister {agent id, host, pool, gpu type, slots, the workers it
 //      already runs}. Sent on start and again after any reconnect, so a restarted
 //      scheduler reconciles from what agents report. ⇠ AgentRegistered (or Error).
+//      Registrations and heartbeats are the agent's reports of what it runs,
+//      numbered from one counter per agent process (AgentRegister.seq,
+//      Heartbeat.seq): the scheduler reads none older than one it has read
+//      from the same process (`instance`), so a registration that a later
+//      report overtook cannot undo it (a stale list would have workers that
+//      run read as gone). A stale registration is answered Error{FailedPrecondition}.
 //   2. Agent → Heartbeat {seq, free slots, running workers} every
 //      AgentRegistered.heartbeat_interval_seconds, one-way. A scheduler that does
 //      not know the agent (it restarted) pushes Error{FailedPrecondition}; the
@@ -385,6 +391,9 @@ struct AgentRegister {
   // Present when the agent manages its server's serving side (inference
   // agents with --serving-start): its state now (serving.h).
   std::optional<ServingStatus> serving{};
+  // The report's number (step 1): from the counter Heartbeat.seq comes from.
+  // 0: unnumbered (an agent of an older version), always read.
+  std::uint64_t seq = 0;
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -398,6 +407,7 @@ struct AgentRegister {
     v("cluster_id", cluster_id);
     v("instance", instance);
     v("serving", serving);
+    v("seq", seq);
   }
   bool operator==(const AgentRegister&) const = default;
 };
