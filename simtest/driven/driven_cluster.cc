@@ -338,6 +338,21 @@ void DrivenCluster::Kill(const std::string& agent, p::WorkerId worker, int signa
   End(agent, worker, [&](p::WorkerExited& e) { e.signal = signal; });
 }
 
+void DrivenCluster::CrashAgent(const std::string& agent) {
+  FakeAgent& a = agents_.at(agent);
+  a.workers.clear();
+  a.exits = agent::ExitBook{};
+  a.lease = agent::SchedulerLease{};
+  a.lease_kill_at.clear();
+  a.fence = agent::GenerationFence{};
+  a.seq = 0;
+  a.reg.instance += 1000;  // a new process
+  a.registered = false;
+  a.register_sent = -10;
+  a.register_correlation.clear();
+  a.down = true;
+}
+
 void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
                              bool runtime) {
   p::JobProgress m;

@@ -68,8 +68,11 @@ struct FakeAgent {
   bool silent = false;
   bool mute = false;
   bool deaf = false;
-  bool Sends() const { return !silent && !mute; }
-  bool Hears() const { return !silent && !deaf; }
+  // The agent's process is dead (CrashAgent) until set false again: a new
+  // process then registers.
+  bool down = false;
+  bool Sends() const { return !silent && !mute && !down; }
+  bool Hears() const { return !silent && !deaf && !down; }
   double next_heartbeat = 0;
   // Protocol step 1, as SchedulerSession: registered until the scheduler says
   // it does not know this agent; then a registration a second, each answered
@@ -149,6 +152,12 @@ class DrivenCluster {
   void Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome = "",
             std::optional<std::int64_t> step = std::nullopt);
   void Kill(const std::string& agent, p::WorkerId worker, int signal = 9);
+  // The agent's process dies (SIGKILL, a crash): its workers die with it
+  // (PR_SET_PDEATHSIG) and report nothing, and what it held in memory (its
+  // exits, lease, generation fence, report counter) is lost. It stays `down`
+  // until the caller sets it false; then a new process (a new instance)
+  // registers, as systemd's Restart= would start it.
+  void CrashAgent(const std::string& agent);
   // Rank 0's progress report (the agent relays its runtime's or its log's).
   void Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
                 bool runtime = false);

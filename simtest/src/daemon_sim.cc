@@ -30,7 +30,7 @@ constexpr std::pair<DaemonFault, const char*> kNames[] = {
     {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
     {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
     {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
-    {kDaemonOneWay, "oneway"}};
+    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"}};
 
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
@@ -197,6 +197,15 @@ class DaemonRun {
       const bool deaf = Coin();
       Schedule(at, who + (deaf ? " deaf" : " mute"), [this, who, deaf] { (deaf ? c_->agent(who).deaf : c_->agent(who).mute) = true; });
       Schedule(at + len, who + " heard and hearing", [this, who] { c_->agent(who).deaf = c_->agent(who).mute = false; });
+    }
+    // Drawn last, so that a seed of the other faults means what it did
+    // before this one existed.
+    if (f & kDaemonAgentCrash) {
+      const double at = Uniform(5, 250), down = Uniform(0.5, 12);
+      const char* names[] = {"t1", "t2", "i1"};
+      const std::string who = names[std::min(2, static_cast<int>(Uniform(0, 3)))];
+      Schedule(at, "crash agent " + who, [this, who] { c_->CrashAgent(who); });
+      Schedule(at + down, "agent " + who + " starts again", [this, who] { c_->agent(who).down = false; });
     }
     std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
@@ -404,7 +413,7 @@ Result<unsigned> ParseDaemonFaults(const std::string& list) {
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
     if (it == std::end(kNames))
       return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, loss, dup, delay, oneway; process, network, all, none)");
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, loss, dup, delay, oneway; process, network, all, none)");
     out |= it->first;
   }
   return out;

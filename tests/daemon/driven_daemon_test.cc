@@ -431,6 +431,30 @@ TEST(DrivenDaemon, ARegistrationOlderThanAStartDoesNotLoseItsWorkers) {
   EXPECT_FALSE(HasEvent(c, *job, "worker_exit")) << Kinds(c, *job);
 }
 
+// aryl-agent on t1 crashes and systemd starts it again 1 s later, before
+// the scheduler timed it out: its workers died with it. The registration of
+// the new process (a new instance) makes the scheduler give them up at once
+// and, since nothing of the job can run there any more, start the job again
+// without waiting out t1's lease; it trains again.
+TEST(DrivenDaemon, AnAgentCrashAndQuickRestartRestartsItsJob) {
+  TestCluster c;
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  auto job = c.Submit(Fixed(2));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  c.Train(*job);
+  ASSERT_TRUE(c.RunUntil([&] { return c.Step(*job) > 3; }, 20)) << Kinds(c, *job);
+  const int generations = c.GenerationsStarted(*job);
+  const auto step = c.Step(*job);
+  c.CrashAgent("t1");
+  c.Run(1);
+  c.agent("t1").down = false;
+  const double back = c.now();
+  ASSERT_TRUE(c.RunUntil([&] { return c.GenerationsStarted(*job) > generations && c.Step(*job) > step; }, 20))
+      << Kinds(c, *job);
+  EXPECT_LT(c.now() - back, 10.0) << "waited out a lease no worker could use\n" << Kinds(c, *job);
+}
+
 // The scheduler is stopped for 10 s, three agent timeouts: the heartbeats
 // sent meanwhile are read when it runs again, so no agent reads as dead and
 // no worker is stopped or started.

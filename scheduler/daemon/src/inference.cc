@@ -224,7 +224,13 @@ void Daemon::Impl::ReclaimTick(double now) {
     // The deadline near: the workers still there are killed, and again every
     // kStrayKillEvery s while any is (a StopWorkers lost with a broken
     // connection must not cost the deadline; aryl-simtest --daemon's loss).
-    if (now > it->deadline - kReclaimEnforceSeconds && (!it->forced || now - it->forced_at >= kStrayKillEvery)) {
+    // A node not connected (a restarted scheduler it has not registered with
+    // yet) would not get it: the kill goes the tick it is back, not up to
+    // kStrayKillEvery later (aryl-simtest --daemon --replay 590).
+    const auto nit = nodes.find(it->node);
+    const bool reachable = nit != nodes.end() && nit->second.connected;
+    if (reachable && now > it->deadline - kReclaimEnforceSeconds &&
+        (!it->forced || now - it->forced_at >= kStrayKillEvery)) {
       if (!it->forced) spdlog::warn("reclaim of {}: deadline near, killing the workers still there", it->node);
       std::map<p::JobId, std::vector<p::WorkerId>> by_job;
       for (const auto& [jid, wid] : on->second) by_job[jid].push_back(wid);

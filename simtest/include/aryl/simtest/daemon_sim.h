@@ -54,14 +54,16 @@ enum DaemonFault : unsigned {
   kDaemonDup = 1u << 7,
   kDaemonDelay = 1u << 8,
   kDaemonOneWay = 1u << 9,
-  kDaemonAll = (1u << 10) - 1,
+  kDaemonAgentCrash = 1u << 10,
+  kDaemonAll = (1u << 11) - 1,
   // The groups CI runs apart: faults of processes and disks, and of the wire.
-  kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk,
+  kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk |
+                   kDaemonAgentCrash,
   kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay,
 };
 
-// "kill,loan,pause,restart,partition,disk,loss,dup,delay,oneway", the groups
-// "process" (the first six) and "network" (the last four), "all" or "none".
+// "kill,loan,pause,restart,partition,disk,agent,loss,dup,delay,oneway", the
+// groups "process" (kill..agent) and "network" (the last four), "all" or "none".
 Result<unsigned> ParseDaemonFaults(const std::string& list);
 std::string DaemonFaultsString(unsigned faults);
 
