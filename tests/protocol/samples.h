@@ -40,7 +40,8 @@ inline std::vector<Message> SampleMessages() {
                             .workers = {rw},
                             .store_endpoint = "tcp://10.0.0.1:7200",
                             .cluster_id = "prod",
-                            .instance = 0x1234abcd5678ef});
+                            .instance = 0x1234abcd5678ef,
+                            .seq = 17});
   m.push_back(AgentRegistered{
       .agent_id = "train-01", .heartbeat_interval_seconds = 0.5, .scheduler_epoch = 7, .store_key = "00ff",
       .term = 1201});

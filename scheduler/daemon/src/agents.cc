@@ -17,8 +17,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   }
   // A registration that a later report of the same agent process overtook
   // (protocol step 1): its list of workers is older than one already read.
-  if (!is_new && it->second.Stale(m.instance, m.seq))
-    return Err(Status::FailedPrecondition("agent_register: report " + std::to_string(m.seq) + " of agent " + m.agent_id +
+  if (!is_new && it->second.Stale(m.instance, m.seq.value_or(0)))
+    return Err(Status::FailedPrecondition("agent_register: report " + std::to_string(*m.seq) + " of agent " + m.agent_id +
                                " is older than report " + std::to_string(it->second.report_seq) +
                                " already read: ignored"));
   bool was_connected = !is_new && it->second.connected;
@@ -35,7 +35,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     }
     Node& n = nodes[id];
     n.instance = m.instance;
-    n.report_seq = m.seq;
+    n.report_seq = m.seq.value_or(0);
     if (is_new) {
       n.id = id;
       n.pool = m.pool;

@@ -392,8 +392,8 @@ struct AgentRegister {
   // agents with --serving-start): its state now (serving.h).
   std::optional<ServingStatus> serving{};
   // The report's number (step 1): from the counter Heartbeat.seq comes from.
-  // 0: unnumbered (an agent of an older version), always read.
-  std::uint64_t seq = 0;
+  // Absent: unnumbered (an agent of an older version), always read.
+  std::optional<std::uint64_t> seq{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
