@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace aryl::sched {
 namespace {
 
@@ -22,6 +26,39 @@ void Finish(const std::vector<KnapsackGroup>& groups, KnapsackSolution* sol) {
     sol->value += o.value;
     sol->weight += o.weight;
   }
+}
+
+// out[i] = max(in[i] + value, -inf) for i < count: the candidate, or -inf
+// where it is NaN. _mm_max_pd(a, b) is a > b ? a : b element by element (b
+// when either is NaN): the scalar expression's value exactly.
+void CandidatesOrNegInf(double* out, const double* in, int count, double value) {
+  int i = 0;
+#if defined(__SSE2__)
+  const __m128d v = _mm_set1_pd(value);
+  const __m128d neg = _mm_set1_pd(kNegInf);
+  for (; i + 2 <= count; i += 2) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), neg));
+  }
+#endif
+  for (; i < count; ++i) {
+    const double cand = in[i] + value;
+    out[i] = cand > kNegInf ? cand : kNegInf;
+  }
+}
+
+// out[i] = std::max(out[i], in[i] + value) for i < count: the candidate where
+// it is larger, out[i] otherwise (a NaN candidate never wins). std::max(a, b)
+// is a < b ? b : a, that is _mm_max_pd(b, a).
+void MaxWithCandidates(double* out, const double* in, int count, double value) {
+  int i = 0;
+#if defined(__SSE2__)
+  const __m128d v = _mm_set1_pd(value);
+  for (; i + 2 <= count; i += 2) {
+    const __m128d cand = _mm_add_pd(_mm_loadu_pd(in + i), v);
+    _mm_storeu_pd(out + i, _mm_max_pd(cand, _mm_loadu_pd(out + i)));
+  }
+#endif
+  for (; i < count; ++i) out[i] = std::max(out[i], in[i] + value);
 }
 
 }  // namespace
@@ -44,12 +81,12 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
   //   - Capacity beyond W_total is never used: C = min(capacity, W_total).
   // Each stage spans at most min(C, W_total - C) + 1 cells: no work when
   // everything fits, the full width only when the capacity is half the demand.
-  // The forward pass keeps only values (a max per cell, which vectorizes);
+  // The forward pass keeps only values (a max per cell, which vectorizes),
+  // written straight into the table (stage g reads stage g-1's cells there);
   // backtracking finds pick_g at the one cell it visits per stage as the first
   // option whose candidate, the same sum, equals best_g there.
   thread_local std::vector<int> lo, hi;
   thread_local std::vector<size_t> offset;
-  thread_local std::vector<double> best, next;
   thread_local std::vector<double> table;  // best_g over [lo_g, hi_g], stage after stage
   std::int64_t total = 0;
   for (const auto& g : groups) {
@@ -71,30 +108,28 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
     lo[g] = static_cast<int>(std::max<std::int64_t>(0, cap - (total - prefix)));
     offset[g + 1] = offset[g] + static_cast<size_t>(hi[g] - lo[g] + 1);
   }
-  best.assign(static_cast<size_t>(cap) + 1, 0.0);
-  next.resize(static_cast<size_t>(cap) + 1);
-  table.resize(offset[n]);
-  int prev_hi = 0;  // best_{-1}[c] = 0 for every c
+  // Grown, never shrunk: every cell a stage reads was written by the stage
+  // before (the bounds above), so old contents are never read.
+  if (table.size() < offset[n]) table.resize(offset[n]);
+  const double zero = 0;  // best_{-1}: 0 at every c, read only at c = 0
+  const double* prev = &zero;  // best_{g-1}[c] is prev[c - prev_lo]
+  int prev_lo = 0, prev_hi = 0;
   for (size_t g = 0; g < n; ++g) {
     const auto& opts = groups[g].options;
     const int l = lo[g], h = hi[g];
-    double* nx = next.data();
-    const double* bs = best.data();
+    double* cur = table.data() + offset[g];  // best_g[c] is cur[c - l], c in [l, h]
     size_t first = 0;
     if (!opts.empty() && opts[0].weight == 0) {
       // Option 0 of weight 0 (every group of the elastic allocation) reaches
       // every cell: its pass over cells set to -inf, written directly.
       const double value = opts[0].value;
       const int split = std::min(h, prev_hi);
-      for (int c = l; c <= split; ++c) {
-        const double cand = bs[c] + value;
-        nx[c] = cand > kNegInf ? cand : kNegInf;
-      }
-      const double top = bs[prev_hi] + value;
-      for (int c = std::max(l, split + 1); c <= h; ++c) nx[c] = top > kNegInf ? top : kNegInf;
+      if (split >= l) CandidatesOrNegInf(cur, prev + (l - prev_lo), split - l + 1, value);
+      const double top = prev[prev_hi - prev_lo] + value;
+      for (int c = std::max(l, split + 1); c <= h; ++c) cur[c - l] = top > kNegInf ? top : kNegInf;
       first = 1;
     } else {
-      std::fill(nx + l, nx + h + 1, kNegInf);
+      std::fill(cur, cur + (h - l + 1), kNegInf);
     }
     for (size_t o = first; o < opts.size(); ++o) {
       const int w = opts[o].weight;
@@ -102,14 +137,15 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
       const double value = opts[o].value;
       const int start = std::max(l, w);
       const int split = std::min(h, prev_hi + w);  // above it, c - w > prev_hi
-      // std::max keeps nx[c] unless the candidate is larger: the strict
-      // comparison's value (a NaN candidate never wins).
-      for (int c = start; c <= split; ++c) nx[c] = std::max(nx[c], bs[c - w] + value);
-      const double top = bs[prev_hi] + value;
-      for (int c = std::max(start, split + 1); c <= h; ++c) nx[c] = std::max(nx[c], top);
+      if (split >= start) {
+        MaxWithCandidates(cur + (start - l), prev + (start - w - prev_lo), split - start + 1,
+                          value);
+      }
+      const double top = prev[prev_hi - prev_lo] + value;
+      for (int c = std::max(start, split + 1); c <= h; ++c) cur[c - l] = std::max(cur[c - l], top);
     }
-    std::copy(nx + l, nx + h + 1, table.begin() + static_cast<std::ptrdiff_t>(offset[g]));
-    best.swap(next);
+    prev = cur;
+    prev_lo = l;
     prev_hi = h;
   }
   std::int64_t c = cap;
