@@ -36,8 +36,13 @@ void CandidatesOrNegInf(double* out, const double* in, int count, double value) 
 #if defined(__SSE2__)
   const __m128d v = _mm_set1_pd(value);
   const __m128d neg = _mm_set1_pd(kNegInf);
-  for (; i + 2 <= count; i += 2) {
+  for (; i + 4 <= count; i += 4) {
     _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), neg));
+    _mm_storeu_pd(out + i + 2, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i + 2), v), neg));
+  }
+  if (i + 2 <= count) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), neg));
+    i += 2;
   }
 #endif
   for (; i < count; ++i) {
@@ -53,9 +58,15 @@ void MaxWithCandidates(double* out, const double* in, int count, double value) {
   int i = 0;
 #if defined(__SSE2__)
   const __m128d v = _mm_set1_pd(value);
-  for (; i + 2 <= count; i += 2) {
-    const __m128d cand = _mm_add_pd(_mm_loadu_pd(in + i), v);
-    _mm_storeu_pd(out + i, _mm_max_pd(cand, _mm_loadu_pd(out + i)));
+  for (; i + 4 <= count; i += 4) {
+    const __m128d a = _mm_add_pd(_mm_loadu_pd(in + i), v);
+    const __m128d b = _mm_add_pd(_mm_loadu_pd(in + i + 2), v);
+    _mm_storeu_pd(out + i, _mm_max_pd(a, _mm_loadu_pd(out + i)));
+    _mm_storeu_pd(out + i + 2, _mm_max_pd(b, _mm_loadu_pd(out + i + 2)));
+  }
+  if (i + 2 <= count) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), _mm_loadu_pd(out + i)));
+    i += 2;
   }
 #endif
   for (; i < count; ++i) out[i] = std::max(out[i], in[i] + value);
