@@ -123,6 +123,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     Alloc& a = allocs.Add();
     a.job = &j;
     a.flexible = flexible;
+    a.frozen = frozen;
     if (a.flexible) {
       Split(state, j, &a.base, &a.flex);
     } else {
@@ -261,7 +262,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       const JobInfo& j = *a.job;
       const int d = a.BaseSum();
       if (a.home < 0 || d <= 0) continue;
-      if (state.OnDraining(j)) continue;  // left to finish where it is
+      if (a.frozen) continue;  // left to finish where it is
       const int f = j.FastestType(n_types, d);
       if (f < 0 || !j.Slower(a.home, f, d)) continue;
       // An elastic move is a voluntary resize: not within the job's dwell
