@@ -277,10 +277,10 @@ class ClusterState {
   std::vector<const ReclaimRecord*> PendingReclaims() const;
 
   // Checks: no GPU double-booked (server.used == sum of placements <= gpus), job
-  // and server bookkeeping agree, every running job inside its allowed sizes
-  // ([min, max], granularity, inelastic n), workers only on usable servers
-  // (loaned servers used only while loaned, none on failed or held servers),
-  // every reclaim met. Returns Internal naming the first violation.
+  // and server bookkeeping agree (running_slow() too), every running job inside
+  // its allowed sizes ([min, max], granularity, inelastic n), workers only on
+  // usable servers (loaned servers used only while loaned, none on failed or
+  // held servers), every reclaim met. Returns Internal naming the first violation.
   Status CheckInvariants() const;
 
   // --- Mutators (the Scheduler's code path; each validates first and changes
