@@ -125,6 +125,34 @@ TEST(KnapsackTest, ExactChoosesAsTheFullTableIncludingTies) {
   }
 }
 
+TEST(KnapsackTest, ExactChoosesAsTheFullTableWithWideStagesAndOddValues) {
+  // Wide stages (capacities to 300, weights to 40: the vector loops and their
+  // tails) and values that are NaN, +-inf, -0.0 or 0.0 in a quarter of the
+  // options: the same choices as the textbook table, which compares scalars.
+  std::mt19937_64 rng(11);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const double odd[] = {std::numeric_limits<double>::quiet_NaN(), kInf, -kInf, -0.0, 0.0};
+  auto value = [&](double normal) { return rng() % 4 == 0 ? odd[rng() % 5] : normal; };
+  for (int i = 0; i < 3000; ++i) {
+    const int groups = 1 + static_cast<int>(rng() % 12);
+    std::vector<KnapsackGroup> inst(groups);
+    for (auto& g : inst) {
+      const double base = -static_cast<double>(rng() % 100) / 9.0;
+      g.options.push_back({0, i % 3 == 0 ? value(base) : base});
+      const int n = static_cast<int>(rng() % 4);
+      for (int o = 0; o < n; ++o) {
+        const double small = static_cast<double>(rng() % 6);  // many ties
+        const double normal = i % 2 == 0 ? small : static_cast<double>(rng() % 1000) / 7.0 - 20;
+        const int weight = 1 + static_cast<int>(rng() % 40);
+        g.options.push_back({weight, i % 3 == 0 ? value(normal) : normal});
+      }
+    }
+    const int capacity = static_cast<int>(rng() % 300);
+    ASSERT_EQ(SolveKnapsackExact(inst, capacity).choice, FullTableChoices(inst, capacity))
+        << "instance " << i << ", capacity " << capacity;
+  }
+}
+
 TEST(KnapsackTest, GreedyStaysWithinOnePercentOfExact) {
   // Where both solvers run (medium instances), the convex-hull greedy is within 1%.
   std::mt19937_64 rng(7);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "aryl/sched/state.h"
 #include "test_util.h"
 
@@ -256,6 +258,112 @@ TEST(StateTest, CurvesCapAtPerTypeTotalsAsServersJoin) {
       }
       ++next;
     }
+  }
+}
+
+// Whether `job` runs slower than it could, recomputed from its placement and
+// curves: the type where it is slowest among those its placement uses (the
+// first such server's), against the first of the fastest allowed types.
+bool SlowByBruteForce(const ClusterState& st, const JobInfo& j) {
+  if (j.placement.empty()) return false;
+  const int w = j.workers;
+  int pace = -1;
+  for (const auto& [sid, n] : j.placement) {
+    const int t = st.server(sid)->type;
+    if (pace < 0 || j.Thr(t, w) < j.Thr(pace, w)) pace = t;
+  }
+  int fastest = -1;
+  for (int t = 0; t < st.num_types(); ++t) {
+    if (j.Thr(t, w) > 0 && (fastest < 0 || j.Thr(t, w) > j.Thr(fastest, w))) fastest = t;
+  }
+  return fastest >= 0 && j.Thr(pace, w) < j.Thr(fastest, w) * (1 - 1e-9);
+}
+
+TEST(StateTest, RunningSlowMatchesARecomputationAfterRandomEvents) {
+  // Jobs start, resize, stop and end on A100 and loaned T4 servers (T4 at half
+  // speed) in a random order, servers join: after every step running_slow()
+  // is the set of running jobs whose placement runs them slower than their
+  // fastest type (CheckInvariants checks the same through RunsSlow).
+  for (unsigned seed : {1u, 2u, 3u}) {
+    auto made = ClusterState::Create({{0, "a0", Pool::kTraining, "A100", 8},
+                                      {1, "a1", Pool::kTraining, "A100", 8},
+                                      {2, "t0", Pool::kInference, "T4", 8},
+                                      {3, "t1", Pool::kInference, "T4", 8}},
+                                     Catalog(), {});
+    ASSERT_TRUE(made.ok()) << made.status();
+    ClusterState st = std::move(*made);
+    ASSERT_TRUE(st.LoanServer(2).ok());
+    ASSERT_TRUE(st.LoanServer(3).ok());
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    auto any_server = [&] {
+      return st.servers()[pick(static_cast<int>(st.servers().size()))].spec.id;
+    };
+    const std::vector<std::string> models = {"linear", "sublinear", "holes"};
+    JobId next = 1;
+    ServerId next_server = 4;
+    int slow_seen = 0;
+    for (int step = 0; step < 600; ++step) {
+      // A random placement of `n` workers over one or two servers.
+      auto placement = [&](int n) {
+        Placement p;
+        const int first = n > 1 && pick(2) ? 1 + pick(n - 1) : n;
+        p[any_server()] += first;
+        if (first < n) p[any_server()] += n - first;
+        return p;
+      };
+      const std::vector<JobId> running(st.running().begin(), st.running().end());
+      const int what = pick(7);
+      if (what == 0 || st.queued().empty()) {
+        const std::string& model = models[pick(3)];
+        const int n = 1 << pick(5);
+        // Refused where the model does not allow the size ("holes" at 16).
+        (void)st.AddJob(pick(2) ? Inelastic(next, n, 1000, model)
+                                : testing::Elastic(next, 1, 16, 1000, model));
+        ++next;
+      } else if (what <= 2) {
+        const int k = pick(static_cast<int>(st.queued().size()));
+        const JobId id = *std::next(st.queued().begin(), k);
+        const JobInfo& j = *st.job(id);
+        const int n = j.elastic() ? 1 << pick(5) : j.spec.min_workers;
+        (void)ApplyChecked(st, Start(id, placement(n)));  // refused when it does not fit
+      } else if (what == 3 && !running.empty()) {
+        const JobInfo& j = *st.job(running[pick(static_cast<int>(running.size()))]);
+        const int n = j.elastic() ? 1 << pick(5) : j.workers;
+        Placement p = pick(2) ? placement(n) : j.placement;
+        if (j.elastic() && n != j.workers && pick(2)) {  // grow or shrink in place where it fits
+          p = {{j.placement.begin()->first, n}};
+        }
+        (void)ApplyChecked(st, Resize(j.spec.id, p));
+      } else if (what == 4 && !running.empty()) {
+        Action stop;
+        stop.type = ActionType::kPreempt;
+        stop.job = running[pick(static_cast<int>(running.size()))];
+        ASSERT_TRUE(ApplyChecked(st, stop).ok());
+      } else if (what == 5 && !running.empty()) {
+        ASSERT_TRUE(st.FinishJob(running[pick(static_cast<int>(running.size()))]).ok());
+      } else if (what == 6 && step % 50 == 0) {
+        // A joining server extends curves capped at the old GPU count.
+        const bool t4 = pick(2);
+        ServerSpec joining{next_server, "", t4 ? Pool::kInference : Pool::kTraining,
+                           t4 ? "T4" : "A100", 16};
+        joining.name = "s";
+        joining.name.append(std::to_string(next_server));
+        ASSERT_TRUE(st.AddServer(joining).ok());
+        ++next_server;
+      } else {
+        ASSERT_TRUE(st.AdvanceTo(st.now() + 10).ok());
+      }
+      std::set<JobId> brute;
+      for (JobId id : st.running()) {
+        if (SlowByBruteForce(st, *st.job(id))) brute.insert(id);
+      }
+      ASSERT_EQ(std::set<JobId>(st.running_slow().begin(), st.running_slow().end()), brute)
+          << "seed " << seed << " step " << step;
+      slow_seen += static_cast<int>(brute.size());
+      ASSERT_TRUE(st.CheckInvariants().ok()) << st.CheckInvariants();
+    }
+    EXPECT_GT(slow_seen, 0) << "seed " << seed << ": no job ever ran slow";
   }
 }
 

@@ -5,6 +5,14 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define ARYL_KNAPSACK_AVX 1
+#endif
+
 namespace aryl::sched {
 namespace {
 
@@ -22,6 +30,98 @@ void Finish(const std::vector<KnapsackGroup>& groups, KnapsackSolution* sol) {
     sol->value += o.value;
     sol->weight += o.weight;
   }
+}
+
+#if defined(ARYL_KNAPSACK_AVX)
+// The cell loops below, four cells an instruction where the CPU has AVX
+// (asked at run time: the build targets baseline x86-64). _mm256_add_pd and
+// _mm256_max_pd are the SSE2 operations on twice the lanes, element by
+// element the same results. Each returns how many cells it did (a multiple
+// of 8); the caller does the rest.
+bool HaveAvx() {
+  static const bool avx = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") != 0;
+  }();
+  return avx;
+}
+
+__attribute__((target("avx"))) int CandidatesOrNegInfAvx(double* out, const double* in, int count,
+                                                        double value) {
+  const __m256d v = _mm256_set1_pd(value);
+  const __m256d neg = _mm256_set1_pd(kNegInf);
+  int i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256d a = _mm256_add_pd(_mm256_loadu_pd(in + i), v);
+    const __m256d b = _mm256_add_pd(_mm256_loadu_pd(in + i + 4), v);
+    _mm256_storeu_pd(out + i, _mm256_max_pd(a, neg));
+    _mm256_storeu_pd(out + i + 4, _mm256_max_pd(b, neg));
+  }
+  return i;
+}
+
+__attribute__((target("avx"))) int MaxWithCandidatesAvx(double* out, const double* in, int count,
+                                                       double value) {
+  const __m256d v = _mm256_set1_pd(value);
+  int i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256d a = _mm256_add_pd(_mm256_loadu_pd(in + i), v);
+    const __m256d b = _mm256_add_pd(_mm256_loadu_pd(in + i + 4), v);
+    _mm256_storeu_pd(out + i, _mm256_max_pd(a, _mm256_loadu_pd(out + i)));
+    _mm256_storeu_pd(out + i + 4, _mm256_max_pd(b, _mm256_loadu_pd(out + i + 4)));
+  }
+  return i;
+}
+#endif
+
+// out[i] = max(in[i] + value, -inf) for i < count: the candidate, or -inf
+// where it is NaN. _mm_max_pd(a, b) is a > b ? a : b element by element (b
+// when either is NaN): the scalar expression's value exactly.
+void CandidatesOrNegInf(double* out, const double* in, int count, double value) {
+  int i = 0;
+#if defined(ARYL_KNAPSACK_AVX)
+  if (count >= 8 && HaveAvx()) i = CandidatesOrNegInfAvx(out, in, count, value);
+#endif
+#if defined(__SSE2__)
+  const __m128d v = _mm_set1_pd(value);
+  const __m128d neg = _mm_set1_pd(kNegInf);
+  for (; i + 4 <= count; i += 4) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), neg));
+    _mm_storeu_pd(out + i + 2, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i + 2), v), neg));
+  }
+  if (i + 2 <= count) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), neg));
+    i += 2;
+  }
+#endif
+  for (; i < count; ++i) {
+    const double cand = in[i] + value;
+    out[i] = cand > kNegInf ? cand : kNegInf;
+  }
+}
+
+// out[i] = std::max(out[i], in[i] + value) for i < count: the candidate where
+// it is larger, out[i] otherwise (a NaN candidate never wins). std::max(a, b)
+// is a < b ? b : a, that is _mm_max_pd(b, a).
+void MaxWithCandidates(double* out, const double* in, int count, double value) {
+  int i = 0;
+#if defined(ARYL_KNAPSACK_AVX)
+  if (count >= 8 && HaveAvx()) i = MaxWithCandidatesAvx(out, in, count, value);
+#endif
+#if defined(__SSE2__)
+  const __m128d v = _mm_set1_pd(value);
+  for (; i + 4 <= count; i += 4) {
+    const __m128d a = _mm_add_pd(_mm_loadu_pd(in + i), v);
+    const __m128d b = _mm_add_pd(_mm_loadu_pd(in + i + 2), v);
+    _mm_storeu_pd(out + i, _mm_max_pd(a, _mm_loadu_pd(out + i)));
+    _mm_storeu_pd(out + i + 2, _mm_max_pd(b, _mm_loadu_pd(out + i + 2)));
+  }
+  if (i + 2 <= count) {
+    _mm_storeu_pd(out + i, _mm_max_pd(_mm_add_pd(_mm_loadu_pd(in + i), v), _mm_loadu_pd(out + i)));
+    i += 2;
+  }
+#endif
+  for (; i < count; ++i) out[i] = std::max(out[i], in[i] + value);
 }
 
 }  // namespace
@@ -44,12 +144,12 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
   //   - Capacity beyond W_total is never used: C = min(capacity, W_total).
   // Each stage spans at most min(C, W_total - C) + 1 cells: no work when
   // everything fits, the full width only when the capacity is half the demand.
-  // The forward pass keeps only values (a max per cell, which vectorizes);
+  // The forward pass keeps only values (a max per cell, which vectorizes),
+  // written straight into the table (stage g reads stage g-1's cells there);
   // backtracking finds pick_g at the one cell it visits per stage as the first
   // option whose candidate, the same sum, equals best_g there.
   thread_local std::vector<int> lo, hi;
   thread_local std::vector<size_t> offset;
-  thread_local std::vector<double> best, next;
   thread_local std::vector<double> table;  // best_g over [lo_g, hi_g], stage after stage
   std::int64_t total = 0;
   for (const auto& g : groups) {
@@ -71,30 +171,28 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
     lo[g] = static_cast<int>(std::max<std::int64_t>(0, cap - (total - prefix)));
     offset[g + 1] = offset[g] + static_cast<size_t>(hi[g] - lo[g] + 1);
   }
-  best.assign(static_cast<size_t>(cap) + 1, 0.0);
-  next.resize(static_cast<size_t>(cap) + 1);
-  table.resize(offset[n]);
-  int prev_hi = 0;  // best_{-1}[c] = 0 for every c
+  // Grown, never shrunk: every cell a stage reads was written by the stage
+  // before (the bounds above), so old contents are never read.
+  if (table.size() < offset[n]) table.resize(offset[n]);
+  const double zero = 0;  // best_{-1}: 0 at every c, read only at c = 0
+  const double* prev = &zero;  // best_{g-1}[c] is prev[c - prev_lo]
+  int prev_lo = 0, prev_hi = 0;
   for (size_t g = 0; g < n; ++g) {
     const auto& opts = groups[g].options;
     const int l = lo[g], h = hi[g];
-    double* nx = next.data();
-    const double* bs = best.data();
+    double* cur = table.data() + offset[g];  // best_g[c] is cur[c - l], c in [l, h]
     size_t first = 0;
     if (!opts.empty() && opts[0].weight == 0) {
       // Option 0 of weight 0 (every group of the elastic allocation) reaches
       // every cell: its pass over cells set to -inf, written directly.
       const double value = opts[0].value;
       const int split = std::min(h, prev_hi);
-      for (int c = l; c <= split; ++c) {
-        const double cand = bs[c] + value;
-        nx[c] = cand > kNegInf ? cand : kNegInf;
-      }
-      const double top = bs[prev_hi] + value;
-      for (int c = std::max(l, split + 1); c <= h; ++c) nx[c] = top > kNegInf ? top : kNegInf;
+      if (split >= l) CandidatesOrNegInf(cur, prev + (l - prev_lo), split - l + 1, value);
+      const double top = prev[prev_hi - prev_lo] + value;
+      for (int c = std::max(l, split + 1); c <= h; ++c) cur[c - l] = top > kNegInf ? top : kNegInf;
       first = 1;
     } else {
-      std::fill(nx + l, nx + h + 1, kNegInf);
+      std::fill(cur, cur + (h - l + 1), kNegInf);
     }
     for (size_t o = first; o < opts.size(); ++o) {
       const int w = opts[o].weight;
@@ -102,14 +200,15 @@ KnapsackSolution SolveKnapsackExact(const std::vector<KnapsackGroup>& groups, in
       const double value = opts[o].value;
       const int start = std::max(l, w);
       const int split = std::min(h, prev_hi + w);  // above it, c - w > prev_hi
-      // std::max keeps nx[c] unless the candidate is larger: the strict
-      // comparison's value (a NaN candidate never wins).
-      for (int c = start; c <= split; ++c) nx[c] = std::max(nx[c], bs[c - w] + value);
-      const double top = bs[prev_hi] + value;
-      for (int c = std::max(start, split + 1); c <= h; ++c) nx[c] = std::max(nx[c], top);
+      if (split >= start) {
+        MaxWithCandidates(cur + (start - l), prev + (start - w - prev_lo), split - start + 1,
+                          value);
+      }
+      const double top = prev[prev_hi - prev_lo] + value;
+      for (int c = std::max(start, split + 1); c <= h; ++c) cur[c - l] = std::max(cur[c - l], top);
     }
-    std::copy(nx + l, nx + h + 1, table.begin() + static_cast<std::ptrdiff_t>(offset[g]));
-    best.swap(next);
+    prev = cur;
+    prev_lo = l;
     prev_hi = h;
   }
   std::int64_t c = cap;

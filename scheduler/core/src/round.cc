@@ -59,20 +59,6 @@ void Split(const ClusterState& state, const JobInfo& job, FlatPlacement* base, F
   }
 }
 
-// The allowed type where `job` runs fastest at `w` workers (-1: none).
-int FastestType(const JobInfo& job, int num_types, int w) {
-  int best = -1;
-  for (int t = 0; t < num_types; ++t) {
-    if (job.Thr(t, w) > 0 && (best < 0 || job.Thr(t, w) > job.Thr(best, w))) best = t;
-  }
-  return best;
-}
-
-// Whether type `t` is slower than type `f` for `job` at `w` workers.
-bool Slower(const JobInfo& job, int t, int f, int w) {
-  return job.Thr(t, w) < job.Thr(f, w) * (1 - 1e-9);
-}
-
 }  // namespace
 
 std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt, AdmissionQueue* keep,
@@ -113,35 +99,46 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
   // running jobs, and only at flexible ones: the others keep their placement
   // and need no Alloc. The free GPUs are then the servers' own count plus the
   // flexible workers' (the same count as the servers' GPUs minus every base).
-  const bool flexible_only = opt.elastic && !(opt.type_aware && state.num_types() > 1);
-  if (fixed_running || flexible_only) {
+  const bool two_types = opt.type_aware && state.num_types() > 1;
+  const bool flexible_only = opt.elastic && !two_types;
+  // With migrations (two GPU types) a job outside the elastic allocation needs
+  // an Alloc only when it may migrate: it runs slower than it could
+  // (ClusterState::running_slow()) and is not left to finish where it is.
+  // The others keep their placement; only the wait estimate (`frees` below)
+  // reads them, from the state.
+  const bool from_free = fixed_running || flexible_only || two_types;
+  if (from_free) {
     for (int i = 0; i < n_servers; ++i) {
       if (enabled[i]) avail[i] = servers[i].free();
     }
   }
-  for (JobId id : fixed_running ? kNoJobs : flexible_only ? state.running_elastic() : state.running()) {
+  // `slow`: the job is in running_slow() (read only with two types).
+  auto add_running = [&](JobId id, bool slow) {
     const JobInfo& j = *state.job(id);
     // A job left to finish on a reclaimed server keeps its placement.
     const bool frozen = state.OnDraining(j);
     const bool flexible = opt.elastic && j.elastic() && !frozen;
-    if (flexible_only && !flexible) continue;
+    if (flexible_only && !flexible) return;
+    if (two_types && !flexible && (frozen || !slow)) return;
     Alloc& a = allocs.Add();
     a.job = &j;
     a.flexible = flexible;
+    a.frozen = frozen;
     if (a.flexible) {
       Split(state, j, &a.base, &a.flex);
     } else {
       a.fixed = &j.placement;
     }
-    if (flexible_only) {
+    if (from_free) {
       for (const auto& [sid, n] : a.flex) avail[state.server_index(sid)] += n;
     }
     // Home type: the slowest type its base uses (the pace of the job); the
-    // first server's type, unless a later one of another type is slower.
+    // first server's type, unless a later one of another type is slower
+    // (ClusterState::PaceType's rule).
     double slowest = -1;  // Thr(home, workers), read only when types differ
     a.ForBase([&](ServerId sid, int n) {
       const int i = state.server_index(sid);
-      if (!flexible_only) avail[i] -= n;
+      if (!from_free) avail[i] -= n;
       const int type = servers[i].type;
       if (a.home < 0) {
         a.home = type;
@@ -155,6 +152,30 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
         a.home = type;
       }
     });
+  };
+  // Running jobs in increasing id order (build_frees below relies on it).
+  if (fixed_running) {
+    // none
+  } else if (flexible_only) {
+    for (JobId id : state.running_elastic()) add_running(id, false);
+  } else if (two_types) {
+    // running_elastic() and running_slow() merged (both sorted by id).
+    const IdSet& el = opt.elastic ? state.running_elastic() : kNoJobs;
+    const IdSet& sl = state.running_slow();
+    auto e = el.begin();
+    auto s = sl.begin();
+    while (e != el.end() || s != sl.end()) {
+      if (s == sl.end() || (e != el.end() && *e < *s)) {
+        add_running(*e++, false);
+      } else if (e == el.end() || *s < *e) {
+        add_running(*s++, true);
+      } else {
+        ++e;
+        add_running(*s++, true);
+      }
+    }
+  } else {
+    for (JobId id : state.running()) add_running(id, false);
   }
   // `index` counts flexible workers' GPUs as free (base demands displace them);
   // `idle` counts only GPUs nobody holds, so that admission displaces flexible
@@ -212,11 +233,22 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
     have_frees = true;
     frees.resize(n_types);
     for (auto& v : frees) v.clear();
-    for (size_t k = 0; waits && k < running_allocs; ++k) {
-      const Alloc& a = allocs[k];
-      const int d = a.BaseSum();
-      if (a.home < 0 || d <= 0) continue;
-      frees[a.home].emplace_back(state.EstimatedFinishTime(a.job->spec.id), d);
+    // Every running job: with its Alloc (allocs[0, running_allocs), in
+    // increasing id order like running()), or as the state holds it.
+    size_t k = 0;
+    for (JobId id : waits ? state.running() : kNoJobs) {
+      int home = -1, d = 0;
+      if (k < running_allocs && allocs[k].job->spec.id == id) {
+        const Alloc& a = allocs[k++];
+        home = a.home;
+        d = a.BaseSum();
+      } else {
+        const JobInfo& j = *state.job(id);
+        home = state.PaceType(j, j.placement);
+        d = j.workers;
+      }
+      if (home < 0 || d <= 0) continue;
+      frees[home].emplace_back(state.EstimatedFinishTime(id), d);
     }
     for (auto& v : frees) {
       std::sort(v.begin(), v.end());
@@ -230,9 +262,9 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       const JobInfo& j = *a.job;
       const int d = a.BaseSum();
       if (a.home < 0 || d <= 0) continue;
-      if (state.OnDraining(j)) continue;  // left to finish where it is
-      const int f = FastestType(j, n_types, d);
-      if (f < 0 || !Slower(j, a.home, f, d)) continue;
+      if (a.frozen) continue;  // left to finish where it is
+      const int f = j.FastestType(n_types, d);
+      if (f < 0 || !j.Slower(a.home, f, d)) continue;
       // An elastic move is a voluntary resize: not within the job's dwell
       // (resize_rule.h, 2); the round when it ends looks again.
       if (a.flexible && InDwell(cfg, j, state.now())) {
@@ -305,7 +337,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       };
       if (skip_big && d > free_left) {
         need();
-        const int f = opt.type_aware ? FastestType(j, n_types, d) : -1;
+        const int f = opt.type_aware ? j.FastestType(n_types, d) : -1;
         if (f >= 0) ahead[f] += d;
         return;
       }
@@ -323,7 +355,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
       }
       const bool flexible = opt.elastic && j.elastic();
       const bool may_loan = opt.use_loaned && (flexible || opt.inelastic_on_loaned);
-      const int fast = opt.type_aware && !types.empty() ? FastestType(j, n_types, d) : -1;
+      const int fast = opt.type_aware && !types.empty() ? j.FastestType(n_types, d) : -1;
       // Whether starting (or moving) on type t beats the alternative.
       auto worth = [&](int t) {
         if (!opt.type_aware) return true;
@@ -332,7 +364,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
           // pause, or a restart plus the work since the last checkpoint) is
           // shorter than staying.
           const Alloc& a = allocs[q.alloc];
-          if (!Slower(j, a.home, t, d)) return false;  // only to a faster type
+          if (!j.Slower(a.home, t, d)) return false;  // only to a faster type
           const double rt = RemainingTime(j, t, d);
           const double cost = a.flexible ? ResizePause(cfg, j)
                                          : cfg.restart_pause +
@@ -343,7 +375,7 @@ std::vector<Action> RunRound(const ClusterState& state, const RoundOptions& opt,
                                                : kNever;
           return rt + cost < stay;
         }
-        if (fast < 0 || !Slower(j, t, fast, d)) return true;
+        if (fast < 0 || !j.Slower(t, fast, d)) return true;
         // A slower type: start there only when the estimated completion is earlier
         // than waiting W for the fast type. The job migrates when the fast type
         // frees up, so starting slow finishes at min(R_slow, W + cost + R_fast -

@@ -48,6 +48,7 @@ struct Alloc {
   bool moved = false;     // running job migrated to a faster GPU type this round
   bool flexible = false;  // takes part in the elastic allocation
   bool pinned = false;    // its dwell holds its size (resize_rule.h, 2): `extra` is fixed
+  bool frozen = false;    // left to finish on a draining or cordoned server (OnDraining)
   int home = -1;          // GPU type of its base workers
   FlatPlacement base;
   // A running job outside the elastic allocation keeps its placement as its
@@ -73,7 +74,7 @@ struct Alloc {
   // Back to a fresh Alloc, keeping the placements' capacity.
   void Reset() {
     job = nullptr;
-    is_new = moved = flexible = pinned = false;
+    is_new = moved = flexible = pinned = frozen = false;
     home = -1;
     base.clear();
     fixed = nullptr;

@@ -410,6 +410,7 @@ void ClusterState::SetPlacement(JobInfo& job, const Placement& placement) {
     job.workers += n;
   }
   job.throughput = placement.empty() ? 0 : PlacementThroughput(job, placement);
+  UpdateSlow(job);
 }
 
 Status ClusterState::FinishJob(JobId id) { return EndJob(id, JobStatus::kFinished); }
@@ -457,6 +458,7 @@ Status ClusterState::RefreshCurves(JobId id) {
   ARYL_ASSIGN_OR_RETURN(JobInfo built, BuildJob(j->spec, /*refresh=*/true));
   j->curves = std::move(built.curves);
   if (j->status == JobStatus::kRunning) j->throughput = PlacementThroughput(*j, j->placement);
+  UpdateSlow(*j);
   if (j->status == JobStatus::kQueued) queue_log_.push_back(id);
   return Status::Ok();
 }
@@ -586,6 +588,7 @@ Status ClusterState::AddServer(const ServerSpec& spec) {
     j->curves = std::move(built->curves);
     j->base_workers = built->base_workers;
     j->requested_workers = built->requested_workers;
+    UpdateSlow(*j);
   };
   for (JobId id : queued_) extend(id);
   for (JobId id : running_) extend(id);

@@ -87,7 +87,10 @@ Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<c
     if (job.status == JobStatus::kRunning && job.elastic()) state.running_elastic_.insert(id);
     state.jobs_.emplace(id, std::move(job));
   }
-  for (auto& [id, j] : state.jobs_) state.IndexJob(&j);
+  for (auto& [id, j] : state.jobs_) {
+    state.IndexJob(&j);
+    state.UpdateSlow(j);
+  }
   state.reclaims_ = std::move(image.reclaims);
   state.now_ = image.now;
   Status ok = state.CheckInvariants();

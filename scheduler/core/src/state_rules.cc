@@ -171,6 +171,45 @@ Status ClusterState::Apply(const Action& a) {
   return Status::Ok();
 }
 
+// --- Jobs that run slower than they could --------------------------------------------
+
+int ClusterState::PaceType(const JobInfo& job, const Placement& placement) const {
+  // The round's rule for a job's home type (round.cc), over a whole placement.
+  int pace = -1;
+  double slowest = -1;  // Thr(pace, workers), read only when types differ
+  for (const auto& [sid, n] : placement) {
+    const int type = servers_[server_index(sid)].type;
+    if (pace < 0) {
+      pace = type;
+      continue;
+    }
+    if (type == pace) continue;
+    if (slowest < 0) slowest = job.Thr(pace, job.workers);
+    const double thr = job.Thr(type, job.workers);
+    if (thr < slowest) {
+      slowest = thr;
+      pace = type;
+    }
+  }
+  return pace;
+}
+
+bool ClusterState::RunsSlow(const JobInfo& job) const {
+  const int pace = PaceType(job, job.placement);
+  const int w = job.workers;
+  if (pace < 0 || w <= 0) return false;
+  const int fastest = job.FastestType(num_types(), w);
+  return fastest >= 0 && job.Slower(pace, fastest, w);
+}
+
+void ClusterState::UpdateSlow(const JobInfo& job) {
+  if (RunsSlow(job)) {
+    running_slow_.insert(job.spec.id);
+  } else {
+    running_slow_.erase(job.spec.id);
+  }
+}
+
 // --- Invariants ----------------------------------------------------------------------
 
 Status ClusterState::CheckInvariants() const {
@@ -183,6 +222,9 @@ Status ClusterState::CheckInvariants() const {
         (running && j.elastic()) != (running_elastic_.count(id) > 0) ||
         (j.status == JobStatus::kQueued) != (queued_.count(id) > 0)) {
       return Status::Internal(who + ": status disagrees with the running/queued sets");
+    }
+    if (RunsSlow(j) != running_slow_.contains(id)) {
+      return Status::Internal(who + ": running_slow() disagrees with its placement and curves");
     }
     if (!running) {
       if (!j.placement.empty()) return Status::Internal(who + ": placement while not running");

@@ -102,6 +102,17 @@ struct JobInfo {
     return w >= 0 && w < static_cast<int>(c.size()) ? c[w] : 0;
   }
   bool Allowed(int type, int w) const { return Thr(type, w) > 0; }
+  // The allowed type of `num_types` where it runs fastest at `w` workers (the
+  // lowest index among equals); -1 when none is allowed.
+  int FastestType(int num_types, int w) const {
+    int best = -1;
+    for (int t = 0; t < num_types; ++t) {
+      if (Thr(t, w) > 0 && (best < 0 || Thr(t, w) > Thr(best, w))) best = t;
+    }
+    return best;
+  }
+  // Whether type `t` is slower than type `f` for it at `w` workers.
+  bool Slower(int t, int f, int w) const { return Thr(t, w) < Thr(f, w) * (1 - 1e-9); }
 };
 
 struct ServerInfo {
@@ -227,6 +238,16 @@ class ClusterState {
   const IdSet& running() const { return running_; }
   // The running jobs that are elastic (JobKind::kElastic), a subset of running().
   const IdSet& running_elastic() const { return running_elastic_; }
+  // The running jobs that run slower than they could: their pace type
+  // (PaceType) is slower than their fastest type at their size (JobInfo::
+  // FastestType, Slower). A subset of running(), kept as placements and
+  // curves change, so that a type-aware round visits only these among the
+  // jobs it does not resize (the candidates to migrate to a faster type).
+  const IdSet& running_slow() const { return running_slow_; }
+  // The GPU type that sets the pace of `placement` for `job`: the first
+  // server's type, unless a later server's type is slower at the job's size
+  // (job.workers); -1 when the placement is empty.
+  int PaceType(const JobInfo& job, const Placement& placement) const;
   const std::set<JobId>& queued() const { return queued_; }
   // Queue changes for policies that keep their own ordered queue across
   // rounds: every job that entered the queue (submitted or preempted) or whose
@@ -256,10 +277,10 @@ class ClusterState {
   std::vector<const ReclaimRecord*> PendingReclaims() const;
 
   // Checks: no GPU double-booked (server.used == sum of placements <= gpus), job
-  // and server bookkeeping agree, every running job inside its allowed sizes
-  // ([min, max], granularity, inelastic n), workers only on usable servers
-  // (loaned servers used only while loaned, none on failed or held servers),
-  // every reclaim met. Returns Internal naming the first violation.
+  // and server bookkeeping agree (running_slow() too), every running job inside
+  // its allowed sizes ([min, max], granularity, inelastic n), workers only on
+  // usable servers (loaned servers used only while loaned, none on failed or
+  // held servers), every reclaim met. Returns Internal naming the first violation.
   Status CheckInvariants() const;
 
   // --- Mutators (the Scheduler's code path; each validates first and changes
@@ -313,6 +334,10 @@ class ClusterState {
   JobInfo* FindJob(JobId id) const;
   int SparseServerIndex(ServerId id) const;
   void IndexJob(JobInfo* job) const;
+  // Puts a job into running_slow_ or takes it out, from its placement and
+  // curves now (after every change of either).
+  void UpdateSlow(const JobInfo& job);
+  bool RunsSlow(const JobInfo& job) const;
   void AdvanceJob(JobInfo& job, Seconds t);
   double RemainingAt(const JobInfo& job, Seconds t) const;
 
@@ -349,6 +374,7 @@ class ClusterState {
   std::map<JobId, JobInfo> jobs_;
   IdSet running_;
   IdSet running_elastic_;
+  IdSet running_slow_;
   std::set<JobId> queued_;
   std::vector<ReclaimRecord> reclaims_;
   std::vector<ServerId> draining_;
