@@ -56,6 +56,29 @@ std::string Kinds(DrivenCluster& c, p::JobId id) {
   return out;
 }
 
+// A state store in memory whose disk can be made full (*store->full).
+std::unique_ptr<StateStore> FullDisk(FullDiskStore** store) {
+  auto real = StateStore::Open(":memory:");
+  EXPECT_TRUE(real.ok()) << real.status().ToString();
+  auto disk = std::make_unique<FullDiskStore>(std::move(*real));
+  *store = disk.get();
+  return disk;
+}
+
+// A trained job of 4 workers on t1 and t2 (2 slots each), started while t2
+// hears nothing: t2's StartWorkers is lost. A second later; t2 still deaf.
+Result<p::JobId> StartWhileT2IsDeaf(DrivenCluster& c) {
+  c.workers_link_runtime = true;
+  c.AddAgent("t1", p::Pool::kTraining, 2);
+  c.AddAgent("t2", p::Pool::kTraining, 2);
+  c.agent("t2").deaf = true;
+  auto job = c.Submit(Fixed(4));
+  if (!job.ok()) return job;
+  c.Train(*job);
+  c.Run(1);
+  return job;
+}
+
 // An elastic 1..4 job trained on t1 (2 slots) that grows onto the loaned
 // inference server i1 (2 slots); its id.
 p::JobId GrowOntoLoanedServer(DrivenCluster& c) {
@@ -70,6 +93,20 @@ p::JobId GrowOntoLoanedServer(DrivenCluster& c) {
   EXPECT_TRUE(c.Call(p::PoolOffer{{"i1"}}).ok());
   EXPECT_TRUE(c.RunUntil([&] { return !c.WorkersOf(*job)["i1"].empty(); }, 30)) << Kinds(c, *job);
   return *job;
+}
+
+// Once `job` (GrowOntoLoanedServer) formed on i1, i1 goes deaf and is
+// reclaimed with `deadline` seconds; when it was asked.
+double ReclaimWhileI1IsDeaf(DrivenCluster& c, p::JobId job, double deadline) {
+  EXPECT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
+      << Kinds(c, job);
+  c.agent("i1").deaf = true;
+  p::PoolReclaim r;
+  r.servers = {"i1"};
+  r.deadline_seconds = deadline;
+  const double asked = c.now();
+  EXPECT_TRUE(c.Call(r).ok());
+  return asked;
 }
 
 // A two-worker job starts on the one agent, and completes once both of its
@@ -168,14 +205,8 @@ TEST(DrivenDaemon, ReclaimEmptiesTheLoanedServerByItsDeadline) {
 // instead of waiting for that worker for ever.
 TEST(DrivenDaemon, AStartThatNeverArrivesIsReplaced) {
   TestCluster c;
-  c.workers_link_runtime = true;
-  c.AddAgent("t1", p::Pool::kTraining, 2);
-  c.AddAgent("t2", p::Pool::kTraining, 2);
-  c.agent("t2").deaf = true;
-  auto job = c.Submit(Fixed(4));
+  auto job = StartWhileT2IsDeaf(c);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  c.Train(*job);
-  c.Run(1);
   c.agent("t2").deaf = false;
   EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 0u) << "t2 heard its start after all";
   ASSERT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 60)) << Kinds(c, *job);
@@ -189,14 +220,8 @@ TEST(DrivenDaemon, AStartThatNeverArrivesIsReplaced) {
 TEST(DrivenDaemon, AReclaimsLostKillIsSentAgain) {
   TestCluster c;
   const p::JobId job = GrowOntoLoanedServer(c);
-  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
-      << Kinds(c, job);
-  c.agent("i1").deaf = true;  // the NewGeneration that lets its workers leave, and the first kill, are lost
-  p::PoolReclaim r;
-  r.servers = {"i1"};
-  r.deadline_seconds = 2;
-  const double asked = c.now();
-  ASSERT_TRUE(c.Call(r).ok());
+  // The NewGeneration that lets i1's workers leave, and the first kill, are lost.
+  const double asked = ReclaimWhileI1IsDeaf(c, job, 2);
   c.Run(2);
   c.agent("i1").deaf = false;
   ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].empty(); }, 15)) << Kinds(c, job);
@@ -211,14 +236,7 @@ TEST(DrivenDaemon, AReclaimsLostKillIsSentAgain) {
 TEST(DrivenDaemon, AReclaimOutlivesASchedulerRestart) {
   TestCluster c(DrivenCluster::Defaults(), /*restartable=*/true);
   const p::JobId job = GrowOntoLoanedServer(c);
-  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
-      << Kinds(c, job);
-  c.agent("i1").deaf = true;  // the NewGeneration that lets its workers leave is lost
-  p::PoolReclaim r;
-  r.servers = {"i1"};
-  r.deadline_seconds = 20;
-  const double asked = c.now();
-  ASSERT_TRUE(c.Call(r).ok());
+  const double asked = ReclaimWhileI1IsDeaf(c, job, 20);  // the NewGeneration letting them leave is lost
   c.Run(3);
   c.RestartDaemon();
   c.agent("i1").deaf = false;  // back in time to register with its workers
@@ -510,11 +528,8 @@ TEST(DrivenDaemon, PartitionedAgentsJobRunsOnceAndTheAgentRejoins) {
 // agent keeps sending it (its ExitBook); once there is room again the job
 // completes, once, and the next submission runs. Nothing is lost.
 TEST(DrivenDaemon, FullStateDiskLosesNothing) {
-  auto real = StateStore::Open(":memory:");
-  ASSERT_TRUE(real.ok()) << real.status().ToString();
-  auto disk = std::make_unique<FullDiskStore>(std::move(*real));
-  FullDiskStore* store = disk.get();
-  TestCluster c(DrivenCluster::Defaults(), std::move(disk));
+  FullDiskStore* store = nullptr;
+  TestCluster c(DrivenCluster::Defaults(), FullDisk(&store));
   c.workers_link_runtime = true;
   c.AddAgent("t1", p::Pool::kTraining, 2);
   auto job = c.Submit(Fixed(2));
@@ -552,19 +567,10 @@ TEST(DrivenDaemon, FullStateDiskLosesNothing) {
 // Reloaded as confirmed, the job waited for them for ever (aryl-simtest
 // --daemon --replay 17, 144, 259, 292, 434).
 TEST(DrivenDaemon, AStartGivenUpWhileTheDiskIsFullStaysGivenUp) {
-  auto real = StateStore::Open(":memory:");
-  ASSERT_TRUE(real.ok()) << real.status().ToString();
-  auto disk = std::make_unique<FullDiskStore>(std::move(*real));
-  FullDiskStore* store = disk.get();
-  TestCluster c(DrivenCluster::Defaults(), std::move(disk));
-  c.workers_link_runtime = true;
-  c.AddAgent("t1", p::Pool::kTraining, 2);
-  c.AddAgent("t2", p::Pool::kTraining, 2);
-  c.agent("t2").deaf = true;
-  auto job = c.Submit(Fixed(4));
+  FullDiskStore* store = nullptr;
+  TestCluster c(DrivenCluster::Defaults(), FullDisk(&store));
+  auto job = StartWhileT2IsDeaf(c);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
-  c.Train(*job);
-  c.Run(1);
   *store->full = true;
   c.Run(15);
   EXPECT_GT(store->refused, 0);
