@@ -97,6 +97,7 @@ DrivenCluster::~DrivenCluster() {
 void DrivenCluster::RestartDaemon() {
   if (state_dir_.empty()) return Fail("RestartDaemon needs a restartable cluster");
   daemon_.reset();
+  registered_at_.clear();
   (void)port_.TakeAll();  // what the dead process had not sent is lost
   TryStart();
 }
@@ -112,6 +113,11 @@ void DrivenCluster::TryStart() {
   }
   start_failures_.push_back(d.status().ToString());
   next_start_ = now() + 1;
+}
+
+double DrivenCluster::RegisteredAt(const std::string& agent) const {
+  auto it = registered_at_.find(agent);
+  return it == registered_at_.end() ? -1 : it->second;
 }
 
 void DrivenCluster::PauseDaemon(double seconds) {
@@ -135,6 +141,7 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
   a.reg.store_endpoint = "tcp://" + id + ".local:7000";
   a.reg.instance = 1000 + agents_.size();
   auto r = Call(a.reg, id);
+  if (r.ok() && std::holds_alternative<p::AgentRegistered>(*r)) registered_at_[id] = now();
   if (!r.ok() || !std::holds_alternative<p::AgentRegistered>(*r))
     Fail("register " + id + ": " + (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString()));
   if (r.ok())
@@ -195,7 +202,9 @@ void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::s
   p::ReplyTo to;
   to.peer.identity = from;
   to.correlation = correlation;
+  const bool registration = std::holds_alternative<p::AgentRegister>(msg);
   auto reply = daemon_->Deliver(to, std::move(msg));
+  if (registration && reply && std::holds_alternative<p::AgentRegistered>(*reply)) registered_at_[from] = now();
   // A one-way message's reply (an Error, say) goes nowhere, as on the wire; a
   // request's goes back over it.
   if (!reply || correlation.empty()) return;

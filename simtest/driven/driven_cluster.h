@@ -139,6 +139,9 @@ class DrivenCluster {
   // Why each start after a restart failed (the next try is a second later).
   const std::vector<std::string>& start_failures() const { return start_failures_; }
   bool daemon_running() const { return daemon_ != nullptr; }
+  // When the running scheduler took `agent`'s newest registration (it can
+  // reach the agent from then on); -1 while it has taken none.
+  double RegisteredAt(const std::string& agent) const;
   // The scheduler stops (SIGSTOP) for `seconds`: agents go on heartbeating,
   // their messages wait in its socket and are read, in order, when it runs
   // again.
@@ -234,6 +237,7 @@ class DrivenCluster {
   std::unique_ptr<Daemon> daemon_;
   FaultyNetwork network_;
   std::map<std::string, FakeAgent> agents_;
+  std::map<std::string, double> registered_at_;  // by the running daemon (RegisteredAt)
   double heartbeat_interval_ = 0.5;
   std::uint64_t correlation_ = 0;
 };

@@ -287,10 +287,15 @@ class DaemonRun {
   }
 
   void Check() {
-    // D1
-    if (returned_by_ >= 0 && !reclaim_unchecked_ && Now() > returned_by_ + reclaim_slack_ + DrivenCluster::kTick + 1e-9 &&
-        !c_->WorkersOf(job_)["i1"].empty())
-      Violate("D1", "a worker of the job on i1 " + Fmt(Now() - returned_by_) + " s after the reclaim's deadline");
+    // D1. The deadline is the scheduler's to keep once it can reach i1: i1
+    // registered with the running scheduler, by then or after (a scheduler
+    // restarted during a reclaim).
+    const double reachable_from = c_->RegisteredAt("i1");
+    const double due = std::max(returned_by_, reachable_from);
+    if (returned_by_ >= 0 && !reclaim_unchecked_ && reachable_from >= 0 &&
+        Now() > due + reclaim_slack_ + DrivenCluster::kTick + 1e-9 && !c_->WorkersOf(job_)["i1"].empty())
+      Violate("D1", "a worker of the job on i1 " + Fmt(Now() - due) + " s after the reclaim's deadline" +
+                        (due > returned_by_ ? " (from i1's registration with the restarted scheduler)" : ""));
     // D2
     const std::int64_t fresh = c_->FreshStart(job_);
     if (fresh > 0) {

@@ -53,6 +53,39 @@ TEST(DrivenDaemon, AReclaimOutlivesASchedulerRestart) {
   EXPECT_LE(c.now() - asked, 20.0 + DrivenCluster::kTick) << "i1 was emptied after the deadline\n" << Kinds(c, job);
 }
 
+// A loaned server's agent is cut off (silent) as its server is reclaimed:
+// the scheduler declares it lost after agent_timeout, but its workers run on
+// until the agent's own lease stops them. The reclaim is met only then, not
+// when the node was declared lost: before, the server was "returned to
+// inference" with the job's workers still on it (aryl-simtest --daemon
+// --replay 3953, there across a scheduler restart).
+TEST(DrivenDaemon, AReclaimOfALostServerIsMetOnlyOnceItsLeaseStoppedItsWorkers) {
+  TestCluster c;
+  const p::JobId job = GrowOntoLoanedServer(c);
+  ASSERT_TRUE(c.RunUntil([&] { return c.WorkersOf(job)["i1"].size() == 2 && c.Formed(job) > 1; }, 30))
+      << Kinds(c, job);
+  c.agent("i1").silent = true;
+  p::PoolReclaim r;
+  r.servers = {"i1"};
+  r.deadline_seconds = 1;
+  ASSERT_TRUE(c.Call(r).ok());
+  auto met = [&] {
+    p::ListEvents q;
+    q.kind = "reclaimed";
+    q.node = "i1";
+    auto ev = c.Call<p::EventsReply>(q);
+    EXPECT_TRUE(ev.ok()) << ev.status().ToString();
+    return ev.ok() && !ev->events.empty();
+  };
+  bool workers_seen_gone = false;
+  for (int i = 0; i < 60 / DrivenCluster::kTick && !met(); ++i) {
+    c.Run(DrivenCluster::kTick);
+    workers_seen_gone = workers_seen_gone || c.WorkersOf(job)["i1"].empty();
+  }
+  ASSERT_TRUE(met()) << "the reclaim was never met\n" << Kinds(c, job);
+  EXPECT_TRUE(workers_seen_gone) << "the reclaim was met with the job's workers still on i1\n" << Kinds(c, job);
+}
+
 // An elastic job on t1 and t2 loses t2 (partitioned), goes on on t1, and
 // waits out t2's lease before it could start afresh. The scheduler restarts
 // and t1 comes back only after the new one gave up on it (its workers are

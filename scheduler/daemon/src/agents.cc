@@ -297,6 +297,11 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   for (const auto& [key, sent] : n.strays)
     if (auto jit = jobs.find(key.first); jit != jobs.end() && jit->second.stray_nodes.erase(id)) gone_by_job[key.first];
   n.strays.clear();
+  // A reclaim of this node is not met by its workers' loss: they may run
+  // until the lease runs out, unless its agent registers before (ReclaimTick).
+  if (!gone_by_job.empty())
+    for (auto& pr : reclaims)
+      if (pr.node == id) pr.lost_until = std::max(pr.lost_until, expiry);
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
     for (auto wid : gone) table.EraseWorker(j, wid);

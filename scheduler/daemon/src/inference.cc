@@ -188,6 +188,8 @@ bool Daemon::Impl::Draining(const Node& n) const {
 }
 
 // Reclaims: met when the server holds no worker; enforced at the deadline.
+// A server whose agent was declared lost with workers on it is not empty
+// before its agent registers again (and lists none) or its lease has run out.
 // (A server the core drains is not returned yet: the core returns it, by the
 // deadline, in the plan of the event that empties it or of a wakeup round.)
 void Daemon::Impl::ReclaimTick(double now) {
@@ -197,9 +199,15 @@ void Daemon::Impl::ReclaimTick(double now) {
       ++it;
       continue;
     }
+    // Busy: it holds workers of live jobs, or strays its agent listed, or it
+    // was lost with workers that its lease may still let run.
     auto on = registry.workers_on().find(it->node);  // the node's workers only
-    const bool busy = on != registry.workers_on().end() && !on->second.empty();
-    if (!busy && nodes.count(it->node) && nodes[it->node].serving) {
+    const auto nit = nodes.find(it->node);
+    const bool has_workers = on != registry.workers_on().end() && !on->second.empty();
+    const bool connected = nit != nodes.end() && nit->second.connected;
+    const bool busy = has_workers || (nit != nodes.end() && !nit->second.strays.empty()) ||
+                      (!connected && now < it->lost_until);
+    if (!busy && nit != nodes.end() && nit->second.serving) {
       double latency = now - it->start;
       (void)Journal(0, "reclaimed", it->node + " empty after " + FormatDuration(latency) + "; its serving side starts",
                     {{"latency_seconds", latency}, {"serving", true}}, {it->node});
@@ -227,9 +235,8 @@ void Daemon::Impl::ReclaimTick(double now) {
     // A node not connected (a restarted scheduler it has not registered with
     // yet) would not get it: the kill goes the tick it is back, not up to
     // kStrayKillEvery later (aryl-simtest --daemon --replay 590).
-    const auto nit = nodes.find(it->node);
-    const bool reachable = nit != nodes.end() && nit->second.connected;
-    if (reachable && now > it->deadline - kReclaimEnforceSeconds &&
+    // Strays are killed by Reconcile, again every kStrayKillEvery s.
+    if (connected && has_workers && now > it->deadline - kReclaimEnforceSeconds &&
         (!it->forced || now - it->forced_at >= kStrayKillEvery)) {
       if (!it->forced) spdlog::warn("reclaim of {}: deadline near, killing the workers still there", it->node);
       std::map<p::JobId, std::vector<p::WorkerId>> by_job;

@@ -108,6 +108,11 @@ struct LivePendingReclaim {
   // serving_started once it was empty and told to serve.
   double ready_by = 0;
   bool serving_started = false;
+  // Wall: its node was declared lost with workers on it (NodeFailed). Until
+  // its agent registers again, those may run until its lease runs out, so
+  // the reclaim is not met before then (aryl-simtest --daemon --replay 3953).
+  // Memory only.
+  double lost_until = 0;
 };
 struct LiveWorker {
   p::WorkerId id = 0;
