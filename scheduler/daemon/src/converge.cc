@@ -43,13 +43,13 @@ std::set<int> Daemon::Impl::FreeSlots(const Node& n) {
 }
 
 // The daemon's own indexes of the live jobs (lease_waits,
-// master_port_holders), after the table was loaded again.
+// master_ports), after the table was loaded again.
 void Daemon::Impl::IndexWaits() {
   lease_waits.clear();
-  master_port_holders.clear();
+  master_ports.Clear();
   for (const auto& [jid, j] : jobs) {
     for (const auto& [node, until] : j.lease.until) lease_waits[node].insert(jid);
-    if (j.master_port > 0) master_port_holders[j.master_port].insert(jid);
+    if (j.master_port > 0) master_ports.Add(j.master_host, j.master_port, jid);
   }
 }
 
@@ -103,36 +103,24 @@ ConvergeInput Daemon::Impl::ConvergeInputOf(const Job& j,
 // This start's MASTER_PORT: in --port-range, from a start salted by the
 // scheduler's endpoint, the job and its start count (two clusters on one
 // machine, and a job's consecutive starts, try different ports first); never a
-// port another live job of this scheduler holds; on a loopback master, never
-// one something on this machine listens on now.
-int Daemon::Impl::PickMasterPort(const Job& j, const std::string& master_host) {
+// port another live job of this scheduler holds on the same host
+// (master_ports.h); on a loopback master, never one something on this
+// machine listens on now.
+int Daemon::Impl::PickMasterPort(Job& j, const std::string& master_host) {
   const bool local = master_host == "localhost" || master_host.rfind("127.", 0) == 0;
   std::uint64_t salt = Fnv1a64(port ? port->endpoint() : opt.endpoint);
   salt ^= j.rec.id * 0x9E3779B97F4A7C15ull ^ std::uint64_t(j.starts) * 0xC2B2AE3D27D4EB4Full;
-  // The jobs given this port (master_port_holders), not every live job: a
-  // walk over every job for each port tried cost O(ports x jobs) per start
-  // once the range had filled up, seconds at 20,000 running jobs.
-  auto taken = [&](int port) {
-    auto it = master_port_holders.find(port);
-    if (it != master_port_holders.end()) {
-      for (auto h = it->second.begin(); h != it->second.end();) {
-        auto other = jobs.find(*h);
-        if (other == jobs.end() || other->second.master_port != port) {
-          h = it->second.erase(h);  // ended, or given another port since
-          continue;
-        }
-        if (*h != j.rec.id && !other->second.workers.empty()) return true;
-        ++h;
-      }
-    }
-    return local && !PortBindable(port);
+  auto holds = [&](p::JobId other, const std::string& host, int port) {
+    auto it = jobs.find(other);
+    return it != jobs.end() && it->second.master_port == port && it->second.master_host == host &&
+           !it->second.workers.empty();
   };
-  if (auto port = PickPort(ports, salt, taken)) {
-    master_port_holders[*port].insert(j.rec.id);
-    return *port;
-  }
-  spdlog::warn("job {}: every port of --port-range {} is taken; MASTER_PORT {} may be in use",
-               j.rec.id, ports.ToString(), ports.lo);
+  std::function<bool(int)> busy;
+  if (local) busy = [](int port) { return !PortBindable(port); };
+  j.master_host = master_host;
+  if (auto port = master_ports.Pick(ports, salt, j.rec.id, master_host, holds, busy)) return *port;
+  spdlog::warn("job {}: every port of --port-range {} is taken on {}; MASTER_PORT {} may be in use",
+               j.rec.id, ports.ToString(), master_host, ports.lo);
   return ports.lo;
 }
 

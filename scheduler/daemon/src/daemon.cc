@@ -135,6 +135,7 @@ Status Daemon::Impl::LoadState() {
     if (old != jobs.end()) {  // what only memory knows
       j.last_start = old->second.last_start;
       j.master_port = old->second.master_port;
+      j.master_host = old->second.master_host;
       j.watchers = old->second.watchers;
       j.output = old->second.output;
       j.step = old->second.step;

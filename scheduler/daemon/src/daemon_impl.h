@@ -77,6 +77,7 @@
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
 #include "job_table.h"
+#include "master_ports.h"
 #include "node_registry.h"
 #include "outbox.h"
 #include "secrets.h"
@@ -257,7 +258,7 @@ class Daemon::Impl {
   bool Draining(const Node& n) const;  // the core drains its server
   bool round_due = false;  // events were applied since the last round
   std::map<std::string, int> ToNodePlacement(const s::Placement& placement);
-  int PickMasterPort(const Job& j, const std::string& master_host);
+  int PickMasterPort(Job& j, const std::string& master_host);
   Status Execute(const s::Action& a);
   Status SaveNode(const Node& n);
   Status SaveJob(Job& j);
@@ -271,11 +272,10 @@ class Daemon::Impl {
   std::vector<p::WorkerId> MarkLeavers(Job& j, const std::map<std::string, int>& desired);
   // Node -> jobs waiting out its agent's lease (Job::lease): a
   // registration looks at those, not at every live job. Entries may be stale
-  // (readers check Job::lease). MASTER_PORT -> jobs given it
-  // (PickMasterPort); entries of ended jobs and changed ports are dropped
-  // when met. Rebuilt by IndexWaits.
+  // (readers check Job::lease). The jobs' MASTER_PORTs by host
+  // (PickMasterPort, master_ports.h). Both rebuilt by IndexWaits.
   std::map<std::string, std::set<p::JobId>> lease_waits;
-  std::map<int, std::set<p::JobId>> master_port_holders;
+  MasterPorts master_ports;
   void IndexWaits();
   // Carries out PlanConverge (converger.h) for the job and `desired`.
   Status Converge(Job& j, const std::map<std::string, int> desired, const std::string& reason);

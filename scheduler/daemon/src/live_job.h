@@ -137,6 +137,7 @@ struct LiveJob {
   int starts = 0;
   int failures = 0;
   int master_port = 0;  // this start's MASTER_PORT (memory only)
+  std::string master_host;  // and the host of the rank 0 that listens on it
   double last_start = 0;  // wall time of this start (rec.start_time is the first; memory only)
   std::string home_store = "none";  // rendezvous store of this start ("host:port"), "none" without one
   // Its life cycle (job_machine.h): phase, planned and formed generations.
