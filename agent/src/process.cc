@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -188,8 +189,17 @@ Result<pid_t> ProcessLauncher::Launch(const LaunchSpec& spec) {
 
 void ProcessLauncher::RequestStop(pid_t pid, double grace_s) {
   auto it = children_.find(pid);
-  if (it == children_.end() || it->second.stop_deadline >= 0) return;
-  it->second.stop_deadline = Now() + std::max(0.0, grace_s);
+  if (it == children_.end()) return;
+  const double deadline = Now() + std::max(0.0, grace_s);
+  // Stopping already: no second SIGTERM, but the SIGKILL comes no later than
+  // this request says. A lease's stop (kLeaseStopGraceSeconds) must not wait
+  // out a job's long stop grace: the scheduler starts the job elsewhere once
+  // the lease and that grace have passed.
+  if (it->second.stop_deadline >= 0) {
+    it->second.stop_deadline = std::min(it->second.stop_deadline, deadline);
+    return;
+  }
+  it->second.stop_deadline = deadline;
   ::kill(-pid, SIGTERM);
 }
 

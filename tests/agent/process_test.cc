@@ -161,6 +161,29 @@ TEST_F(ProcessTest, SigkillAfterGrace) {
   EXPECT_TRUE(gone);
 }
 
+// A second stop with a shorter grace (the agent's lease ran out while a job's
+// long stop grace ran) brings the SIGKILL forward: the first grace does not
+// hold it back.
+TEST_F(ProcessTest, AShorterSecondStopBringsTheKillForward) {
+  ProcessLauncher l;
+  LaunchSpec spec;
+  spec.argv = {"sh", "-c", "trap '' TERM; echo up; while true; do sleep 0.05; done"};
+  spec.stdout_path = (dir_ / "out").string();
+  auto pid = l.Launch(spec);
+  ASSERT_TRUE(pid.ok());
+  for (int i = 0; i < 200 && ReadFile(dir_ / "out").empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto t0 = std::chrono::steady_clock::now();
+  l.RequestStop(*pid, 600);
+  l.RequestStop(*pid, 0.3);
+  l.RequestStop(*pid, 600);  // a later, longer one does not push it back
+  auto done = WaitAll(l, 10);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(done.size(), 1u) << "still running after 10 s: the 600 s grace held the kill back";
+  EXPECT_EQ(done[0].signal, SIGKILL);
+  EXPECT_TRUE(done[0].killed_by_us);
+  EXPECT_LT(took, 5.0);
+}
+
 // An external SIGKILL is reported as such, not as "killed by us".
 TEST_F(ProcessTest, ExternalKillReported) {
   ProcessLauncher l;

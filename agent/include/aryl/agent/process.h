@@ -13,8 +13,9 @@
 // the parent-death signal is set after the switch (a credential change clears it).
 //
 // Stop is two-phase and never blocks: RequestStop sends SIGTERM to the group
-// and records a deadline; Poll sends SIGKILL to groups past their deadline and
-// reaps every child that has exited, returning how each ended.
+// and records a deadline (a later request with an earlier one brings it
+// forward; the SIGTERM is sent once); Poll sends SIGKILL to groups past their
+// deadline and reaps every child that has exited, returning how each ended.
 //
 // Thread safety: not thread-safe. Launch must be called from a thread that
 // lives as long as the workers (PDEATHSIG fires when the forking thread exits).
