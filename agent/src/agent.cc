@@ -53,8 +53,6 @@ using std::chrono::milliseconds;
 
 namespace {
 double Now() { return SystemClock::Default()->NowSeconds(); }
-// What a stop notice's deadline is counted in (stop_notice.h).
-double UnixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 class Agent::Impl {
@@ -228,26 +226,29 @@ class Agent::Impl {
       req.stop_after = true;
       PushToWorkers(m.job, "", req, which);
     }
-    for (const LocalWorker* w : workers.Of(m.job, which)) {
-      spdlog::info("job {} worker {}: stopping ({}; grace {} s)", m.job, w->id, m.reason, m.grace_seconds);
-      if (m.grace_seconds <= 0) {
-        launcher.Signal(w->pid, SIGKILL);
-      } else {
-        Notify(*w, m.grace_seconds, m.reason);
-      }
-      launcher.RequestStop(w->pid, m.grace_seconds);
+    for (LocalWorker* w : workers.Of(m.job, which)) StopWorker(*w, m.grace_seconds, m.reason);
+  }
+
+  // worker_life.h b, c, e: without a grace, SIGKILL now; else SIGTERM once
+  // and its notice, the SIGKILL at the earliest deadline any stop asked for.
+  // A killed worker is asked nothing more.
+  void StopWorker(LocalWorker& w, double grace, const std::string& reason) {
+    if (grace <= 0) {
+      if (!w.life.Kill()) return;  // killed before
+      launcher.Signal(w.pid, SIGKILL);
+    } else {
+      const double now = Now();
+      const bool first = w.life.Stop(now, grace);
+      if (w.life.state() != WorkerLife::State::kStopping) return;  // killed before
+      Notify(w, first ? grace : std::min(grace, w.life.kill_at() - now), reason);
     }
+    spdlog::info("job {} worker {}: stopping ({}; grace {} s)", w.job, w.id, reason, grace);
+    launcher.RequestStop(w.pid, grace);
   }
 
   // The worker's stop notice, just before its SIGTERM (stop_notice.h).
   void Notify(const LocalWorker& w, double grace_seconds, const std::string& reason) {
-    StopNotice n;
-    n.job = w.job;
-    n.worker = w.id;
-    n.grace_seconds = grace_seconds;
-    n.deadline = UnixNow() + grace_seconds;
-    n.reason = reason;
-    if (Status st = notices->Write(n, w.owner); !st.ok())
+    if (Status st = notices->WriteFor(w.job, w.id, grace_seconds, reason, w.owner); !st.ok())
       spdlog::warn("job {} worker {}: {}", w.job, w.id, st.ToString());
   }
 
@@ -299,10 +300,7 @@ class Agent::Impl {
       req.stop_after = true;
       PushToWorkers(job, "", req);
     }
-    for (const auto& [pid, w] : workers) {
-      Notify(w, p::kLeaseStopGraceSeconds, "the agent lost its lease from the scheduler");
-      launcher.RequestStop(pid, p::kLeaseStopGraceSeconds);
-    }
+    for (auto& [pid, w] : workers) StopWorker(w, p::kLeaseStopGraceSeconds, "the agent lost its lease from the scheduler");
   }
 
   // What the scheduler learns of a worker's end (exit_book.h), with what its
@@ -324,11 +322,12 @@ class Agent::Impl {
   }
 
   void Reap() {
-    for (pid_t pid : workers.OverdueLeavers(Now())) launcher.RequestStop(pid, 5);
+    for (pid_t pid : workers.OverdueLeavers(Now())) launcher.RequestStop(pid, WorkerLife::kOverdueGrace);
     for (const auto& ex : launcher.Poll()) {
       auto it = workers.find(ex.pid);
       if (it == workers.end()) continue;
-      const LocalWorker& w = it->second;
+      LocalWorker& w = it->second;
+      w.life.Exit();
       spdlog::info("job {} worker {} {}", w.job, w.id, ex.Describe());
       p::JobId job = w.job;
       ReportExit(ExitOf(w, ex));

@@ -34,6 +34,13 @@ std::vector<const LocalWorker*> LocalWorkers::Of(p::JobId job, const std::set<p:
   return out;
 }
 
+std::vector<LocalWorker*> LocalWorkers::Of(p::JobId job, const std::set<p::WorkerId>& only) {
+  std::vector<LocalWorker*> out;
+  for (auto& [pid, w] : by_pid_)
+    if (w.job == job && (only.empty() || only.count(w.id))) out.push_back(&w);
+  return out;
+}
+
 std::vector<p::RunningWorker> LocalWorkers::Running() const {
   std::vector<p::RunningWorker> out;
   for (const auto& [pid, w] : by_pid_) out.push_back({w.job, w.id, w.generation, w.rank, w.slot, pid});
@@ -51,7 +58,7 @@ void LocalWorkers::Apply(const p::NewGeneration& m, double leave_deadline) {
   for (auto& [pid, w] : by_pid_) {
     if (w.job != m.job) continue;
     if (leaving.count(w.id)) {
-      if (w.leave_deadline < 0) w.leave_deadline = leave_deadline;
+      w.life.Leave(leave_deadline);
       continue;
     }
     auto it = std::find(m.members.begin(), m.members.end(), w.id);
@@ -65,12 +72,8 @@ void LocalWorkers::Apply(const p::NewGeneration& m, double leave_deadline) {
 
 std::vector<pid_t> LocalWorkers::OverdueLeavers(double now) {
   std::vector<pid_t> out;
-  for (auto& [pid, w] : by_pid_) {
-    if (w.leave_deadline >= 0 && now > w.leave_deadline) {
-      out.push_back(pid);
-      w.leave_deadline = now + 3600;
-    }
-  }
+  for (auto& [pid, w] : by_pid_)
+    if (w.life.Overdue(now)) out.push_back(pid);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "aryl/agent/worker_life.h"
 #include "aryl/protocol/messages.h"
 #include "stdout_progress.h"
 
@@ -28,7 +29,7 @@ struct LocalWorker {
   std::int64_t rank = 0;
   std::int64_t slot = 0;
   pid_t pid = 0;
-  double leave_deadline = -1;  // leaver: stop after this time
+  WorkerLife life;             // running, leaving, stopping, killed (worker_life.h)
   std::string store_key;       // the job's key in its store (empty: no store)
   std::string identity;        // its DEALER's routing id on the worker channel
   int world = 0;               // its generation's world size
@@ -58,16 +59,18 @@ class LocalWorkers {
   std::set<protocol::JobId> Jobs() const;
   // The workers of `job`, or those of them in `only` when it is not empty.
   std::vector<const LocalWorker*> Of(protocol::JobId job, const std::set<protocol::WorkerId>& only = {}) const;
+  std::vector<LocalWorker*> Of(protocol::JobId job, const std::set<protocol::WorkerId>& only = {});
   // For AgentRegister and Heartbeat (protocol steps 1-2).
   std::vector<protocol::RunningWorker> Running() const;
   // Of `slots`, those no worker here occupies.
   std::int64_t FreeSlots(std::int64_t slots) const;
 
   // A NewGeneration of `m.job`: its leavers must be gone by `leave_deadline`
-  // (the first such deadline holds); its members take their new rank and world.
+  // (WorkerLife::Leave: the first such deadline holds); its members take
+  // their new rank and world.
   void Apply(const protocol::NewGeneration& m, double leave_deadline);
-  // Leavers past their deadline at `now`: their pids, each given an hour more
-  // (they are being stopped).
+  // Leavers past their deadline at `now`, now stopping (WorkerLife::Overdue):
+  // their pids, each once.
   std::vector<pid_t> OverdueLeavers(double now);
 
  private:

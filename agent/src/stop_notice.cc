@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,7 +38,8 @@ std::string StopNotices::PathOf(std::int64_t job, std::int64_t worker) const {
 }
 
 Status StopNotices::Write(const StopNotice& n, std::optional<std::pair<uid_t, gid_t>> owner) {
-  if (!written_.insert({n.job, n.worker}).second) return Status::Ok();
+  if (auto it = written_.find({n.job, n.worker}); it != written_.end() && it->second <= n.deadline)
+    return Status::Ok();
   const std::string path = PathOf(n.job, n.worker);
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -58,7 +60,17 @@ Status StopNotices::Write(const StopNotice& n, std::optional<std::pair<uid_t, gi
     ::unlink(tmp.c_str());
     return Status::IoError("stop notice '" + path + "': " + std::strerror(err));
   }
+  written_[{n.job, n.worker}] = n.deadline;
   return Status::Ok();
+}
+
+Status StopNotices::WriteFor(std::int64_t job, std::int64_t worker, double grace_seconds, const std::string& reason,
+                             std::optional<std::pair<uid_t, gid_t>> owner) {
+  const double unix_now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return Write({.job = job, .worker = worker, .deadline = unix_now + grace_seconds, .grace_seconds = grace_seconds,
+                .reason = reason},
+               owner);
 }
 
 void StopNotices::Remove(std::int64_t job, std::int64_t worker) {

@@ -18,7 +18,7 @@
 
 #include <filesystem>
 #include <optional>
-#include <set>
+#include <map>
 #include <string>
 
 #include "aryl/result.h"
@@ -42,16 +42,20 @@ class StopNotices {
   Status Prepare() const;
   // The path ARYL_STOP_NOTICE names for one worker.
   std::string PathOf(std::int64_t job, std::int64_t worker) const;
-  // Writes the notice, owned by `owner` (uid, gid) when given. Only the first
-  // notice of a worker is written: the first SIGTERM's deadline is the one
-  // the agent keeps (ProcessLauncher::RequestStop).
+  // Writes the notice, owned by `owner` (uid, gid) when given. A worker's
+  // notice is written again only for an earlier deadline: the SIGKILL comes at
+  // the earliest deadline any stop asked for (ProcessLauncher::RequestStop,
+  // WorkerLife), and the notice says when.
   Status Write(const StopNotice& n, std::optional<std::pair<uid_t, gid_t>> owner);
+  // The notice of a stop `grace_seconds` from now.
+  Status WriteFor(std::int64_t job, std::int64_t worker, double grace_seconds, const std::string& reason,
+                  std::optional<std::pair<uid_t, gid_t>> owner);
   // Removes the worker's notice (it ended, or its id starts again).
   void Remove(std::int64_t job, std::int64_t worker);
 
  private:
   std::filesystem::path dir_;
-  std::set<std::pair<std::int64_t, std::int64_t>> written_;
+  std::map<std::pair<std::int64_t, std::int64_t>, double> written_;  // the deadline written
 };
 
 }  // namespace aryl::agent

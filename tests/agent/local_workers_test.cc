@@ -44,12 +44,14 @@ TEST(LocalWorkers, NewGenerationRanksAndLeavers) {
   EXPECT_EQ(w10.generation, 2);
   EXPECT_EQ(w10.rank, 1);
   EXPECT_EQ(w10.world, 2);
-  EXPECT_EQ(workers.find(101)->second.leave_deadline, 50);
+  EXPECT_EQ(workers.find(101)->second.life.leave_by(), 50);
+  EXPECT_EQ(workers.find(101)->second.life.state(), WorkerLife::State::kLeaving);
   EXPECT_EQ(workers.find(200)->second.generation, 1);  // another job's
 
   EXPECT_TRUE(workers.OverdueLeavers(50).empty());
   EXPECT_EQ(workers.OverdueLeavers(51), std::vector<pid_t>{101});
-  EXPECT_TRUE(workers.OverdueLeavers(52).empty());  // being stopped: an hour more
+  EXPECT_TRUE(workers.OverdueLeavers(52).empty());  // stopping: once
+  EXPECT_EQ(workers.find(101)->second.life.state(), WorkerLife::State::kStopping);
 
   EXPECT_EQ(workers.Of(1).size(), 2u);
   auto only = workers.Of(1, {11});

@@ -28,7 +28,7 @@ unsigned Mode(const std::string& path) {
 }
 
 // The directory is reachable but not listable; a notice is one JSON line,
-// private to its worker; the first notice of a worker stands until it is
+// private to its worker; a worker's notice moves only to an earlier deadline until it is
 // removed; removing a notice that was never written is harmless.
 TEST(StopNotices, WrittenOnceReadableRemoved) {
   const fs::path dir = fs::temp_directory_path() / ("aryl-notices-" + std::to_string(::getpid())) / "notices";
@@ -58,12 +58,20 @@ TEST(StopNotices, WrittenOnceReadableRemoved) {
   StopNotice later = n;
   later.deadline += 100;
   ASSERT_TRUE(notices.Write(later, std::nullopt).ok());
-  EXPECT_EQ(Read(path), text) << "a second stop moved the deadline";
+  EXPECT_EQ(Read(path), text) << "a second stop with a later deadline moved it";
+  // An earlier deadline (a lease's stop during a long grace) is written: the
+  // SIGKILL comes then (ProcessLauncher::RequestStop).
+  StopNotice sooner = n;
+  sooner.deadline -= 20;
+  sooner.grace_seconds = 5;
+  ASSERT_TRUE(notices.Write(sooner, std::nullopt).ok());
+  EXPECT_EQ(nlohmann::json::parse(Read(path))["deadline"].get<double>(), 1800000000.25 - 20);
 
   notices.Remove(7, 3);
   EXPECT_FALSE(fs::exists(path));
   ASSERT_TRUE(notices.Write(later, std::nullopt).ok());
-  EXPECT_NE(Read(path), text) << "a worker id started again gets a fresh notice";
+  EXPECT_EQ(nlohmann::json::parse(Read(path))["deadline"].get<double>(), 1800000000.25 + 100)
+      << "a worker id started again gets a fresh notice";
   notices.Remove(9, 9);
   fs::remove_all(dir.parent_path());
 }
