@@ -141,8 +141,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::SubmitJob&
   // Until its program shows that it links the runtime, a job that did not say
   // resizes by a restart (Job::RestartsToResize) and is charged for one.
   if (m.elastic.value_or("restart") == "restart") spec.rescale = s::Rescale::kRestart;
+  // Enough connected slots ends the walk: a submission costs the nodes it
+  // needs to see, not every node of the cluster.
   int capacity = 0, returning = 0;
-  for (const auto& [id, n] : nodes) {
+  for (auto it = nodes.begin(); it != nodes.end() && capacity < spec.min_workers; ++it) {
+    const Node& n = it->second;
     if (n.drained || !(m.gpu_type.empty() || n.gpu_type == m.gpu_type)) continue;
     (n.connected ? capacity : returning) += n.slots;
   }
