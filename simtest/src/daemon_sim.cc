@@ -154,7 +154,7 @@ class DaemonRun {
     }
     if (f & kDaemonPause) {
       const double at = Uniform(5, 250), len = Uniform(1, 15);
-      Schedule(at, "pause the scheduler", [this, len] { c_->PauseDaemon(len); });
+      Schedule(at, "pause the scheduler", [this, len] { Pause(len); });
     }
     if (f & kDaemonRestart) {
       const double at = Uniform(5, 250);
@@ -244,6 +244,25 @@ class DaemonRun {
     c_->Kill(agent, worker, 9);
   }
 
+  // The scheduler stops for `len` s (shorter than the agents' lease). D5's
+  // subjects: the agents connected before it whose messages reach its socket
+  // throughout (none is lost on the wire, none is cut off).
+  void Pause(double len) {
+    std::vector<std::string> heard;
+    if (net_.loss == 0)
+      for (const auto& row : Nodes())
+        if (row.connected && c_->agent(row.agent_id).Sends()) heard.push_back(row.agent_id);
+    c_->PauseDaemon(len);
+    paused_heard_ = std::move(heard);
+    paused_for_ = len;
+    paused_next_ = next_;
+  }
+  std::vector<p::NodeRow> Nodes() {
+    if (!c_->daemon_running()) return {};
+    auto r = c_->Call<p::NodesReply>(p::ListNodes{});
+    return r.ok() ? r->nodes : std::vector<p::NodeRow>{};
+  }
+
   // Refused while the scheduler cannot record it (a full disk): the
   // inference side asks again a second later; refused as not possible
   // (FailedPrecondition: not loaned, already loaned), it does not.
@@ -306,6 +325,21 @@ class DaemonRun {
         two_copies_said_ = fresh;  // once per generation
         Violate("D2", "generation " + std::to_string(fresh) + " started fresh while older workers run");
       }
+    }
+    // D5, once, on the tick after a pause: its subjects are still connected
+    // (unless another fault came at its end: a restart forgets them all).
+    if (!paused_heard_.empty()) {
+      const auto subjects = std::move(paused_heard_);
+      paused_heard_.clear();
+      std::string lost;
+      if (next_ == paused_next_)
+        for (const auto& row : Nodes())
+          if (!row.connected && c_->agent(row.agent_id).Sends() &&
+              std::find(subjects.begin(), subjects.end(), row.agent_id) != subjects.end())
+            lost += (lost.empty() ? "" : ",") + row.agent_id;
+      if (!lost.empty())
+        Violate("D5", "agents " + lost + " declared lost after a pause of the scheduler of " + Fmt(paused_for_) +
+                          " s, their heartbeats read");
     }
     // D3
     const int started = c_->GenerationsStarted(job_);
@@ -392,6 +426,9 @@ class DaemonRun {
   int generations_at_step_ = 0;
   bool livelock_said_ = false;
   std::int64_t two_copies_said_ = 0;
+  std::vector<std::string> paused_heard_;  // D5's subjects (Pause)
+  double paused_for_ = 0;
+  std::size_t paused_next_ = 0;  // the plan's next fault when the pause ended
   Outcome out_;
 };
 

@@ -31,6 +31,9 @@
 //   D3 progress: at most 12 generations started without a trained step
 //   D4 the job completes by 1,800 virtual s, and its end is acknowledged to
 //      every agent that reported it
+//   D5 a pause loses no agent: on the tick after it, every agent that was
+//      connected and whose messages reached the scheduler's socket is still
+//      connected
 //   H  the harness saw no impossible command (a stop of a worker that does
 //      not exist, a refused registration)
 // A run is a pure function of (seed, faults).
