@@ -168,3 +168,35 @@ TEST(JobTable, EndedJobsCheckpointsArePruned) {
 
 }  // namespace
 }  // namespace aryl::daemon
+
+namespace aryl::daemon {
+namespace {
+
+// A job waits out each lost node's lease on its own; a registration of the
+// same agent process releases a wait only when no start there was
+// unconfirmed (LeaseFence, live_job.h): such a start may still be on the
+// wire. A new agent process releases it either way.
+TEST(LeaseFence, AnUnconfirmedStartsWaitOutlastsARegistrationOfTheSameProcess) {
+  LeaseFence f;
+  f.Wait("t1", 100);
+  f.Wait("t2", 120, /*start_unconfirmed=*/true);
+  EXPECT_EQ(f.NotBefore(), 120);
+  EXPECT_TRUE(f.ReleasedByRegistration("t1", false));
+  EXPECT_FALSE(f.ReleasedByRegistration("t2", false));
+  EXPECT_TRUE(f.ReleasedByRegistration("t2", true)) << "a new process cannot get what was sent to the old one";
+  f.Wait("t2", 110);  // a later loss keeps the longer wait and the mark
+  EXPECT_EQ(f.until["t2"], 120);
+  EXPECT_FALSE(f.ReleasedByRegistration("t2", false));
+  f.Prune(115);  // t1's wait is over
+  EXPECT_FALSE(f.WaitsOn("t1"));
+  EXPECT_TRUE(f.WaitsOn("t2"));
+  f.Prune(121);
+  EXPECT_FALSE(f.WaitsOn("t2"));
+  EXPECT_TRUE(f.unconfirmed.empty()) << "the mark goes with its wait";
+  f.Wait("t3", 200, true);
+  EXPECT_TRUE(f.Release("t3"));
+  EXPECT_TRUE(f.unconfirmed.empty());
+}
+
+}  // namespace
+}  // namespace aryl::daemon

@@ -26,7 +26,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   // its workers died with it and its store is a new one. That is a node
   // failure first (jobs whose store it was restart from their checkpoint),
   // then a registration.
-  bool restarted = was_connected && it->second.instance != 0 && m.instance != 0 && it->second.instance != m.instance;
+  const bool new_process = !is_new && it->second.instance != 0 && m.instance != 0 && it->second.instance != m.instance;
+  bool restarted = was_connected && new_process;
   std::string id = m.agent_id;
   Status st = Transaction("register " + id, [&]() -> Status {
     if (restarted) {
@@ -80,7 +81,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
         if (jit == jobs.end() || !jit->second.lease.WaitsOn(n.id)) continue;  // stale entry
         Job& j = jit->second;
         bool runs = std::any_of(m.workers.begin(), m.workers.end(), [&](const auto& rw) { return rw.job == jid; });
-        if (!runs) {
+        if (!runs && j.lease.ReleasedByRegistration(n.id, new_process)) {
           j.lease.Release(n.id);
           pending_converge.insert(jid);
         } else {
@@ -304,10 +305,14 @@ Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
       if (pr.node == id) pr.lost_until = std::max(pr.lost_until, expiry);
   for (const auto& [jid, gone] : gone_by_job) {
     Job& j = jobs.at(jid);
-    for (auto wid : gone) table.EraseWorker(j, wid);
+    bool unconfirmed = false;  // a start there no report listed (LeaseFence)
+    for (auto wid : gone) {
+      if (auto w = j.workers.find(wid); w != j.workers.end() && w->second.start_watch >= 0) unconfirmed = true;
+      table.EraseWorker(j, wid);
+    }
     j.lease.Prune(WallNow());
     if (expiry > WallNow()) {
-      j.lease.Wait(id, expiry);
+      j.lease.Wait(id, expiry, unconfirmed);
       lease_waits[id].insert(jid);
     }
     pending_converge.insert(jid);

@@ -169,6 +169,8 @@ Status Daemon::Impl::LoadState() {
       j.restarts = w.value("restarts", 0);
       const json waits = w.value("lease_waits", json::object());
       for (const auto& [node, until] : waits.items()) j.lease.Wait(node, until.get<double>());
+      for (const auto& node : w.value("lease_unconfirmed", json::array()))
+        if (node.is_string() && j.lease.WaitsOn(node.get<std::string>())) j.lease.unconfirmed.insert(node.get<std::string>());
       if (w.contains("lease_node"))  // a state file of a version with one wait per job
         j.lease.Wait(w["lease_node"].get<std::string>(), w.value("restart_not_before", 0.0));
       if (w.contains("first_end")) j.first_end = WorkerEndFromJson(w["first_end"]);

@@ -31,15 +31,34 @@ namespace s = aryl::sched;
 // aryl-simtest --daemon --faults all: a restarted scheduler gave the job a
 // wait on t1 in place of partitioned t2's, and t1's return then cleared
 // both, starting the job beside t2's workers). O(nodes waited on).
+//
+// A node lost while a start of the job there was unconfirmed (sent, never
+// listed by its agent) is `unconfirmed`: a registration of the same agent
+// process does not release its wait, since that start may still be on the
+// wire and arrive after the registration was sent (aryl-simtest --daemon
+// --replay 432 with the converger's step C2 weakened: a registration t2 sent
+// before a late start arrived listed no worker, and the job started afresh
+// beside the start's two). The wait then runs to the lease's end.
 struct LeaseFence {
   std::map<std::string, double> until;
+  std::set<std::string> unconfirmed;
 
-  void Wait(const std::string& node, double expiry) {
+  void Wait(const std::string& node, double expiry, bool start_unconfirmed = false) {
     double& u = until[node];
     u = std::max(u, expiry);
+    if (start_unconfirmed) unconfirmed.insert(node);
   }
-  bool Release(const std::string& node) { return until.erase(node) > 0; }
+  bool Release(const std::string& node) {
+    unconfirmed.erase(node);
+    return until.erase(node) > 0;
+  }
   bool WaitsOn(const std::string& node) const { return until.count(node) > 0; }
+  // Whether a registration of `node`'s agent listing none of the job's
+  // workers releases the wait: always from a new agent process (what was
+  // sent to the old one cannot reach it), else not while a start was unconfirmed.
+  bool ReleasedByRegistration(const std::string& node, bool new_process) const {
+    return new_process || !unconfirmed.count(node);
+  }
   // No fresh start before this (0: none).
   double NotBefore() const {
     double out = 0;
@@ -56,7 +75,14 @@ struct LeaseFence {
   }
   // Drops the waits over by `now` (kept until then for a restart's sake).
   void Prune(double now) {
-    for (auto it = until.begin(); it != until.end();) it = it->second <= now ? until.erase(it) : std::next(it);
+    for (auto it = until.begin(); it != until.end();) {
+      if (it->second > now) {
+        ++it;
+        continue;
+      }
+      unconfirmed.erase(it->first);
+      it = until.erase(it);
+    }
   }
 };
 

@@ -230,6 +230,7 @@ Status Daemon::Impl::SaveJob(Job& j) {
   // The lease wait survives a restart of the scheduler: the lost agent's
   // workers may run until then whoever is scheduling.
   if (!j.lease.until.empty()) w["lease_waits"] = j.lease.until;
+  if (!j.lease.unconfirmed.empty()) w["lease_unconfirmed"] = j.lease.unconfirmed;
   if (j.first_end) w["first_end"] = WorkerEndJson(*j.first_end);
   if (j.failure) w["failure"] = WorkerEndJson(*j.failure);
   json arr = json::array();
