@@ -22,6 +22,7 @@ namespace {
 namespace p = aryl::protocol;
 using daemon::DaemonOptions;
 using daemon::StateStore;
+using daemon::testing::CheckpointTruth;
 using daemon::testing::DrivenCluster;
 using daemon::testing::FullDiskStore;
 using daemon::testing::NetworkFaults;
@@ -30,7 +31,7 @@ constexpr std::pair<DaemonFault, const char*> kNames[] = {
     {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
     {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
     {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
-    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"}};
+    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"},   {kDaemonCheckpoint, "ckpt"}};
 
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
@@ -103,16 +104,20 @@ class DaemonRun {
     s.min_workers = 1;
     s.max_workers = 4;
     s.argv = {"train.py"};
+    s.checkpoint_dir = "/ckpt";
     auto job = c_->Submit(s);
     if (!job.ok()) {
       Violate("H", "submit: " + job.status().ToString());
       return std::move(out_);
     }
     job_ = *job;
-    c_->Train(job_, static_cast<std::int64_t>(Uniform(150, 401)));
+    const auto total = static_cast<std::int64_t>(Uniform(150, 401));
     Draw();
+    c_->Train(job_, total, ckpt_);
+    if (o_.trace) c_->Checkpoints(job_)->on_event = [this](const std::string& line) { Trace(line); };
     while (Now() < kHorizon && !Ended()) {
       Apply();
+      AimCheckpointKills();
       c_->Run(DrivenCluster::kTick);
       Check();
     }
@@ -207,6 +212,26 @@ class DaemonRun {
       Schedule(at, "crash agent " + who, [this, who] { c_->CrashAgent(who); });
       Schedule(at + down, "agent " + who + " starts again", [this, who] { c_->agent(who).down = false; });
     }
+    // Kills inside a checkpoint write: each armed at `at` for the next write
+    // begun, landing `frac` of the way through it (AimCheckpointKills).
+    if (f & kDaemonCheckpoint) {
+      const int n = static_cast<int>(Uniform(1, 3));
+      for (int i = 0; i < n; ++i) {
+        Armed a;
+        const double at = Uniform(5, 250);
+        a.frac = Uniform(0, 1);
+        a.kind = std::min(2, static_cast<int>(Uniform(0, 3)));
+        a.down = Uniform(0.5, 12);
+        const char* kinds[] = {"SIGKILL its writer", "SIGKILL another worker", "crash its writer's agent"};
+        Schedule(at, std::string("in the next checkpoint write: ") + kinds[a.kind], [this, a, at]() mutable {
+          a.at = at;
+          armed_.push_back(a);
+        });
+      }
+    }
+    // The job's checkpoints, after every fault.
+    ckpt_.every = static_cast<std::int64_t>(Uniform(10, 41));
+    ckpt_.seconds = Uniform(1, 6);
     std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
 
@@ -230,6 +255,65 @@ class DaemonRun {
       Trace("fault: " + now.what);
       now.fn();
     }
+  }
+
+  // An armed kill meets the first write begun since it was armed.
+  void AimCheckpointKills() {
+    if (armed_.empty()) return;
+    for (auto it = armed_.begin(); it != armed_.end();) {
+      const CheckpointTruth::Write* w = nullptr;
+      for (const auto& x : c_->Checkpoints(job_)->in_progress())
+        if (!w && x.begun - DrivenCluster::kT0 + 1e-9 >= it->at) w = &x;
+      if (!w) {
+        ++it;
+        continue;
+      }
+      const double begun = w->begun - DrivenCluster::kT0;
+      const double at = begun + it->frac * (w->ends - w->begun);
+      Schedule(at, "tear checkpoint step " + std::to_string(w->step),
+               [this, a = *it, writer = w->writer, begun] { TearCheckpoint(a, writer, begun); });
+      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                       [](const Planned& a, const Planned& b) { return a.at < b.at; });
+      it = armed_.erase(it);
+    }
+  }
+
+  struct Armed {
+    double at = 0, frac = 0, down = 0;
+    int kind = 0;  // 0: the writer, 1: another worker, 2: the writer's agent
+  };
+  void TearCheckpoint(const Armed& a, p::WorkerId writer, double begun) {
+    const auto& writes = c_->Checkpoints(job_)->in_progress();
+    if (std::none_of(writes.begin(), writes.end(), [&](const auto& w) {
+          return w.writer == writer && w.begun - DrivenCluster::kT0 == begun;
+        })) {
+      Trace("the write ended before the kill");
+      return;
+    }
+    std::string writer_agent;
+    std::vector<std::pair<std::string, p::WorkerId>> others;
+    for (const auto& [agent, ws] : c_->WorkersOf(job_))
+      for (const auto& w : ws) {
+        if (w.worker == writer) writer_agent = agent;
+        else others.emplace_back(agent, w.worker);
+      }
+    if (writer_agent.empty()) {
+      Trace("worker " + std::to_string(writer) + " is gone before the kill");
+      return;
+    }
+    if (a.kind == 2) {
+      Trace("crash agent " + writer_agent + " (worker " + std::to_string(writer) + " writes)");
+      c_->CrashAgent(writer_agent);
+      Schedule(Now() + a.down, "agent " + writer_agent + " starts again",
+               [this, writer_agent] { c_->agent(writer_agent).down = false; });
+      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                       [](const Planned& x, const Planned& y) { return x.at < y.at; });
+      return;
+    }
+    auto [agent, worker] = a.kind == 1 && !others.empty() ? others[0] : std::make_pair(writer_agent, writer);
+    Trace("kill worker " + std::to_string(worker) + " on " + agent);
+    ++out_.kills;
+    c_->Kill(agent, worker, 9);
   }
 
   void KillOne(double pick) {
@@ -341,11 +425,11 @@ class DaemonRun {
         Violate("D5", "agents " + lost + " declared lost after a pause of the scheduler of " + Fmt(paused_for_) +
                           " s, their heartbeats read");
     }
-    // D3
+    // D3 (a step trained again after a restore is progress too)
     const int started = c_->GenerationsStarted(job_);
     const std::int64_t step = c_->Step(job_);
-    if (step > last_step_) {
-      last_step_ = step;
+    if (c_->StepsTrained(job_) > last_step_) {
+      last_step_ = c_->StepsTrained(job_);
       generations_at_step_ = started;
     }
     if (started - generations_at_step_ > kMaxGenerationsWithoutStep && !livelock_said_) {
@@ -353,6 +437,12 @@ class DaemonRun {
       Violate("D3", std::to_string(started - generations_at_step_) + " generations without a trained step (at step " +
                         std::to_string(step) + ")");
     }
+    // D5, D6 (checkpoint_truth.h), as they happened during the tick
+    CheckpointViolations();
+  }
+
+  void CheckpointViolations() {
+    for (const auto& v : c_->Checkpoints(job_)->TakeViolations()) Violate(v.invariant, v.what);
   }
 
   bool Ended() {
@@ -370,6 +460,7 @@ class DaemonRun {
         c_->Run(DrivenCluster::kTick);
       }
       c_->Run(5);
+      CheckpointViolations();
     }
     auto row = c_->Job(job_);
     out_.completed = row.ok() && row->state == p::JobState::kCompleted;
@@ -377,6 +468,9 @@ class DaemonRun {
     out_.steps = c_->Step(job_);
     out_.generations = c_->GenerationsStarted(job_);
     out_.events = static_cast<std::int64_t>(plan_.size());
+    out_.checkpoints = c_->Checkpoints(job_)->good();
+    out_.torn = c_->Checkpoints(job_)->torn();
+    out_.retrained = c_->Checkpoints(job_)->most_retrained();
     if (!out_.completed)
       Violate("D4", "the job did not complete by " + Fmt(kHorizon) + " s (" +
                         (row.ok() ? std::string(p::ToString(row->state)) : row.status().ToString()) + ", step " +
@@ -418,6 +512,8 @@ class DaemonRun {
   p::JobId job_ = 0;
   std::vector<Planned> plan_;
   std::size_t next_ = 0;
+  daemon::testing::RuntimeModel::Checkpoints ckpt_;
+  std::vector<Armed> armed_;
   bool lent_ = false;
   double returned_by_ = -1;
   bool reclaim_unchecked_ = false;
@@ -455,7 +551,7 @@ Result<unsigned> ParseDaemonFaults(const std::string& list) {
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
     if (it == std::end(kNames))
       return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, loss, dup, delay, oneway; process, network, all, none)");
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, ckpt, loss, dup, delay, oneway; process, network, all, none)");
     out |= it->first;
   }
   return out;
