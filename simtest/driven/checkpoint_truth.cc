@@ -50,6 +50,7 @@ void CheckpointTruth::Committed(protocol::WorkerId writer, double now) {
     Violate("D6", "checkpoint step " + S(w.step) + " committed below the newest good one, step " +
                       S(newest_good_));
   newest_good_ = std::max(newest_good_, w.step);
+  committed_.insert(w.step);
 }
 
 void CheckpointTruth::Torn(protocol::WorkerId writer, const std::string& why, double) {

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,7 @@ class CheckpointTruth {
 
   const std::vector<Write>& in_progress() const { return in_progress_; }
   std::int64_t newest_good() const { return newest_good_; }
+  bool WasGood(std::int64_t step) const { return committed_.count(step) > 0; }
   std::int64_t good() const { return good_; }
   std::int64_t torn() const { return torn_; }
   // The most steps one fresh start trained again.
@@ -72,6 +74,7 @@ class CheckpointTruth {
   std::vector<Write>::iterator Find(protocol::WorkerId writer);
 
   std::vector<Write> in_progress_;
+  std::set<std::int64_t> committed_;  // steps
   std::int64_t newest_group_ = 0;  // the newest group to restore
   std::int64_t newest_good_ = 0;   // step
   std::int64_t trained_ = 0;       // the highest step trained

@@ -288,6 +288,7 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
                               std::find(m->workers.begin(), m->workers.end(), wid) != m->workers.end()))
         stop.push_back(wid);
     for (p::WorkerId wid : stop) {
+      if (!a.workers.count(wid)) continue;  // the model ended it meanwhile
       // Rank 0 of a job that checkpoints writes one first (runtime_model.h).
       if (workers_link_runtime &&
           runtime_.Stop(m->job, wid, m->checkpoint_first, m->grace_seconds, now(), ModelWorkers()))

@@ -173,6 +173,8 @@ bool RuntimeModel::Stop(p::JobId job, p::WorkerId worker, bool checkpoint_first,
   auto it = training_.find(job);
   if (it == training_.end() || !it->second.trained || it->second.ckpt.every <= 0) return false;
   Training& t = it->second;
+  WriteTick(job, t, now, ws);  // a writer that died this tick has torn its write
+  if (!ws.running(worker, nullptr)) return true;  // its stop's grace ran out just now
   const int stop = checkpoint_first ? 1 : 2;
   for (auto& w : t.writes)
     if (w.w.writer == worker) {  // it stops once this write is done

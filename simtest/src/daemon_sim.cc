@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint_faults.h"
 #include "driven_cluster.h"
 #include "full_disk_store.h"
 
@@ -22,7 +23,6 @@ namespace {
 namespace p = aryl::protocol;
 using daemon::DaemonOptions;
 using daemon::StateStore;
-using daemon::testing::CheckpointTruth;
 using daemon::testing::DrivenCluster;
 using daemon::testing::FullDiskStore;
 using daemon::testing::NetworkFaults;
@@ -112,12 +112,15 @@ class DaemonRun {
     }
     job_ = *job;
     const auto total = static_cast<std::int64_t>(Uniform(150, 401));
+    ckpt_faults_ = std::make_unique<CheckpointFaults>(
+        *c_, job_, [this](double at, std::string what, std::function<void()> fn) { Later(at, what, fn); },
+        [this](const std::string& line) { Trace(line); });
     Draw();
     c_->Train(job_, total, ckpt_);
     if (o_.trace) c_->Checkpoints(job_)->on_event = [this](const std::string& line) { Trace(line); };
     while (Now() < kHorizon && !Ended()) {
       Apply();
-      AimCheckpointKills();
+      ckpt_faults_->Aim();
       c_->Run(DrivenCluster::kTick);
       Check();
     }
@@ -165,6 +168,7 @@ class DaemonRun {
       const double at = Uniform(5, 250);
       Schedule(at, "restart the scheduler", [this] {
         c_->RestartDaemon();
+        ckpt_faults_->SchedulerRestarted();
         if (!c_->daemon_running()) Trace("the scheduler did not start: " + c_->start_failures().back());
       });
     }
@@ -217,16 +221,13 @@ class DaemonRun {
     if (f & kDaemonCheckpoint) {
       const int n = static_cast<int>(Uniform(1, 3));
       for (int i = 0; i < n; ++i) {
-        Armed a;
-        const double at = Uniform(5, 250);
+        CheckpointFaults::Armed a;
+        a.at = Uniform(5, 250);
         a.frac = Uniform(0, 1);
         a.kind = std::min(2, static_cast<int>(Uniform(0, 3)));
         a.down = Uniform(0.5, 12);
-        const char* kinds[] = {"SIGKILL its writer", "SIGKILL another worker", "crash its writer's agent"};
-        Schedule(at, std::string("in the next checkpoint write: ") + kinds[a.kind], [this, a, at]() mutable {
-          a.at = at;
-          armed_.push_back(a);
-        });
+        Schedule(a.at, std::string("in the next checkpoint write: ") + CheckpointFaults::kKinds[a.kind],
+                 [this, a] { ckpt_faults_->Arm(a); });
       }
     }
     // The job's checkpoints, after every fault.
@@ -257,63 +258,11 @@ class DaemonRun {
     }
   }
 
-  // An armed kill meets the first write begun since it was armed.
-  void AimCheckpointKills() {
-    if (armed_.empty()) return;
-    for (auto it = armed_.begin(); it != armed_.end();) {
-      const CheckpointTruth::Write* w = nullptr;
-      for (const auto& x : c_->Checkpoints(job_)->in_progress())
-        if (!w && x.begun - DrivenCluster::kT0 + 1e-9 >= it->at) w = &x;
-      if (!w) {
-        ++it;
-        continue;
-      }
-      const double begun = w->begun - DrivenCluster::kT0;
-      const double at = begun + it->frac * (w->ends - w->begun);
-      Schedule(at, "tear checkpoint step " + std::to_string(w->step),
-               [this, a = *it, writer = w->writer, begun] { TearCheckpoint(a, writer, begun); });
-      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
-                       [](const Planned& a, const Planned& b) { return a.at < b.at; });
-      it = armed_.erase(it);
-    }
-  }
-
-  struct Armed {
-    double at = 0, frac = 0, down = 0;
-    int kind = 0;  // 0: the writer, 1: another worker, 2: the writer's agent
-  };
-  void TearCheckpoint(const Armed& a, p::WorkerId writer, double begun) {
-    const auto& writes = c_->Checkpoints(job_)->in_progress();
-    if (std::none_of(writes.begin(), writes.end(), [&](const auto& w) {
-          return w.writer == writer && w.begun - DrivenCluster::kT0 == begun;
-        })) {
-      Trace("the write ended before the kill");
-      return;
-    }
-    std::string writer_agent;
-    std::vector<std::pair<std::string, p::WorkerId>> others;
-    for (const auto& [agent, ws] : c_->WorkersOf(job_))
-      for (const auto& w : ws) {
-        if (w.worker == writer) writer_agent = agent;
-        else others.emplace_back(agent, w.worker);
-      }
-    if (writer_agent.empty()) {
-      Trace("worker " + std::to_string(writer) + " is gone before the kill");
-      return;
-    }
-    if (a.kind == 2) {
-      Trace("crash agent " + writer_agent + " (worker " + std::to_string(writer) + " writes)");
-      c_->CrashAgent(writer_agent);
-      Schedule(Now() + a.down, "agent " + writer_agent + " starts again",
-               [this, writer_agent] { c_->agent(writer_agent).down = false; });
-      std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
-                       [](const Planned& x, const Planned& y) { return x.at < y.at; });
-      return;
-    }
-    auto [agent, worker] = a.kind == 1 && !others.empty() ? others[0] : std::make_pair(writer_agent, writer);
-    Trace("kill worker " + std::to_string(worker) + " on " + agent);
-    ++out_.kills;
-    c_->Kill(agent, worker, 9);
+  // A step added to the plan while it runs, in its place.
+  void Later(double at, std::string what, std::function<void()> fn) {
+    Schedule(at, std::move(what), std::move(fn));
+    std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                     [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
 
   void KillOne(double pick) {
@@ -442,7 +391,7 @@ class DaemonRun {
   }
 
   void CheckpointViolations() {
-    for (const auto& v : c_->Checkpoints(job_)->TakeViolations()) Violate(v.invariant, v.what);
+    for (const auto& v : ckpt_faults_->Check()) Violate(v.invariant, v.what);
   }
 
   bool Ended() {
@@ -468,6 +417,7 @@ class DaemonRun {
     out_.steps = c_->Step(job_);
     out_.generations = c_->GenerationsStarted(job_);
     out_.events = static_cast<std::int64_t>(plan_.size());
+    out_.kills += ckpt_faults_->kills();
     out_.checkpoints = c_->Checkpoints(job_)->good();
     out_.torn = c_->Checkpoints(job_)->torn();
     out_.retrained = c_->Checkpoints(job_)->most_retrained();
@@ -513,7 +463,7 @@ class DaemonRun {
   std::vector<Planned> plan_;
   std::size_t next_ = 0;
   daemon::testing::RuntimeModel::Checkpoints ckpt_;
-  std::vector<Armed> armed_;
+  std::unique_ptr<CheckpointFaults> ckpt_faults_;
   bool lent_ = false;
   double returned_by_ = -1;
   bool reclaim_unchecked_ = false;
