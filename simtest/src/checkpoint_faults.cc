@@ -63,8 +63,10 @@ std::vector<CheckpointTruth::Violation> CheckpointFaults::Check() {
   auto d = c_.Call<p::JobDescription>(p::DescribeJob{job_});
   if (!d.ok() || !d->last_checkpoint) return out;
   const std::int64_t step = d->last_checkpoint->step;
-  if (!c_.Checkpoints(job_)->WasGood(step))
+  if (!c_.Checkpoints(job_)->WasGood(step) && !never_said_) {
+    never_said_ = true;
     out.push_back({"D6", "the daemon's last checkpoint is step " + std::to_string(step) + ", never committed"});
+  }
   if (step < daemon_seen_ && !back_said_) {
     back_said_ = true;
     out.push_back({"D6", "the daemon's last checkpoint went back from step " + std::to_string(daemon_seen_) +

@@ -53,7 +53,7 @@ class CheckpointFaults {
   std::int64_t kills_ = 0;
   std::int64_t ticks_ = 0;
   std::int64_t daemon_seen_ = 0;  // the newest step the running scheduler showed
-  bool back_said_ = false;
+  bool back_said_ = false, never_said_ = false;  // each said once a run
 };
 
 }  // namespace aryl::simtest
