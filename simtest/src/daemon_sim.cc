@@ -217,7 +217,7 @@ class DaemonRun {
       Schedule(at + down, "agent " + who + " starts again", [this, who] { c_->agent(who).down = false; });
     }
     // Kills inside a checkpoint write: each armed at `at` for the next write
-    // begun, landing `frac` of the way through it (AimCheckpointKills).
+    // begun, landing `frac` of the way through it (CheckpointFaults::Aim).
     if (f & kDaemonCheckpoint) {
       const int n = static_cast<int>(Uniform(1, 3));
       for (int i = 0; i < n; ++i) {
