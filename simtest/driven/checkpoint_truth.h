@@ -1,6 +1,6 @@
 // What happened to one job's checkpoints in the driven cluster, recorded as
 // the runtime model does it, and the invariants over it (aryl-simtest
-// --daemon's D5 and D6). The model (runtime_model.h) writes and restores; this
+// --daemon's D6 and D7). The model (runtime_model.h) writes and restores; this
 // record only watches, so a model or a daemon that breaks a rule is caught
 // here, at the event that breaks it.
 //
@@ -8,11 +8,11 @@
 // member of an earlier one) forms and restores, and lives on through in-place
 // resizes and fault regroups. Its number is that fresh generation's.
 //
-//   D5 one writer: never two checkpoint writes of the job in progress at once;
+//   D6 one writer: never two checkpoint writes of the job in progress at once;
 //      a write is begun and committed only by the newest group to restore; and
 //      no fresh group restores while an older group's write is in progress
 //      (the restore would miss it: two live copies of the job).
-//   D6 resume from the newest good checkpoint: a fresh group restores the step
+//   D7 resume from the newest good checkpoint: a fresh group restores the step
 //      of the newest checkpoint whose write completed (0 when none), so no
 //      step is lost beyond it and the steps trained twice are only those
 //      since it; a committed checkpoint's step is never below the newest good
@@ -43,7 +43,7 @@ class CheckpointTruth {
     double ends = 0;  // when the write completes, if its writer lives
   };
   struct Violation {
-    std::string invariant;  // "D5", "D6"
+    std::string invariant;  // "D6", "D7"
     std::string what;
   };
 

@@ -65,11 +65,11 @@ std::vector<CheckpointTruth::Violation> CheckpointFaults::Check() {
   const std::int64_t step = d->last_checkpoint->step;
   if (!c_.Checkpoints(job_)->WasGood(step) && !never_said_) {
     never_said_ = true;
-    out.push_back({"D6", "the daemon's last checkpoint is step " + std::to_string(step) + ", never committed"});
+    out.push_back({"D7", "the daemon's last checkpoint is step " + std::to_string(step) + ", never committed"});
   }
   if (step < daemon_seen_ && !back_said_) {
     back_said_ = true;
-    out.push_back({"D6", "the daemon's last checkpoint went back from step " + std::to_string(daemon_seen_) +
+    out.push_back({"D7", "the daemon's last checkpoint went back from step " + std::to_string(daemon_seen_) +
                              " to " + std::to_string(step)});
   }
   daemon_seen_ = std::max(daemon_seen_, step);

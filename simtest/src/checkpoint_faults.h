@@ -1,5 +1,5 @@
 // The checkpoint side of aryl-simtest --daemon (daemon_sim.h): the `ckpt`
-// fault, kills timed to land inside a checkpoint write, and D5 and D6 as the
+// fault, kills timed to land inside a checkpoint write, and D6 and D7 as the
 // job's CheckpointTruth found them (simtest/driven/checkpoint_truth.h), plus
 // the daemon's own record of the job's newest checkpoint (describe job),
 // which must name a checkpoint that became good and, within one scheduler
@@ -35,7 +35,7 @@ class CheckpointFaults {
   void Arm(const Armed& a) { armed_.push_back(a); }
   // Each tick: aims the armed kills at the writes begun.
   void Aim();
-  // After each tick: D5 and D6 (each second also the daemon's record).
+  // After each tick: D6 and D7 (each second also the daemon's record).
   std::vector<daemon::testing::CheckpointTruth::Violation> Check();
   // A new scheduler process knows only what it journaled.
   void SchedulerRestarted() { daemon_seen_ = 0; }

@@ -386,7 +386,7 @@ class DaemonRun {
       Violate("D3", std::to_string(started - generations_at_step_) + " generations without a trained step (at step " +
                         std::to_string(step) + ")");
     }
-    // D5, D6 (checkpoint_truth.h), as they happened during the tick
+    // D6, D7 (checkpoint_truth.h), as they happened during the tick
     CheckpointViolations();
   }
 

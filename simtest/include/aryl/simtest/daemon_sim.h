@@ -41,11 +41,11 @@
 //   D5 a pause loses no agent: on the tick after it, every agent that was
 //      connected and whose messages reached the scheduler's socket is still
 //      connected
-//   D5 one checkpoint writer: never two writes in progress at once, a write
+//   D6 one checkpoint writer: never two writes in progress at once, a write
 //      begun or committed only by the newest group, and no fresh group
 //      restoring while an older group's write is in progress
 //      (checkpoint_truth.h)
-//   D6 a fresh group resumes from the newest good checkpoint (no step lost
+//   D7 a fresh group resumes from the newest good checkpoint (no step lost
 //      beyond it; only the steps since it are trained twice), and a committed
 //      checkpoint's step is never below the newest good one
 //   H  the harness saw no impossible command (a stop of a worker that does
