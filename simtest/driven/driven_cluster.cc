@@ -288,6 +288,11 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
                               std::find(m->workers.begin(), m->workers.end(), wid) != m->workers.end()))
         stop.push_back(wid);
     for (p::WorkerId wid : stop) {
+      if (!a.workers.count(wid)) continue;  // the model ended it meanwhile
+      // Rank 0 of a job that checkpoints writes one first (runtime_model.h).
+      if (workers_link_runtime &&
+          runtime_.Stop(m->job, wid, m->checkpoint_first, m->grace_seconds, now(), ModelWorkers()))
+        continue;
       if (workers_link_runtime && m->checkpoint_first) Exit(id, wid, 0, "stopped");
       else Kill(id, wid, 15);
     }
@@ -436,16 +441,21 @@ void DrivenCluster::LeaseTick(FakeAgent& a) {
   }
 }
 
-void DrivenCluster::Train(p::JobId job, std::int64_t total_steps) { runtime_.Train(job, total_steps, now()); }
+void DrivenCluster::Train(p::JobId job, std::int64_t total_steps, RuntimeModel::Checkpoints checkpoints) {
+  runtime_.Train(job, total_steps, now(), checkpoints);
+}
 
-void DrivenCluster::TrainTick() {
+RuntimeModel::Workers DrivenCluster::ModelWorkers() {
   RuntimeModel::Workers w;
   w.running = [this](p::WorkerId worker, std::string* agent) { return Running(worker, agent); };
   w.exit = [this](const std::string& agent, p::WorkerId worker, int code, const std::string& outcome,
                   std::optional<std::int64_t> step) { Exit(agent, worker, code, outcome, step); };
   w.send = [this](const std::string& agent, p::Message m) { Deliver(agent, std::move(m)); };
-  runtime_.Tick(now(), w);
+  w.kill = [this](const std::string& agent, p::WorkerId worker, int signal) { Kill(agent, worker, signal); };
+  return w;
 }
+
+void DrivenCluster::TrainTick() { runtime_.Tick(now(), ModelWorkers()); }
 
 bool DrivenCluster::Running(p::WorkerId worker, std::string* agent) const {
   for (const auto& [id, a] : agents_)

@@ -176,7 +176,9 @@ class DrivenCluster {
   // timeout gives up (exit 3, "interrupted"), as the real one does.
   // With total_steps > 0 the members of the formed generation end at that
   // step: exit 0, "completed".
-  void Train(p::JobId job, std::int64_t total_steps = 0);
+  // With checkpoints, rank 0 writes one every `every` steps and when stopped,
+  // and a fresh group restores the newest good one (runtime_model.h).
+  void Train(p::JobId job, std::int64_t total_steps = 0, RuntimeModel::Checkpoints checkpoints = {});
   // The newest generation the daemon started fresh (every member a new
   // worker: a restart), 0 when none.
   std::int64_t FreshStart(p::JobId job) const { return runtime_.FreshStart(job); }
@@ -187,6 +189,10 @@ class DrivenCluster {
   std::int64_t Formed(p::JobId job) const { return runtime_.Formed(job); }
   int GenerationsStarted(p::JobId job) const { return runtime_.GenerationsStarted(job); }
   std::int64_t Step(p::JobId job) const { return runtime_.Step(job); }
+  std::int64_t StepsTrained(p::JobId job) const { return runtime_.StepsTrained(job); }
+  // The job's checkpoints as they happened (D5, D6): writes in progress,
+  // the newest good one, violations.
+  CheckpointTruth* Checkpoints(p::JobId job) { return runtime_.Truth(job); }
   static constexpr double kRendezvousTimeout = RuntimeModel::kRendezvousTimeout;
   static constexpr double kStartup = RuntimeModel::kStartup;
 
@@ -216,6 +222,7 @@ class DrivenCluster {
   void Heartbeat(FakeAgent& a);
 
   void TrainTick();
+  RuntimeModel::Workers ModelWorkers();
   bool Running(p::WorkerId worker, std::string* agent = nullptr) const;
   RuntimeModel runtime_;  // the trained jobs' workers (Train)
 

@@ -1,15 +1,17 @@
 #include "runtime_model.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "aryl/protocol/generation.h"
 
 namespace aryl::daemon::testing {
 
-void RuntimeModel::Train(p::JobId job, std::int64_t total_steps, double now) {
+void RuntimeModel::Train(p::JobId job, std::int64_t total_steps, double now, Checkpoints checkpoints) {
   training_[job].trained = true;
   training_[job].total = total_steps;
   training_[job].next_step = now + 1;
+  training_[job].ckpt = checkpoints;
 }
 
 std::int64_t RuntimeModel::Formed(p::JobId job) const {
@@ -37,6 +39,18 @@ std::int64_t RuntimeModel::Step(p::JobId job) const {
   return it == training_.end() ? 0 : it->second.step;
 }
 
+std::int64_t RuntimeModel::StepsTrained(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? 0 : it->second.steps_trained;
+}
+
+const CheckpointTruth* RuntimeModel::Truth(p::JobId job) const {
+  auto it = training_.find(job);
+  return it == training_.end() ? nullptr : &it->second.truth;
+}
+
+CheckpointTruth* RuntimeModel::Truth(p::JobId job) { return &training_[job].truth; }
+
 void RuntimeModel::NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
                                   const std::vector<p::WorkerPlacement>* started, double now) {
   Training& t = training_[job];  // every job's generations, trained or not
@@ -61,6 +75,7 @@ void RuntimeModel::NoteGeneration(p::JobId job, std::int64_t gen, const std::vec
 void RuntimeModel::Tick(double now, const Workers& ws) {
   for (auto& [job, t] : training_) {
     if (!t.trained || t.members.empty()) continue;
+    WriteTick(job, t, now, ws);
     // A member of the formed generation gone: the survivors regroup (a
     // fault generation of the same plan) without the scheduler.
     if (t.formed > 0)
@@ -77,7 +92,14 @@ void RuntimeModel::Tick(double now, const Workers& ws) {
     };
     if (newest > t.formed && !members.empty() && now - t.announced[newest] >= kStartup &&
         std::all_of(members.begin(), members.end(), free_to_join)) {
+      // No member was in the formed generation: none holds the state, so
+      // rank 0 restores it (a fresh group).
+      const bool fresh = t.formed == 0 || std::none_of(members.begin(), members.end(), [&](p::WorkerId w) {
+                           const auto& old = t.members[t.formed];
+                           return std::find(old.begin(), old.end(), w) != old.end();
+                         });
       t.formed = newest;
+      if (fresh) Restore(t, now);
       t.fault = false;
       for (auto jf = t.joined_for.begin(); jf != t.joined_for.end();)
         jf = jf->second <= newest ? t.joined_for.erase(jf) : std::next(jf);
@@ -93,8 +115,10 @@ void RuntimeModel::Tick(double now, const Workers& ws) {
       t.joined_for.erase(w);
       ws.exit(agent, w, 3, "interrupted", std::nullopt);
     }
-    // Rank 0 of the formed generation reports a step a second.
+    // Rank 0 of the formed generation reports a step a second, but none
+    // while its group writes a checkpoint.
     if (t.done || t.formed == 0 || now + 1e-9 < t.next_step) continue;
+    if (std::any_of(t.writes.begin(), t.writes.end(), [&](const auto& w) { return w.w.group == t.group; })) continue;
     t.next_step = now + 1;
     std::string agent;
     const auto& formed = t.members[t.formed];
@@ -115,6 +139,101 @@ void RuntimeModel::Tick(double now, const Workers& ws) {
     m.steps_per_second = 1;
     m.runtime = true;
     ws.send(agent, std::move(m));
+    ++t.steps_trained;
+    t.truth.Trained(t.step);
+    if (t.ckpt.every > 0 && t.step % t.ckpt.every == 0) BeginWrite(t, *rank0, now, 0, -1);
+  }
+}
+
+void RuntimeModel::Restore(Training& t, double now) {
+  t.group = t.formed;
+  t.next_step = now + 1;
+  if (t.ckpt.every <= 0) return;  // no checkpoints: the model trains on where the job was
+  t.step = t.good.empty() ? 0 : t.good.rbegin()->first;
+  t.fence = std::max(t.fence, t.formed);
+  t.truth.Restored(t.group, t.step, now);
+}
+
+void RuntimeModel::BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at) {
+  Training::Write w;
+  w.w.group = t.group;
+  w.w.generation = t.formed;
+  w.w.writer = writer;
+  w.w.step = t.step;
+  w.w.begun = now;
+  w.w.ends = now + t.ckpt.seconds;
+  w.stop = stop;
+  w.kill_at = kill_at;
+  t.writes.push_back(w);
+  t.truth.Begun(w.w);
+}
+
+bool RuntimeModel::Stop(p::JobId job, p::WorkerId worker, bool checkpoint_first, double grace, double now,
+                        const Workers& ws) {
+  auto it = training_.find(job);
+  if (it == training_.end() || !it->second.trained || it->second.ckpt.every <= 0) return false;
+  Training& t = it->second;
+  WriteTick(job, t, now, ws);  // a writer that died this tick has torn its write
+  if (!ws.running(worker, nullptr)) return true;  // its stop's grace ran out just now
+  const int stop = checkpoint_first ? 1 : 2;
+  for (auto& w : t.writes)
+    if (w.w.writer == worker) {  // it stops once this write is done
+      w.stop = stop;
+      if (w.kill_at < 0 || now + grace < w.kill_at) w.kill_at = now + grace;
+      return true;
+    }
+  if (t.done || t.formed == 0) return false;
+  const auto& formed = t.members[t.formed];
+  auto rank0 = std::find_if(formed.begin(), formed.end(), [&](p::WorkerId w) { return ws.running(w, nullptr); });
+  if (rank0 == formed.end() || *rank0 != worker) return false;
+  BeginWrite(t, worker, now, stop, now + grace);
+  return true;
+}
+
+void RuntimeModel::WriteTick(p::JobId job, Training& t, double now, const Workers& ws) {
+  for (std::size_t i = 0; i < t.writes.size();) {
+    const Training::Write w = t.writes[i];
+    std::string agent;
+    if (!ws.running(w.w.writer, &agent)) {
+      t.writes.erase(t.writes.begin() + static_cast<long>(i));
+      t.truth.Torn(w.w.writer, "worker " + std::to_string(w.w.writer) + " is gone", now);
+      continue;
+    }
+    if (w.kill_at >= 0 && now + 1e-9 >= w.kill_at && w.kill_at < w.w.ends) {
+      t.writes.erase(t.writes.begin() + static_cast<long>(i));
+      t.truth.Torn(w.w.writer, "SIGKILL at the stop's grace", now);
+      ws.kill(agent, w.w.writer, 9);
+      continue;
+    }
+    if (now + 1e-9 < w.w.ends) {
+      ++i;
+      continue;
+    }
+    t.writes.erase(t.writes.begin() + static_cast<long>(i));
+    if (w.w.generation < t.fence) {
+      // A stale copy: the fence refuses its commit and the runtime fails.
+      t.truth.Torn(w.w.writer, "refused by the fence (generation " + std::to_string(t.fence) + ")", now);
+      ws.exit(agent, w.w.writer, 1, "failed", std::nullopt);
+      continue;
+    }
+    t.good[w.w.step] = w.w.generation;
+    t.fence = std::max(t.fence, w.w.generation);
+    t.truth.Committed(w.w.writer, now);
+    char name[32];
+    std::snprintf(name, sizeof name, "/ckpt-%012lld.aryl", static_cast<long long>(w.w.step));
+    p::CheckpointReport r;
+    r.agent_id = agent;  // as aryl-agent relays it
+    r.job = job;
+    r.worker = w.w.writer;
+    r.generation = p::PlanGeneration(w.w.generation);
+    r.step = w.w.step;
+    r.path = "/ckpt/" + std::to_string(job) + name;
+    r.bytes = 1 << 20;
+    r.seconds = w.w.ends - w.w.begun;
+    ws.send(agent, std::move(r));
+    if (w.stop == 1) ws.exit(agent, w.w.writer, 0, "stopped", std::nullopt);
+    else if (w.stop == 2) ws.kill(agent, w.w.writer, 15);
+    else if (w.w.group == t.group) t.next_step = now + 1;
   }
 }
 

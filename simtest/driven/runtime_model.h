@@ -8,6 +8,21 @@
 // the real one does. With a total, the formed generation's members end at
 // that step (exit 0, "completed").
 //
+// Checkpoints (Train's `every` > 0), as the runtime writes them
+// (runtime/include/aryl/checkpoint.h, runtime.h): rank 0 of the formed
+// generation writes one after every `every`-th step, and when it is stopped
+// (a StopWorkers: its checkpoint before it exits, SIGKILLed at the stop's
+// grace). A write takes `seconds` of virtual time, during which its group
+// trains no step (the runtime writes at the step boundary); it becomes the
+// newest good checkpoint only when it completes with its writer alive, and
+// is then reported to the daemon (CheckpointReport through rank 0's agent).
+// A writer killed mid-write leaves the previous one. The directory's fence
+// (the newest generation that restored or committed) refuses a stale
+// group's commit; that worker then fails (exit 1, "failed"). A fresh group
+// (no member of an earlier generation) restores the newest good checkpoint
+// when it forms and trains on from its step; with checkpoints off, from the
+// step the job had reached. CheckpointTruth records all of it.
+//
 // Pure: time is passed in, and the workers (who runs, exits, messages to the
 // daemon) are the cluster's, through Workers.
 #pragma once
@@ -20,10 +35,17 @@
 #include <vector>
 
 #include "aryl/protocol/messages.h"
+#include "checkpoint_truth.h"
 
 namespace aryl::daemon::testing {
 
 namespace p = aryl::protocol;
+
+// How a trained job checkpoints (RuntimeModel::Train).
+struct ModelCheckpoints {
+  std::int64_t every = 0;  // steps; 0: none
+  double seconds = 3;      // one write
+};
 
 class RuntimeModel {
  public:
@@ -36,9 +58,15 @@ class RuntimeModel {
                        std::optional<std::int64_t> step)>
         exit;
     std::function<void(const std::string& agent, p::Message)> send;  // rank 0's agent relays it
+    std::function<void(const std::string& agent, p::WorkerId, int signal)> kill;
   };
+  using Checkpoints = ModelCheckpoints;
 
-  void Train(p::JobId job, std::int64_t total_steps, double now);
+  void Train(p::JobId job, std::int64_t total_steps, double now, Checkpoints checkpoints = {});
+  // A StopWorkers of `worker`: true when the model ends it (rank 0 of a
+  // checkpointing job writes first); false: it ends now.
+  bool Stop(p::JobId job, p::WorkerId worker, bool checkpoint_first, double grace, double now,
+            const Workers& workers);
   // A StartWorkers (with `started`) or NewGeneration of `job` the daemon sent.
   void NoteGeneration(p::JobId job, std::int64_t gen, const std::vector<p::WorkerId>& members,
                       const std::vector<p::WorkerPlacement>* started, double now);
@@ -49,6 +77,9 @@ class RuntimeModel {
   bool Done(p::JobId job) const;
   std::int64_t FreshStart(p::JobId job) const;
   std::int64_t Step(p::JobId job) const;
+  std::int64_t StepsTrained(p::JobId job) const;  // every step trained, twice ones twice
+  const CheckpointTruth* Truth(p::JobId job) const;
+  CheckpointTruth* Truth(p::JobId job);
 
  private:
   struct Training {
@@ -62,8 +93,24 @@ class RuntimeModel {
     std::int64_t formed = 0;
     bool fault = false;  // a member of `formed` died: its survivors regrouped
     std::int64_t step = 0;
+    std::int64_t steps_trained = 0;
     double next_step = 0;
+    // Checkpoints.
+    Checkpoints ckpt;
+    std::map<std::int64_t, std::int64_t> good;  // step -> the generation that wrote it
+    std::int64_t fence = 0;
+    std::int64_t group = 0;       // of the formed generation
+    struct Write {
+      CheckpointTruth::Write w;
+      double kill_at = -1;   // the stop's SIGKILL
+      int stop = 0;          // after it: 0 trains on, 1 exits "stopped", 2 ends by SIGTERM
+    };
+    std::vector<Write> writes;
+    CheckpointTruth truth;
   };
+  void BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at);
+  void WriteTick(p::JobId job, Training& t, double now, const Workers& ws);
+  void Restore(Training& t, double now);
   std::map<p::JobId, Training> training_;
 };
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint_faults.h"
 #include "driven_cluster.h"
 #include "full_disk_store.h"
 
@@ -30,7 +31,7 @@ constexpr std::pair<DaemonFault, const char*> kNames[] = {
     {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
     {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
     {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
-    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"}};
+    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"},   {kDaemonCheckpoint, "ckpt"}};
 
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
@@ -103,16 +104,23 @@ class DaemonRun {
     s.min_workers = 1;
     s.max_workers = 4;
     s.argv = {"train.py"};
+    s.checkpoint_dir = "/ckpt";
     auto job = c_->Submit(s);
     if (!job.ok()) {
       Violate("H", "submit: " + job.status().ToString());
       return std::move(out_);
     }
     job_ = *job;
-    c_->Train(job_, static_cast<std::int64_t>(Uniform(150, 401)));
+    const auto total = static_cast<std::int64_t>(Uniform(150, 401));
+    ckpt_faults_ = std::make_unique<CheckpointFaults>(
+        *c_, job_, [this](double at, std::string what, std::function<void()> fn) { Later(at, what, fn); },
+        [this](const std::string& line) { Trace(line); });
     Draw();
+    c_->Train(job_, total, ckpt_);
+    if (o_.trace) c_->Checkpoints(job_)->on_event = [this](const std::string& line) { Trace(line); };
     while (Now() < kHorizon && !Ended()) {
       Apply();
+      ckpt_faults_->Aim();
       c_->Run(DrivenCluster::kTick);
       Check();
     }
@@ -160,6 +168,7 @@ class DaemonRun {
       const double at = Uniform(5, 250);
       Schedule(at, "restart the scheduler", [this] {
         c_->RestartDaemon();
+        ckpt_faults_->SchedulerRestarted();
         if (!c_->daemon_running()) Trace("the scheduler did not start: " + c_->start_failures().back());
       });
     }
@@ -207,6 +216,23 @@ class DaemonRun {
       Schedule(at, "crash agent " + who, [this, who] { c_->CrashAgent(who); });
       Schedule(at + down, "agent " + who + " starts again", [this, who] { c_->agent(who).down = false; });
     }
+    // Kills inside a checkpoint write: each armed at `at` for the next write
+    // begun, landing `frac` of the way through it (CheckpointFaults::Aim).
+    if (f & kDaemonCheckpoint) {
+      const int n = static_cast<int>(Uniform(1, 3));
+      for (int i = 0; i < n; ++i) {
+        CheckpointFaults::Armed a;
+        a.at = Uniform(5, 250);
+        a.frac = Uniform(0, 1);
+        a.kind = std::min(2, static_cast<int>(Uniform(0, 3)));
+        a.down = Uniform(0.5, 12);
+        Schedule(a.at, std::string("in the next checkpoint write: ") + CheckpointFaults::kKinds[a.kind],
+                 [this, a] { ckpt_faults_->Arm(a); });
+      }
+    }
+    // The job's checkpoints, after every fault.
+    ckpt_.every = static_cast<std::int64_t>(Uniform(10, 41));
+    ckpt_.seconds = Uniform(1, 6);
     std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
 
@@ -230,6 +256,13 @@ class DaemonRun {
       Trace("fault: " + now.what);
       now.fn();
     }
+  }
+
+  // A step added to the plan while it runs, in its place.
+  void Later(double at, std::string what, std::function<void()> fn) {
+    Schedule(at, std::move(what), std::move(fn));
+    std::stable_sort(plan_.begin() + static_cast<long>(next_), plan_.end(),
+                     [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
 
   void KillOne(double pick) {
@@ -341,11 +374,11 @@ class DaemonRun {
         Violate("D5", "agents " + lost + " declared lost after a pause of the scheduler of " + Fmt(paused_for_) +
                           " s, their heartbeats read");
     }
-    // D3
+    // D3 (a step trained again after a restore is progress too)
     const int started = c_->GenerationsStarted(job_);
     const std::int64_t step = c_->Step(job_);
-    if (step > last_step_) {
-      last_step_ = step;
+    if (c_->StepsTrained(job_) > last_step_) {
+      last_step_ = c_->StepsTrained(job_);
       generations_at_step_ = started;
     }
     if (started - generations_at_step_ > kMaxGenerationsWithoutStep && !livelock_said_) {
@@ -353,6 +386,12 @@ class DaemonRun {
       Violate("D3", std::to_string(started - generations_at_step_) + " generations without a trained step (at step " +
                         std::to_string(step) + ")");
     }
+    // D6, D7 (checkpoint_truth.h), as they happened during the tick
+    CheckpointViolations();
+  }
+
+  void CheckpointViolations() {
+    for (const auto& v : ckpt_faults_->Check()) Violate(v.invariant, v.what);
   }
 
   bool Ended() {
@@ -370,6 +409,7 @@ class DaemonRun {
         c_->Run(DrivenCluster::kTick);
       }
       c_->Run(5);
+      CheckpointViolations();
     }
     auto row = c_->Job(job_);
     out_.completed = row.ok() && row->state == p::JobState::kCompleted;
@@ -377,6 +417,10 @@ class DaemonRun {
     out_.steps = c_->Step(job_);
     out_.generations = c_->GenerationsStarted(job_);
     out_.events = static_cast<std::int64_t>(plan_.size());
+    out_.kills += ckpt_faults_->kills();
+    out_.checkpoints = c_->Checkpoints(job_)->good();
+    out_.torn = c_->Checkpoints(job_)->torn();
+    out_.retrained = c_->Checkpoints(job_)->most_retrained();
     if (!out_.completed)
       Violate("D4", "the job did not complete by " + Fmt(kHorizon) + " s (" +
                         (row.ok() ? std::string(p::ToString(row->state)) : row.status().ToString()) + ", step " +
@@ -418,6 +462,8 @@ class DaemonRun {
   p::JobId job_ = 0;
   std::vector<Planned> plan_;
   std::size_t next_ = 0;
+  daemon::testing::RuntimeModel::Checkpoints ckpt_;
+  std::unique_ptr<CheckpointFaults> ckpt_faults_;
   bool lent_ = false;
   double returned_by_ = -1;
   bool reclaim_unchecked_ = false;
@@ -455,7 +501,7 @@ Result<unsigned> ParseDaemonFaults(const std::string& list) {
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
     if (it == std::end(kNames))
       return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, loss, dup, delay, oneway; process, network, all, none)");
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, ckpt, loss, dup, delay, oneway; process, network, all, none)");
     out |= it->first;
   }
   return out;

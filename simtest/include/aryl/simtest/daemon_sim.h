@@ -23,6 +23,13 @@
 //              overtake each other)
 //   oneway     a training agent hears nothing (deaf) or is not heard (mute) for
 //              2-40 s
+//   agent      an agent's process crashes, its workers with it; a new one
+//              registers 0.5-12 s later
+//   ckpt       1-2 kills timed to land inside a checkpoint write: its writer
+//              SIGKILLed, another member SIGKILLed, or the writer's agent
+//              crashed (back 0.5-12 s later)
+// The job checkpoints every 10-40 steps, each write taking 1-6 s
+// (runtime_model.h), and rank 0 checkpoints when stopped.
 // Invariants, after every 50 ms tick:
 //   D1 every reclaim is met: no worker of the job on the inference server
 //      after its deadline (until it is offered again)
@@ -34,6 +41,13 @@
 //   D5 a pause loses no agent: on the tick after it, every agent that was
 //      connected and whose messages reached the scheduler's socket is still
 //      connected
+//   D6 one checkpoint writer: never two writes in progress at once, a write
+//      begun or committed only by the newest group, and no fresh group
+//      restoring while an older group's write is in progress
+//      (checkpoint_truth.h)
+//   D7 a fresh group resumes from the newest good checkpoint (no step lost
+//      beyond it; only the steps since it are trained twice), and a committed
+//      checkpoint's step is never below the newest good one
 //   H  the harness saw no impossible command (a stop of a worker that does
 //      not exist, a refused registration)
 // A run is a pure function of (seed, faults).
@@ -58,15 +72,17 @@ enum DaemonFault : unsigned {
   kDaemonDelay = 1u << 8,
   kDaemonOneWay = 1u << 9,
   kDaemonAgentCrash = 1u << 10,
-  kDaemonAll = (1u << 11) - 1,
+  kDaemonCheckpoint = 1u << 11,
+  kDaemonAll = (1u << 12) - 1,
   // The groups CI runs apart: faults of processes and disks, and of the wire.
   kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk |
-                   kDaemonAgentCrash,
+                   kDaemonAgentCrash | kDaemonCheckpoint,
   kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay,
 };
 
-// "kill,loan,pause,restart,partition,disk,agent,loss,dup,delay,oneway", the
-// groups "process" (kill..agent) and "network" (the last four), "all" or "none".
+// "kill,loan,pause,restart,partition,disk,agent,ckpt,loss,dup,delay,oneway",
+// the groups "process" (kill..ckpt) and "network" (the last four), "all" or
+// "none".
 Result<unsigned> ParseDaemonFaults(const std::string& list);
 std::string DaemonFaultsString(unsigned faults);
 

@@ -86,6 +86,9 @@ struct Outcome {
   std::int64_t loans = 0;          // offers made
   std::int64_t abandoned = 0;      // generations the agents abandoned
   std::int64_t events = 0;
+  // --daemon: checkpoints that became good, writes torn, and the most steps
+  // one fresh start trained again.
+  std::int64_t checkpoints = 0, torn = 0, retrained = 0;
   std::vector<std::string> trace;  // with Options::trace
 };
 
