@@ -128,6 +128,16 @@ TEST(JobTable, CheckpointSavedIsDueOncePerInterval) {
   EXPECT_EQ(x.table.LastCheckpoint(1)->step, 200);
   row.time = 1030;
   EXPECT_TRUE(x.table.CheckpointSaved(1, row, 30));
+  // A late report of an older checkpoint (overtaken on the wire) is ignored;
+  // a newer generation's is kept even at a lower step (a fresh group restored).
+  p::CheckpointRow late = row;
+  late.time = 1100;
+  late.step = 150;
+  EXPECT_FALSE(x.table.CheckpointSaved(1, late, 30));
+  EXPECT_EQ(x.table.LastCheckpoint(1)->step, 200);
+  late.generation = 5;
+  EXPECT_TRUE(x.table.CheckpointSaved(1, late, 30));
+  EXPECT_EQ(x.table.LastCheckpoint(1)->step, 150);
   // An ended job's last checkpoint stays for describe job.
   x.table.Erase(1);
   ASSERT_NE(x.table.LastCheckpoint(1), nullptr);

@@ -1,5 +1,7 @@
 #include "job_table.h"
 
+#include <utility>
+
 namespace aryl::daemon {
 
 LiveJob* JobTable::Find(s::JobId id) {
@@ -74,6 +76,12 @@ const p::CheckpointRow* JobTable::LastCheckpoint(s::JobId job) const {
 }
 
 bool JobTable::CheckpointSaved(s::JobId job, const p::CheckpointRow& row, double every) {
+  // A report a newer one overtook on the wire (a late resend) changes
+  // nothing: describe job never goes back to an older checkpoint. Newer is
+  // by generation, then step (a fresh group may restore an older step).
+  if (auto it = last_checkpoint_.find(job); it != last_checkpoint_.end() &&
+      std::pair(it->second.generation, it->second.step) > std::pair(row.generation, row.step))
+    return false;
   last_checkpoint_[job] = row;
   Prune(last_checkpoint_);
   double& journaled = checkpoint_journaled_[job];

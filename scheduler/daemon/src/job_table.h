@@ -65,7 +65,8 @@ class JobTable {
   // --- checkpoints
   const p::CheckpointRow* LastCheckpoint(s::JobId job) const;
   // A checkpoint written (`row`, at row.time): whether it is due a journal
-  // row, one per `every` seconds; the caller writes it when it is.
+  // row, one per `every` seconds; the caller writes it when it is. A report
+  // older (generation, then step) than the one kept is ignored.
   bool CheckpointSaved(s::JobId job, const p::CheckpointRow& row, double every);
   // A failed one: the row to journal now (FailureTally::Fail), if one is due.
   std::optional<FailureTally::Row> CheckpointFailed(s::JobId job, double now, std::int64_t step,
