@@ -27,12 +27,6 @@ using daemon::testing::DrivenCluster;
 using daemon::testing::FullDiskStore;
 using daemon::testing::NetworkFaults;
 
-constexpr std::pair<DaemonFault, const char*> kNames[] = {
-    {kDaemonKill, "kill"},       {kDaemonLoan, "loan"},          {kDaemonPause, "pause"},
-    {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
-    {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
-    {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"},   {kDaemonCheckpoint, "ckpt"}};
-
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
 
@@ -479,41 +473,6 @@ class DaemonRun {
 };
 
 }  // namespace
-
-Result<unsigned> ParseDaemonFaults(const std::string& list) {
-  unsigned out = 0;
-  std::stringstream ss(list);
-  std::string word;
-  while (std::getline(ss, word, ',')) {
-    if (word == "all") {
-      out |= kDaemonAll;
-      continue;
-    }
-    if (word == "process") {
-      out |= kDaemonProcess;
-      continue;
-    }
-    if (word == "network") {
-      out |= kDaemonNetwork;
-      continue;
-    }
-    if (word == "none" || word.empty()) continue;
-    auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
-    if (it == std::end(kNames))
-      return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, ckpt, loss, dup, delay, oneway; process, network, all, none)");
-    out |= it->first;
-  }
-  return out;
-}
-
-std::string DaemonFaultsString(unsigned faults) {
-  if (faults == kDaemonAll) return "all";
-  std::string s;
-  for (const auto& [bit, name] : kNames)
-    if (faults & bit) s += (s.empty() ? "" : ",") + std::string(name);
-  return s.empty() ? "none" : s;
-}
 
 Outcome RunDaemonSeed(const Options& options) {
   // The daemon's log lines are the binary's; a run reports through its
