@@ -32,7 +32,9 @@
 // (runtime_model.h), and rank 0 checkpoints when stopped.
 // Invariants, after every 50 ms tick:
 //   D1 every reclaim is met: no worker of the job on the inference server
-//      after its deadline (until it is offered again)
+//      after its deadline (until it is offered again), or after the
+//      server's registration with a restarted scheduler when that is later
+//      (no scheduler can reach a server before), plus the wire's delay
 //   D2 one copy: no fresh start of the job while a worker of an earlier
 //      generation still runs anywhere (a partitioned agent's included)
 //   D3 progress: at most 12 generations started without a trained step
