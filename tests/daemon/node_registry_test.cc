@@ -13,7 +13,7 @@ NodeRegistry WithNodes(std::initializer_list<std::pair<const char*, bool>> nodes
   for (const auto& [id, connected] : nodes) {
     LiveNode& n = r.nodes()[id];
     n.id = id;
-    n.connected = connected;
+    r.SetConnected(n, connected);
     r.AssignServer(n);
   }
   return r;
@@ -108,6 +108,41 @@ TEST(NodeRegistry, NeverCameBackIsTheCallersAnswer) {
   for (int i = 1; i <= 100; ++i) r.Watch(0.25 * i, true);  // 25 s
   auto lost = r.LostNodes(10, [](const LiveNode& n) { return n.id == "b"; });
   EXPECT_EQ(Names(lost), (std::vector<std::string>{"b:gone", "c:timeout"}));
+}
+
+// The liveness index follows every change of a node: heard again (the
+// order of silence changes), failed, registered again, and a reload of the
+// nodes (Replace) that kept connection state; the answer stays in node order
+// and equals a walk over every node.
+TEST(NodeRegistry, LostNodesFollowsConnectionChanges) {
+  NodeRegistry r = WithNodes({{"a", true}, {"b", true}, {"c", true}, {"d", false}});
+  double wall = 0;
+  r.Watch(wall, true);
+  for (const char* id : {"c", "b", "a"}) r.Heard(r.nodes().at(id), wall);
+  auto tick = [&](int n) {
+    for (int i = 0; i < n; ++i) r.Watch(wall += 0.25, true);
+  };
+  tick(20);  // 5 s
+  r.Heard(r.nodes().at("c"), wall);  // c heard last now
+  tick(24);  // a, b: 11 s; c: 6 s
+  auto d_gone = [](const LiveNode& n) { return n.id == "d"; };
+  EXPECT_EQ(Names(r.LostNodes(10, d_gone)), (std::vector<std::string>{"a:timeout", "b:timeout", "d:gone"}));
+  EXPECT_EQ(r.connected_count(), 3);
+  r.SetConnected(r.nodes().at("a"), false);  // failed: no longer timed out
+  r.SetConnected(r.nodes().at("d"), true);   // registered...
+  r.Heard(r.nodes().at("d"), wall);          // ...and heard
+  EXPECT_EQ(Names(r.LostNodes(10, kNoneGone)), std::vector<std::string>{"b:timeout"});
+  EXPECT_EQ(r.connected_count(), 3);
+  // A reload keeps what memory knew of each node, the index is rebuilt.
+  r.Replace(r.nodes(), r.node_by_server());
+  tick(20);  // c: 11 s, d: 5 s
+  EXPECT_EQ(Names(r.LostNodes(10, kNoneGone)), (std::vector<std::string>{"b:timeout", "c:timeout"}));
+  EXPECT_EQ(Names(r.LostNodes(10, [](const LiveNode& n) { return n.id == "a"; })),
+            (std::vector<std::string>{"a:gone", "b:timeout", "c:timeout"}));
+  // A second SetConnected of the same state changes nothing.
+  r.SetConnected(r.nodes().at("b"), true);
+  EXPECT_EQ(r.connected_count(), 3);
+  EXPECT_EQ(Names(r.LostNodes(10, kNoneGone)), (std::vector<std::string>{"b:timeout", "c:timeout"}));
 }
 
 // The lease: the agent's lease, its stop grace and a margin after it was heard.

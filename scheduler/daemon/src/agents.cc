@@ -48,7 +48,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     n.host = m.host;
     n.route = from.peer.identity;
     n.store_endpoint = m.store_endpoint;
-    n.connected = true;
+    registry.SetConnected(n, true);
     n.serving = m.serving;
     if (n.serving) serving_sync.insert(id);  // its ServingCommand follows (serving.cc)
     if (n.removed) {
@@ -105,7 +105,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
   if (!st.ok()) {
     // Nothing of the registration happened; the agent tries again.
     auto nit = nodes.find(id);
-    if (nit != nodes.end()) nit->second.connected = was_connected;
+    if (nit != nodes.end()) registry.SetConnected(nit->second, was_connected);
     spdlog::error("agent {}: registration not recorded: {}", id, st.ToString());
     return Err(st);
   }
@@ -284,7 +284,7 @@ void Daemon::Impl::LivenessTick(double now) {
 
 Status Daemon::Impl::NodeFailed(const std::string& id, double now) {
   Node& n = nodes[id];
-  n.connected = false;
+  registry.SetConnected(n, false);
   // The jobs with workers on this node only (workers_on).
   std::map<p::JobId, std::vector<p::WorkerId>> gone_by_job;
   if (auto on = registry.workers_on().find(id); on != registry.workers_on().end())

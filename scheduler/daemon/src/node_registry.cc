@@ -1,6 +1,7 @@
 #include "node_registry.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace aryl::daemon {
 
@@ -18,6 +19,39 @@ void NodeRegistry::Replace(std::map<std::string, Node> nodes,
                            std::map<s::ServerId, std::string> by_server) {
   nodes_ = std::move(nodes);
   node_by_server_ = std::move(by_server);
+  silence_.clear();
+  in_silence_.clear();
+  down_.clear();
+  std::vector<Node*> by_heard;
+  for (auto& [id, n] : nodes_) by_heard.push_back(&n);
+  std::stable_sort(by_heard.begin(), by_heard.end(), [](const Node* a, const Node* b) { return a->heard_at < b->heard_at; });
+  for (Node* n : by_heard) List(*n);
+}
+
+void NodeRegistry::List(Node& n) {
+  if (!n.connected) {
+    down_[n.id] = &n;
+    return;
+  }
+  // In heard_at order: at the end, but for a node connected again that was
+  // heard before others (Heard moves it to the end next).
+  auto at = silence_.end();
+  while (at != silence_.begin() && (*std::prev(at))->heard_at > n.heard_at) --at;
+  in_silence_[n.id] = silence_.insert(at, &n);
+}
+
+void NodeRegistry::Unlist(const Node& n) {
+  if (auto it = in_silence_.find(n.id); it != in_silence_.end()) {
+    silence_.erase(it->second);
+    in_silence_.erase(it);
+  }
+  down_.erase(n.id);
+}
+
+void NodeRegistry::SetConnected(Node& n, bool connected) {
+  Unlist(n);
+  n.connected = connected;
+  List(n);
 }
 
 const std::set<std::pair<p::JobId, p::WorkerId>>& NodeRegistry::WorkersOn(
@@ -42,6 +76,8 @@ void NodeRegistry::Heard(Node& n, double wall_now) {
   n.last_heartbeat = wall_now;
   n.heard_at = watch_now_;
   n.heard_here = true;
+  if (auto it = in_silence_.find(n.id); it != in_silence_.end())  // connected: now the newest heard
+    silence_.splice(silence_.end(), silence_, it->second);
 }
 
 void NodeRegistry::Watch(double wall_now, bool drained) {
@@ -53,10 +89,12 @@ void NodeRegistry::Watch(double wall_now, bool drained) {
 std::vector<NodeRegistry::Lost> NodeRegistry::LostNodes(
     double timeout, const std::function<bool(const Node&)>& never_came_back) const {
   std::vector<Lost> lost;
-  for (const auto& [id, n] : nodes_) {
-    bool timed_out = n.connected && watch_now_ - n.heard_at > timeout;
-    if (timed_out || (!n.connected && never_came_back(n))) lost.push_back({id, timed_out});
-  }
+  // The silent first: the walk stops at the first node heard recently enough.
+  for (auto it = silence_.begin(); it != silence_.end() && watch_now_ - (*it)->heard_at > timeout; ++it)
+    lost.push_back({(*it)->id, true});
+  for (const auto& [id, n] : down_)
+    if (never_came_back(*n)) lost.push_back({id, false});
+  std::sort(lost.begin(), lost.end(), [](const Lost& a, const Lost& b) { return a.node < b.node; });
   return lost;
 }
 

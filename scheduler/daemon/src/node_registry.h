@@ -15,7 +15,11 @@
 //      heartbeats ever reads as dead agents.
 //   3. Lost(timeout, ...) names the connected nodes silent for more than
 //      `timeout` seconds of watch time, and the disconnected ones the caller
-//      says never came back; the daemon fails each (NodeFailed).
+//      says never came back; the daemon fails each (NodeFailed). The
+//      connected nodes are kept ordered by watch time heard, so a tick costs
+//      O(the nodes lost + the disconnected nodes), not O(every node), and a
+//      heartbeat O(1): a node's connection changes through SetConnected only,
+//      which keeps that order (bench/daemon/bench_liveness.cc).
 //   4. LeaseExpiry: by then an agent last heard at `heard` has surely stopped
 //      its workers on its own (its lease ran out); no fresh start of a job
 //      that lost workers there before it.
@@ -27,9 +31,11 @@
 #pragma once
 
 #include <functional>
+#include <list>
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -45,8 +51,9 @@ class NodeRegistry {
   // A gap between two ticks adds at most this much to the watch clock (s).
   static constexpr double kMaxWatchStep = 0.25;
 
-  // The nodes by agent id. Their fields are the daemon's to change; the set
-  // of nodes changes through nodes()[id] (a registration) and Replace.
+  // The nodes by agent id. Their fields are the daemon's to change, but for
+  // `connected` (SetConnected) and `heard_at` (Heard); the set of nodes
+  // changes through nodes()[id] (a registration) and Replace.
   std::map<std::string, Node>& nodes() { return nodes_; }
   const std::map<std::string, Node>& nodes() const { return nodes_; }
   const Node* Find(const std::string& id) const;
@@ -55,8 +62,11 @@ class NodeRegistry {
   // Gives a new node the next core server id (one past the highest so far).
   void AssignServer(Node& n);
   // Every node as the store holds them (LoadState); the worker index is
-  // rebuilt by JobTable::Replace after.
+  // rebuilt by JobTable::Replace after, the liveness index here.
   void Replace(std::map<std::string, Node> nodes, std::map<s::ServerId, std::string> by_server);
+  // A registration (true) or a node failure (false); any node of nodes().
+  void SetConnected(Node& n, bool connected);
+  int connected_count() const { return static_cast<int>(silence_.size()); }
 
   // The live workers on each node (JobTable keeps it).
   const WorkerIndex& workers_on() const { return workers_on_; }
@@ -83,10 +93,20 @@ class NodeRegistry {
   void Index(const std::string& node, p::JobId job, p::WorkerId worker);
   void Unindex(const std::string& node, p::JobId job, p::WorkerId worker);
   void ClearIndex() { workers_on_.clear(); }
+  void Unlist(const Node& n);  // from silence_ or down_
+  void List(Node& n);          // at the end of silence_ (the newest heard), or in down_
+
 
   std::map<std::string, Node> nodes_;
   std::map<s::ServerId, std::string> node_by_server_;
   WorkerIndex workers_on_;
+  // Liveness index (step 3): the connected nodes, the longest silent first
+  // (heard_at ascending: the watch clock never goes back, so a node heard
+  // moves to the end in O(1)), and where each one is in that list; the
+  // disconnected ones by id.
+  std::list<Node*> silence_;
+  std::unordered_map<std::string, std::list<Node*>::iterator> in_silence_;
+  std::map<std::string, const Node*> down_;
   double watch_now_ = 0, watch_wall_ = 0;
 };
 

@@ -279,9 +279,7 @@ void Daemon::Impl::PublishSnapshot() {
     metrics.Set("aryl_gpus", "pool=\"" + pool + "\",use=\"free\"", total - used);
   }
   metrics.Set("aryl_loaned_servers", "", j["loaned_servers"].get<double>());
-  int connected = 0;
-  for (const auto& [id, n] : nodes) connected += n.connected;
-  metrics.Set("aryl_nodes_connected", "", connected);
+  metrics.Set("aryl_nodes_connected", "", registry.connected_count());
   PublishClusterSeries();
   std::string text = j.dump(2);
   {
