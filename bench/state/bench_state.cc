@@ -6,7 +6,10 @@
 //  - the core journal's snapshots as the daemon logged them: time on the
 //    serving thread (image + save) and off it (the encoding, helper thread);
 //  - restart to serving: a new daemon on the same state (load + rebuild of the
-//    core), until it answers a status request; with SQLite also the
+//    core), until it answers a status request, in wall time and in CPU time
+//    (the serving thread's and the process's: on a shared machine wall time
+//    also counts others' work), and the daemon's own load / core times; with
+//    SQLite also the
 //    aryl-scheduler binary started on a copy of the file (--scheduler), until
 //    it answers on its socket;
 //  - the write rate: submissions a second (one transaction each) and, on
@@ -15,6 +18,7 @@
 //   bench_state --agents 10000 --slots 8 --jobs 100000 [--backend sqlite|etcd]
 //               [--scheduler build/scheduler/aryl-scheduler]
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,7 +52,17 @@ namespace p = aryl::protocol;
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Keeps the daemon's "core journal: ..." lines (its snapshots) and drops the rest.
+// CPU seconds (user + system) of the calling thread, or of the whole process:
+// on a shared machine wall time also counts the time others ran.
+double CpuSeconds(int who) {
+  rusage u{};
+  getrusage(who, &u);
+  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Keeps the daemon's "core journal: ..." lines (its snapshots) and its "state
+// ...: N nodes" lines (a start: load and core rebuild) and drops the rest.
 class SnapshotLines final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   std::vector<std::string> lines;
@@ -56,7 +70,7 @@ class SnapshotLines final : public spdlog::sinks::base_sink<std::mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& m) override {
     std::string s(m.payload.data(), m.payload.size());
-    if (s.rfind("core journal:", 0) == 0) lines.push_back(s);
+    if (s.rfind("core journal:", 0) == 0 || s.rfind("state ", 0) == 0) lines.push_back(s);
   }
   void flush_() override {}
 };
@@ -212,16 +226,21 @@ int Run(const Flags& f) {
   std::printf("  status: %s\n", summary.substr(0, 600).c_str());
   std::printf("  snapshots (as the daemon logged them):\n");
   for (const auto& l : lines->lines) std::printf("    %s\n", l.c_str());
+  const size_t logged = lines->lines.size();
 
   // Restart to serving, in this process: the daemon goes and a new one loads
   // the same state (jobs, nodes, snapshot + journal tail) and rebuilds its core.
   t = Clock::now();
+  const double cpu0 = CpuSeconds(RUSAGE_THREAD), proc0 = CpuSeconds(RUSAGE_SELF);
   c.RestartDaemon();
   const double restart_s = Since(t);
   auto again = c.Call<p::StatusReply>(p::StatusRequest{});
   const double answer_s = Since(t);
-  std::printf("  restart (new daemon on the same state, load + core rebuild) %.2f s; answering %.2f s (%s)\n",
-              restart_s, answer_s, again.ok() ? "ok" : again.status().ToString().c_str());
+  const double cpu = CpuSeconds(RUSAGE_THREAD) - cpu0, proc = CpuSeconds(RUSAGE_SELF) - proc0;
+  std::printf("  restart (new daemon on the same state, load + core rebuild) %.2f s; answering %.2f s (%s); "
+              "CPU %.2f s on the serving thread, %.2f s in the process\n",
+              restart_s, answer_s, again.ok() ? "ok" : again.status().ToString().c_str(), cpu, proc);
+  for (size_t i = logged; i < lines->lines.size(); ++i) std::printf("    %s\n", lines->lines[i].c_str());
   if (client == nullptr && !state_path.empty()) {
     std::error_code ec;
     std::printf("  state file %.1f MB (+ WAL %.1f MB)\n", std::filesystem::file_size(state_path, ec) / 1e6,

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <variant>
+
+#include "../scheduler/test_util.h"
 
 namespace aryl::daemon {
 namespace {
@@ -85,6 +88,90 @@ TEST(CoreJournalTest, AMeasuredResizePauseSurvivesItsRow) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(std::get<sched::JobResizeMeasured>(*back).job, 7u);
   EXPECT_EQ(std::get<sched::JobResizeMeasured>(*back).pause, 0.1234567890123);
+}
+
+// 300 jobs in varied states (elastic and inelastic, three models, running,
+// queued, some finished, a failed server, a cordoned one, a reclaim under
+// way): the snapshot read back is the image it was written from, byte for
+// byte when written again.
+TEST(CoreSnapshotTest, ARestoredImageEqualsTheSavedOne) {
+  namespace t = aryl::sched::testing;
+  t::Harness h(t::Servers(30, 4));
+  const char* models[] = {"linear", "sublinear", "holes"};
+  for (sched::JobId id = 1; id <= 300; ++id) {
+    sched::JobSpec spec = id % 3 ? t::Elastic(id, 1, 1 + id % 8, 500.0 + id, models[id % 3])
+                                 : t::Inelastic(id, 1 + id % 4, 800, models[id % 3]);
+    h.Submit(spec, 0.5);
+    if (id % 40 == 0) h.Send(sched::JobFinished{id - 30}, 0.1);
+  }
+  h.Send(sched::ServerFailed{3}, 1);
+  h.Send(sched::ServerCordoned{5, true}, 1);
+  h.Loan({31}, 1);
+  h.ReclaimNamed({31}, 1);
+  const auto image = h.scheduler().Snapshot();
+  int running = 0;
+  for (const auto& j : image.state.jobs) running += j.status == sched::JobStatus::kRunning;
+  ASSERT_GT(running, 10);
+  ASSERT_GT(static_cast<int>(image.state.jobs.size()) - running, 10);  // some queued
+
+  auto text = SnapshotToJson(image);
+  ASSERT_TRUE(text.ok()) << text.status();
+  auto back = SnapshotFromJson(*text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->state.jobs.size(), image.state.jobs.size());
+  ASSERT_EQ(back->state.servers.size(), image.state.servers.size());
+  for (size_t i = 0; i < image.state.jobs.size(); ++i) {
+    const auto &a = image.state.jobs[i], &b = back->state.jobs[i];
+    EXPECT_EQ(a.spec.id, b.spec.id);
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.placement, b.placement);
+    EXPECT_EQ(a.curves, b.curves);
+    EXPECT_EQ(a.remaining_work, b.remaining_work);
+  }
+  for (size_t i = 0; i < image.state.servers.size(); ++i) {
+    EXPECT_EQ(image.state.servers[i].jobs, back->state.servers[i].jobs);
+    EXPECT_EQ(image.state.servers[i].cordoned, back->state.servers[i].cordoned);
+  }
+  EXPECT_EQ(back->state.now, image.state.now);
+  EXPECT_EQ(back->state.reclaims.size(), image.state.reclaims.size());
+  auto again = SnapshotToJson(*back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *text);
+  // And a restore of what was read back is the core the image restores to.
+  auto restored = sched::Scheduler::Restore("aryl", std::move(*back), t::Catalog());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  auto round = SnapshotToJson((*restored)->Snapshot());
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(*round, *text);
+}
+
+// A snapshot whose job or server is not an object is refused, not skipped.
+TEST(CoreSnapshotTest, AJobThatIsNotAnObjectIsCorruption) {
+  namespace t = aryl::sched::testing;
+  t::Harness h(t::Servers(2, 0));
+  h.Submit(t::Inelastic(1, 1));
+  auto text = SnapshotToJson(h.scheduler().Snapshot());
+  ASSERT_TRUE(text.ok());
+  for (const std::string member : {"\"jobs\":[", "\"servers\":["}) {
+    std::string bad = *text;
+    auto at = bad.find(member);
+    ASSERT_NE(at, std::string::npos) << member;
+    bad.insert(at + member.size(), "7,");
+    auto back = SnapshotFromJson(bad);
+    EXPECT_EQ(back.status().code(), Status::Code::kCorruption) << member << ": " << back.status();
+  }
+}
+
+// An encoding whose snapshot was dropped stops and says so.
+TEST(CoreSnapshotTest, ACancelledEncodingStops) {
+  namespace t = aryl::sched::testing;
+  t::Harness h(t::Servers(2, 0));
+  h.Submit(t::Inelastic(1, 1));
+  std::atomic<bool> cancel{true};
+  auto text = SnapshotToJson(h.scheduler().Snapshot(), &cancel);
+  EXPECT_EQ(text.status().code(), Status::Code::kCancelled) << text.status();
+  cancel = false;
+  EXPECT_TRUE(SnapshotToJson(h.scheduler().Snapshot(), &cancel).ok());
 }
 
 }  // namespace

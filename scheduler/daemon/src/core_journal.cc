@@ -335,14 +335,15 @@ void Daemon::Impl::MaybeSnapshot() {
   ps.taken = t0;
   std::shared_ptr<const s::SpeedModels> models;
   if (speed) models = std::make_shared<const s::SpeedModels>(*speed);  // a copy: encoded meanwhile
-  ps.text = std::async(std::launch::async,
-                       [image = std::move(image), models]() -> Result<std::pair<std::string, std::string>> {
-                         ARYL_ASSIGN_OR_RETURN(std::string core_json, SnapshotToJson(image));
-                         return std::make_pair(std::move(core_json), models ? models->ToJson() : std::string());
-                       });
+  ps.text = std::async(std::launch::async, [image = std::move(image), models,
+                                            cancel = ps.cancel]() -> Result<std::pair<std::string, std::string>> {
+    ARYL_ASSIGN_OR_RETURN(std::string core_json, SnapshotToJson(image, cancel.get()));
+    if (cancel->load(std::memory_order_relaxed)) return Status::Cancelled("core snapshot: dropped");
+    return std::make_pair(std::move(core_json), models ? models->ToJson() : std::string());
+  });
   ps.image_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   journal_rows = 0;
-  pending_snapshot = std::move(ps);
+  pending_snapshot.emplace(std::move(ps));
 }
 
 void Daemon::Impl::PollSnapshot(bool wait) {

@@ -6,6 +6,7 @@
 // before it deleted, in one transaction.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <variant>
 
@@ -61,7 +62,11 @@ Result<JournalRow> RowFromJson(const std::string& text);
 // The snapshot that replaces the journal's older rows (core_snapshot.cc): the
 // core's Scheduler::Image. A restart restores it and replays only the rows
 // after it, so replay and journal size do not grow with history.
-Result<std::string> SnapshotToJson(const sched::Scheduler::Image& image);
+// With `cancel`, gives up (Status::Cancelled) once it is set, checked at every
+// server and job: the helper thread that encodes a snapshot stops when the
+// snapshot is dropped (pending_snapshot.h).
+Result<std::string> SnapshotToJson(const sched::Scheduler::Image& image,
+                                   const std::atomic<bool>* cancel = nullptr);
 Result<sched::Scheduler::Image> SnapshotFromJson(const std::string& text);
 
 }  // namespace aryl::daemon

@@ -77,8 +77,11 @@ Status Daemon::Impl::Init() {
   }
   DeclareMetrics();
   ARYL_RETURN_IF_ERROR(StartDemandSource());
+  const auto load_start = std::chrono::steady_clock::now();
   ARYL_RETURN_IF_ERROR(LoadState());
+  const auto loaded = std::chrono::steady_clock::now();
   ARYL_RETURN_IF_ERROR(RebuildCore(std::nullopt));
+  const auto rebuilt = std::chrono::steady_clock::now();
   // Reclaims under way when the last scheduler stopped (reclaim_record.h):
   // those of servers that still hold workers. O(nodes) reads, once.
   for (const auto& [id, on] : registry.workers_on())
@@ -88,8 +91,10 @@ Status Daemon::Impl::Init() {
         reclaims.push_back(*pr);
       }
   started_at = WallNow();
-  spdlog::info("state {}: {} nodes, {} live jobs; core {}", store->location(), nodes.size(), jobs.size(),
-               core ? "rebuilt from the journal" : "waits for the first agent");
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  spdlog::info("state {}: {} nodes, {} live jobs; core {} (load {:.0f} ms, core {:.0f} ms)", store->location(),
+               nodes.size(), jobs.size(), core ? "rebuilt from the journal" : "waits for the first agent",
+               ms(load_start, loaded), ms(loaded, rebuilt));
   return Status::Ok();
 }
 

@@ -73,6 +73,7 @@
 #include "aryl/sim/demand.h"
 #include "authz.h"
 #include "live_job.h"
+#include "pending_snapshot.h"
 #include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
@@ -221,15 +222,7 @@ class Daemon::Impl {
   void PollSnapshot(bool wait = false);
   std::int64_t journal_rows = 0;    // core_events rows since the snapshot
   std::size_t snapshot_bytes = 0;   // size of the last snapshot written
-  struct PendingSnapshot {
-    // SnapshotToJson of the image, and the speed models' JSON as they were.
-    std::future<Result<std::pair<std::string, std::string>>> text;
-    std::int64_t upto = 0;                  // the last core_events row it covers
-    std::int64_t rows = 0;                  // journal rows it replaces
-    std::chrono::steady_clock::time_point taken;
-    double image_ms = 0;                    // serving-thread time at the image
-  };
-  std::optional<PendingSnapshot> pending_snapshot;
+  std::optional<PendingSnapshot> pending_snapshot;  // dropping it cancels its encoding
   static s::ServerSpec CoreSpec(const Node& n);
   s::SchedulerConfig CoreConfig() const;
 

@@ -90,6 +90,7 @@ static_assert(std::size(kMigrations) + 1 == StateStore::kSchemaVersion);
 }  // namespace
 
 SqliteStateStore::~SqliteStateStore() {
+  stmts_.reset();  // finalized before the connection closes
   if (db_) sqlite3_close_v2(db_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
@@ -147,6 +148,7 @@ Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(const std::stri
     return Status::IoError("cannot open state file " + path + ": " +
                            (store->db_ ? sqlite3_errmsg(store->db_) : sqlite3_errstr(rc)));
   }
+  store->stmts_ = std::make_unique<internal::StmtCache>(store->db_);
   // Never block forever on a lock held by another process.
   sqlite3_busy_timeout(store->db_, 5000);
   // WAL + synchronous=NORMAL: a commit survives a process crash (SIGKILL); FULL
@@ -237,7 +239,7 @@ Status SqliteStateStore::Batch(const std::function<Status()>& body) {
   return c;
 }
 
-static Status WritePlacement(sqlite3* db, const JobRecord& job) {
+static Status WritePlacement(internal::StmtCache& db, const JobRecord& job) {
   Stmt del(db, "DELETE FROM placements WHERE job_id = ?;");
   ARYL_RETURN_IF_ERROR(del.status("prepare delete placement"));
   del.Bind(1, static_cast<std::int64_t>(job.id));
@@ -265,7 +267,7 @@ Result<std::uint64_t> SqliteStateStore::InsertJob(const JobRecord& job) {
   }
   std::uint64_t id = 0;
   Status s = Batch([&]() -> Status {
-    Stmt ins(db_,
+    Stmt ins(*stmts_,
              "INSERT INTO jobs(id, name, client_token, spec, state, submit_time, start_time, end_time,"
              " generation, exit_code, message, workers) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);");
     ARYL_RETURN_IF_ERROR(ins.status("prepare insert job"));
@@ -285,14 +287,14 @@ Result<std::uint64_t> SqliteStateStore::InsertJob(const JobRecord& job) {
     id = static_cast<std::uint64_t>(sqlite3_last_insert_rowid(db_));
     JobRecord with_id = job;
     with_id.id = id;
-    return WritePlacement(db_, with_id);
+    return WritePlacement(*stmts_, with_id);
   });
   if (!s.ok()) return s;
   return id;
 }
 
 Result<std::optional<std::uint64_t>> SqliteStateStore::FindJobByToken(const std::string& token) {
-  Stmt q(db_, "SELECT id FROM jobs WHERE client_token = ?;");
+  Stmt q(*stmts_, "SELECT id FROM jobs WHERE client_token = ?;");
   ARYL_RETURN_IF_ERROR(q.status("prepare find job"));
   q.Bind(1, token);
   int rc = q.Step();
@@ -303,7 +305,7 @@ Result<std::optional<std::uint64_t>> SqliteStateStore::FindJobByToken(const std:
 
 Status SqliteStateStore::UpdateJob(const JobRecord& job) {
   return Batch([&]() -> Status {
-    Stmt up(db_,
+    Stmt up(*stmts_,
             "UPDATE jobs SET state = ?, start_time = ?, end_time = ?, generation = ?, exit_code = ?,"
             " message = ?, workers = ? WHERE id = ?;");
     ARYL_RETURN_IF_ERROR(up.status("prepare update job"));
@@ -317,7 +319,7 @@ Status SqliteStateStore::UpdateJob(const JobRecord& job) {
     up.Bind(8, static_cast<std::int64_t>(job.id));
     ARYL_RETURN_IF_ERROR(up.Done("update job"));
     if (sqlite3_changes(db_) != 1) return Status::NotFound("job " + std::to_string(job.id));
-    return WritePlacement(db_, job);
+    return WritePlacement(*stmts_, job);
   });
 }
 
@@ -352,7 +354,7 @@ Result<JobRecord> SqliteStateStore::GetJob(std::uint64_t id) {
   if (rc == SQLITE_DONE) return Status::NotFound("job " + std::to_string(id) + " does not exist");
   if (rc != SQLITE_ROW) return q.Error("get job", rc);
   ARYL_ASSIGN_OR_RETURN(JobRecord j, ReadJobRow(q));
-  Stmt p(db_, "SELECT node, workers FROM placements WHERE job_id = ? ORDER BY node;");
+  Stmt p(*stmts_, "SELECT node, workers FROM placements WHERE job_id = ? ORDER BY node;");
   p.Bind(1, static_cast<std::int64_t>(id));
   while ((rc = p.Step()) == SQLITE_ROW) j.placement[p.Text(0)] = static_cast<int>(p.Int(1));
   if (rc != SQLITE_DONE) return p.Error("get placement", rc);
@@ -379,7 +381,7 @@ Result<std::vector<JobRecord>> SqliteStateStore::ListJobs(bool only_live, std::u
   }
   if (rc != SQLITE_DONE) return q.Error("list jobs", rc);
   if (jobs.empty()) return jobs;
-  Stmt p(db_, "SELECT job_id, node, workers FROM placements WHERE job_id > ? AND job_id <= ?;");
+  Stmt p(*stmts_, "SELECT job_id, node, workers FROM placements WHERE job_id > ? AND job_id <= ?;");
   p.Bind(1, static_cast<std::int64_t>(after));
   p.Bind(2, static_cast<std::int64_t>(jobs.back().id));
   while ((rc = p.Step()) == SQLITE_ROW) {
@@ -391,7 +393,7 @@ Result<std::vector<JobRecord>> SqliteStateStore::ListJobs(bool only_live, std::u
 }
 
 Result<std::uint64_t> SqliteStateStore::MaxJobId() {
-  Stmt q(db_, "SELECT IFNULL(MAX(id), 0) FROM jobs;");
+  Stmt q(*stmts_, "SELECT IFNULL(MAX(id), 0) FROM jobs;");
   int rc = q.Step();
   if (rc != SQLITE_ROW) return q.Error("max job id", rc);
   return static_cast<std::uint64_t>(q.Int(0));
@@ -399,7 +401,7 @@ Result<std::uint64_t> SqliteStateStore::MaxJobId() {
 
 Status SqliteStateStore::UpsertNode(const NodeRecord& node) {
   return Batch([&]() -> Status {
-    Stmt q(db_,
+    Stmt q(*stmts_,
            "INSERT INTO nodes(name, pool, gpu_type, gpus, loan_state, server_id) VALUES(?, ?, ?, ?, ?, ?)"
            " ON CONFLICT(name) DO UPDATE SET pool = excluded.pool, gpu_type = excluded.gpu_type,"
            " gpus = excluded.gpus, loan_state = excluded.loan_state, server_id = excluded.server_id;");
@@ -415,7 +417,7 @@ Status SqliteStateStore::UpsertNode(const NodeRecord& node) {
 }
 
 Result<std::vector<NodeRecord>> SqliteStateStore::ListNodes() {
-  Stmt q(db_, "SELECT name, pool, gpu_type, gpus, loan_state, server_id FROM nodes ORDER BY server_id;");
+  Stmt q(*stmts_, "SELECT name, pool, gpu_type, gpus, loan_state, server_id FROM nodes ORDER BY server_id;");
   ARYL_RETURN_IF_ERROR(q.status("prepare list nodes"));
   std::vector<NodeRecord> nodes;
   int rc;
@@ -429,7 +431,7 @@ Result<std::vector<NodeRecord>> SqliteStateStore::ListNodes() {
 
 Status SqliteStateStore::SetMeta(const std::string& key, const std::string& value) {
   return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value;");
+    Stmt q(*stmts_, "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value;");
     ARYL_RETURN_IF_ERROR(q.status("prepare set meta"));
     q.Bind(1, key);
     q.Bind(2, value);
@@ -438,7 +440,7 @@ Status SqliteStateStore::SetMeta(const std::string& key, const std::string& valu
 }
 
 Result<std::optional<std::string>> SqliteStateStore::GetMeta(const std::string& key) {
-  Stmt q(db_, "SELECT value FROM meta WHERE key = ?;");
+  Stmt q(*stmts_, "SELECT value FROM meta WHERE key = ?;");
   ARYL_RETURN_IF_ERROR(q.status("prepare get meta"));
   q.Bind(1, key);
   int rc = q.Step();

@@ -13,6 +13,10 @@ struct sqlite3;
 
 namespace aryl::daemon {
 
+namespace internal {
+class StmtCache;
+}
+
 class SqliteStateStore final : public StateStore {
  public:
   static Result<std::unique_ptr<SqliteStateStore>> Open(const std::string& path);
@@ -59,6 +63,7 @@ class SqliteStateStore final : public StateStore {
   Status Migrate();
 
   sqlite3* db_ = nullptr;
+  std::unique_ptr<internal::StmtCache> stmts_;  // prepared once (sqlite_stmt.h)
   int lock_fd_ = -1;  // flock on "<path>.lock", held while open
   std::string path_;
   int schema_version_ = 0;

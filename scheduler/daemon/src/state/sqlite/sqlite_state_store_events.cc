@@ -13,7 +13,7 @@ using internal::Stmt;
 
 Status SqliteStateStore::AppendEvent(const EventRecord& e) {
   return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO events(seq, time, job_id, kind, detail, data) VALUES(?, ?, ?, ?, ?, ?);");
+    Stmt q(*stmts_, "INSERT INTO events(seq, time, job_id, kind, detail, data) VALUES(?, ?, ?, ?, ?, ?);");
     ARYL_RETURN_IF_ERROR(q.status("prepare append event"));
     if (e.seq > 0) q.Bind(1, e.seq); else q.BindNull(1);
     q.Bind(2, e.time);
@@ -24,7 +24,7 @@ Status SqliteStateStore::AppendEvent(const EventRecord& e) {
     ARYL_RETURN_IF_ERROR(q.Done("append event"));
     if (e.nodes.empty()) return Status::Ok();
     std::int64_t seq = sqlite3_last_insert_rowid(db_);
-    Stmt n(db_, "INSERT OR IGNORE INTO event_nodes(seq, node) VALUES(?, ?);");
+    Stmt n(*stmts_, "INSERT OR IGNORE INTO event_nodes(seq, node) VALUES(?, ?);");
     ARYL_RETURN_IF_ERROR(n.status("prepare append event node"));
     for (const auto& node : e.nodes) {
       n.Reset();
@@ -65,7 +65,7 @@ Result<std::vector<EventRecord>> SqliteStateStore::Events(const EventFilter& f) 
   if (rc != SQLITE_DONE) return q.Error("read events", rc);
   if (out.empty()) return out;
   // The nodes of the rows read, in one range query.
-  Stmt n(db_, "SELECT seq, node FROM event_nodes WHERE seq >= ? AND seq <= ? ORDER BY seq, node;");
+  Stmt n(*stmts_, "SELECT seq, node FROM event_nodes WHERE seq >= ? AND seq <= ? ORDER BY seq, node;");
   ARYL_RETURN_IF_ERROR(n.status("prepare event nodes"));
   n.Bind(1, index.begin()->first);
   n.Bind(2, index.rbegin()->first);
@@ -79,7 +79,7 @@ Result<std::vector<EventRecord>> SqliteStateStore::Events(const EventFilter& f) 
 
 Status SqliteStateStore::AppendCoreEvent(double time, const std::string& body) {
   return Batch([&]() -> Status {
-    Stmt q(db_, "INSERT INTO core_events(time, body) VALUES(?, ?);");
+    Stmt q(*stmts_, "INSERT INTO core_events(time, body) VALUES(?, ?);");
     ARYL_RETURN_IF_ERROR(q.status("prepare append core event"));
     q.Bind(1, time);
     q.Bind(2, body);
@@ -88,7 +88,7 @@ Status SqliteStateStore::AppendCoreEvent(double time, const std::string& body) {
 }
 
 Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents() {
-  Stmt q(db_, "SELECT time, body FROM core_events ORDER BY seq;");
+  Stmt q(*stmts_, "SELECT time, body FROM core_events ORDER BY seq;");
   ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
   std::vector<std::pair<double, std::string>> out;
   int rc;
@@ -106,14 +106,14 @@ Status SqliteStateStore::SaveCoreSnapshot(const std::string& body, std::optional
 
 Status SqliteStateStore::DeleteCoreEvents(std::optional<std::int64_t> upto) {
   if (!upto) return Exec("DELETE FROM core_events;");
-  Stmt q(db_, "DELETE FROM core_events WHERE seq <= ?;");
+  Stmt q(*stmts_, "DELETE FROM core_events WHERE seq <= ?;");
   ARYL_RETURN_IF_ERROR(q.status("prepare delete core events"));
   q.Bind(1, *upto);
   return q.Done("delete core events");
 }
 
 Result<std::int64_t> SqliteStateStore::LastCoreEventSeq() {
-  Stmt q(db_, "SELECT coalesce(max(seq), 0) FROM core_events;");
+  Stmt q(*stmts_, "SELECT coalesce(max(seq), 0) FROM core_events;");
   ARYL_RETURN_IF_ERROR(q.status("prepare last core event"));
   int rc = q.Step();
   if (rc != SQLITE_ROW) return q.Error("last core event", rc);
@@ -121,7 +121,7 @@ Result<std::int64_t> SqliteStateStore::LastCoreEventSeq() {
 }
 
 Result<std::int64_t> SqliteStateStore::LastEventSeq() {
-  Stmt q(db_, "SELECT coalesce(max(seq), 0) FROM events;");
+  Stmt q(*stmts_, "SELECT coalesce(max(seq), 0) FROM events;");
   ARYL_RETURN_IF_ERROR(q.status("prepare last event"));
   int rc = q.Step();
   if (rc != SQLITE_ROW) return q.Error("last event", rc);
@@ -129,7 +129,7 @@ Result<std::int64_t> SqliteStateStore::LastEventSeq() {
 }
 
 Status SqliteStateStore::RestoreCoreEvent(std::int64_t seq, double time, const std::string& body) {
-  Stmt q(db_, "INSERT INTO core_events(seq, time, body) VALUES(?, ?, ?);");
+  Stmt q(*stmts_, "INSERT INTO core_events(seq, time, body) VALUES(?, ?, ?);");
   ARYL_RETURN_IF_ERROR(q.status("prepare restore core event"));
   q.Bind(1, seq);
   q.Bind(2, time);

@@ -1,23 +1,85 @@
-// Stmt: one prepared SQLite statement of the state store, finalized on scope
-// exit, with SQLite's result codes turned into Status (state_store.cc and
-// state_store_events.cc). Internal to the daemon's state store.
+// Stmt: one prepared SQLite statement of the state store, with SQLite's
+// result codes turned into Status (state_store.cc and state_store_events.cc).
+// Internal to the daemon's state store.
+//
+// A statement of fixed text is prepared once per connection (StmtCache) and
+// reset on scope exit: compiling the SQL cost as much as running it for the
+// store's one-row reads and writes (a restart reads two meta keys per node).
+// Statements built at run time are prepared and finalized each time.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "aryl/status.h"
 
 namespace aryl::daemon::internal {
 
+// The prepared statements of one connection, by SQL text. Not thread-safe:
+// used by the thread that owns the connection. Finalizes them before the
+// connection closes (its owner destroys it first).
+class StmtCache {
+ public:
+  explicit StmtCache(sqlite3* db) : db_(db) {}
+  ~StmtCache() { Clear(); }
+  StmtCache(const StmtCache&) = delete;
+  StmtCache& operator=(const StmtCache&) = delete;
+
+  sqlite3* db() const { return db_; }
+  void Clear() {
+    for (auto& [sql, e] : entries_) sqlite3_finalize(e.stmt);
+    entries_.clear();
+  }
+
+ private:
+  friend class Stmt;
+  struct Entry {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  sqlite3* db_;
+  std::unordered_map<std::string, Entry> entries_;
+};
+
 class Stmt {
  public:
+  // Prepared now, finalized on scope exit.
   Stmt(sqlite3* db, const char* sql) : db_(db) {
     rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr);
   }
-  ~Stmt() { sqlite3_finalize(s_); }
+  // From `cache` (prepared on first use), reset on scope exit. A statement
+  // still in use further up the stack is prepared afresh instead.
+  Stmt(StmtCache& cache, const char* sql) : db_(cache.db_) {
+    StmtCache::Entry& e = cache.entries_[sql];
+    if (e.in_use) {
+      rc_ = sqlite3_prepare_v2(db_, sql, -1, &s_, nullptr);
+      return;
+    }
+    if (!e.stmt) {
+      rc_ = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &e.stmt, nullptr);
+      if (rc_ != SQLITE_OK) {
+        sqlite3_finalize(e.stmt);
+        e.stmt = nullptr;
+        return;
+      }
+    }
+    rc_ = SQLITE_OK;
+    e.in_use = true;
+    s_ = e.stmt;
+    cached_ = &e;
+  }
+  ~Stmt() {
+    if (!cached_) {
+      sqlite3_finalize(s_);
+      return;
+    }
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+    cached_->in_use = false;
+  }
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
 
@@ -54,6 +116,7 @@ class Stmt {
   sqlite3* db_;
   sqlite3_stmt* s_ = nullptr;
   int rc_;
+  StmtCache::Entry* cached_ = nullptr;  // null: this Stmt owns s_
 };
 
 }  // namespace aryl::daemon::internal
