@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -173,11 +174,31 @@ class EtcdCluster {
     return WaitAnswers(i, kStartTimeout);
   }
 
+  // SIGSTOP, and back once every thread of the member has stopped: the stop
+  // reaches each thread asynchronously, and on a busy machine one that runs
+  // on another core can still answer a request sent after kill() returned.
   void Pause(int i) {
-    if (members_[i].pid > 0 && ::kill(members_[i].pid, SIGSTOP) == 0) members_[i].paused = true;
+    if (members_[i].pid <= 0 || ::kill(members_[i].pid, SIGSTOP) != 0) return;
+    members_[i].paused = true;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!AllThreadsStopped(members_[i].pid) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   void Resume(int i) {
     if (members_[i].pid > 0 && ::kill(members_[i].pid, SIGCONT) == 0) members_[i].paused = false;
+  }
+
+  // Every thread of `pid` in state T (stopped) per /proc/<pid>/task/*/stat.
+  static bool AllThreadsStopped(pid_t pid) {
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream in(task.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      auto close = stat.rfind(')');
+      if (close == std::string::npos || close + 2 >= stat.size()) continue;  // the thread ended
+      if (stat[close + 2] != 'T' && stat[close + 2] != 't') return false;
+    }
+    return !ec;
   }
 
   std::string Log(int i) const {
