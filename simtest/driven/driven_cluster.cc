@@ -8,31 +8,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "aryl/agent/agent.h"
 #include "aryl/daemon/state_store.h"
 #include "aryl/protocol/generation.h"
 #include "aryl/protocol/scheduler_client.h"
 
 
 namespace aryl::daemon::testing {
-
-namespace {
-
-// The core's link to the daemon: the driven agent's registration, lease and
-// wire (SchedulerSession's part in the binary).
-class AgentLink final : public agent::SchedulerLink {
- public:
-  AgentLink(DrivenAgent& a, std::function<void(const p::Message&)> send) : a_(a), send_(std::move(send)) {}
-  bool registered() const override { return a_.registered; }
-  void Send(const p::Message& m) override { send_(m); }
-  agent::SchedulerLease& lease() override { return a_.lease; }
-
- private:
-  DrivenAgent& a_;
-  std::function<void(const p::Message&)> send_;
-};
-
-}  // namespace
 
 Status MemoryPort::Reply(const p::ReplyTo& to, const p::Message& msg) {
   if (to.correlation.empty()) return Status::Ok();  // one-way: nobody waits
@@ -180,11 +161,10 @@ DrivenAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int sl
 
 void DrivenCluster::StartAgentProcess(DrivenAgent& a) {
   const std::string id = a.reg.agent_id;
-  a.host = std::make_unique<MemoryWorkers>(clock_, [this, id](p::JobId job, p::WorkerId worker, bool ckpt, double grace) {
-    Terminated(id, job, worker, ckpt, grace);
-  });
-  a.link = std::make_unique<AgentLink>(a, [this, id](const p::Message& m) { Deliver(id, m); });
-  a.core = std::make_unique<agent::AgentCore>(a.reg, agent::AgentOptions{}.leave_timeout, clock_, *a.link, *a.host);
+  a.StartProcess(
+      clock_,
+      [this, id](p::JobId job, p::WorkerId worker, bool ckpt, double grace) { Terminated(id, job, worker, ckpt, grace); },
+      [this, id](const p::Message& m) { Deliver(id, m); });
 }
 
 Result<p::Message> DrivenCluster::Call(p::Message msg, const std::string& from) {
@@ -299,9 +279,11 @@ void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
     runtime_.NoteGeneration(m->job, m->generation, m->members, &m->workers, now());
   if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
     runtime_.NoteGeneration(m->job, m->generation, m->members, nullptr, now());
-    ++a.in_core;
-    const bool taken = a.core->OnNewGeneration(*m);
-    --a.in_core;
+    bool taken = false;
+    {
+      InCore in(a);
+      taken = a.core->OnNewGeneration(*m);
+    }
     // A leaver's runtime exits by itself at the switch step.
     if (taken)
       for (p::WorkerId wid : m->leaving)
@@ -317,9 +299,8 @@ void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
       a.register_sent = -10;
     }
   } else {
-    ++a.in_core;
+    InCore in(a);
     a.core->OnCommand(msg);
-    --a.in_core;
   }
   Reap(a);
 }
@@ -343,9 +324,8 @@ void DrivenCluster::End(const std::string& agent, p::WorkerId worker, agent::Exi
 void DrivenCluster::Reap(DrivenAgent& a) {
   for (auto ended = a.host->Poll(); !ended.empty(); ended = a.host->Poll())
     for (const auto& ex : ended) {
-      ++a.in_core;
+      InCore in(a);
       a.core->OnExit(ex);
-      --a.in_core;
     }
 }
 
@@ -430,9 +410,10 @@ void DrivenCluster::Run(double seconds) {
 // resend), then register until answered, else heartbeat on the interval the
 // scheduler gave.
 void DrivenCluster::AgentTick(DrivenAgent& a) {
-  ++a.in_core;
-  a.core->Tick();
-  --a.in_core;
+  {
+    InCore in(a);
+    a.core->Tick();
+  }
   Reap(a);
   if (!a.registered) {
     if (now() - a.register_sent > 1.0) Register(a);

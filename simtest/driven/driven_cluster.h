@@ -1,12 +1,12 @@
 // A cluster in this process, on virtual time: the real daemon
 // (Daemon::StartDriven, the binary's handlers and tick) behind an in-memory
-// MessagePort, a ManualClock, and agents that run aryl-agent's own command
-// logic (AgentCore, agent/src/agent_core.h: what to do on StartWorkers,
-// StopWorkers, NewGeneration, WorkerExitAck, the lease running out and a
-// worker's end; the contents of AgentRegister and Heartbeat) over in-memory
-// worker processes (memory_workers.h). One thread, one order: every run of a
-// test sees the same messages in the same sequence, and a minute of the
-// cluster takes milliseconds.
+// MessagePort, a ManualClock, and agents (driven_agent.h) that run
+// aryl-agent's own command logic (AgentCore, agent/src/agent_core.h: what to
+// do on StartWorkers, StopWorkers, NewGeneration, WorkerExitAck, the lease
+// running out and a worker's end; the contents of AgentRegister and
+// Heartbeat) over in-memory worker processes (memory_workers.h). One
+// thread, one order: every run of a test sees the same messages in the same
+// sequence, and a minute of the cluster takes milliseconds.
 //
 // The harness's, not the agent's: the wire and its faults (silent, mute,
 // deaf, down, faulty_network.h), the session around the core (registration
@@ -31,10 +31,8 @@
 #include "aryl/daemon/message_port.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/result.h"
-#include "agent_core.h"
+#include "driven_agent.h"
 #include "faulty_network.h"
-#include "lease.h"
-#include "memory_workers.h"
 #include "runtime_model.h"
 
 namespace aryl::daemon::testing {
@@ -58,50 +56,6 @@ class MemoryPort final : public MessagePort {
  private:
   std::string endpoint_ = "inproc://driven";
   std::deque<Sent> sent_;
-};
-
-// One agent: aryl-agent's own AgentCore (agent/src/agent_core.h) deciding
-// what to do on every command, on the lease and on every worker's end, over
-// in-memory workers (memory_workers.h); around it the harness's wire to the
-// daemon (as SchedulerSession: registration, heartbeats, the lease they
-// renew) and its faults.
-struct DrivenAgent {
-  p::AgentRegister reg;  // who it is (its workers and exits are the core's)
-  std::vector<p::Message> received;  // every command, in order
-  std::uint64_t seq = 0;
-  // Cut off: a crashed or partitioned agent (silent) sends nothing and hears
-  // nothing; a one-way partition loses only what it sends (mute) or only
-  // what it is sent (deaf).
-  bool silent = false;
-  bool mute = false;
-  bool deaf = false;
-  // The agent's process is dead (CrashAgent) until set false again: a new
-  // process then registers.
-  bool down = false;
-  bool Sends() const { return !silent && !mute && !down; }
-  bool Hears() const { return !silent && !deaf && !down; }
-  double next_heartbeat = 0;
-  // Protocol step 1, as SchedulerSession: registered until the scheduler says
-  // it does not know this agent; then a registration a second, each answered
-  // (or not) over the network, until one is.
-  bool registered = true;
-  double register_sent = -10;
-  std::string register_correlation;
-  std::uint64_t scheduler_epoch = 0;
-  // The lease (protocol step 2; agent/src/lease.h), renewed from the send
-  // time of each acknowledged heartbeat; the core stops the workers when it
-  // runs out and takes no start until it is granted again.
-  agent::SchedulerLease lease;
-
-  // The agent's process: its workers, its link to the wire and its logic.
-  std::unique_ptr<MemoryWorkers> host;
-  std::unique_ptr<agent::SchedulerLink> link;
-  std::unique_ptr<agent::AgentCore> core;
-  int in_core = 0;  // inside a call of the core: exits wait to be reaped
-
-  // The workers it runs and the exits not yet acknowledged (the core's).
-  std::vector<p::RunningWorker> Workers() const { return core->workers().Running(); }
-  const agent::ExitBook& exits() const { return core->exits(); }
 };
 
 class DrivenCluster {
