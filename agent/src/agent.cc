@@ -1,10 +1,10 @@
-// The agent's loop (agent.h). Agent::Impl owns the workers it started
-// (local_workers.h) and coordinates the parts that each do one job: the
-// scheduler session (scheduler_session.h), the worker channel
-// (worker_channel.h), the launch of workers (launch_spec.h), exit reports
-// (exit_book.h), progress (progress_relay.h) and generations announced through
-// the store (generation_announcer.h). It turns the scheduler's commands into
-// process launches and stops, and the workers' ends into reports.
+// The agent's loop (agent.h). What it decides on each command, on the lease
+// and on a worker's end is AgentCore's (agent_core.h); Agent::Impl is the
+// world that core acts on in the binary: it is the WorkerHost (fork/exec
+// through ProcessLauncher, signals, stop notices, the worker channel) and
+// wires the scheduler session (scheduler_session.h, the SchedulerLink), the
+// launch of workers (launch_spec.h), progress (progress_relay.h) and
+// generations announced through the store (generation_announcer.h).
 //
 // Thread safety: Run() owns everything; Stop() and running_workers() may be
 // called from any thread (agent.h).
@@ -21,6 +21,7 @@
 #include <optional>
 #include <set>
 
+#include "agent_core.h"
 #include "agent_options.h"
 #include "agent_security.h"
 #include "aryl/agent/process.h"
@@ -29,10 +30,8 @@
 #include "aryl/protocol/messages.h"
 #include "aryl/protocol/scheduler_client.h"
 #include "aryl/protocol/store.h"
-#include "exit_book.h"
 #include "generation_announcer.h"
 #include "launch_spec.h"
-#include "local_workers.h"
 #include "log_reader.h"
 #include "progress_relay.h"
 #include "run_as.h"
@@ -55,14 +54,14 @@ namespace {
 double Now() { return SystemClock::Default()->NowSeconds(); }
 }  // namespace
 
-class Agent::Impl {
+class Agent::Impl final : public WorkerHost {
  public:
   static constexpr double kShutdownGraceSeconds = 5;  // SIGTERM..SIGKILL when the agent stops
 
   AgentOptions opt;
-  std::unique_ptr<SchedulerSession> session;  // registration, heartbeats, lease, fencing
+  std::unique_ptr<SchedulerSession> session;  // registration, heartbeats, lease, term fencing
   ProcessLauncher launcher;
-  LocalWorkers workers;
+  std::unique_ptr<AgentCore> core;  // what to do on each command, lease and exit (agent_core.h)
   std::atomic<bool> stop{false};
   std::atomic<int> running{0};
   p::Pool pool = p::Pool::kTraining;
@@ -74,12 +73,13 @@ class Agent::Impl {
   std::unique_ptr<WorkerChannel> channel;  // ARYL_AGENT_ENDPOINT (protocol steps 12-16)
   GenerationAnnouncer announcer;           // the jobs' generations in flight here
   ProgressRelay progress;                  // rank 0's progress, to the scheduler
-  ExitBook exits;                          // exits the scheduler has not acknowledged
   std::optional<StopNotices> notices;      // ARYL_STOP_NOTICE files (stop_notice.h)
   std::unique_ptr<ServingSide> serving;    // --serving-start (protocol/serving.h)
   double started = 0;                      // when Run began
   double log_free_checked = -10;
   std::int64_t log_free = -1;
+  WorkerLaunchContext start_ctx;  // of the StartWorkers being launched (Starting)
+  Status start_ok;
 
   ~Impl() { channel.reset(); }  // no worker is heard once the agent goes
 
@@ -87,38 +87,16 @@ class Agent::Impl {
     return relay && !endpoint.empty() && endpoint != "none";
   }
 
-  // Pushes `m` to this agent's running workers of the job start `key`.
-  void PushToWorkers(p::JobId job, const std::string& key, const p::Message& m,
-                     const std::set<p::WorkerId>& only = {}) {
-    for (const LocalWorker* w : workers.Of(job, only)) {
-      if (w->identity.empty() || (!key.empty() && w->store_key != key)) continue;
-      Status st = channel->Push(w->identity, m);
-      if (!st.ok()) spdlog::warn("job {} worker {}: push {}: {}", job, w->id, p::TypeName(m), st.ToString());
-    }
-  }
-
   // What this agent is, runs and has to report (protocol step 1).
   p::AgentRegister RegisterMessage() const {
-    p::AgentRegister m;
-    m.agent_id = opt.id;
-    m.host = opt.host;
-    m.pool = pool;
-    m.gpu_type = opt.gpu_type;
-    m.slots = opt.slots;
-    m.workers = workers.Running();
-    m.store_endpoint = store_endpoint;
-    m.exited = exits.Unacked();
-    m.cluster_id = opt.cluster_id;
+    p::AgentRegister m = core->RegisterMessage();
     if (serving) m.serving = serving->Status();
     return m;
   }
 
   // Protocol step 2: free slots, the workers and the log disk's free space.
   p::Heartbeat HeartbeatMessage() {
-    p::Heartbeat hb;
-    hb.agent_id = opt.id;
-    hb.free_slots = workers.FreeSlots(opt.slots);
-    hb.workers = workers.Running();
+    p::Heartbeat hb = core->HeartbeatMessage();
     hb.log_free_bytes = LogFreeBytes();
     return hb;
   }
@@ -127,28 +105,18 @@ class Agent::Impl {
   // channel's socket must then be reachable by them).
   bool WorkersMayRunAsOthers() const { return user_map.has_value() || ::geteuid() == 0; }
 
-  void OnStart(const p::StartWorkers& m) {
-    Status v = m.Validate();
-    if (!v.ok()) {
-      spdlog::error("start_workers for job {}: {}", m.job, v.ToString());
-      return;
-    }
-    if (!session->lease().held() || session->lease().Expired(Now())) {
-      // Only a message queued from before the lease ran out can get here: the
-      // scheduler sends starts after a registration, which grants a lease.
-      spdlog::warn("job {}: start_workers refused: this agent holds no lease from the scheduler", m.job);
-      return;
-    }
-    if (session->Stale(m.job, m.generation, "start_workers")) return;
-    // A refused environment fails every worker's start, like an exec error.
-    Status env_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
-    WorkerLaunchContext ctx;
-    if (env_ok.ok()) {
+  // WorkerHost: what all workers of a StartWorkers share. A refused
+  // environment or account fails every worker's start, like an exec error.
+  void Starting(const p::StartWorkers& m) override {
+    start_ok = CheckJobEnv(m.env, opt.env_deny, opt.env_allow);
+    start_ctx = WorkerLaunchContext{};
+    WorkerLaunchContext& ctx = start_ctx;
+    if (start_ok.ok()) {
       auto a = WorkerAccount(user_map ? &*user_map : nullptr, m.owner, m.owner_uid);
       if (a.ok()) {
         ctx.account = *a;
       } else {
-        env_ok = a.status();
+        start_ok = a.status();
       }
     }
     ctx.job_dir = fs::path(opt.log_dir) / ("job-" + std::to_string(m.job));
@@ -165,105 +133,75 @@ class Agent::Impl {
     // the record exists before any of them starts.
     if (ctx.use_store)
       channel->Remember(AnnounceOf(m.job, StartGeneration(m, true), m.members, m.store_endpoint, m.store_prefix));
-    for (const auto& wp : m.workers) {
-      if (workers.Runs(m.job, wp.worker)) continue;
-      // The channel identity's random part (worker_channel.h, step 4).
-      auto nonce = p::NewStoreKey();
-      WorkerLaunch launch =
-          BuildWorkerLaunch(m, wp, ctx, nonce.ok() ? std::optional(nonce->substr(0, 32)) : std::nullopt);
-      notices->Remove(m.job, wp.worker);
-      launch.spec.env["ARYL_STOP_NOTICE"] = notices->PathOf(m.job, wp.worker);
-      if (nonce.ok()) {
-        channel->Issue(launch.channel_id, m.job, ctx.account ? ctx.account->credentials.uid : channel->self_uid());
-      } else if (env_ok.ok()) {
-        env_ok = nonce.status();
-      }
-      auto pid = env_ok.ok() ? launcher.Launch(launch.spec) : Result<pid_t>(env_ok);
-      if (!pid.ok()) {
-        // The job's failure, not the agent's: its user hears of it through the
-        // scheduler (exit 127 and the reason), so an info line here.
-        spdlog::info("job {} worker {} could not start: {}", m.job, wp.worker, pid.status().ToString());
-        channel->Revoke(launch.channel_id);
-        ReportExit(LaunchFailure(opt.id, m.job, wp.worker, m.generation, pid.status().message()));
-        continue;
-      }
-      LocalWorker w;
-      w.stdout_path = launch.spec.stdout_path;
-      w.job = m.job;
-      w.id = wp.worker;
-      if (ctx.use_store) w.store_key = m.store_prefix;
-      w.identity = launch.channel_id;
-      w.generation = m.generation;
-      w.rank = wp.rank;
-      w.world = static_cast<int>(m.members.size());
-      w.slot = wp.local_slot;
-      w.pid = *pid;
-      if (ctx.account) w.owner = std::pair(ctx.account->credentials.uid, ctx.account->credentials.gid);
-      workers.Add(w);
-      spdlog::info("job {} worker {} (rank {}, slot {}) started: pid {}", m.job, wp.worker, wp.rank, wp.local_slot,
-                   *pid);
-    }
-    running = static_cast<int>(workers.size());
   }
 
-  void OnNewGeneration(const p::NewGeneration& m) {
-    if (session->Stale(m.job, m.generation, "new_generation")) return;
-    workers.Apply(m, Now() + opt.leave_timeout);
-    spdlog::info("job {}: generation {} with {} members, {} leaving here", m.job, m.generation, m.members.size(),
-                 m.leaving.size());
-    if (UsesStore(m.store_endpoint)) announcer.Plan(m, Now());
+  // WorkerHost: one worker's fork/exec with its channel identity and stop notice.
+  Result<StartedWorker> Launch(const p::StartWorkers& m, const p::WorkerPlacement& wp) override {
+    const WorkerLaunchContext& ctx = start_ctx;
+    Status ok = start_ok;
+    // The channel identity's random part (worker_channel.h, step 4).
+    auto nonce = p::NewStoreKey();
+    WorkerLaunch launch =
+        BuildWorkerLaunch(m, wp, ctx, nonce.ok() ? std::optional(nonce->substr(0, 32)) : std::nullopt);
+    notices->Remove(m.job, wp.worker);
+    launch.spec.env["ARYL_STOP_NOTICE"] = notices->PathOf(m.job, wp.worker);
+    if (nonce.ok()) {
+      channel->Issue(launch.channel_id, m.job, ctx.account ? ctx.account->credentials.uid : channel->self_uid());
+    } else if (ok.ok()) {
+      ok = nonce.status();
+    }
+    auto pid = ok.ok() ? launcher.Launch(launch.spec) : Result<pid_t>(ok);
+    if (!pid.ok()) {
+      channel->Revoke(launch.channel_id);
+      return pid.status();
+    }
+    StartedWorker w;
+    w.pid = *pid;
+    w.identity = launch.channel_id;
+    w.stdout_path = launch.spec.stdout_path;
+    if (ctx.use_store) w.store_key = m.store_prefix;
+    if (ctx.account) w.owner = std::pair(ctx.account->credentials.uid, ctx.account->credentials.gid);
+    return w;
   }
 
-  void OnStop(const p::StopWorkers& m) {
-    std::set<p::WorkerId> which(m.workers.begin(), m.workers.end());
-    if (m.checkpoint_first) {
-      // A preemption notice: the runtime checkpoints and stops at its next
-      // step boundary; SIGTERM (which it treats the same) follows as the backstop.
-      p::WorkerCheckpointRequest req;
-      req.job = m.job;
-      req.reason = m.reason;
-      req.deadline_seconds = m.grace_seconds;
-      req.stop_after = true;
-      PushToWorkers(m.job, "", req, which);
-    }
-    for (LocalWorker* w : workers.Of(m.job, which)) StopWorker(*w, m.grace_seconds, m.reason);
-  }
-
-  // worker_life.h b, c, e: without a grace, SIGKILL now; else SIGTERM once
-  // and its notice, the SIGKILL at the earliest deadline any stop asked for.
-  // A killed worker is asked nothing more.
-  void StopWorker(LocalWorker& w, double grace, const std::string& reason) {
-    if (grace <= 0) {
-      if (!w.life.Kill()) return;  // killed before
-      launcher.Signal(w.pid, SIGKILL);
-    } else {
-      const double now = Now();
-      const bool first = w.life.Stop(now, grace);
-      if (w.life.state() != WorkerLife::State::kStopping) return;  // killed before
-      Notify(w, first ? grace : std::min(grace, w.life.kill_at() - now), reason);
-    }
-    spdlog::info("job {} worker {}: stopping ({}; grace {} s)", w.job, w.id, reason, grace);
-    launcher.RequestStop(w.pid, grace);
-  }
+  void RequestStop(pid_t pid, double grace) override { launcher.RequestStop(pid, grace); }
+  void Kill(pid_t pid) override { launcher.Signal(pid, SIGKILL); }
 
   // The worker's stop notice, just before its SIGTERM (stop_notice.h).
-  void Notify(const LocalWorker& w, double grace_seconds, const std::string& reason) {
+  void Notify(const LocalWorker& w, double grace_seconds, const std::string& reason) override {
     if (Status st = notices->WriteFor(w.job, w.id, grace_seconds, reason, w.owner); !st.ok())
       spdlog::warn("job {} worker {}: {}", w.job, w.id, st.ToString());
   }
 
+  void Push(const LocalWorker& w, const p::Message& m) override {
+    Status st = channel->Push(w.identity, m);
+    if (!st.ok()) spdlog::warn("job {} worker {}: push {}: {}", w.job, w.id, p::TypeName(m), st.ToString());
+  }
+
+  WorkerEnding TakeEnding(const LocalWorker& w) override {
+    WorkerChannel::Ending end = channel->TakeEnding(w.identity);
+    return {end.runtime, end.done};
+  }
+
+  // Drops a job's generation records once none of its workers runs here
+  // (a later StartWorkers records its generation again).
+  void Ended(const LocalWorker& w, bool last) override {
+    announcer.MemberEnded(w.job, w.id);
+    notices->Remove(w.job, w.id);
+    if (!last) return;
+    announcer.JobEnded(w.job);
+    channel->ForgetJob(w.job);
+  }
+
   void OnPush(const p::Message& msg) {
     if (session->FromDeposedLeader(msg)) return;
-    if (auto* m = std::get_if<p::StartWorkers>(&msg)) return OnStart(*m);
-    if (auto* m = std::get_if<p::NewGeneration>(&msg)) return OnNewGeneration(*m);
-    if (auto* m = std::get_if<p::StopWorkers>(&msg)) return OnStop(*m);
+    if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
+      if (core->OnNewGeneration(*m) && UsesStore(m->store_endpoint)) announcer.Plan(*m, Now());
+      return;
+    }
+    if (core->OnCommand(msg)) return;
     if (auto* m = std::get_if<p::LogRead>(&msg)) return session->Send(ReadWorkerLog(opt.log_dir, opt.id, *m));
     if (auto* a = std::get_if<p::HeartbeatAck>(&msg)) return session->OnHeartbeatAck(*a);
-    if (auto* a = std::get_if<p::WorkerExitAck>(&msg)) return exits.Acked(a->job, a->worker);
-    if (auto* m = std::get_if<p::WorkerCheckpointRequest>(&msg)) {
-      spdlog::info("job {}: checkpoint requested ({})", m->job, m->reason);
-      return PushToWorkers(m->job, "", *m);
-    }
     if (auto* e = std::get_if<p::Error>(&msg)) return session->OnError(*e);
     if (auto* c = std::get_if<p::ServingCommand>(&msg)) return OnServingCommand(*c);
     spdlog::warn("unexpected push '{}' ignored", p::TypeName(msg));
@@ -279,72 +217,9 @@ class Agent::Impl {
     return log_free;
   }
 
-  // No word from the scheduler for the whole lease: it may already have
-  // started this agent's jobs elsewhere. Every worker here checkpoints and
-  // stops (SIGTERM, which the runtime turns into a checkpoint and a clean
-  // stop), SIGKILL after kLeaseStopGraceSeconds; the agent then waits for the
-  // scheduler and registers again, reporting how its workers ended.
-  void LeaseTick() {
-    SchedulerLease& lease = session->lease();
-    double now = Now();
-    if (!lease.Expired(now)) return;
-    lease.Drop();
-    if (workers.empty()) return;
-    spdlog::error("no word from the scheduler for {:.1f} s (the lease): stopping the {} workers here",
-                  lease.lease_seconds(), workers.size());
-    for (p::JobId job : workers.Jobs()) {
-      p::WorkerCheckpointRequest req;
-      req.job = job;
-      req.reason = "the agent lost its lease from the scheduler";
-      req.deadline_seconds = p::kLeaseStopGraceSeconds;
-      req.stop_after = true;
-      PushToWorkers(job, "", req);
-    }
-    for (auto& [pid, w] : workers) StopWorker(w, p::kLeaseStopGraceSeconds, "the agent lost its lease from the scheduler");
-  }
-
-  // What the scheduler learns of a worker's end (exit_book.h), with what its
-  // channel said (WorkerHello, WorkerDone).
-  p::WorkerExited ExitOf(const LocalWorker& w, const ExitInfo& ex) {
-    WorkerChannel::Ending end = channel->TakeEnding(w.identity);
-    return ExitReport(opt.id, w.job, w.id, w.generation, ex, end.runtime, end.done);
-  }
-
-  // Kept until acknowledged, sent now while registered (exit_book.h).
-  void ReportExit(const p::WorkerExited& m) {
-    exits.Add(m);
-    if (session->registered()) session->Send(m);
-  }
-
-  void ResendExits() {
-    if (!session->registered()) return;
-    for (const auto& m : exits.DueForResend(Now())) session->Send(m);
-  }
-
+  // Reaps the workers that ended; the core reports them.
   void Reap() {
-    for (pid_t pid : workers.OverdueLeavers(Now())) launcher.RequestStop(pid, WorkerLife::kOverdueGrace);
-    for (const auto& ex : launcher.Poll()) {
-      auto it = workers.find(ex.pid);
-      if (it == workers.end()) continue;
-      LocalWorker& w = it->second;
-      w.life.Exit();
-      spdlog::info("job {} worker {} {}", w.job, w.id, ex.Describe());
-      p::JobId job = w.job;
-      ReportExit(ExitOf(w, ex));
-      announcer.MemberEnded(job, w.id);
-      notices->Remove(job, w.id);
-      workers.erase(it);
-      Forget(job);
-    }
-    running = static_cast<int>(workers.size());
-  }
-
-  // Drops a job's generation records once none of its workers runs here
-  // (a later StartWorkers records its generation again).
-  void Forget(p::JobId job) {
-    if (workers.Hosts(job)) return;
-    announcer.JobEnded(job);
-    channel->ForgetJob(job);
+    for (const auto& ex : launcher.Poll()) core->OnExit(ex);
   }
 
   // Takes the worker messages the channel's thread queued (protocol 13, 14, 16).
@@ -386,15 +261,15 @@ class Agent::Impl {
   void ReportProgress() {
     if (session->registered()) {
       auto hello = [this](const std::string& identity) { return channel->SaidHello(identity); };
-      for (const auto& m : progress.RuntimeReports(workers, hello)) session->Send(m);
+      for (const auto& m : progress.RuntimeReports(core->workers(), hello)) session->Send(m);
     }
-    for (const auto& m : progress.Tick(Now(), workers, session->registered())) session->Send(m);
+    for (const auto& m : progress.Tick(Now(), core->workers(), session->registered())) session->Send(m);
   }
 
   // An agreed generation: kept for WorkerHello and pushed to the job's workers here.
   void Announce(const p::GenerationAnnounce& a) {
     channel->Remember(a);
-    PushToWorkers(a.job, a.store_prefix, a);
+    core->PushToWorkers(a.job, a.store_prefix, a);
   }
 
   // Protocol/serving.h S2: the newest command wins.
@@ -427,23 +302,17 @@ class Agent::Impl {
       auto msg = session->Receive(milliseconds(20));
       if (msg.ok()) OnPush(*msg);
       DrainWorkerMessages();
-      LeaseTick();
+      core->Tick();
       Reap();
-      ResendExits();
+      running = static_cast<int>(core->workers().size());
       ReportProgress();
       announcer.Pump(Now(), [this](const p::GenerationAnnounce& a) { Announce(a); });
       ServingTick(Now());
     }
     serving.reset();  // stops the serving process and any hook (bounded)
-    spdlog::info("agent {} stopping: {} workers", opt.id, workers.size());
-    for (const auto& [pid, w] : workers) Notify(w, kShutdownGraceSeconds, "the agent is stopping");
-    for (const auto& ex : launcher.StopAll(kShutdownGraceSeconds)) {
-      auto it = workers.find(ex.pid);
-      if (it == workers.end()) continue;
-      notices->Remove(it->second.job, it->second.id);
-      ReportExit(ExitOf(it->second, ex));
-      workers.erase(it);
-    }
+    spdlog::info("agent {} stopping: {} workers", opt.id, core->workers().size());
+    for (const auto& [pid, w] : core->workers()) Notify(w, kShutdownGraceSeconds, "the agent is stopping");
+    for (const auto& ex : launcher.StopAll(kShutdownGraceSeconds)) core->OnExit(ex);
     running = 0;
     session->Close();
     return Status::Ok();
@@ -487,6 +356,16 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions given) {
   ARYL_ASSIGN_OR_RETURN(impl->channel,
                         WorkerChannel::Start(options.log_dir, options.id, impl->WorkersMayRunAsOthers()));
   spdlog::info("worker channel on {}", impl->channel->endpoint());
+  p::AgentRegister self;
+  self.agent_id = options.id;
+  self.host = options.host;
+  self.pool = resolved.pool;
+  self.gpu_type = options.gpu_type;
+  self.slots = options.slots;
+  self.store_endpoint = impl->store_endpoint;
+  self.cluster_id = options.cluster_id;
+  impl->core = std::make_unique<AgentCore>(std::move(self), options.leave_timeout, *SystemClock::Default(),
+                                           *impl->session, *impl);
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

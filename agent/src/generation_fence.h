@@ -3,8 +3,7 @@
 // message queued from before a restart elsewhere, or a late copy of one) and
 // is refused (docs/architecture.md, "Leases and fencing").
 //
-// Pure. Thread safety: none; the agent's loop owns it. aryl-agent's
-// SchedulerSession and the driven cluster's agents (simtest/driven) share it.
+// Pure. Thread safety: none; AgentCore (agent_core.h) keeps one.
 #pragma once
 
 #include <cstddef>

@@ -123,14 +123,6 @@ void SchedulerSession::Send(const p::Message& m) {
   if (!st.ok()) spdlog::debug("send {}: {}", p::TypeName(m), st.ToString());
 }
 
-bool SchedulerSession::Stale(p::JobId job, std::int64_t generation, std::string_view what) {
-  std::int64_t newest = 0;
-  if (!fence_.Stale(job, generation, &newest)) return false;
-  spdlog::warn("job {}: {} for generation {} refused: generation {} was seen here (stale)", job, what, generation,
-               newest);
-  return true;
-}
-
 bool SchedulerSession::FromDeposedLeader(const p::Message& msg) {
   auto t = TermOf(msg);
   return t && Deposed(*t, Describe(msg));

@@ -1,9 +1,9 @@
 // SchedulerSession: this agent's standing with the scheduler (agent.h, steps
 // 1-2): the client to the leader among --scheduler's list, registration and
 // its retries, heartbeats, the lease they renew (lease.h), the move to another
-// leader when HeartbeatAcks stop, and fencing: commands of an older job
-// generation than one seen here, and messages of a lower scheduler term
-// (messages.h, "Term fencing"), are refused.
+// leader when HeartbeatAcks stop, and term fencing: messages of a lower
+// scheduler term (messages.h, "Term fencing") are refused. (Commands of an
+// older job generation are AgentCore's to refuse, agent_core.h.)
 //
 // What the agent reports (its workers, its unacknowledged exits) is built by
 // the agent and handed in; the session adds its own identity (instance) and
@@ -24,13 +24,13 @@
 
 #include "aryl/agent/agent.h"
 #include "aryl/protocol/messages.h"
+#include "agent_core.h"
 #include "aryl/protocol/scheduler_client.h"
-#include "generation_fence.h"
 #include "lease.h"
 
 namespace aryl::agent {
 
-class SchedulerSession {
+class SchedulerSession final : public SchedulerLink {
  public:
   // Connects to `endpoints` (--scheduler, parsed) as options.id, with CURVE
   // when options name both keys. Registration is left to the loop.
@@ -51,21 +51,18 @@ class SchedulerSession {
   // Whether `msg` comes from a deposed leader (a term below the newest seen);
   // otherwise remembers its term. Logs a refusal.
   bool FromDeposedLeader(const protocol::Message& msg);
-  // Whether a `what` for `generation` of `job` is older than one seen here
-  // (docs/architecture.md, "Leases and fencing"); otherwise remembers it.
-  bool Stale(protocol::JobId job, std::int64_t generation, std::string_view what);
   void OnHeartbeatAck(const protocol::HeartbeatAck& a);
   // An Error push: a standby or a scheduler that does not know this agent
   // means registering again; any other is logged.
   void OnError(const protocol::Error& e);
 
   // One-way to the leader; a failure is logged at debug level.
-  void Send(const protocol::Message& m);
+  void Send(const protocol::Message& m) override;
   Result<protocol::Message> Receive(std::chrono::milliseconds timeout) { return client_->Receive(timeout); }
   void Close() { client_->Close(); }
 
-  bool registered() const { return registered_; }
-  SchedulerLease& lease() { return lease_; }
+  bool registered() const override { return registered_; }
+  SchedulerLease& lease() override { return lease_; }
 
  private:
   SchedulerSession() = default;
@@ -88,7 +85,6 @@ class SchedulerSession {
   // This process's identity for the scheduler (AgentRegister::instance).
   std::uint64_t instance_ = std::random_device{}() * 4294967296ull + std::random_device{}() + 1;
   SchedulerLease lease_;  // how long workers may run without the scheduler
-  GenerationFence fence_;  // StartWorkers and NewGeneration of an overtaken generation are refused
   std::uint64_t term_ = 0;  // the highest scheduler term seen here
   std::uint64_t scheduler_epoch_ = 0;
 };

@@ -130,8 +130,8 @@ void DrivenCluster::PauseDaemon(double seconds) {
   Dispatch();
 }
 
-FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type) {
-  FakeAgent& a = agents_[id];
+DrivenAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type) {
+  DrivenAgent& a = agents_[id];
   a.reg.agent_id = id;
   a.reg.host = id + ".local";
   a.reg.pool = pool;
@@ -140,7 +140,10 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
   a.reg.cluster_id = "default";
   a.reg.store_endpoint = "tcp://" + id + ".local:7000";
   a.reg.instance = 1000 + agents_.size();
-  auto r = Call(a.reg, id);
+  StartAgentProcess(a);
+  p::AgentRegister reg = a.core->RegisterMessage();
+  reg.instance = a.reg.instance;
+  auto r = Call(reg, id);
   if (r.ok() && std::holds_alternative<p::AgentRegistered>(*r)) registered_at_[id] = now();
   if (!r.ok() || !std::holds_alternative<p::AgentRegistered>(*r))
     Fail("register " + id + ": " + (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString()));
@@ -154,6 +157,14 @@ FakeAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int slot
     }
   Dispatch();
   return a;
+}
+
+void DrivenCluster::StartAgentProcess(DrivenAgent& a) {
+  const std::string id = a.reg.agent_id;
+  a.StartProcess(
+      clock_,
+      [this, id](p::JobId job, p::WorkerId worker, bool ckpt, double grace) { Terminated(id, job, worker, ckpt, grace); },
+      [this, id](const p::Message& m) { Deliver(id, m); });
 }
 
 Result<p::Message> DrivenCluster::Call(p::Message msg, const std::string& from) {
@@ -211,7 +222,7 @@ void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::s
   if (auto a = agents_.find(from); a != agents_.end()) ToAgent(a->second, std::move(*reply), correlation);
 }
 
-void DrivenCluster::ToAgent(FakeAgent& a, p::Message msg, const std::string& correlation) {
+void DrivenCluster::ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation) {
   if (!a.Hears()) return;  // cut off: lost
   for (auto& f : network_.Send({false, a.reg.agent_id, correlation, std::move(msg)}, now())) Land(std::move(f));
 }
@@ -220,7 +231,7 @@ void DrivenCluster::Land(FaultyNetwork::Flight f) {
   if (f.to_daemon) return Arrive(f.agent, std::move(f.msg), f.correlation);
   auto it = agents_.find(f.agent);
   if (it == agents_.end() || !it->second.Hears()) return;
-  FakeAgent& a = it->second;
+  DrivenAgent& a = it->second;
   if (f.correlation.empty()) return OnCommand(a, f.msg);
   // A registration's answer, taken only for the newest try (a client
   // matches replies to its request).
@@ -234,10 +245,9 @@ void DrivenCluster::Land(FaultyNetwork::Flight f) {
   }
 }
 
-void DrivenCluster::Register(FakeAgent& a) {
-  p::AgentRegister reg = a.reg;
-  for (const auto& [wid, w] : a.workers) reg.workers.push_back(w);
-  reg.exited = a.exits.Unacked();
+void DrivenCluster::Register(DrivenAgent& a) {
+  p::AgentRegister reg = a.core->RegisterMessage();
+  reg.instance = a.reg.instance;
   reg.seq = ++a.seq;  // as aryl-agent: one counter with the heartbeats
   a.register_sent = now();
   a.register_correlation = "r" + std::to_string(++correlation_);
@@ -260,56 +270,26 @@ void DrivenCluster::Dispatch() {
   Fail("the daemon and the agents kept messaging for 100 rounds without time passing");
 }
 
-void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
+void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
   a.received.push_back(msg);
   const std::string& id = a.reg.agent_id;
   if (on_command) on_command(id, msg);
-  if (auto* m = std::get_if<p::StartWorkers>(&msg)) {
+  // The runtime model watches what the daemon asked for, taken or not.
+  if (auto* m = std::get_if<p::StartWorkers>(&msg))
     runtime_.NoteGeneration(m->job, m->generation, m->members, &m->workers, now());
-    // As aryl-agent's OnStart: no start without a lease, none of an
-    // overtaken generation, none of a worker that runs here.
-    if (!a.lease.held() || a.lease.Expired(now())) return;
-    if (a.fence.Stale(m->job, m->generation)) return;
-    for (const auto& w : m->workers) {
-      if (a.workers.count(w.worker)) continue;
-      p::RunningWorker rw;
-      rw.job = m->job;
-      rw.worker = w.worker;
-      rw.generation = m->generation;
-      rw.rank = w.rank;
-      rw.local_slot = w.local_slot;
-      rw.pid = 100000 + static_cast<std::int64_t>(w.worker % 100000);
-      a.workers[w.worker] = rw;
-    }
-  } else if (auto* m = std::get_if<p::StopWorkers>(&msg)) {
-    std::vector<p::WorkerId> stop;
-    for (const auto& [wid, w] : a.workers)
-      if (w.job == m->job && (m->workers.empty() ||
-                              std::find(m->workers.begin(), m->workers.end(), wid) != m->workers.end()))
-        stop.push_back(wid);
-    for (p::WorkerId wid : stop) {
-      if (!a.workers.count(wid)) continue;  // the model ended it meanwhile
-      // Rank 0 of a job that checkpoints writes one first (runtime_model.h).
-      if (workers_link_runtime &&
-          runtime_.Stop(m->job, wid, m->checkpoint_first, m->grace_seconds, now(), ModelWorkers()))
-        continue;
-      if (workers_link_runtime && m->checkpoint_first) Exit(id, wid, 0, "stopped");
-      else Kill(id, wid, 15);
-    }
-  } else if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
+  if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
     runtime_.NoteGeneration(m->job, m->generation, m->members, nullptr, now());
-    if (a.fence.Stale(m->job, m->generation)) return;
-    for (p::WorkerId wid : m->leaving)
-      if (a.workers.count(wid)) Exit(id, wid, 0, "left");
-    for (std::size_t rank = 0; rank < m->members.size(); ++rank)
-      if (auto it = a.workers.find(m->members[rank]); it != a.workers.end()) {
-        it->second.generation = m->generation;
-        it->second.rank = static_cast<std::int64_t>(rank);
-      }
+    bool taken = false;
+    {
+      InCore in(a);
+      taken = a.core->OnNewGeneration(*m);
+    }
+    // A leaver's runtime exits by itself at the switch step.
+    if (taken)
+      for (p::WorkerId wid : m->leaving)
+        if (a.host->JobOf(wid) == m->job) Exit(id, wid, 0, "left");
   } else if (auto* m = std::get_if<p::HeartbeatAck>(&msg)) {
     if (m->scheduler_epoch == a.scheduler_epoch) a.lease.Acked(m->seq, m->lease_seconds);
-  } else if (auto* m = std::get_if<p::WorkerExitAck>(&msg)) {
-    a.exits.Acked(m->job, m->worker);
   } else if (auto* m = std::get_if<p::Error>(&msg)) {
     // As SchedulerSession::OnError: a scheduler that does not know this
     // agent (a restart, or it gave the agent up); it registers again, with
@@ -318,53 +298,73 @@ void DrivenCluster::OnCommand(FakeAgent& a, const p::Message& msg) {
       a.registered = false;
       a.register_sent = -10;
     }
+  } else {
+    InCore in(a);
+    a.core->OnCommand(msg);
   }
+  Reap(a);
 }
 
-// The worker's process ended: the agent forgets it and reports the exit
-// (again on every registration) until the daemon acknowledges it.
-void DrivenCluster::End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how) {
-  FakeAgent& a = agents_.at(agent);
-  auto it = a.workers.find(worker);
-  if (it == a.workers.end()) return Fail(agent + " runs no worker " + std::to_string(worker));
-  p::WorkerExited e;
-  e.agent_id = agent;
-  e.job = it->second.job;
-  e.worker = worker;
-  e.generation = it->second.generation;
-  how(e);
-  a.workers.erase(it);
-  a.exits.Add(e);
-  if (a.registered) Deliver(agent, std::move(e));
+// How a worker's program takes its SIGTERM: a plain one ends by it; one that
+// links the runtime checkpoints first when it was asked to (rank 0 of a job
+// that checkpoints writes one, runtime_model.h) and exits 0, "stopped".
+void DrivenCluster::Terminated(const std::string& agent, p::JobId job, p::WorkerId worker, bool checkpoint_first,
+                               double grace) {
+  if (workers_link_runtime && runtime_.Stop(job, worker, checkpoint_first, grace, now(), ModelWorkers())) return;
+  if (workers_link_runtime && checkpoint_first) Exit(agent, worker, 0, "stopped");
+  else Kill(agent, worker, 15);
+}
+
+void DrivenCluster::End(const std::string& agent, p::WorkerId worker, agent::ExitInfo ex, agent::WorkerEnding ending) {
+  DrivenAgent& a = agents_.at(agent);
+  if (!a.host->End(worker, ex, std::move(ending))) return Fail(agent + " runs no worker " + std::to_string(worker));
+  if (a.in_core == 0) Reap(a);
+}
+
+void DrivenCluster::Reap(DrivenAgent& a) {
+  for (auto ended = a.host->Poll(); !ended.empty(); ended = a.host->Poll())
+    for (const auto& ex : ended) {
+      InCore in(a);
+      a.core->OnExit(ex);
+    }
 }
 
 void DrivenCluster::Exit(const std::string& agent, p::WorkerId worker, int code, const std::string& outcome,
                          std::optional<std::int64_t> step) {
-  End(agent, worker, [&](p::WorkerExited& e) {
-    e.exit_code = code;
-    e.outcome = outcome;
-    e.step = step;
-    e.runtime = !outcome.empty();
-  });
+  agent::ExitInfo ex;
+  ex.exit_code = code;
+  agent::WorkerEnding ending;
+  if (!outcome.empty()) {
+    // The runtime's WorkerDone: its outcome at its step (the model's, unless given).
+    auto job = agents_.at(agent).host->JobOf(worker);
+    ending.runtime = true;
+    ending.done = p::WorkerDone{};
+    ending.done->job = job.value_or(0);
+    ending.done->worker = worker;
+    ending.done->step = step.value_or(job ? runtime_.Step(*job) : 0);
+    ending.done->outcome = outcome;
+  }
+  End(agent, worker, ex, std::move(ending));
 }
 
 void DrivenCluster::Kill(const std::string& agent, p::WorkerId worker, int signal) {
-  End(agent, worker, [&](p::WorkerExited& e) { e.signal = signal; });
+  agent::ExitInfo ex;
+  ex.exit_code = 128 + signal;
+  ex.signal = signal;
+  End(agent, worker, ex, {});
 }
 
 void DrivenCluster::CrashAgent(const std::string& agent) {
-  FakeAgent& a = agents_.at(agent);
-  a.workers.clear();
-  a.exits = agent::ExitBook{};
+  DrivenAgent& a = agents_.at(agent);
+  a.host->DieAll();
   a.lease = agent::SchedulerLease{};
-  a.lease_kill_at.clear();
-  a.fence = agent::GenerationFence{};
   a.seq = 0;
   a.reg.instance += 1000;  // a new process
   a.registered = false;
   a.register_sent = -10;
   a.register_correlation.clear();
   a.down = true;
+  StartAgentProcess(a);
 }
 
 void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
@@ -379,13 +379,10 @@ void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_
   Dispatch();
 }
 
-void DrivenCluster::Heartbeat(FakeAgent& a) {
-  p::Heartbeat hb;
-  hb.agent_id = a.reg.agent_id;
+void DrivenCluster::Heartbeat(DrivenAgent& a) {
+  p::Heartbeat hb = a.core->HeartbeatMessage();
   hb.seq = ++a.seq;
   a.lease.Sent(hb.seq, now());
-  hb.free_slots = a.reg.slots - static_cast<std::int64_t>(a.workers.size());
-  for (const auto& [wid, w] : a.workers) hb.workers.push_back(w);
   Deliver(a.reg.agent_id, hb);
 }
 
@@ -394,12 +391,14 @@ void DrivenCluster::Run(double seconds) {
   while (now() + 1e-9 < end) {
     clock_.Advance(kTick);
     for (auto& f : network_.TakeDue(now())) Land(std::move(f));
-    for (auto& [id, a] : agents_) {
-      LeaseTick(a);
-      AgentTick(a);
-    }
+    for (auto& [id, a] : agents_) AgentTick(a);
     Dispatch();
     TrainTick();
+    // The launcher's SIGKILL at a stop's deadline, then the reaping.
+    for (auto& [id, a] : agents_) {
+      a.host->Escalate();
+      Reap(a);
+    }
     Dispatch();
     if (!daemon_ && next_start_ >= 0 && now() + 1e-9 >= next_start_) TryStart();
     if (!paused_ && daemon_) daemon_->Tick();
@@ -407,38 +406,22 @@ void DrivenCluster::Run(double seconds) {
   }
 }
 
-// aryl-agent's loop: register until answered, else resend unacknowledged
-// exits and heartbeat on the interval the scheduler gave.
-void DrivenCluster::AgentTick(FakeAgent& a) {
+// aryl-agent's loop: the core's step (the lease, overdue leavers, exits to
+// resend), then register until answered, else heartbeat on the interval the
+// scheduler gave.
+void DrivenCluster::AgentTick(DrivenAgent& a) {
+  {
+    InCore in(a);
+    a.core->Tick();
+  }
+  Reap(a);
   if (!a.registered) {
     if (now() - a.register_sent > 1.0) Register(a);
     return;
   }
-  for (auto& e : a.exits.DueForResend(now())) Deliver(a.reg.agent_id, std::move(e));
   if (now() + 1e-9 < a.next_heartbeat) return;
   a.next_heartbeat = now() + heartbeat_interval_;
   Heartbeat(a);
-}
-
-// As aryl-agent's LeaseTick: the lease ran out, the workers here are
-// stopped (SIGKILL after kLeaseStopGraceSeconds) and no start is taken until
-// the scheduler grants the lease again.
-void DrivenCluster::LeaseTick(FakeAgent& a) {
-  if (a.lease.Expired(now())) {
-    a.lease.Drop();
-    for (const auto& [wid, w] : a.workers) a.lease_kill_at.emplace(wid, now() + p::kLeaseStopGraceSeconds);
-  }
-  for (auto it = a.lease_kill_at.begin(); it != a.lease_kill_at.end();) {
-    const p::WorkerId wid = it->first;
-    if (!a.workers.count(wid)) {
-      it = a.lease_kill_at.erase(it);
-    } else if (now() + 1e-9 >= it->second) {
-      it = a.lease_kill_at.erase(it);
-      Kill(a.reg.agent_id, wid, 9);  // SIGTERM then SIGKILL: gone by now
-    } else {
-      ++it;
-    }
-  }
 }
 
 void DrivenCluster::Train(p::JobId job, std::int64_t total_steps, RuntimeModel::Checkpoints checkpoints) {
@@ -459,7 +442,7 @@ void DrivenCluster::TrainTick() { runtime_.Tick(now(), ModelWorkers()); }
 
 bool DrivenCluster::Running(p::WorkerId worker, std::string* agent) const {
   for (const auto& [id, a] : agents_)
-    if (a.workers.count(worker)) {
+    if (a.host->JobOf(worker)) {
       if (agent) *agent = id;
       return true;
     }
@@ -478,7 +461,7 @@ bool DrivenCluster::RunUntil(const std::function<bool()>& pred, double seconds) 
 std::map<std::string, std::vector<p::RunningWorker>> DrivenCluster::WorkersOf(p::JobId job) const {
   std::map<std::string, std::vector<p::RunningWorker>> out;
   for (const auto& [id, a] : agents_)
-    for (const auto& [wid, w] : a.workers)
+    for (const auto& w : a.Workers())
       if (w.job == job) out[id].push_back(w);
   return out;
 }

@@ -1,14 +1,21 @@
 // A cluster in this process, on virtual time: the real daemon
 // (Daemon::StartDriven, the binary's handlers and tick) behind an in-memory
-// MessagePort, a ManualClock, and fake agents that answer its commands the way
-// aryl-agent does (register, heartbeat, start and stop workers, report exits
-// until acknowledged) without starting a process. One thread, one order:
-// every run of a test sees the same messages in the same sequence, and a
-// minute of the cluster takes milliseconds.
+// MessagePort, a ManualClock, and agents (driven_agent.h) that run
+// aryl-agent's own command logic (AgentCore, agent/src/agent_core.h: what to
+// do on StartWorkers, StopWorkers, NewGeneration, WorkerExitAck, the lease
+// running out and a worker's end; the contents of AgentRegister and
+// Heartbeat) over in-memory worker processes (memory_workers.h). One
+// thread, one order: every run of a test sees the same messages in the same
+// sequence, and a minute of the cluster takes milliseconds.
 //
+// The harness's, not the agent's: the wire and its faults (silent, mute,
+// deaf, down, faulty_network.h), the session around the core (registration
+// retries, the heartbeat interval, renewing the lease from HeartbeatAcks,
+// registering again on an Error; SchedulerSession in the binary), the
+// agent's process (CrashAgent), and the workers' programs: a plain program
+// ends by its SIGTERM, one that links the runtime follows runtime_model.h.
 // What stays for the real-process tests: signals, sockets, the worker
-// channel, the runtime's collectives; here a worker is a record that exits
-// when the test or a command says so.
+// channel, stop notices, the runtime's collectives.
 #pragma once
 
 #include <deque>
@@ -24,10 +31,8 @@
 #include "aryl/daemon/message_port.h"
 #include "aryl/protocol/messages.h"
 #include "aryl/result.h"
-#include "exit_book.h"
+#include "driven_agent.h"
 #include "faulty_network.h"
-#include "generation_fence.h"
-#include "lease.h"
 #include "runtime_model.h"
 
 namespace aryl::daemon::testing {
@@ -53,43 +58,6 @@ class MemoryPort final : public MessagePort {
   std::deque<Sent> sent_;
 };
 
-// One agent: its workers, the exits it has not had acknowledged, and its
-// standing with the scheduler, kept as aryl-agent keeps them (its lease,
-// generation fence and exit book are aryl-agent's own classes).
-struct FakeAgent {
-  p::AgentRegister reg;
-  std::map<p::WorkerId, p::RunningWorker> workers;
-  agent::ExitBook exits;  // aryl-agent's own: resent every 2 s and on registration until acknowledged
-  std::vector<p::Message> received;  // every command, in order
-  std::uint64_t seq = 0;
-  // Cut off: a crashed or partitioned agent (silent) sends nothing and hears
-  // nothing; a one-way partition loses only what it sends (mute) or only
-  // what it is sent (deaf).
-  bool silent = false;
-  bool mute = false;
-  bool deaf = false;
-  // The agent's process is dead (CrashAgent) until set false again: a new
-  // process then registers.
-  bool down = false;
-  bool Sends() const { return !silent && !mute && !down; }
-  bool Hears() const { return !silent && !deaf && !down; }
-  double next_heartbeat = 0;
-  // Protocol step 1, as SchedulerSession: registered until the scheduler says
-  // it does not know this agent; then a registration a second, each answered
-  // (or not) over the network, until one is.
-  bool registered = true;
-  double register_sent = -10;
-  std::string register_correlation;
-  std::uint64_t scheduler_epoch = 0;
-  // The lease (protocol step 2; agent/src/lease.h): renewed from the send
-  // time of each acknowledged heartbeat. Once it runs out the workers are
-  // stopped (SIGKILL kLeaseStopGraceSeconds later) and no start is taken
-  // until a registration or an acknowledgement grants it again.
-  agent::SchedulerLease lease;
-  std::map<p::WorkerId, double> lease_kill_at;
-  agent::GenerationFence fence;  // aryl-agent's: overtaken generations are refused
-};
-
 class DrivenCluster {
  public:
   static constexpr double kT0 = 1'800'000'000;  // 2027-01-15
@@ -111,8 +79,8 @@ class DrivenCluster {
   double now() const { return clock_.NowSeconds(); }
 
   // Registers an agent (it heartbeats from then on). Fails the test on a refusal.
-  FakeAgent& AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type = "cpu");
-  FakeAgent& agent(const std::string& id) { return agents_.at(id); }
+  DrivenAgent& AddAgent(const std::string& id, p::Pool pool, int slots, const std::string& gpu_type = "cpu");
+  DrivenAgent& agent(const std::string& id) { return agents_.at(id); }
 
   // A client's request; the daemon's reply (an Error reply as its Status).
   Result<p::Message> Call(p::Message msg, const std::string& from = "user");
@@ -213,20 +181,27 @@ class DrivenCluster {
   void Arrive(const std::string& from, p::Message msg, const std::string& correlation = "");
   // The daemon's messages onto the wire, and what reaches an agent.
   void Dispatch();
-  void ToAgent(FakeAgent& a, p::Message msg, const std::string& correlation = "");
+  void ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation = "");
   void Land(FaultyNetwork::Flight f);
-  void AgentTick(FakeAgent& a);  // registration, heartbeat, resends
-  void Register(FakeAgent& a);
-  void OnCommand(FakeAgent& a, const p::Message& msg);
-  void End(const std::string& agent, p::WorkerId worker, const std::function<void(p::WorkerExited&)>& how);
-  void Heartbeat(FakeAgent& a);
+  void AgentTick(DrivenAgent& a);  // registration, heartbeat, resends
+  void Register(DrivenAgent& a);
+  void OnCommand(DrivenAgent& a, const p::Message& msg);
+  // A new process of `a` (AddAgent, a restart after CrashAgent): its core,
+  // link and workers, none running.
+  void StartAgentProcess(DrivenAgent& a);
+  // A worker's SIGTERM: how the worker's program reacts (runtime_model.h).
+  void Terminated(const std::string& agent, p::JobId job, p::WorkerId worker, bool checkpoint_first, double grace);
+  // The worker's process ended as `ex`, its runtime having said `ending`.
+  void End(const std::string& agent, p::WorkerId worker, agent::ExitInfo ex, agent::WorkerEnding ending);
+  // The agent's loop reaps its ended workers: the core reports them.
+  void Reap(DrivenAgent& a);
+  void Heartbeat(DrivenAgent& a);
 
   void TrainTick();
   RuntimeModel::Workers ModelWorkers();
   bool Running(p::WorkerId worker, std::string* agent = nullptr) const;
   RuntimeModel runtime_;  // the trained jobs' workers (Train)
 
-  void LeaseTick(FakeAgent& a);
   void Fail(const std::string& what);
   void Start(DaemonOptions options, bool restartable, std::unique_ptr<StateStore> store);
   Result<std::unique_ptr<Daemon>> StartDaemon();
@@ -243,7 +218,7 @@ class DrivenCluster {
   std::deque<FaultyNetwork::Flight> held_;  // sent to a paused daemon
   std::unique_ptr<Daemon> daemon_;
   FaultyNetwork network_;
-  std::map<std::string, FakeAgent> agents_;
+  std::map<std::string, DrivenAgent> agents_;
   std::map<std::string, double> registered_at_;  // by the running daemon (RegisteredAt)
   double heartbeat_interval_ = 0.5;
   std::uint64_t correlation_ = 0;

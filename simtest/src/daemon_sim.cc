@@ -420,8 +420,8 @@ class DaemonRun {
                         (row.ok() ? std::string(p::ToString(row->state)) : row.status().ToString()) + ", step " +
                         std::to_string(out_.steps) + ")");
     for (const char* a : {"t1", "t2", "i1"})
-      if (!c_->agent(a).silent && !c_->agent(a).exits.empty())
-        Violate("D4", std::string(a) + " still holds " + std::to_string(c_->agent(a).exits.Unacked().size()) +
+      if (!c_->agent(a).silent && !c_->agent(a).exits().empty())
+        Violate("D4", std::string(a) + " still holds " + std::to_string(c_->agent(a).exits().Unacked().size()) +
                           " unacknowledged exits at the end");
     if (o_.trace)
       for (const auto& e : c_->Events(job_)) Trace(Fmt(e.time - DrivenCluster::kT0) + " " + e.kind + ": " + e.detail);

@@ -21,7 +21,7 @@ TEST(DrivenDaemon, FixedJobRunsAndCompletes) {
   const auto workers = c.WorkersOf(*job)["t1"];
   for (const auto& w : workers) c.Exit("t1", w.worker, 0);
   ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 5)) << Kinds(c, *job);
-  EXPECT_TRUE(c.agent("t1").exits.empty()) << c.agent("t1").exits.Unacked().size() << " exits never acknowledged";
+  EXPECT_TRUE(c.agent("t1").exits().empty()) << c.agent("t1").exits().Unacked().size() << " exits never acknowledged";
 }
 
 // An agent that stops heartbeating fails after agent_timeout; its job starts
@@ -256,7 +256,7 @@ TEST(DrivenDaemon, PartitionedAgentsJobRunsOnceAndTheAgentRejoins) {
                                      [](const p::NodeRow& n) { return n.agent_id == "t1" && n.connected; });
   }, 10)) << "t1 did not register again";
   c.Run(5);
-  EXPECT_TRUE(c.agent("t1").exits.empty()) << "the exits t1 kept were not acknowledged";
+  EXPECT_TRUE(c.agent("t1").exits().empty()) << "the exits t1 kept were not acknowledged";
   EXPECT_EQ(c.WorkersOf(*job)["t2"].size(), 2u) << Kinds(c, *job);
   EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << Kinds(c, *job);
 }
@@ -282,14 +282,14 @@ TEST(DrivenDaemon, FullStateDiskLosesNothing) {
   const auto workers = c.WorkersOf(*job)["t1"];
   for (const auto& w : workers) c.Exit("t1", w.worker, 0, "completed", c.Step(*job));
   c.Run(10);
-  EXPECT_FALSE(c.agent("t1").exits.empty()) << "an exit was acknowledged that could not be recorded";
+  EXPECT_FALSE(c.agent("t1").exits().empty()) << "an exit was acknowledged that could not be recorded";
   EXPECT_EQ(StateOf(c, *job), JobState::kRunning) << "reads must still answer, and the end is not recorded yet";
   EXPECT_GT(store->refused, 3);
 
   *store->full = false;
   ASSERT_TRUE(c.RunUntil([&] { return StateOf(c, *job) == JobState::kCompleted; }, 10)) << Kinds(c, *job);
   c.Run(3);
-  EXPECT_TRUE(c.agent("t1").exits.empty()) << "exits still unacknowledged with room on the disk";
+  EXPECT_TRUE(c.agent("t1").exits().empty()) << "exits still unacknowledged with room on the disk";
   int ends = 0;
   for (const auto& e : c.Events(*job)) ends += e.kind == "finished";
   EXPECT_EQ(ends, 1) << Kinds(c, *job);

@@ -154,7 +154,7 @@ TEST(DrivenDaemon, ARegistrationThatHeartbeatsOvertookIsStale) {
   // The agent's next registration, numbered after them, is read.
   p::AgentRegister next = c.agent("t1").reg;
   next.seq = ++c.agent("t1").seq;
-  for (const auto& [wid, w] : c.agent("t1").workers) next.workers.push_back(w);
+  for (const auto& w : c.agent("t1").Workers()) next.workers.push_back(w);
   EXPECT_TRUE(c.Call(next, "t1").ok());
 }
 
