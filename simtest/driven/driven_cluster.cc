@@ -210,6 +210,7 @@ void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::s
     return;
   }
   if (!daemon_) return;  // not running: nobody reads the socket
+  if (on_arrive) on_arrive(from, msg);
   p::ReplyTo to;
   to.peer.identity = from;
   to.correlation = correlation;

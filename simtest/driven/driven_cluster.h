@@ -161,12 +161,16 @@ class DrivenCluster {
   // The job's checkpoints as they happened (D5, D6): writes in progress,
   // the newest good one, violations.
   CheckpointTruth* Checkpoints(p::JobId job) { return runtime_.Truth(job); }
+  // The job's checkpoint directory's file system (its faults), null without checkpoints.
+  MemoryCheckpointFs* CheckpointDisk(p::JobId job) { return runtime_.Disk(job); }
   static constexpr double kRendezvousTimeout = RuntimeModel::kRendezvousTimeout;
   static constexpr double kStartup = RuntimeModel::kStartup;
 
   // Misuse and harness failures (a worker that is not there, a refused
   // registration): a test passes its own failure; unset, they are printed.
   std::function<void(const std::string&)> on_error;
+  // Every agent message the running daemon reads, as it reads it.
+  std::function<void(const std::string& agent, const p::Message&)> on_arrive;
   // Every command an agent receives, as it receives it (a trace).
   std::function<void(const std::string& agent, const p::Message&)> on_command;
 

@@ -1,7 +1,6 @@
 #include "runtime_model.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "aryl/protocol/generation.h"
 
@@ -12,6 +11,17 @@ void RuntimeModel::Train(p::JobId job, std::int64_t total_steps, double now, Che
   training_[job].total = total_steps;
   training_[job].next_step = now + 1;
   training_[job].ckpt = checkpoints;
+  if (checkpoints.every > 0) {
+    Training& t = training_[job];
+    t.disk = std::make_unique<MemoryCheckpointFs>();
+    t.files = std::make_unique<CheckpointManager>(CheckpointDir(job), 3, t.disk.get());
+    t.truth.Watch(t.disk.get(), CheckpointDir(job));
+  }
+}
+
+MemoryCheckpointFs* RuntimeModel::Disk(p::JobId job) {
+  auto it = training_.find(job);
+  return it == training_.end() ? nullptr : it->second.disk.get();
 }
 
 std::int64_t RuntimeModel::Formed(p::JobId job) const {
@@ -149,9 +159,17 @@ void RuntimeModel::Restore(Training& t, double now) {
   t.group = t.formed;
   t.next_step = now + 1;
   if (t.ckpt.every <= 0) return;  // no checkpoints: the model trains on where the job was
-  t.step = t.good.empty() ? 0 : t.good.rbegin()->first;
+  // The runtime's LoadLatest: the newest file that passes its checks (a
+  // directory with none: step 0).
+  auto loaded = t.files->LoadLatest();
+  t.step = loaded.ok() ? loaded->info.step : 0;
+  std::size_t skipped = loaded.ok() ? loaded->skipped.size() : 0;
+  if (!loaded.ok())
+    for (auto at = loaded.status().message().find("; skipped "); at != std::string::npos;
+         at = loaded.status().message().find("; skipped ", at + 1))
+      ++skipped;
   t.fence = std::max(t.fence, t.formed);
-  t.truth.Restored(t.group, t.step, now);
+  t.truth.Restored(t.group, t.step, now, skipped);
 }
 
 void RuntimeModel::BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at) {
@@ -216,25 +234,41 @@ void RuntimeModel::WriteTick(p::JobId job, Training& t, double now, const Worker
       ws.exit(agent, w.w.writer, 1, "failed", std::nullopt);
       continue;
     }
-    t.good[w.w.step] = w.w.generation;
+    Commit(job, t, w, agent, now, ws);
+  }
+}
+
+void RuntimeModel::Commit(p::JobId job, Training& t, const Training::Write& w, const std::string& agent, double now,
+                          const Workers& ws) {
+  int world = 0;
+  for (p::WorkerId m : t.members[w.w.generation]) world += ws.running(m, nullptr);
+  const std::string payload(t.ckpt.bytes, static_cast<char>('a' + w.w.step % 26));
+  auto info = t.files->Write(w.w.step, std::max(1, world), payload);
+  p::CheckpointReport r;
+  r.agent_id = agent;  // as aryl-agent relays it
+  r.job = job;
+  r.worker = w.w.writer;
+  r.generation = p::PlanGeneration(w.w.generation);
+  r.step = w.w.step;
+  r.seconds = w.w.ends - w.w.begun;
+  if (info.ok()) {
     t.fence = std::max(t.fence, w.w.generation);
     t.truth.Committed(w.w.writer, now);
-    char name[32];
-    std::snprintf(name, sizeof name, "/ckpt-%012lld.aryl", static_cast<long long>(w.w.step));
-    p::CheckpointReport r;
-    r.agent_id = agent;  // as aryl-agent relays it
-    r.job = job;
-    r.worker = w.w.writer;
-    r.generation = p::PlanGeneration(w.w.generation);
-    r.step = w.w.step;
-    r.path = "/ckpt/" + std::to_string(job) + name;
-    r.bytes = 1 << 20;
-    r.seconds = w.w.ends - w.w.begun;
-    ws.send(agent, std::move(r));
-    if (w.stop == 1) ws.exit(agent, w.w.writer, 0, "stopped", std::nullopt);
-    else if (w.stop == 2) ws.kill(agent, w.w.writer, 15);
-    else if (w.w.group == t.group) t.next_step = now + 1;
+    r.path = info->path;
+    r.bytes = static_cast<std::int64_t>(payload.size());
+  } else {
+    // The runtime's CheckpointNow: the job keeps its newest good checkpoint
+    // and the scheduler hears of the failure (runtime_checkpoint.cc).
+    t.truth.Failed(w.w.writer, info.status().ToString(), CheckpointFs::IsNoSpace(info.status()),
+                   payload.size() + kFileHeader, now);
+    r.path = t.files->dir();
+    r.error = info.status().ToString().substr(0, 1000);
   }
+  t.truth.CheckDisk();
+  ws.send(agent, std::move(r));
+  if (w.stop == 1) ws.exit(agent, w.w.writer, 0, "stopped", std::nullopt);
+  else if (w.stop == 2) ws.kill(agent, w.w.writer, 15);
+  else if (w.w.group == t.group) t.next_step = now + 1;
 }
 
 }  // namespace aryl::daemon::testing

@@ -23,6 +23,16 @@
 // when it forms and trains on from its step; with checkpoints off, from the
 // step the job had reached. CheckpointTruth records all of it.
 //
+// The files are the runtime's own: a write that completes goes through
+// aryl::CheckpointManager (the runtime's translation unit, keep 3, unfenced:
+// the fence stays the model's, above) into the job's directory on a
+// MemoryCheckpointFs, and a restore is its LoadLatest. A write the manager
+// fails (a full disk after making room, an I/O error) leaves the newest good
+// checkpoint; rank 0 logs it, reports it to the daemon as the runtime does
+// (a CheckpointReport whose error is the Status, its path the directory)
+// and trains on; a stopping writer stops all the same. A restore skips the
+// files that fail their checks.
+//
 // Pure: time is passed in, and the workers (who runs, exits, messages to the
 // daemon) are the cluster's, through Workers.
 #pragma once
@@ -30,12 +40,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "aryl/checkpoint.h"
 #include "aryl/protocol/messages.h"
 #include "checkpoint_truth.h"
+#include "memory_checkpoint_fs.h"
 
 namespace aryl::daemon::testing {
 
@@ -45,12 +58,14 @@ namespace p = aryl::protocol;
 struct ModelCheckpoints {
   std::int64_t every = 0;  // steps; 0: none
   double seconds = 3;      // one write
+  std::uint64_t bytes = 64 << 10;  // the state a checkpoint holds (its payload)
 };
 
 class RuntimeModel {
  public:
   static constexpr double kRendezvousTimeout = 30;
   static constexpr double kStartup = 2;  // a new worker's start and rendezvous
+  static constexpr std::uint64_t kFileHeader = 40;  // a checkpoint file's bytes before its payload (checkpoint.h)
 
   struct Workers {
     std::function<bool(p::WorkerId, std::string* agent)> running;  // and on which agent
@@ -80,6 +95,9 @@ class RuntimeModel {
   std::int64_t StepsTrained(p::JobId job) const;  // every step trained, twice ones twice
   const CheckpointTruth* Truth(p::JobId job) const;
   CheckpointTruth* Truth(p::JobId job);
+  // The job's checkpoint directory's file system (null: no checkpoints).
+  MemoryCheckpointFs* Disk(p::JobId job);
+  static std::string CheckpointDir(p::JobId job) { return "/ckpt/" + std::to_string(job); }
 
  private:
   struct Training {
@@ -97,7 +115,8 @@ class RuntimeModel {
     double next_step = 0;
     // Checkpoints.
     Checkpoints ckpt;
-    std::map<std::int64_t, std::int64_t> good;  // step -> the generation that wrote it
+    std::unique_ptr<MemoryCheckpointFs> disk;
+    std::unique_ptr<CheckpointManager> files;  // the runtime's, on `disk`
     std::int64_t fence = 0;
     std::int64_t group = 0;       // of the formed generation
     struct Write {
@@ -111,6 +130,9 @@ class RuntimeModel {
   void BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at);
   void WriteTick(p::JobId job, Training& t, double now, const Workers& ws);
   void Restore(Training& t, double now);
+  // The write `w` completed with its writer alive: the manager writes it.
+  void Commit(p::JobId job, Training& t, const Training::Write& w, const std::string& agent, double now,
+              const Workers& ws);
   std::map<p::JobId, Training> training_;
 };
 

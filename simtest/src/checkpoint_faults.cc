@@ -63,6 +63,9 @@ std::vector<CheckpointTruth::Violation> CheckpointFaults::Check() {
   auto d = c_.Call<p::JobDescription>(p::DescribeJob{job_});
   if (!d.ok() || !d->last_checkpoint) return out;
   const std::int64_t step = d->last_checkpoint->step;
+  // A corrupted file takes the newest good checkpoint back (cdisk): while it
+  // is below the record's high mark, the record may follow it down.
+  if (c_.Checkpoints(job_)->newest_good() < daemon_seen_) daemon_seen_ = step;
   if (!c_.Checkpoints(job_)->WasGood(step) && !never_said_) {
     never_said_ = true;
     out.push_back({"D7", "the daemon's last checkpoint is step " + std::to_string(step) + ", never committed"});

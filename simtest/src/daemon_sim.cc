@@ -1,7 +1,6 @@
 // aryl-simtest --daemon: the real daemon under seeded faults (daemon_sim.h).
 #include "aryl/simtest/daemon_sim.h"
 
-#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,9 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint_disk_faults.h"
 #include "checkpoint_faults.h"
 #include "driven_cluster.h"
 #include "full_disk_store.h"
+#include "log_to_trace.h"
 
 namespace aryl::simtest {
 namespace {
@@ -29,21 +30,6 @@ using daemon::testing::NetworkFaults;
 
 constexpr double kHorizon = 1800;
 constexpr int kMaxGenerationsWithoutStep = 12;
-
-// A log sink that hands each line of the daemon's log to the run's trace.
-class LogToTrace : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  explicit LogToTrace(std::function<void(const std::string&)> to) : to_(std::move(to)) {}
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    to_(std::string(msg.payload.data(), msg.payload.size()));
-  }
-  void flush_() override {}
-
- private:
-  std::function<void(const std::string&)> to_;
-};
 
 // One run: the cluster, the job, the faults drawn from the seed, and the
 // invariants checked after every tick.
@@ -109,6 +95,8 @@ class DaemonRun {
     ckpt_faults_ = std::make_unique<CheckpointFaults>(
         *c_, job_, [this](double at, std::string what, std::function<void()> fn) { Later(at, what, fn); },
         [this](const std::string& line) { Trace(line); });
+    disk_faults_ = std::make_unique<CheckpointDiskFaults>(*c_, job_, !(o_.faults & (kDaemonRestart | kDaemonDisk)),
+                                                          [this](const std::string& line) { Trace(line); });
     Draw();
     c_->Train(job_, total, ckpt_);
     if (o_.trace) c_->Checkpoints(job_)->on_event = [this](const std::string& line) { Trace(line); };
@@ -227,6 +215,10 @@ class DaemonRun {
     // The job's checkpoints, after every fault.
     ckpt_.every = static_cast<std::int64_t>(Uniform(10, 41));
     ckpt_.seconds = Uniform(1, 6);
+    if (f & kDaemonCheckpointDisk)  // last of all, for the same reason
+      disk_faults_->Draw([this](double lo, double hi) { return Uniform(lo, hi); },
+                         [this](double at, std::string what, std::function<void()> fn) { Schedule(at, what, fn); },
+                         ckpt_.bytes + daemon::testing::RuntimeModel::kFileHeader);
     std::stable_sort(plan_.begin(), plan_.end(), [](const Planned& a, const Planned& b) { return a.at < b.at; });
   }
 
@@ -386,6 +378,7 @@ class DaemonRun {
 
   void CheckpointViolations() {
     for (const auto& v : ckpt_faults_->Check()) Violate(v.invariant, v.what);
+    for (const auto& v : disk_faults_->Check()) Violate(v.invariant, v.what);
   }
 
   bool Ended() {
@@ -411,10 +404,14 @@ class DaemonRun {
     out_.steps = c_->Step(job_);
     out_.generations = c_->GenerationsStarted(job_);
     out_.events = static_cast<std::int64_t>(plan_.size());
-    out_.kills += ckpt_faults_->kills();
+    out_.kills += ckpt_faults_->kills() + disk_faults_->kills();
     out_.checkpoints = c_->Checkpoints(job_)->good();
     out_.torn = c_->Checkpoints(job_)->torn();
     out_.retrained = c_->Checkpoints(job_)->most_retrained();
+    out_.checkpoints_failed = c_->Checkpoints(job_)->failed();
+    out_.checkpoints_corrupted = c_->Checkpoints(job_)->corrupted();
+    const unsigned lossy = kDaemonLoss | kDaemonPartition | kDaemonOneWay | kDaemonRestart;
+    for (const auto& v : disk_faults_->Finish(!(o_.faults & lossy), o_.faults & kDaemonDup)) Violate(v.invariant, v.what);
     if (!out_.completed)
       Violate("D4", "the job did not complete by " + Fmt(kHorizon) + " s (" +
                         (row.ok() ? std::string(p::ToString(row->state)) : row.status().ToString()) + ", step " +
@@ -458,6 +455,7 @@ class DaemonRun {
   std::size_t next_ = 0;
   daemon::testing::RuntimeModel::Checkpoints ckpt_;
   std::unique_ptr<CheckpointFaults> ckpt_faults_;
+  std::unique_ptr<CheckpointDiskFaults> disk_faults_;
   bool lent_ = false;
   double returned_by_ = -1;
   bool reclaim_unchecked_ = false;

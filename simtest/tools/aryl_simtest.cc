@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") {
       std::printf("aryl-simtest --seeds A:B [--faults kill,loan,network|all|none] | --replay SEED\n"
-                  "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk,agent,ckpt,loss,dup,delay,oneway|process|network|all|none]\n"
+                  "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway|process|network|all|none]\n"
                   "Runs the live system's deterministic simulation for each seed (docs/simtest.md); --daemon\n"
                   "runs the scheduler daemon's own handlers and state under seeded faults; with --replay,\n"
                   "--daemon-log adds the daemon's own log lines to the trace, at virtual time.\n");
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   const std::string mode = daemon ? "--daemon " : "";
   auto t0 = std::chrono::steady_clock::now();
   std::uint64_t seeds = 0, violations = 0, completed = 0, kills = 0, generations = 0, abandoned = 0;
-  std::uint64_t checkpoints = 0, torn = 0;
+  std::uint64_t checkpoints = 0, torn = 0, failed = 0, corrupted = 0;
   std::int64_t retrained = 0;
   for (std::uint64_t seed = first;; ++seed) {
     aryl::simtest::Options opt;
@@ -127,6 +127,8 @@ int main(int argc, char** argv) {
     abandoned += static_cast<std::uint64_t>(out.abandoned);
     checkpoints += static_cast<std::uint64_t>(out.checkpoints);
     torn += static_cast<std::uint64_t>(out.torn);
+    failed += static_cast<std::uint64_t>(out.checkpoints_failed);
+    corrupted += static_cast<std::uint64_t>(out.checkpoints_corrupted);
     retrained = std::max(retrained, out.retrained);
     if (replay) {
       for (const auto& line : out.trace) std::printf("%s\n", line.c_str());
@@ -147,9 +149,12 @@ int main(int argc, char** argv) {
   std::printf("%llu completed, %llu kills, %llu generations (%llu abandoned by agents), %.2f s wall\n",
                (unsigned long long)completed, (unsigned long long)kills, (unsigned long long)generations,
                (unsigned long long)abandoned, wall);
-  if (daemon)
+  if (daemon) {
     std::printf("%llu checkpoints, %llu torn, at most %lld steps trained again by one fresh start\n",
                 (unsigned long long)checkpoints, (unsigned long long)torn, (long long)retrained);
+    std::printf("%llu checkpoint writes failed, %llu checkpoint files corrupted\n", (unsigned long long)failed,
+                (unsigned long long)corrupted);
+  }
   std::printf("%llu seeds, %llu violations\n", (unsigned long long)seeds, (unsigned long long)violations);
   return violations > 0 ? 1 : 0;
 }

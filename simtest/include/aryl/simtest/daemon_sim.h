@@ -28,6 +28,13 @@
 //   ckpt       1-2 kills timed to land inside a checkpoint write: its writer
 //              SIGKILLed, another member SIGKILLed, or the writer's agent
 //              crashed (back 0.5-12 s later)
+//   cdisk      the job's checkpoint disk (the runtime's CheckpointManager on
+//              it) has room for 1-4 checkpoints; 1-2 windows of 5-60 s in
+//              which other files fill 30-100% of it; 0-2 writes that fail
+//              with an I/O error; 0-2 checkpoint files corrupted or torn;
+//              1-2 SIGKILLs of every worker of the job, so that a fresh
+//              group restores from that disk
+//              (simtest/src/checkpoint_disk_faults.h)
 // The job checkpoints every 10-40 steps, each write taking 1-6 s
 // (runtime_model.h), and rank 0 checkpoints when stopped.
 // Invariants, after every 50 ms tick:
@@ -50,6 +57,12 @@
 //   D7 a fresh group resumes from the newest good checkpoint (no step lost
 //      beyond it; only the steps since it are trained twice), and a committed
 //      checkpoint's step is never below the newest good one
+//   D8 every failed checkpoint write is reported and counted by the
+//      scheduler (checkpoint_disk_faults.h says what is exact)
+//   D9 checkpointing resumes: a write fails for lack of room only when it
+//      cannot fit with every checkpoint older than the newest good one removed
+//   D10 the newest good checkpoint is never removed to make room
+//   D11 a restore skips corrupt files and takes the newest good checkpoint
 //   H  the harness saw no impossible command (a stop of a worker that does
 //      not exist, a refused registration)
 // A run is a pure function of (seed, faults).
@@ -75,15 +88,16 @@ enum DaemonFault : unsigned {
   kDaemonOneWay = 1u << 9,
   kDaemonAgentCrash = 1u << 10,
   kDaemonCheckpoint = 1u << 11,
-  kDaemonAll = (1u << 12) - 1,
+  kDaemonCheckpointDisk = 1u << 12,
+  kDaemonAll = (1u << 13) - 1,
   // The groups CI runs apart: faults of processes and disks, and of the wire.
   kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk |
-                   kDaemonAgentCrash | kDaemonCheckpoint,
+                   kDaemonAgentCrash | kDaemonCheckpoint | kDaemonCheckpointDisk,
   kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay,
 };
 
-// "kill,loan,pause,restart,partition,disk,agent,ckpt,loss,dup,delay,oneway",
-// the groups "process" (kill..ckpt) and "network" (the last four), "all" or
+// "kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway",
+// the groups "process" (kill..cdisk) and "network" (the last four), "all" or
 // "none".
 Result<unsigned> ParseDaemonFaults(const std::string& list);
 std::string DaemonFaultsString(unsigned faults);

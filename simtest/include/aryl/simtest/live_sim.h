@@ -89,6 +89,9 @@ struct Outcome {
   // --daemon: checkpoints that became good, writes torn, and the most steps
   // one fresh start trained again.
   std::int64_t checkpoints = 0, torn = 0, retrained = 0;
+  // --daemon: checkpoint writes that failed (a full disk, an I/O error), and
+  // checkpoint files corrupted on the disk.
+  std::int64_t checkpoints_failed = 0, checkpoints_corrupted = 0;
   std::vector<std::string> trace;  // with Options::trace
 };
 
