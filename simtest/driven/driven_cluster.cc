@@ -126,7 +126,7 @@ void DrivenCluster::PauseDaemon(double seconds) {
   paused_ = false;
   auto held = std::move(held_);
   held_.clear();
-  for (auto& f : held) Arrive(f.agent, std::move(f.msg), f.correlation);
+  for (auto& f : held) Arrive(f.agent, std::move(f.msg), f.correlation, f.route);
   Dispatch();
 }
 
@@ -143,7 +143,7 @@ DrivenAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int sl
   StartAgentProcess(a);
   p::AgentRegister reg = a.core->RegisterMessage();
   reg.instance = a.reg.instance;
-  auto r = Call(reg, id);
+  auto r = Call(reg, Route(a));
   if (r.ok() && std::holds_alternative<p::AgentRegistered>(*r)) registered_at_[id] = now();
   if (!r.ok() || !std::holds_alternative<p::AgentRegistered>(*r))
     Fail("register " + id + ": " + (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString()));
@@ -199,20 +199,28 @@ std::vector<p::EventRow> DrivenCluster::Events(p::JobId id) {
 }
 
 void DrivenCluster::Deliver(const std::string& from, p::Message msg) {
-  if (auto a = agents_.find(from); a != agents_.end() && !a->second.Sends()) return;  // cut off: lost
-  for (auto& f : network_.Send({true, from, "", std::move(msg)}, now())) Land(std::move(f));
+  auto a = agents_.find(from);
+  if (a == agents_.end() || !a->second.Sends()) return;  // cut off: lost
+  for (auto& f : network_.Send({true, from, "", std::move(msg), Route(a->second)}, now())) Land(std::move(f));
+}
+
+// Each agent process connects with a route of its own (AgentRoute): what the
+// scheduler sent to an earlier process of the agent can never reach a later one.
+std::string DrivenCluster::Route(const DrivenAgent& a) {
+  return a.reg.agent_id + "#" + std::to_string(a.reg.instance);
 }
 
 // What reaches the daemon's socket: read now, or once a paused daemon runs.
-void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::string& correlation) {
+void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::string& correlation,
+                          const std::string& route) {
   if (paused_) {
-    held_.push_back({true, from, correlation, std::move(msg)});
+    held_.push_back({true, from, correlation, std::move(msg), route});
     return;
   }
   if (!daemon_) return;  // not running: nobody reads the socket
   if (on_arrive) on_arrive(from, msg);
   p::ReplyTo to;
-  to.peer.identity = from;
+  to.peer.identity = route;
   to.correlation = correlation;
   const bool registration = std::holds_alternative<p::AgentRegister>(msg);
   auto reply = daemon_->Deliver(to, std::move(msg));
@@ -220,18 +228,21 @@ void DrivenCluster::Arrive(const std::string& from, p::Message msg, const std::s
   // A one-way message's reply (an Error, say) goes nowhere, as on the wire; a
   // request's goes back over it.
   if (!reply || correlation.empty()) return;
-  if (auto a = agents_.find(from); a != agents_.end()) ToAgent(a->second, std::move(*reply), correlation);
+  if (auto a = agents_.find(from); a != agents_.end()) ToAgent(a->second, std::move(*reply), correlation, route);
 }
 
-void DrivenCluster::ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation) {
+void DrivenCluster::ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation,
+                            const std::string& route) {
   if (!a.Hears()) return;  // cut off: lost
-  for (auto& f : network_.Send({false, a.reg.agent_id, correlation, std::move(msg)}, now())) Land(std::move(f));
+  for (auto& f : network_.Send({false, a.reg.agent_id, correlation, std::move(msg), route}, now()))
+    Land(std::move(f));
 }
 
 void DrivenCluster::Land(FaultyNetwork::Flight f) {
-  if (f.to_daemon) return Arrive(f.agent, std::move(f.msg), f.correlation);
+  if (f.to_daemon) return Arrive(f.agent, std::move(f.msg), f.correlation, f.route);
   auto it = agents_.find(f.agent);
   if (it == agents_.end() || !it->second.Hears()) return;
+  if (f.route != Route(it->second)) return;  // sent to a process of the agent that is gone
   DrivenAgent& a = it->second;
   if (f.correlation.empty()) return OnCommand(a, f.msg);
   // A registration's answer, taken only for the newest try (a client
@@ -253,7 +264,7 @@ void DrivenCluster::Register(DrivenAgent& a) {
   a.register_sent = now();
   a.register_correlation = "r" + std::to_string(++correlation_);
   if (!a.Sends()) return;
-  for (auto& f : network_.Send({true, a.reg.agent_id, a.register_correlation, std::move(reg)}, now()))
+  for (auto& f : network_.Send({true, a.reg.agent_id, a.register_correlation, std::move(reg), Route(a)}, now()))
     Land(std::move(f));
 }
 
@@ -263,9 +274,9 @@ void DrivenCluster::Dispatch() {
     auto sent = port_.TakeAll();
     if (sent.empty()) return;
     for (auto& s : sent) {
-      auto it = agents_.find(s.to);
+      auto it = agents_.find(s.to.substr(0, s.to.find('#')));
       if (it == agents_.end()) continue;  // a client's late reply
-      ToAgent(it->second, std::move(s.msg));
+      ToAgent(it->second, std::move(s.msg), "", s.to);
     }
   }
   Fail("the daemon and the agents kept messaging for 100 rounds without time passing");

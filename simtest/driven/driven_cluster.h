@@ -182,10 +182,11 @@ class DrivenCluster {
  private:
   // An agent's message onto the wire, and what reaches the daemon.
   void Deliver(const std::string& from, p::Message msg);
-  void Arrive(const std::string& from, p::Message msg, const std::string& correlation = "");
+  void Arrive(const std::string& from, p::Message msg, const std::string& correlation, const std::string& route);
+  static std::string Route(const DrivenAgent& a);
   // The daemon's messages onto the wire, and what reaches an agent.
   void Dispatch();
-  void ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation = "");
+  void ToAgent(DrivenAgent& a, p::Message msg, const std::string& correlation, const std::string& route);
   void Land(FaultyNetwork::Flight f);
   void AgentTick(DrivenAgent& a);  // registration, heartbeat, resends
   void Register(DrivenAgent& a);

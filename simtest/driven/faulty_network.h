@@ -32,6 +32,9 @@ class FaultyNetwork {
     std::string agent;        // the sender, or the addressee
     std::string correlation;  // a reply to this request (an agent's registration)
     protocol::Message msg;
+    // The agent process's ZeroMQ route ("<id>#<instance>", as AgentRoute's
+    // "<id>#<random>"): what the daemon addressed, or the sender's.
+    std::string route;
   };
 
   void Set(const NetworkFaults& f) {
