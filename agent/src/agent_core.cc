@@ -59,6 +59,12 @@ void AgentCore::OnStart(const p::StartWorkers& m) {
   host_.Starting(m);
   for (const auto& wp : m.workers) {
     if (workers_.Runs(m.job, wp.worker)) continue;
+    if (!started_.insert({m.job, wp.worker}).second) {
+      spdlog::warn("job {} worker {}: start_workers refused: this worker already ran here (a late or repeated copy)",
+                   m.job, wp.worker);
+      continue;
+    }
+    if (started_.size() > kStartedKept) started_.erase(started_.begin());
     auto started = host_.Launch(m, wp);
     if (!started.ok()) {
       // The job's failure, not the agent's: its user hears of it through the

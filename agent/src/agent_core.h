@@ -11,8 +11,9 @@
 //     (stop after), then SIGTERM, SIGKILL after kLeaseStopGraceSeconds.
 //  3. StartWorkers: refused when invalid, without a lease, or of a
 //     generation older than one seen here (generation_fence.h); a worker that
-//     runs here already is not started twice; one that cannot start is
-//     reported as exit 127 with the reason.
+//     runs or ran here (this process) is not started again: a late or
+//     repeated copy of its start; one that cannot start is reported as exit
+//     127 with the reason.
 //  4. NewGeneration: refused when stale; members take their new rank,
 //     leavers must be gone by leave_timeout (worker_life.h a), else they are
 //     stopped (d) with WorkerLife::kOverdueGrace.
@@ -145,6 +146,13 @@ class AgentCore {
   LocalWorkers workers_;
   ExitBook exits_;
   GenerationFence fence_;  // StartWorkers and NewGeneration of an overtaken generation are refused
+  // Every worker this process started (or failed to start), by (job,
+  // worker): the scheduler never gives two starts one worker id, so a start
+  // of one of these is a late or repeated copy of one already taken, and
+  // must not run an ended worker again beside its successors. The oldest
+  // (the lowest ids) are forgotten past kStartedKept.
+  static constexpr std::size_t kStartedKept = 65536;
+  std::set<std::pair<protocol::JobId, protocol::WorkerId>> started_;
 };
 
 }  // namespace aryl::agent

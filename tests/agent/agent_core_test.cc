@@ -90,6 +90,32 @@ TEST(AgentCore, StartsOnceAndRefusesStaleOrLeaselessStarts) {
   EXPECT_EQ(hb.workers.size(), 2u);
 }
 
+// A late or repeated copy of a start reaches the agent after the worker
+// ended (a duplicate on the wire, delayed past the worker's stop): the worker
+// is not run again beside its job's next generation. A launch that failed is
+// not tried again either.
+TEST(AgentCore, AStartOfAWorkerThatAlreadyRanHereIsRefused) {
+  Fixture f;
+  f.host.refuse = {12};
+  f.core.OnStart(Start(2, {10, 11, 12}));
+  ASSERT_EQ(f.core.workers().size(), 2u);
+  ExitInfo ex;
+  ex.pid = 501;  // worker 11
+  ex.signal = SIGKILL;
+  f.core.OnExit(ex);
+  ASSERT_FALSE(f.core.workers().Runs(7, 11));
+  f.core.OnStart(Start(2, {10, 11, 12}));  // the late copy
+  EXPECT_FALSE(f.core.workers().Runs(7, 11));
+  EXPECT_EQ(f.core.workers().size(), 1u);
+  EXPECT_EQ(f.host.next, 502) << "nothing launched again";
+  int exits127 = 0;
+  for (const auto& m : f.link.sent)
+    if (auto* e = std::get_if<p::WorkerExited>(&m); e && e->exit_code == 127) ++exits127;
+  EXPECT_EQ(exits127, 1);
+  f.core.OnStart(Start(2, {13}));  // a new worker of the same generation starts
+  EXPECT_TRUE(f.core.workers().Runs(7, 13));
+}
+
 // A worker that cannot start is reported as exit 127, kept until acknowledged.
 TEST(AgentCore, ALaunchFailureIsAnExitKeptUntilAcknowledged) {
   Fixture f;
