@@ -137,6 +137,10 @@ constexpr char kFenceFile[] = "FENCE";
 constexpr char kFenceLock[] = "FENCE.lock";
 constexpr char kFencedPrefix[] = "fenced: ";
 constexpr uint64_t kFenceBytes = 4096;  // room for "<job> <generation>" (one block)
+// Held for the fence alone: on a disk full to the last block with nothing
+// older than the newest good checkpoint to remove, removing it lets the
+// fence be raised (checkpoint.h, "A full disk").
+constexpr char kFenceReserve[] = "FENCE.reserve";
 
 }  // namespace
 
@@ -214,12 +218,38 @@ Status CheckpointManager::RaiseFence() {
     return fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); });
   };
   Status s = raise();
-  if (!CheckpointFs::IsNoSpace(s)) return s;
-  // A disk full to the last block would stop the job from starting again.
-  auto room = MakeRoom(kFenceBytes);
-  if (!room.ok())
-    return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
-  return room->removed > 0 ? raise() : s;
+  if (CheckpointFs::IsNoSpace(s)) {
+    // A disk full to the last block would stop the job from starting again:
+    // room from the older checkpoints first, then the fence's reserve.
+    auto room = MakeRoom(kFenceBytes);
+    if (!room.ok())
+      return room.status().WithContext("raising the fence after \"" + s.message() + "\"");
+    if (room->removed > 0) s = raise();
+    const std::string reserve = dir_ + "/" + kFenceReserve;
+    auto names = fs_->ListDir(dir_);
+    if (CheckpointFs::IsNoSpace(s) && names.ok() &&
+        std::find(names->begin(), names->end(), kFenceReserve) != names->end() && fs_->Remove(reserve).ok())
+      s = raise();
+  }
+  if (s.ok()) KeepFenceReserve();
+  return s;
+}
+
+Status CheckpointManager::RaiseFenceRetrying(const std::function<void(int tried)>& pause) {
+  Status s = RaiseFence();
+  for (int tried = 1; tried < kRaiseTries && s.IsIoError(); ++tried) {
+    if (pause) pause(tried);
+    s = RaiseFence();
+  }
+  return s;
+}
+
+void CheckpointManager::KeepFenceReserve() {
+  auto names = fs_->ListDir(dir_);
+  if (!names.ok() || std::find(names->begin(), names->end(), kFenceReserve) != names->end()) return;
+  // Best effort: on a full disk it waits for the next raise.
+  const std::string reserve = dir_ + "/" + kFenceReserve;
+  if (!fs_->WriteFileSynced(reserve, std::string(kFenceBytes, '\0')).ok()) (void)fs_->Remove(reserve);
 }
 
 CheckpointFs* CheckpointFs::Posix() {
@@ -252,7 +282,13 @@ std::string CheckpointManager::FileName(int64_t step) {
 
 Status CheckpointManager::WriteAndCommit(const std::string& tmp, const std::string& path,
                                          std::string_view data) {
-  Status s = fs_->WriteFileSynced(tmp, data);
+  // Fenced: the fence is checked and raised before the file is written as
+  // well as at the commit, so a stale copy writes nothing and the fence's
+  // own few bytes never compete with the checkpoint for the last room.
+  Status s = generation_ > 0 ? fs_->WithLock(dir_ + "/" + kFenceLock, [&] { return CheckAndRaiseLocked(); })
+                             : Status::Ok();
+  if (!s.ok()) return s;
+  s = fs_->WriteFileSynced(tmp, data);
   if (s.ok()) {
     if (generation_ > 0) {
       s = fs_->WithLock(dir_ + "/" + kFenceLock, [&]() -> Status {

@@ -2,7 +2,9 @@
 // the retention and the fence).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "runtime_impl.h"
 
@@ -59,7 +61,11 @@ Status Runtime::Impl::RestoreCheckpoint(ElasticState& state) {
   // First the fence: once it is raised no stale copy commits another
   // checkpoint, so the one loaded below is the last before this generation.
   FenceAs(gen_);
-  ARYL_RETURN_IF_ERROR(ckpt_->RaiseFence());
+  ARYL_RETURN_IF_ERROR(ckpt_->RaiseFenceRetrying([&](int tried) {
+    spdlog::warn("aryl: raising the checkpoint fence in {} failed (try {} of {}); again in 1 s", ckpt_->dir(),
+                 tried, CheckpointManager::kRaiseTries);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }));
   auto loaded = ckpt_->LoadLatest();
   if (!loaded.ok()) {
     if (!loaded.status().IsNotFound()) return loaded.status();

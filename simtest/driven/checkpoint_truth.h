@@ -100,9 +100,10 @@ class CheckpointTruth {
 
   // A line per write begun, completed or torn and per restore (a trace).
   std::function<void(const std::string&)> on_event;
+  // Another line of that trace (the model's own events).
+  void Note(const std::string& line);
 
  private:
-  void Note(const std::string& line);
   void Violate(const char* invariant, const std::string& what);
   std::vector<Write>::iterator Find(protocol::WorkerId writer);
   std::string PathOf(std::int64_t step) const;

@@ -108,8 +108,10 @@ void RuntimeModel::Tick(double now, const Workers& ws) {
                            const auto& old = t.members[t.formed];
                            return std::find(old.begin(), old.end(), w) != old.end();
                          });
+      // Rank 0 of a fresh group raises the fence before it restores; when
+      // it cannot (a full disk), its start fails and the group never forms.
+      if (fresh && !Restore(job, t, members, now, ws)) continue;
       t.formed = newest;
-      if (fresh) Restore(t, now);
       t.fault = false;
       for (auto jf = t.joined_for.begin(); jf != t.joined_for.end();)
         jf = jf->second <= newest ? t.joined_for.erase(jf) : std::next(jf);
@@ -155,12 +157,31 @@ void RuntimeModel::Tick(double now, const Workers& ws) {
   }
 }
 
-void RuntimeModel::Restore(Training& t, double now) {
-  t.group = t.formed;
+bool RuntimeModel::Restore(p::JobId job, Training& t, const std::vector<p::WorkerId>& members, double now,
+                           const Workers& ws) {
+  const std::int64_t gen = t.members.rbegin()->first;
+  if (t.ckpt.every > 0) {
+    // The runtime's RestoreCheckpoint (runtime_checkpoint.cc): the fence
+    // first, raised to this generation by the manager, then LoadLatest.
+    t.files->set_fence(FenceJob(job), gen);
+    Status raised = t.files->RaiseFenceRetrying({});  // tries at once: a second apart in the runtime
+    if (!raised.ok()) {
+      // SyncState fails on rank 0 (Runtime::Start): the worker ends "failed"
+      // and the others wait in the rendezvous until their timeout.
+      std::string agent;
+      auto rank0 = std::find_if(members.begin(), members.end(), [&](p::WorkerId w) { return ws.running(w, &agent); });
+      t.truth.Note("group " + std::to_string(gen) + " cannot raise the fence: " + raised.ToString());
+      if (rank0 != members.end()) {
+        t.joined_for.erase(*rank0);
+        ws.exit(agent, *rank0, 1, "failed", std::nullopt);
+      }
+      return false;
+    }
+  }
+  t.group = gen;
   t.next_step = now + 1;
-  if (t.ckpt.every <= 0) return;  // no checkpoints: the model trains on where the job was
-  // The runtime's LoadLatest: the newest file that passes its checks (a
-  // directory with none: step 0).
+  if (t.ckpt.every <= 0) return true;  // no checkpoints: the model trains on where the job was
+  // The newest file that passes its checks (a directory with none: step 0).
   auto loaded = t.files->LoadLatest();
   t.step = loaded.ok() ? loaded->info.step : 0;
   std::size_t skipped = loaded.ok() ? loaded->skipped.size() : 0;
@@ -168,8 +189,8 @@ void RuntimeModel::Restore(Training& t, double now) {
     for (auto at = loaded.status().message().find("; skipped "); at != std::string::npos;
          at = loaded.status().message().find("; skipped ", at + 1))
       ++skipped;
-  t.fence = std::max(t.fence, t.formed);
   t.truth.Restored(t.group, t.step, now, skipped);
+  return true;
 }
 
 void RuntimeModel::BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at) {
@@ -228,12 +249,6 @@ void RuntimeModel::WriteTick(p::JobId job, Training& t, double now, const Worker
       continue;
     }
     t.writes.erase(t.writes.begin() + static_cast<long>(i));
-    if (w.w.generation < t.fence) {
-      // A stale copy: the fence refuses its commit and the runtime fails.
-      t.truth.Torn(w.w.writer, "refused by the fence (generation " + std::to_string(t.fence) + ")", now);
-      ws.exit(agent, w.w.writer, 1, "failed", std::nullopt);
-      continue;
-    }
     Commit(job, t, w, agent, now, ws);
   }
 }
@@ -243,7 +258,16 @@ void RuntimeModel::Commit(p::JobId job, Training& t, const Training::Write& w, c
   int world = 0;
   for (p::WorkerId m : t.members[w.w.generation]) world += ws.running(m, nullptr);
   const std::string payload(t.ckpt.bytes, static_cast<char>('a' + w.w.step % 26));
+  // The writer's own manager: fenced at its generation (Runtime::Impl::FenceAs).
+  t.files->set_fence(FenceJob(job), w.w.generation);
   auto info = t.files->Write(w.w.step, std::max(1, world), payload);
+  if (CheckpointManager::IsFenced(info.status())) {
+    // A stale copy: the fence refuses its commit, and the runtime fails
+    // without a report (runtime_checkpoint.cc).
+    t.truth.Torn(w.w.writer, info.status().ToString(), now);
+    ws.exit(agent, w.w.writer, 1, "failed", std::nullopt);
+    return;
+  }
   p::CheckpointReport r;
   r.agent_id = agent;  // as aryl-agent relays it
   r.job = job;
@@ -252,7 +276,6 @@ void RuntimeModel::Commit(p::JobId job, Training& t, const Training::Write& w, c
   r.step = w.w.step;
   r.seconds = w.w.ends - w.w.begun;
   if (info.ok()) {
-    t.fence = std::max(t.fence, w.w.generation);
     t.truth.Committed(w.w.writer, now);
     r.path = info->path;
     r.bytes = static_cast<std::int64_t>(payload.size());

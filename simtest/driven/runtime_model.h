@@ -16,17 +16,20 @@
 // trains no step (the runtime writes at the step boundary); it becomes the
 // newest good checkpoint only when it completes with its writer alive, and
 // is then reported to the daemon (CheckpointReport through rank 0's agent).
-// A writer killed mid-write leaves the previous one. The directory's fence
-// (the newest generation that restored or committed) refuses a stale
-// group's commit; that worker then fails (exit 1, "failed"). A fresh group
-// (no member of an earlier generation) restores the newest good checkpoint
-// when it forms and trains on from its step; with checkpoints off, from the
-// step the job had reached. CheckpointTruth records all of it.
+// A writer killed mid-write leaves the previous one. A fresh group (no
+// member of an earlier generation) restores the newest good checkpoint when
+// it forms and trains on from its step; with checkpoints off, from the step
+// the job had reached. CheckpointTruth records all of it.
 //
-// The files are the runtime's own: a write that completes goes through
-// aryl::CheckpointManager (the runtime's translation unit, keep 3, unfenced:
-// the fence stays the model's, above) into the job's directory on a
-// MemoryCheckpointFs, and a restore is its LoadLatest. A write the manager
+// The files and the fence are the runtime's own (aryl::CheckpointManager,
+// the runtime's translation unit, keep 3) in the job's directory on a
+// MemoryCheckpointFs: as each worker's manager does, a write is fenced at
+// its writer's generation and a restore raises the fence to the fresh
+// group's generation (RaiseFence) before LoadLatest. The fence (the newest
+// generation that restored or committed) refuses a stale group's commit;
+// that worker then fails (exit 1, "failed", no report). A fence that cannot
+// be raised (a full disk with nothing older to remove) fails rank 0's start:
+// the group does not form. A write the manager
 // fails (a full disk after making room, an I/O error) leaves the newest good
 // checkpoint; rank 0 logs it, reports it to the daemon as the runtime does
 // (a CheckpointReport whose error is the Status, its path the directory)
@@ -117,7 +120,6 @@ class RuntimeModel {
     Checkpoints ckpt;
     std::unique_ptr<MemoryCheckpointFs> disk;
     std::unique_ptr<CheckpointManager> files;  // the runtime's, on `disk`
-    std::int64_t fence = 0;
     std::int64_t group = 0;       // of the formed generation
     struct Write {
       CheckpointTruth::Write w;
@@ -129,7 +131,10 @@ class RuntimeModel {
   };
   void BeginWrite(Training& t, p::WorkerId writer, double now, int stop, double kill_at);
   void WriteTick(p::JobId job, Training& t, double now, const Workers& ws);
-  void Restore(Training& t, double now);
+  // A fresh group of `members` forms: false when rank 0 could not raise the fence.
+  bool Restore(p::JobId job, Training& t, const std::vector<p::WorkerId>& members, double now, const Workers& ws);
+  // The job name in the fence file, as the scheduler's ARYL_FENCE_ID.
+  static std::string FenceJob(p::JobId job) { return "job-" + std::to_string(job); }
   // The write `w` completed with its writer alive: the manager writes it.
   void Commit(p::JobId job, Training& t, const Training::Write& w, const std::string& agent, double now,
               const Workers& ws);

@@ -64,7 +64,11 @@ void CheckpointDiskFaults::Capacity(int files, std::uint64_t file_bytes, std::ui
 
 void CheckpointDiskFaults::Fill(double fraction) {
   if (!Disk()) return;
-  Disk()->set_other_bytes(static_cast<std::uint64_t>(fraction * static_cast<double>(Disk()->capacity())));
+  // Other files take up to `fraction` of the disk, of the room that is free
+  // (a disk never holds more than its capacity).
+  const std::uint64_t cap = Disk()->capacity(), used = Disk()->used();
+  const std::uint64_t free = used >= cap ? 0 : cap - used;
+  Disk()->set_other_bytes(std::min(free, static_cast<std::uint64_t>(fraction * static_cast<double>(cap))));
   trace_("other files take " + std::to_string(Disk()->other_bytes()) + " bytes of the checkpoint disk");
 }
 

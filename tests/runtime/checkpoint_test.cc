@@ -279,11 +279,13 @@ TEST_P(CheckpointFullDisk, NeverRemovesTheNewestGoodBehindACorruptOne) {
 INSTANTIATE_TEST_SUITE_P(Fencing, CheckpointFullDisk, ::testing::Values(int64_t{0}, int64_t{3000}),
                          [](const auto& info) { return info.param ? "Fenced" : "Unfenced"; });
 
-// A stale copy (an older generation) that runs out of space removes nothing:
-// the live copy's checkpoints all stay, and the stale copy learns it is fenced.
+// A stale copy (an older generation) on a full disk removes nothing: it is
+// refused before it writes a byte (the fence is checked before the file is
+// written, not only at the commit), the live copy's checkpoints all stay,
+// and the stale copy learns it is fenced.
 TEST(CheckpointFence, StaleCopyOnAFullDiskRemovesNothing) {
   std::string dir = TempDir("fence_full");
-  BudgetFs fs(dir, 3 * (kPayload + 40) + 200);
+  BudgetFs fs(dir, 3 * (kPayload + 40) + 4096 + 200);  // three checkpoints and the fence's reserve
   CheckpointManager stale(dir, 3, &fs), live(dir, 3, &fs);
   stale.set_fence("7", 2001);
   live.set_fence("7", 3000);
@@ -292,7 +294,7 @@ TEST(CheckpointFence, StaleCopyOnAFullDiskRemovesNothing) {
   auto r = stale.Write(4, 2, PayloadOf(4));
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(CheckpointManager::IsFenced(r.status())) << r.status();
-  EXPECT_EQ(fs.no_space, 1);
+  EXPECT_EQ(fs.no_space, 0);  // it wrote nothing
   EXPECT_EQ(FilesOf(dir).checkpoints.size(), 3u);
   EXPECT_TRUE(FilesOf(dir).temps.empty());
   auto latest = live.LoadLatest();
@@ -325,6 +327,76 @@ TEST(CheckpointFence, RaisingTheFenceOnAFullDiskMakesRoom) {
   auto latest = next.LoadLatest();
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(latest->info.step, 3);
+}
+
+// A new generation starting on a disk full to the byte with only the newest
+// good checkpoint on it (nothing older to remove) raises the fence from the
+// reserve the earlier raise left; the reserve is written again after each
+// raise, so the generation after it starts too. Without the reserve the raise
+// fails for room (and the job could not start again until the disk empties).
+TEST(CheckpointFence, RaisingTheFenceWithNothingOlderUsesTheReserve) {
+  std::string dir = TempDir("fence_reserve");
+  {
+    CheckpointManager first(dir, 3);
+    first.set_fence("7", 2000);
+    ASSERT_TRUE(first.RaiseFence().ok());  // the start of generation 2000
+    ASSERT_TRUE(first.Write(1, 2, PayloadOf(1)).ok());
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir + "/FENCE.reserve"));
+  uint64_t used = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) used += e.file_size();
+  BudgetFs fs(dir, used);  // not a byte free
+  for (int64_t gen : {3000, 4000}) {
+    CheckpointManager next(dir, 3, &fs);
+    next.set_fence("7", gen);
+    Status raised = next.RaiseFence();
+    ASSERT_TRUE(raised.ok()) << "generation " << gen << ": " << raised;
+    auto fence = next.Fence();
+    ASSERT_TRUE(fence.ok()) << fence.status();
+    EXPECT_EQ(fence->generation, gen);
+    EXPECT_TRUE(std::filesystem::exists(dir + "/FENCE.reserve")) << "generation " << gen;
+    auto latest = next.LoadLatest();
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    EXPECT_EQ(latest->info.step, 1);
+  }
+  EXPECT_EQ(FilesOf(dir).checkpoints.size(), 1u);
+  EXPECT_TRUE(FilesOf(dir).temps.empty());
+  std::filesystem::remove(dir + "/FENCE.reserve");
+  used = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) used += e.file_size();
+  BudgetFs full(dir, used);  // still not a byte free
+  CheckpointManager without(dir, 3, &full);
+  without.set_fence("7", 5000);
+  Status s = without.RaiseFence();
+  EXPECT_TRUE(CheckpointFs::IsNoSpace(s)) << s;
+  EXPECT_TRUE(FilesOf(dir).temps.empty());
+}
+
+// The first checkpoint of a new generation on a disk with room for exactly
+// that checkpoint: the fence (a few bytes) is raised before the file is
+// written, so it does not take the checkpoint's last bytes.
+TEST(CheckpointFence, ANewGenerationsFirstWriteFitsExactly) {
+  std::string dir = TempDir("fence_exact");
+  {
+    CheckpointManager old_gen(dir, 1);
+    old_gen.set_fence("7", 2000);
+    ASSERT_TRUE(old_gen.Write(1, 2, PayloadOf(1)).ok());
+  }
+  uint64_t used = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) used += e.file_size();
+  // Room for one more file exactly, and for the fence's new text beside the old.
+  BudgetFs fs(dir, used + kPayload + 40 + 16);
+  CheckpointManager next(dir, 1, &fs);
+  next.set_fence("7", 3000);
+  auto w = next.Write(2, 2, PayloadOf(2));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(fs.no_space, 0);
+  auto fence = next.Fence();
+  ASSERT_TRUE(fence.ok()) << fence.status();
+  EXPECT_EQ(fence->generation, 3000);
 }
 
 // An I/O error that is not a lack of space removes no checkpoint.

@@ -31,6 +31,12 @@
 // a commit, so a stale copy removes nothing. Still no room: an IoError that
 // IsNoSpace, naming the directory, the bytes needed and free, the checkpoint
 // kept and the cause. Retention (keep) is applied after each good write as before.
+// Raising the fence (a fresh generation's start) on a disk full to the last
+// block, with nothing older than the newest good checkpoint to remove, uses
+// "<dir>/FENCE.reserve": a block kept for it, written after each raise
+// (best effort) and removed when a raise finds no other room. The raise's
+// rename frees the old fence's block, so the reserve is written again even
+// on a disk that stays full.
 //
 // File I/O goes through CheckpointFs so tests can inject failures.
 // Thread safety: CheckpointManager is not thread-safe.
@@ -112,6 +118,13 @@ class CheckpointManager {
   // ("fenced: ...") when a newer generation of the job has already run here.
   // On a full disk makes room as Write does and tries once more.
   Status RaiseFence();
+  // RaiseFence, tried up to kRaiseTries times while it fails with an I/O
+  // error (one that may pass: EIO, no space), never again after a fenced
+  // refusal or a corrupt fence. `pause(n)` runs before try n + 1 (the runtime
+  // sleeps a second); the last error is returned. A fresh generation's start
+  // has no later chance to raise it: without it the start fails.
+  static constexpr int kRaiseTries = 3;
+  Status RaiseFenceRetrying(const std::function<void(int tried)>& pause);
   // Reads the fence without changing it: the same refusal as RaiseFence when
   // a newer generation of the job has run here (a cheap periodic check).
   Status CheckFence();
@@ -134,6 +147,8 @@ class CheckpointManager {
   // Under the lock: checks the fence against generation_ and raises it.
   Status CheckAndRaiseLocked();
   Status StaleAgainst(const FenceValue& fence) const;
+  // Writes FENCE.reserve when it is missing (best effort).
+  void KeepFenceReserve();
   // Writes `data` to `tmp` and commits it as `path` (under the fence when
   // fenced); removes `tmp` when either step fails.
   Status WriteAndCommit(const std::string& tmp, const std::string& path, std::string_view data);
