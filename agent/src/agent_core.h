@@ -52,7 +52,8 @@
 
 namespace aryl::agent {
 
-// The agent's standing with its scheduler (SchedulerSession in aryl-agent).
+// The agent's standing with its scheduler (SchedulerSession in aryl-agent, the
+// driven agent's link in the simulation; both decide by a SessionCore).
 class SchedulerLink {
  public:
   virtual ~SchedulerLink() = default;

@@ -1,12 +1,15 @@
 // SchedulerSession: this agent's standing with the scheduler (agent.h, steps
-// 1-2): the client to the leader among --scheduler's list, registration and
-// its retries, heartbeats, the lease they renew (lease.h), the move to another
-// leader when HeartbeatAcks stop, and term fencing: messages of a lower
-// scheduler term (messages.h, "Term fencing") are refused. (Commands of an
-// older job generation are AgentCore's to refuse, agent_core.h.)
+// 1-2) over the wire: the blocking ZeroMQ client to the leader among
+// --scheduler's list, and a SessionCore (session_core.h) that decides
+// everything else: registration and its retries, heartbeats, the lease they
+// renew (lease.h), the move to another leader when HeartbeatAcks stop, and
+// term fencing: messages of a lower scheduler term (messages.h, "Term
+// fencing") are refused. (Commands of an older job generation are AgentCore's
+// to refuse, agent_core.h.) The driven cluster (simtest/driven) runs the same
+// SessionCore over its in-memory wire.
 //
 // What the agent reports (its workers, its unacknowledged exits) is built by
-// the agent and handed in; the session adds its own identity (instance) and
+// the agent and handed in; the core adds its own identity (instance) and
 // sequence numbers.
 //
 // Thread safety: none; the agent's loop owns it.
@@ -27,6 +30,7 @@
 #include "agent_core.h"
 #include "aryl/protocol/scheduler_client.h"
 #include "lease.h"
+#include "session_core.h"
 
 namespace aryl::agent {
 
@@ -41,16 +45,16 @@ class SchedulerSession final : public SchedulerLink {
   // next of the list (only with several schedulers); the agent registers again.
   void FailoverIfQuiet(double now);
   // Not registered and the last try is over a second old.
-  bool RegisterDue(double now) const { return !registered_ && now - last_register_try_ > 1.0; }
+  bool RegisterDue(double now) const { return core_.RegisterDue(now); }
   // Sends `m` (what is here; the session adds its instance) and takes the answer.
   void Register(protocol::AgentRegister m);
-  bool HeartbeatDue(double now) const { return registered_ && now - last_heartbeat_ >= heartbeat_interval_; }
+  bool HeartbeatDue(double now) const { return core_.HeartbeatDue(now); }
   // Sends `hb` (what is here; the session numbers it) as sent at `now`.
   void Heartbeat(protocol::Heartbeat hb, double now);
 
   // Whether `msg` comes from a deposed leader (a term below the newest seen);
   // otherwise remembers its term. Logs a refusal.
-  bool FromDeposedLeader(const protocol::Message& msg);
+  bool FromDeposedLeader(const protocol::Message& msg) { return core_.FromDeposedLeader(msg); }
   void OnHeartbeatAck(const protocol::HeartbeatAck& a);
   // An Error push: a standby or a scheduler that does not know this agent
   // means registering again; any other is logged.
@@ -61,32 +65,15 @@ class SchedulerSession final : public SchedulerLink {
   Result<protocol::Message> Receive(std::chrono::milliseconds timeout) { return client_->Receive(timeout); }
   void Close() { client_->Close(); }
 
-  bool registered() const override { return registered_; }
-  SchedulerLease& lease() override { return lease_; }
+  bool registered() const override { return core_.registered(); }
+  SchedulerLease& lease() override { return core_.lease(); }
 
  private:
-  SchedulerSession() = default;
-  // Term fencing: whether term `t` of a `what` is below the newest seen. Term
-  // 0 (a scheduler that stamps none) passes only while no term was seen.
-  bool Deposed(std::uint64_t t, std::string_view what);
-  // How long without a HeartbeatAck before the agent looks for another leader.
-  double AckTimeout() const { return std::max(3 * heartbeat_interval_, 2.0); }
+  SchedulerSession(const AgentOptions& options, bool several_schedulers);
 
   AgentOptions opt_;
   std::unique_ptr<protocol::SchedulerClient> client_;  // the leader among --scheduler's list
-  bool several_schedulers_ = false;                    // --scheduler lists more than one
-  bool registered_ = false;
-  bool ever_registered_ = false;  // this process has registered with some leader
-  double heartbeat_interval_ = 1.0;
-  double last_heartbeat_ = 0;
-  double last_ack_ = 0;  // the newest registration or HeartbeatAck taken (monotonic)
-  double last_register_try_ = -10;
-  std::uint64_t seq_ = 0;
-  // This process's identity for the scheduler (AgentRegister::instance).
-  std::uint64_t instance_ = std::random_device{}() * 4294967296ull + std::random_device{}() + 1;
-  SchedulerLease lease_;  // how long workers may run without the scheduler
-  std::uint64_t term_ = 0;  // the highest scheduler term seen here
-  std::uint64_t scheduler_epoch_ = 0;
+  SessionCore core_;
 };
 
 }  // namespace aryl::agent

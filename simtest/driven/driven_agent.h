@@ -1,6 +1,7 @@
 // DrivenAgent: one agent of the driven cluster (driven_cluster.h), as the
 // cluster keeps it: aryl-agent's AgentCore and its in-memory workers, and
-// the harness's state around them (the wire's cuts, the session).
+// aryl-agent's SessionCore (its standing with the scheduler), and the
+// harness's state around them (the wire's cuts, the process).
 //
 // Thread safety: none; the cluster's one thread owns it.
 #pragma once
@@ -16,6 +17,7 @@
 #include "aryl/protocol/messages.h"
 #include "lease.h"
 #include "memory_workers.h"
+#include "session_core.h"
 
 namespace aryl::daemon::testing {
 
@@ -23,13 +25,14 @@ namespace p = aryl::protocol;
 
 // One agent: aryl-agent's own AgentCore (agent/src/agent_core.h) deciding
 // what to do on every command, on the lease and on every worker's end, over
-// in-memory workers (memory_workers.h); around it the harness's wire to the
-// daemon (as SchedulerSession: registration, heartbeats, the lease they
-// renew) and its faults.
+// in-memory workers (memory_workers.h), and its own SessionCore
+// (agent/src/session_core.h) deciding when to register and heartbeat, what
+// renews the lease, which scheduler messages are fenced off and what an
+// Error means; around them the harness's wire to the daemon (the ZeroMQ
+// client's part in the binary) and its faults.
 struct DrivenAgent {
   p::AgentRegister reg;  // who it is (its workers and exits are the core's)
   std::vector<p::Message> received;  // every command, in order
-  std::uint64_t seq = 0;
   // Cut off: a crashed or partitioned agent (silent) sends nothing and hears
   // nothing; a one-way partition loses only what it sends (mute) or only
   // what it is sent (deaf).
@@ -41,27 +44,23 @@ struct DrivenAgent {
   bool down = false;
   bool Sends() const { return !silent && !mute && !down; }
   bool Hears() const { return !silent && !deaf && !down; }
-  double next_heartbeat = 0;
-  // Protocol step 1, as SchedulerSession: registered until the scheduler says
-  // it does not know this agent; then a registration a second, each answered
-  // (or not) over the network, until one is.
-  bool registered = true;
-  double register_sent = -10;
+  // The wire client's matching of answers to requests: the newest
+  // registration's correlation (an answer to an older try is dropped, as the
+  // ZeroMQ client drops it).
   std::string register_correlation;
-  std::uint64_t scheduler_epoch = 0;
-  // The lease (protocol step 2; agent/src/lease.h), renewed from the send
-  // time of each acknowledged heartbeat; the core stops the workers when it
-  // runs out and takes no start until it is granted again.
-  agent::SchedulerLease lease;
 
-  // The agent's process: its workers, its link to the wire and its logic.
+  // The agent's process: its workers, its standing with the scheduler (the
+  // lease the core checks is the session's), its link to the wire and its
+  // logic.
   std::unique_ptr<MemoryWorkers> host;
+  std::unique_ptr<agent::SessionCore> session;
   std::unique_ptr<agent::SchedulerLink> link;
   std::unique_ptr<agent::AgentCore> core;
   int in_core = 0;  // inside a call of the core: exits wait to be reaped (InCore)
 
-  // A new process (the first, or one after a crash): its core, link and
-  // workers, none running. `send` puts a message on the wire to the daemon;
+  // A new process (the first, or one after a crash, of instance
+  // reg.instance): its session (unregistered), core, link and workers, none
+  // running. `send` puts a message on the wire to the daemon;
   // `on_term` is what a worker does with its SIGTERM.
   void StartProcess(const Clock& clock, MemoryWorkers::OnTerm on_term, std::function<void(const p::Message&)> send);
 

@@ -75,7 +75,6 @@ void DrivenCluster::Start(DaemonOptions options, bool restartable, std::unique_p
     }
   }
   options_ = options;
-  heartbeat_interval_ = options.heartbeat_interval;
   auto d = store ? Daemon::StartDriven(options, port_, std::move(store)) : StartDaemon();
   if (!d.ok()) {
     Fail("StartDriven: " + d.status().ToString());
@@ -141,20 +140,14 @@ DrivenAgent& DrivenCluster::AddAgent(const std::string& id, p::Pool pool, int sl
   a.reg.store_endpoint = "tcp://" + id + ".local:7000";
   a.reg.instance = 1000 + agents_.size();
   StartAgentProcess(a);
-  p::AgentRegister reg = a.core->RegisterMessage();
-  reg.instance = a.reg.instance;
-  auto r = Call(reg, Route(a));
+  // The first registration, answered at once (no faults yet); the session
+  // takes the answer as any other.
+  auto r = Call(a.session->MakeRegister(a.core->RegisterMessage(), now()), Route(a));
   if (r.ok() && std::holds_alternative<p::AgentRegistered>(*r)) registered_at_[id] = now();
   if (!r.ok() || !std::holds_alternative<p::AgentRegistered>(*r))
     Fail("register " + id + ": " + (r.ok() ? std::string(p::TypeName(*r)) : r.status().ToString()));
-  if (r.ok())
-    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) heartbeat_interval_ = ok->heartbeat_interval_seconds;
-  a.next_heartbeat = now() + heartbeat_interval_;
-  if (r.ok())
-    if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) {
-      a.lease.Renew(now(), ok->lease_seconds);
-      a.scheduler_epoch = ok->scheduler_epoch;
-    }
+  if (!r.ok()) a.session->OnRegisterFailed(r.status(), now());
+  else if (auto* ok = std::get_if<p::AgentRegistered>(&*r)) a.session->OnRegistered(*ok, now());
   Dispatch();
   return a;
 }
@@ -246,22 +239,15 @@ void DrivenCluster::Land(FaultyNetwork::Flight f) {
   DrivenAgent& a = it->second;
   if (f.correlation.empty()) return OnCommand(a, f.msg);
   // A registration's answer, taken only for the newest try (a client
-  // matches replies to its request).
-  if (f.correlation != a.register_correlation || a.registered) return;
-  if (auto* ok = std::get_if<p::AgentRegistered>(&f.msg)) {
-    a.registered = true;
-    a.lease.Renew(a.register_sent, ok->lease_seconds);
-    a.scheduler_epoch = ok->scheduler_epoch;
-    heartbeat_interval_ = ok->heartbeat_interval_seconds;
-    a.next_heartbeat = now() + heartbeat_interval_;
-  }
+  // matches replies to its request); the session decides what it means
+  // (term fencing included).
+  if (f.correlation != a.register_correlation) return;
+  if (auto* ok = std::get_if<p::AgentRegistered>(&f.msg)) a.session->OnRegistered(*ok, now());
+  else if (auto* e = std::get_if<p::Error>(&f.msg)) a.session->OnRegisterFailed(e->ToStatus(), now());
 }
 
 void DrivenCluster::Register(DrivenAgent& a) {
-  p::AgentRegister reg = a.core->RegisterMessage();
-  reg.instance = a.reg.instance;
-  reg.seq = ++a.seq;  // as aryl-agent: one counter with the heartbeats
-  a.register_sent = now();
+  p::AgentRegister reg = a.session->MakeRegister(a.core->RegisterMessage(), now());
   a.register_correlation = "r" + std::to_string(++correlation_);
   if (!a.Sends()) return;
   for (auto& f : network_.Send({true, a.reg.agent_id, a.register_correlation, std::move(reg), Route(a)}, now()))
@@ -289,8 +275,11 @@ void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
   // The runtime model watches what the daemon asked for, taken or not.
   if (auto* m = std::get_if<p::StartWorkers>(&msg))
     runtime_.NoteGeneration(m->job, m->generation, m->members, &m->workers, now());
-  if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
+  if (auto* m = std::get_if<p::NewGeneration>(&msg))
     runtime_.NoteGeneration(m->job, m->generation, m->members, nullptr, now());
+  // As aryl-agent's OnPush: a deposed leader's message goes no further.
+  if (a.session->FromDeposedLeader(msg)) return;
+  if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
     bool taken = false;
     {
       InCore in(a);
@@ -301,15 +290,11 @@ void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
       for (p::WorkerId wid : m->leaving)
         if (a.host->JobOf(wid) == m->job) Exit(id, wid, 0, "left");
   } else if (auto* m = std::get_if<p::HeartbeatAck>(&msg)) {
-    if (m->scheduler_epoch == a.scheduler_epoch) a.lease.Acked(m->seq, m->lease_seconds);
+    a.session->OnHeartbeatAck(*m, now());
   } else if (auto* m = std::get_if<p::Error>(&msg)) {
-    // As SchedulerSession::OnError: a scheduler that does not know this
-    // agent (a restart, or it gave the agent up); it registers again, with
-    // what it runs.
-    if (p::IsStandbyError(*m) || m->code == Status::Code::kFailedPrecondition) {
-      a.registered = false;
-      a.register_sent = -10;
-    }
+    // A scheduler that does not know this agent (a restart, or it gave the
+    // agent up): the session registers again, with what the core runs.
+    a.session->OnError(*m);
   } else {
     InCore in(a);
     a.core->OnCommand(msg);
@@ -369,12 +354,7 @@ void DrivenCluster::Kill(const std::string& agent, p::WorkerId worker, int signa
 void DrivenCluster::CrashAgent(const std::string& agent) {
   DrivenAgent& a = agents_.at(agent);
   a.host->DieAll();
-  a.lease = agent::SchedulerLease{};
-  a.seq = 0;
-  a.reg.instance += 1000;  // a new process
-  a.registered = false;
-  a.register_sent = -10;
-  a.register_correlation.clear();
+  a.reg.instance += 1000;  // a new process: a new session, lease and sequence
   a.down = true;
   StartAgentProcess(a);
 }
@@ -392,10 +372,7 @@ void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_
 }
 
 void DrivenCluster::Heartbeat(DrivenAgent& a) {
-  p::Heartbeat hb = a.core->HeartbeatMessage();
-  hb.seq = ++a.seq;
-  a.lease.Sent(hb.seq, now());
-  Deliver(a.reg.agent_id, hb);
+  Deliver(a.reg.agent_id, a.session->MakeHeartbeat(a.core->HeartbeatMessage(), now()));
 }
 
 void DrivenCluster::Run(double seconds) {
@@ -419,21 +396,21 @@ void DrivenCluster::Run(double seconds) {
 }
 
 // aryl-agent's loop: the core's step (the lease, overdue leavers, exits to
-// resend), then register until answered, else heartbeat on the interval the
-// scheduler gave.
+// resend), then the session's: a registration whose answer did not come
+// within the request timeout failed (the binary's blocking client says so by
+// itself), a failover when acks stopped (never here: one scheduler), a
+// registration when due, a heartbeat when due.
 void DrivenCluster::AgentTick(DrivenAgent& a) {
   {
     InCore in(a);
     a.core->Tick();
   }
   Reap(a);
-  if (!a.registered) {
-    if (now() - a.register_sent > 1.0) Register(a);
-    return;
-  }
-  if (now() + 1e-9 < a.next_heartbeat) return;
-  a.next_heartbeat = now() + heartbeat_interval_;
-  Heartbeat(a);
+  agent::SessionCore& s = *a.session;
+  if (s.RegisterOverdue(now())) s.OnRegisterFailed(Status::Timeout("no answer to the registration"), now());
+  if (s.FailoverDue(now())) s.LeaderLeft();
+  if (s.RegisterDue(now())) Register(a);
+  if (s.HeartbeatDue(now())) Heartbeat(a);
 }
 
 void DrivenCluster::Train(p::JobId job, std::int64_t total_steps, RuntimeModel::Checkpoints checkpoints) {

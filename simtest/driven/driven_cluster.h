@@ -4,16 +4,21 @@
 // aryl-agent's own command logic (AgentCore, agent/src/agent_core.h: what to
 // do on StartWorkers, StopWorkers, NewGeneration, WorkerExitAck, the lease
 // running out and a worker's end; the contents of AgentRegister and
-// Heartbeat) over in-memory worker processes (memory_workers.h). One
-// thread, one order: every run of a test sees the same messages in the same
-// sequence, and a minute of the cluster takes milliseconds.
+// Heartbeat) and its own standing with the scheduler (SessionCore,
+// agent/src/session_core.h: registration and its retries, the answer's
+// handling, heartbeats on the interval given, the lease renewed from send
+// times, term fencing of every scheduler message, the scheduler epoch,
+// registering again on an Error) over in-memory worker processes
+// (memory_workers.h). One thread, one order: every run of a test sees the
+// same messages in the same sequence, and a minute of the cluster takes
+// milliseconds.
 //
 // The harness's, not the agent's: the wire and its faults (silent, mute,
-// deaf, down, faulty_network.h), the session around the core (registration
-// retries, the heartbeat interval, renewing the lease from HeartbeatAcks,
-// registering again on an Error; SchedulerSession in the binary), the
-// agent's process (CrashAgent), and the workers' programs: a plain program
-// ends by its SIGTERM, one that links the runtime follows runtime_model.h.
+// deaf, down, faulty_network.h) with the client's part of it (matching a
+// registration's answer to the newest try; no answer within the request
+// timeout is a timeout, which the session takes), the agent's process
+// (CrashAgent), and the workers' programs: a plain program ends by its
+// SIGTERM, one that links the runtime follows runtime_model.h.
 // What stays for the real-process tests: signals, sockets, the worker
 // channel, stop notices, the runtime's collectives.
 #pragma once
@@ -225,7 +230,6 @@ class DrivenCluster {
   FaultyNetwork network_;
   std::map<std::string, DrivenAgent> agents_;
   std::map<std::string, double> registered_at_;  // by the running daemon (RegisteredAt)
-  double heartbeat_interval_ = 0.5;
   std::uint64_t correlation_ = 0;
 };
 

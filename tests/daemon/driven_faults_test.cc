@@ -142,7 +142,7 @@ TEST(DrivenDaemon, ARegistrationThatHeartbeatsOvertookIsStale) {
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
   c.Run(3);  // heartbeats listing both workers
-  ASSERT_GE(c.agent("t1").seq, 2u);
+  ASSERT_GE(c.agent("t1").session->seq(), 2u);
   p::AgentRegister old = c.agent("t1").reg;
   old.seq = 1;  // before the heartbeats read since; no workers then
   auto reply = c.Call(old, "t1");
@@ -153,8 +153,8 @@ TEST(DrivenDaemon, ARegistrationThatHeartbeatsOvertookIsStale) {
   EXPECT_EQ(c.CountWorkers(*job), 2) << Kinds(c, *job);
   // The agent's next registration, numbered after them, is read.
   p::AgentRegister next = c.agent("t1").reg;
-  next.seq = ++c.agent("t1").seq;
   for (const auto& w : c.agent("t1").Workers()) next.workers.push_back(w);
+  next = c.agent("t1").session->MakeRegister(next, c.now());
   EXPECT_TRUE(c.Call(next, "t1").ok());
 }
 
@@ -169,8 +169,7 @@ TEST(DrivenDaemon, ARegistrationOlderThanAStartDoesNotLoseItsWorkers) {
   auto job = c.Submit(Fixed(2));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(c.RunUntil([&] { return c.CountWorkers(*job) == 2; }, 5));
-  p::AgentRegister before_start = c.agent("t1").reg;
-  before_start.seq = ++c.agent("t1").seq;
+  p::AgentRegister before_start = c.agent("t1").session->MakeRegister(c.agent("t1").reg, c.now());
   EXPECT_TRUE(c.Call(before_start, "t1").ok());
   c.Run(10);
   EXPECT_EQ(c.GenerationsStarted(*job), 1) << Kinds(c, *job);

@@ -4,8 +4,9 @@
 // whole daemon: Daemon::StartDriven, the binary's message handlers, tick,
 // journal and SQLite state, on virtual time behind an in-memory network
 // (simtest/driven/driven_cluster.h), with agents that answer as aryl-agent
-// does (its ExitBook, lease and generation fence, registration until
-// answered) and workers that follow the runtime's
+// does (its AgentCore: ExitBook, lease check and generation fence; its
+// SessionCore: registration until answered, the lease's renewal, term
+// fencing) and workers that follow the runtime's
 // rendezvous. One seed draws the cluster (a training server, a second one of
 // 1-2 slots, an inference server), an elastic 1..4 job of 150-400 steps and
 // the faults:
