@@ -4,12 +4,11 @@
 #include <cstdlib>
 #include <cstdio>
 
+#include "aryl/transition_table.h"
 namespace aryl::agent {
 
 std::optional<GenerationQueue::State> GenerationQueue::Next(std::optional<State> from, Event event) {
-  for (const Row& r : kTable)
-    if (r.from == from && r.event == event) return r.to;
-  return std::nullopt;
+  return TableNext(kTable, from, event);
 }
 
 std::string_view GenerationQueue::Name(State s) {

@@ -3,12 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "aryl/transition_table.h"
 namespace aryl::agent {
 
 bool ServingMachine::Legal(State from, Event event, State to) {
-  for (const Row& r : kTable)
-    if (r.from == from && r.event == event && r.to == to) return true;
-  return false;
+  return TableAllows(kTable, from, event, to);
 }
 
 std::string_view ServingMachine::Name(State s) {

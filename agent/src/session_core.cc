@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "aryl/protocol/scheduler_client.h"
+#include "aryl/transition_table.h"
 
 namespace aryl::agent {
 
@@ -34,9 +35,7 @@ std::string Describe(const p::Message& msg) {
 }  // namespace
 
 std::optional<SessionCore::State> SessionCore::Next(State from, Event event) {
-  for (const Row& r : kTable)
-    if (r.from == from && r.event == event) return r.to;
-  return std::nullopt;
+  return TableNext(kTable, from, event);
 }
 
 std::string_view SessionCore::Name(State s) {

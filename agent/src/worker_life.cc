@@ -3,12 +3,11 @@
 
 #include <algorithm>
 
+#include "aryl/transition_table.h"
 namespace aryl::agent {
 
 std::optional<WorkerLife::State> WorkerLife::Next(State from, Event event) {
-  for (const Row& r : kTable)
-    if (r.from == from && r.event == event) return r.to;
-  return std::nullopt;
+  return TableNext(kTable, from, event);
 }
 
 std::string_view WorkerLife::Name(State s) {

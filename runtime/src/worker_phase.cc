@@ -1,13 +1,11 @@
 // The worker life cycle: see the numbered states and transitions in worker_phase.h.
 #include "worker_phase.h"
 
+#include "aryl/transition_table.h"
 namespace aryl {
 
 std::optional<WorkerPhase> Next(WorkerPhase from, WorkerEvent event) {
-  for (const auto& t : worker_phase::kTable) {
-    if (t.from == from && t.event == event) return t.to;
-  }
-  return std::nullopt;
+  return TableNext(worker_phase::kTable, from, event);
 }
 
 bool Apply(WorkerPhase& phase, WorkerEvent event) {

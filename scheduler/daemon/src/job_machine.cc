@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "aryl/transition_table.h"
+
 namespace aryl::daemon {
 
 namespace {
@@ -86,9 +88,7 @@ const std::vector<JobMachine::Row>& JobMachine::Table() {
 }
 
 bool JobMachine::Legal(JobPhase from, JobEvent event, JobPhase to) {
-  const auto& t = Table();
-  return std::any_of(t.begin(), t.end(),
-                     [&](const Row& r) { return r.from == from && r.event == event && r.to == to; });
+  return TableAllows(Table(), from, event, to);
 }
 
 bool JobMachine::Move(JobEvent e, JobPhase to, double now) {
