@@ -43,7 +43,10 @@ class SqliteStateStore final : public StateStore {
 
   Status AppendCoreEvent(double time, const std::string& body) override;
   Result<std::vector<std::pair<double, std::string>>> CoreEvents() override;
-  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) override;
+  Result<std::int64_t> BeginCoreSnapshot(std::optional<std::int64_t> upto) override;
+  Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) override;
+  Status CommitCoreSnapshot(std::int64_t id) override;
+  Status AbortCoreSnapshot(std::int64_t id) override;
   Result<std::int64_t> LastCoreEventSeq() override;
   Result<std::optional<std::string>> CoreSnapshot() override;
 
@@ -61,6 +64,15 @@ class SqliteStateStore final : public StateStore {
   SqliteStateStore() = default;
   Status Exec(const char* sql);
   Status Migrate();
+  // The snapshot in force: its id and bytes (id 0: none), from meta
+  // core_snapshot_head ("<id> <bytes>").
+  struct SnapshotHead {
+    std::int64_t id = 0;
+    std::int64_t bytes = 0;
+  };
+  Result<SnapshotHead> CoreSnapshotHead();
+  // Deletes every piece not of the snapshot in force (sqlite_core_snapshot.cc).
+  Status DropStrayCoreSnapshotPieces();
 
   sqlite3* db_ = nullptr;
   std::unique_ptr<internal::StmtCache> stmts_;  // prepared once (sqlite_stmt.h)
@@ -68,6 +80,12 @@ class SqliteStateStore final : public StateStore {
   std::string path_;
   int schema_version_ = 0;
   int batch_depth_ = 0;
+  // The core snapshot being written (BeginCoreSnapshot): its id (0: none),
+  // the rows it replaces and the pieces appended so far.
+  std::int64_t writing_id_ = 0;
+  std::optional<std::int64_t> writing_upto_;
+  std::int64_t writing_pieces_ = 0;
+  std::int64_t writing_bytes_ = 0;
 };
 
 }  // namespace aryl::daemon

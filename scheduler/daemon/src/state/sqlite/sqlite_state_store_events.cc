@@ -97,13 +97,6 @@ Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents
   return out;
 }
 
-Status SqliteStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
-  return Batch([&]() -> Status {
-    ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
-    return DeleteCoreEvents(upto);
-  });
-}
-
 Status SqliteStateStore::DeleteCoreEvents(std::optional<std::int64_t> upto) {
   if (!upto) return Exec("DELETE FROM core_events;");
   Stmt q(*stmts_, "DELETE FROM core_events WHERE seq <= ?;");
@@ -136,7 +129,5 @@ Status SqliteStateStore::RestoreCoreEvent(std::int64_t seq, double time, const s
   q.Bind(3, body);
   return q.Done("restore core event");
 }
-
-Result<std::optional<std::string>> SqliteStateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
 
 }  // namespace aryl::daemon
