@@ -56,6 +56,10 @@ class FullDiskStore final : public StateStore {
   }
   Status CommitCoreSnapshot(std::int64_t id) override { return Full() ? Refuse() : real_->CommitCoreSnapshot(id); }
   Status AbortCoreSnapshot(std::int64_t id) override { return Full() ? Refuse() : real_->AbortCoreSnapshot(id); }
+  Result<bool> CompactCoreJournal(int max_pieces, int max_rows) override {
+    if (Full()) return Refuse();
+    return real_->CompactCoreJournal(max_pieces, max_rows);
+  }
   Result<std::int64_t> LastCoreEventSeq() override { return real_->LastCoreEventSeq(); }
   Result<std::optional<std::string>> CoreSnapshot() override { return real_->CoreSnapshot(); }
   Status SetMeta(const std::string& key, const std::string& value) override {

@@ -355,8 +355,27 @@ TEST_F(StateStoreTest, SnapshotInPiecesWithRowsBetween) {
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 50u);
   EXPECT_EQ(rows->front().second, "between0");
+  // The commit only switched: the old piece and rows 1..3 go with the
+  // compaction, a few a transaction.
+  EXPECT_EQ(Pieces(path_), 51);
+  int calls = 0;
+  for (bool done = false; !done; ++calls) {
+    auto r = (*s)->CompactCoreJournal(1, 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    done = *r;
+  }
+  EXPECT_GE(calls, 4);
+  EXPECT_EQ((*s)->CoreEvents()->size(), 50u);
   s->reset();
   EXPECT_EQ(Pieces(path_), 50);  // the old snapshot's piece is gone
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM core_events", -1, &q, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 50);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
   auto t = StateStore::Open(path_);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(**(*t)->CoreSnapshot(), whole);

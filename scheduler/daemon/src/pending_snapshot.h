@@ -57,6 +57,8 @@ struct PendingSnapshot {
   double longest_ms = 0;    // ... in the longest one
   double commit_ms = 0;
   bool committed = false;
+  double compact_ms = 0;  // deleting what it replaced, after the commit
+  bool compacted = false;
 };
 
 }  // namespace aryl::daemon

@@ -45,7 +45,11 @@ Status StateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::
     ARYL_ASSIGN_OR_RETURN(std::int64_t id, BeginCoreSnapshot(upto));
     for (std::size_t at = 0; at < body.size(); at += kCoreSnapshotPieceBytes)
       ARYL_RETURN_IF_ERROR(AppendCoreSnapshot(id, std::string_view(body).substr(at, kCoreSnapshotPieceBytes)));
-    return CommitCoreSnapshot(id);
+    ARYL_RETURN_IF_ERROR(CommitCoreSnapshot(id));
+    for (;;) {
+      ARYL_ASSIGN_OR_RETURN(bool done, CompactCoreJournal(1 << 20, 1 << 20));
+      if (done) return Status::Ok();
+    }
   });
 }
 

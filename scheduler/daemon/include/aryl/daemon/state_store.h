@@ -165,10 +165,14 @@ class StateStore {
   //  2. AppendCoreSnapshot(id, piece), any number of times, each its own
   //     transaction: the pieces are kept aside, read by nobody, while
   //     journal rows go on being appended between them.
-  //  3. CommitCoreSnapshot(id), one transaction: snapshot `id` becomes the one
-  //     in force, the rows up to `upto` and the previous snapshot's pieces are
-  //     deleted. Inside a Batch it commits with the rest of the batch.
+  //  3. CommitCoreSnapshot(id), one short transaction: snapshot `id` becomes
+  //     the one in force; from then on CoreEvents returns only the rows after
+  //     `upto`. Inside a Batch it commits with the rest of the batch.
   //     AbortCoreSnapshot(id) instead drops its pieces.
+  //  4. CompactCoreJournal(max_pieces, max_rows), any number of times, each
+  //     its own transaction: deletes up to that many of the pieces and of the
+  //     rows that the snapshot in force made obsolete; true once none is
+  //     left. (A backend that deletes them at the commit has none left.)
   // A crash (or a store opened again) at any step leaves the previous
   // snapshot and every row after it: the pieces of a snapshot not committed
   // are ignored, and dropped when the store is opened by its writer.
@@ -178,7 +182,8 @@ class StateStore {
   virtual Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) = 0;
   virtual Status CommitCoreSnapshot(std::int64_t id) = 0;
   virtual Status AbortCoreSnapshot(std::int64_t id) = 0;
-  // Steps 1 to 3 at once, in one transaction (a snapshot that must be in
+  virtual Result<bool> CompactCoreJournal(int max_pieces, int max_rows) = 0;
+  // Steps 1 to 4 at once, in one transaction (a snapshot that must be in
   // force before the caller goes on: the daemon's rebuild for a new GPU type).
   Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt);
   // The seq of the newest core_events row (0: none).

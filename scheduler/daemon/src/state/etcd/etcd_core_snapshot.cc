@@ -75,6 +75,12 @@ Status EtcdStateStore::CommitCoreSnapshot(std::int64_t id) {
   return Status::Ok();
 }
 
+// etcd deleted what the commit replaced in its transaction; the index (in
+// memory) deletes it now.
+Result<bool> EtcdStateStore::CompactCoreJournal(int max_pieces, int max_rows) {
+  return index_->CompactCoreJournal(max_pieces, max_rows);
+}
+
 Status EtcdStateStore::AbortCoreSnapshot(std::int64_t id) {
   if (id != writing_id_) return Status::Ok();  // cancelled already
   writing_id_ = 0;

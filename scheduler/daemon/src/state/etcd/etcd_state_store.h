@@ -122,6 +122,7 @@ class EtcdStateStore final : public StateStore {
   Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) override;
   Status CommitCoreSnapshot(std::int64_t id) override;
   Status AbortCoreSnapshot(std::int64_t id) override;
+  Result<bool> CompactCoreJournal(int max_pieces, int max_rows) override;
   Result<std::int64_t> LastCoreEventSeq() override;
   Result<std::optional<std::string>> CoreSnapshot() override;
   Status SetMeta(const std::string& key, const std::string& value) override;

@@ -1,5 +1,8 @@
 // SqliteStateStore: the core snapshot in pieces (the protocol's steps are in
 // sqlite_state_store.h and state_store.h).
+#include <sqlite3.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -15,9 +18,10 @@ Result<SqliteStateStore::SnapshotHead> SqliteStateStore::CoreSnapshotHead() {
   ARYL_ASSIGN_OR_RETURN(auto value, GetMeta("core_snapshot_head"));
   SnapshotHead head;
   if (!value) return head;
-  if (std::sscanf(value->c_str(), "%" SCNd64 " %" SCNd64, &head.id, &head.bytes) != 2 || head.id <= 0 ||
-      head.bytes < 0)
-    return Status::Corruption(path_ + ": meta core_snapshot_head '" + value->substr(0, 100) + "' is not '<id> <bytes>'");
+  if (std::sscanf(value->c_str(), "%" SCNd64 " %" SCNd64 " %" SCNd64, &head.id, &head.bytes, &head.upto) != 3 ||
+      head.id <= 0 || head.bytes < 0 || head.upto < 0)
+    return Status::Corruption(path_ + ": meta core_snapshot_head '" + value->substr(0, 100) +
+                              "' is not '<id> <bytes> <upto>'");
   return head;
 }
 
@@ -76,12 +80,44 @@ Status SqliteStateStore::CommitCoreSnapshot(std::int64_t id) {
     if (n.Int(0) != writing_pieces_)
       return Status::FailedPrecondition(path_ + ": core snapshot " + std::to_string(id) + " has " + std::to_string(n.Int(0)) +
                              " pieces, " + std::to_string(writing_pieces_) + " were appended");
-    ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot_head", std::to_string(id) + " " + std::to_string(writing_bytes_)));
-    ARYL_RETURN_IF_ERROR(DropStrayCoreSnapshotPieces());
-    return DeleteCoreEvents(writing_upto_);
+    std::int64_t upto = 0;
+    if (writing_upto_) {
+      upto = *writing_upto_;
+    } else {
+      ARYL_ASSIGN_OR_RETURN(upto, LastCoreEventSeq());
+    }
+    ARYL_ASSIGN_OR_RETURN(SnapshotHead before, CoreSnapshotHead());
+    upto = std::max(upto, before.upto);  // never fewer rows replaced than before
+    return SetMeta("core_snapshot_head", std::to_string(id) + " " + std::to_string(writing_bytes_) + " " +
+                                             std::to_string(upto));
   }));
   writing_id_ = 0;
   return Status::Ok();
+}
+
+Result<bool> SqliteStateStore::CompactCoreJournal(int max_pieces, int max_rows) {
+  bool done = false;
+  ARYL_RETURN_IF_ERROR(Batch([&]() -> Status {
+    ARYL_ASSIGN_OR_RETURN(SnapshotHead head, CoreSnapshotHead());
+    Stmt pieces(*stmts_,
+                "DELETE FROM core_snapshot_pieces WHERE rowid IN "
+                "(SELECT rowid FROM core_snapshot_pieces WHERE snap <> ? AND snap <> ? LIMIT ?);");
+    ARYL_RETURN_IF_ERROR(pieces.status("prepare compact core snapshot pieces"));
+    pieces.Bind(1, head.id);
+    pieces.Bind(2, writing_id_);  // the one being written is not obsolete
+    pieces.Bind(3, static_cast<std::int64_t>(max_pieces));
+    ARYL_RETURN_IF_ERROR(pieces.Done("compact core snapshot pieces"));
+    if (sqlite3_changes(db_) >= max_pieces) return Status::Ok();  // maybe more
+    Stmt rows(*stmts_,
+              "DELETE FROM core_events WHERE seq IN (SELECT seq FROM core_events WHERE seq <= ? ORDER BY seq LIMIT ?);");
+    ARYL_RETURN_IF_ERROR(rows.status("prepare compact core events"));
+    rows.Bind(1, head.upto);
+    rows.Bind(2, static_cast<std::int64_t>(max_rows));
+    ARYL_RETURN_IF_ERROR(rows.Done("compact core events"));
+    done = sqlite3_changes(db_) < max_rows;
+    return Status::Ok();
+  }));
+  return done;
 }
 
 Status SqliteStateStore::AbortCoreSnapshot(std::int64_t id) {

@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS core_snapshot_pieces(
 INSERT INTO core_snapshot_pieces(snap, k, body)
   SELECT 1, 0, CAST(value AS BLOB) FROM meta WHERE key = 'core_snapshot';
 INSERT INTO meta(key, value)
-  SELECT 'core_snapshot_head', '1 ' || length(CAST(value AS BLOB)) FROM meta WHERE key = 'core_snapshot';
+  SELECT 'core_snapshot_head', '1 ' || length(CAST(value AS BLOB)) || ' 0' FROM meta WHERE key = 'core_snapshot';
 DELETE FROM meta WHERE key = 'core_snapshot';
 )sql",
 };

@@ -88,8 +88,11 @@ Status SqliteStateStore::AppendCoreEvent(double time, const std::string& body) {
 }
 
 Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents() {
-  Stmt q(*stmts_, "SELECT time, body FROM core_events ORDER BY seq;");
+  // Rows the snapshot in force replaces may still be here until compacted.
+  ARYL_ASSIGN_OR_RETURN(SnapshotHead head, CoreSnapshotHead());
+  Stmt q(*stmts_, "SELECT time, body FROM core_events WHERE seq > ? ORDER BY seq;");
   ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
+  q.Bind(1, head.upto);
   std::vector<std::pair<double, std::string>> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) out.emplace_back(q.Real(0), q.Text(1));
