@@ -77,6 +77,7 @@ void Daemon::Impl::MaybeSnapshot() {
   if (speed) models = std::make_shared<const s::SpeedModels>(*speed);  // a copy: encoded meanwhile
   ps.text = std::async(std::launch::async, [replaced = std::move(replaced), models,
                                             cancel = ps.cancel]() mutable -> Result<std::pair<std::string, std::string>> {
+    if (cancel->load(std::memory_order_relaxed)) return Status::Cancelled("core snapshot: dropped");
     auto image = replaced->Snapshot();
     replaced.reset();
     ARYL_ASSIGN_OR_RETURN(std::string core_json, SnapshotToJson(image, cancel.get()));
