@@ -205,8 +205,21 @@ int Run(const Flags& f) {
   const double submit_s = Since(t);
   std::uint64_t txns = etcd_store ? etcd_store->transactions() - txns0 : 0;
   t = Clock::now();
-  c.Run(1.0);  // 20 ticks: the last rounds, a pending snapshot saved
+  c.Run(1.0);  // 20 ticks: the last rounds
   const double settle_s = Since(t);
+  // A snapshot begun is saved a slice per tick: ticks until the last one
+  // committed (each "begun" line has its "replaced" line), at most 120 s.
+  auto in_flight = [&] {
+    int begun = 0, done = 0;
+    for (const auto& l : lines->lines) {
+      begun += l.find(" begun (") != std::string::npos;
+      done += l.find(" rows replaced by a snapshot") != std::string::npos;
+    }
+    return begun > done;
+  };
+  t = Clock::now();
+  while (in_flight() && Since(t) < 120) c.Run(DrivenCluster::kTick);
+  const double drain_s = Since(t);
   auto status = c.Call<p::StatusReply>(p::StatusRequest{});
   std::string summary = status.status().ToString();
   if (status.ok()) {
@@ -222,7 +235,8 @@ int Run(const Flags& f) {
   if (etcd_store)
     std::printf("  etcd transactions during the submissions %llu (%.0f a second)\n",
                 static_cast<unsigned long long>(txns), txns / submit_s);
-  std::printf("  20 more ticks %.1f s\n", settle_s);
+  std::printf("  20 more ticks %.1f s; then %.1f s of ticks until the snapshot in flight was committed\n", settle_s,
+              drain_s);
   std::printf("  status: %s\n", summary.substr(0, 600).c_str());
   std::printf("  snapshots (as the daemon logged them):\n");
   for (const auto& l : lines->lines) std::printf("    %s\n", l.c_str());

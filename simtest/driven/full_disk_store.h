@@ -47,8 +47,18 @@ class FullDiskStore final : public StateStore {
     return Full() ? Refuse() : real_->AppendCoreEvent(time, body);
   }
   Result<std::vector<std::pair<double, std::string>>> CoreEvents() override { return real_->CoreEvents(); }
-  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) override {
-    return Full() ? Refuse() : real_->SaveCoreSnapshot(body, upto);
+  Result<std::int64_t> BeginCoreSnapshot(std::optional<std::int64_t> upto) override {
+    if (Full()) return Refuse();
+    return real_->BeginCoreSnapshot(upto);
+  }
+  Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) override {
+    return Full() ? Refuse() : real_->AppendCoreSnapshot(id, piece);
+  }
+  Status CommitCoreSnapshot(std::int64_t id) override { return Full() ? Refuse() : real_->CommitCoreSnapshot(id); }
+  Status AbortCoreSnapshot(std::int64_t id) override { return Full() ? Refuse() : real_->AbortCoreSnapshot(id); }
+  Result<bool> CompactCoreJournal(int max_pieces, int max_rows) override {
+    if (Full()) return Refuse();
+    return real_->CompactCoreJournal(max_pieces, max_rows);
   }
   Result<std::int64_t> LastCoreEventSeq() override { return real_->LastCoreEventSeq(); }
   Result<std::optional<std::string>> CoreSnapshot() override { return real_->CoreSnapshot(); }

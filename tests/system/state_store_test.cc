@@ -273,7 +273,7 @@ TEST_F(StateStoreTest, MigratesSchema1Journal) {
   sqlite3_close(db);
   auto s = StateStore::Open(path_);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ((*s)->schema_version(), 2);
+  EXPECT_EQ((*s)->schema_version(), StateStore::kSchemaVersion);
   ASSERT_TRUE((*s)->AppendEvent({0, 2, 0, "reclaim", "n1", {"n1"}, R"({"count":1})"}).ok());
   auto rows = (*s)->Events(EventFilter{.node = "n1"});
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -307,6 +307,167 @@ TEST_F(StateStoreTest, SnapshotReplacesOnlyTheRowsItCovers) {
   rows = (*s)->CoreEvents();
   ASSERT_TRUE(rows.ok());
   EXPECT_TRUE(rows->empty());
+}
+
+// Counts the rows of core_snapshot_pieces in the file at `path`, all of them
+// or those of one snapshot.
+int Pieces(const std::string& path, std::int64_t snap = 0) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return -1;
+  std::string sql = "SELECT count(*) FROM core_snapshot_pieces";
+  if (snap) sql += " WHERE snap = " + std::to_string(snap);
+  sqlite3_stmt* q = nullptr;
+  int n = -1;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &q, nullptr) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+    n = sqlite3_column_int(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return n;
+}
+
+// A snapshot written in many pieces, with journal rows appended between them:
+// until its commit the previous snapshot and every row are what a reader
+// sees; the commit puts its pieces, joined, in force and deletes only the
+// rows it covers.
+TEST_F(StateStoreTest, SnapshotInPiecesWithRowsBetween) {
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->SaveCoreSnapshot("old").ok());
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*s)->AppendCoreEvent(i, "row" + std::to_string(i)).ok());
+  auto upto = (*s)->LastCoreEventSeq();
+  ASSERT_TRUE(upto.ok());
+  auto id = (*s)->BeginCoreSnapshot(*upto);
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::string whole;
+  for (int k = 0; k < 50; ++k) {
+    std::string piece = "piece" + std::to_string(k) + std::string(k * 100, 'x') + '\0' + "|";
+    whole += piece;
+    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, piece).ok());
+    ASSERT_TRUE((*s)->AppendCoreEvent(10 + k, "between" + std::to_string(k)).ok());
+    EXPECT_EQ(**(*s)->CoreSnapshot(), "old");
+  }
+  EXPECT_EQ((*s)->CoreEvents()->size(), 53u);
+  ASSERT_TRUE((*s)->CommitCoreSnapshot(*id).ok());
+  auto snap = (*s)->CoreSnapshot();
+  ASSERT_TRUE(snap.ok() && snap->has_value()) << snap.status();
+  EXPECT_EQ(**snap, whole);
+  auto rows = (*s)->CoreEvents();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 50u);
+  EXPECT_EQ(rows->front().second, "between0");
+  // The commit only switched: the old piece and rows 1..3 go with the
+  // compaction, a few a transaction.
+  EXPECT_EQ(Pieces(path_), 51);
+  int calls = 0;
+  for (bool done = false; !done; ++calls) {
+    auto r = (*s)->CompactCoreJournal(1, 1);
+    ASSERT_TRUE(r.ok()) << r.status();
+    done = *r;
+  }
+  EXPECT_GE(calls, 4);
+  EXPECT_EQ((*s)->CoreEvents()->size(), 50u);
+  s->reset();
+  EXPECT_EQ(Pieces(path_), 50);  // the old snapshot's piece is gone
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM core_events", -1, &q, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 50);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  auto t = StateStore::Open(path_);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(**(*t)->CoreSnapshot(), whole);
+}
+
+// The store closes (a crash, a restart) while a snapshot is half written: the
+// reopened store reads the previous snapshot and every row after it, and has
+// dropped the pieces of the one that was not committed.
+TEST_F(StateStoreTest, RestartMidSnapshotKeepsThePreviousOne) {
+  {
+    auto s = StateStore::Open(path_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE((*s)->AppendCoreEvent(1, "row1").ok());
+    ASSERT_TRUE((*s)->SaveCoreSnapshot(std::string(600 * 1024, 'A')).ok());  // three pieces
+    ASSERT_TRUE((*s)->AppendCoreEvent(2, "row2").ok());
+    auto id = (*s)->BeginCoreSnapshot(*(*s)->LastCoreEventSeq());
+    ASSERT_TRUE(id.ok());
+    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, "half of").ok());
+    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, " a snapshot").ok());
+    ASSERT_TRUE((*s)->AppendCoreEvent(3, "row3").ok());
+  }
+  EXPECT_EQ(Pieces(path_), 5);
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Pieces(path_), 3);
+  EXPECT_EQ(**(*s)->CoreSnapshot(), std::string(600 * 1024, 'A'));
+  auto rows = (*s)->CoreEvents();
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].second, "row2");
+  EXPECT_EQ((*rows)[1].second, "row3");
+  // The next snapshot goes on from there.
+  ASSERT_TRUE((*s)->SaveCoreSnapshot("next", 4).ok());
+  EXPECT_EQ(**(*s)->CoreSnapshot(), "next");
+  EXPECT_TRUE((*s)->CoreEvents()->empty());
+}
+
+// A newer snapshot begun while one is being written cancels it: the older
+// one's pieces go, its appends and commit are refused, and only the newer one
+// comes in force. An aborted one leaves the snapshot in force as it was.
+TEST_F(StateStoreTest, NewerSnapshotCancelsTheOneInFlight) {
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->AppendCoreEvent(1, "row1").ok());
+  auto older = (*s)->BeginCoreSnapshot(1);
+  ASSERT_TRUE(older.ok());
+  ASSERT_TRUE((*s)->AppendCoreSnapshot(*older, "older-").ok());
+  ASSERT_TRUE((*s)->AppendCoreEvent(2, "row2").ok());
+  auto newer = (*s)->BeginCoreSnapshot(2);
+  ASSERT_TRUE(newer.ok());
+  EXPECT_NE(*newer, *older);
+  EXPECT_EQ(Pieces(path_, *older), 0);
+  EXPECT_TRUE((*s)->AppendCoreSnapshot(*older, "more").code() == Status::Code::kCancelled);
+  EXPECT_TRUE((*s)->CommitCoreSnapshot(*older).code() == Status::Code::kCancelled);
+  EXPECT_FALSE((*s)->CoreSnapshot()->has_value());
+  EXPECT_EQ((*s)->CoreEvents()->size(), 2u);
+  ASSERT_TRUE((*s)->AppendCoreSnapshot(*newer, "newer").ok());
+  ASSERT_TRUE((*s)->CommitCoreSnapshot(*newer).ok());
+  EXPECT_EQ(**(*s)->CoreSnapshot(), "newer");
+  EXPECT_TRUE((*s)->CoreEvents()->empty());
+  // Aborted: its pieces go, the one in force stays.
+  ASSERT_TRUE((*s)->AppendCoreEvent(3, "row3").ok());
+  auto aborted = (*s)->BeginCoreSnapshot(3);
+  ASSERT_TRUE(aborted.ok());
+  ASSERT_TRUE((*s)->AppendCoreSnapshot(*aborted, "never").ok());
+  ASSERT_TRUE((*s)->AbortCoreSnapshot(*aborted).ok());
+  EXPECT_EQ(Pieces(path_, *aborted), 0);
+  EXPECT_TRUE((*s)->CommitCoreSnapshot(*aborted).code() == Status::Code::kCancelled);
+  EXPECT_EQ(**(*s)->CoreSnapshot(), "newer");
+  EXPECT_EQ((*s)->CoreEvents()->size(), 1u);
+}
+
+// A schema-2 file holds its snapshot whole in meta: the migration makes it
+// snapshot 1, read back as it was.
+TEST_F(StateStoreTest, MigratesASchema2Snapshot) {
+  {
+    auto s = StateStore::Open(path_);
+    ASSERT_TRUE(s.ok());
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  for (const char* sql : {"DROP TABLE core_snapshot_pieces;", "INSERT INTO meta VALUES('core_snapshot', 'v2-image');",
+                          "UPDATE meta SET value = '2' WHERE key = 'schema_version';"})
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto s = StateStore::Open(path_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->schema_version(), StateStore::kSchemaVersion);
+  auto snap = (*s)->CoreSnapshot();
+  ASSERT_TRUE(snap.ok() && snap->has_value()) << snap.status();
+  EXPECT_EQ(**snap, "v2-image");
+  EXPECT_FALSE((*(*s)->GetMeta("core_snapshot")).has_value());
 }
 
 }  // namespace

@@ -217,9 +217,12 @@ class Daemon::Impl {
   // At once, on the serving thread (a GPU type new to the cluster).
   Status SnapshotCore();
   // Once journal_rows reach the option: the core's image is taken here and
-  // encoded on a helper thread; PollSnapshot saves it when ready.
+  // encoded on a helper thread; PollSnapshot saves it, a slice per call,
+  // once it is encoded (with `wait`: all of it now).
   void MaybeSnapshot();
   void PollSnapshot(bool wait = false);
+  // One slice of the save: pieces for up to snapshot_slice_ms, or the commit.
+  Status SaveSnapshotSlice(PendingSnapshot& ps, bool wait);
   std::int64_t journal_rows = 0;    // core_events rows since the snapshot
   std::size_t snapshot_bytes = 0;   // size of the last snapshot written
   std::optional<PendingSnapshot> pending_snapshot;  // dropping it cancels its encoding

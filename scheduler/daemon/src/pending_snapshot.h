@@ -1,14 +1,22 @@
 // PendingSnapshot: a core snapshot whose encoding runs on a helper thread
-// (Daemon::Impl::MaybeSnapshot, core_journal.cc) until a tick saves it.
+// (Daemon::Impl::MaybeSnapshot, core_snapshot_save.cc), then saved piece by piece,
+// a slice of the serving thread's time per tick (PollSnapshot), until its
+// commit makes it the one in force.
 //
 // Dropping one (a newer snapshot, a reload of the state, the daemon's end)
 // cancels the encoding and waits for the helper, which stops at its next job
-// or server: a few microseconds of work, not the whole encoding. Before this,
+// or server: a few microseconds of work, not the whole encoding (or, when it
+// is still taking the image from the replaced core, once that copy is done:
+// about 0.2 s at 100,000 jobs). Before this,
 // a scheduler that stopped while a 50 MB snapshot was being encoded waited
 // for that encoding (seconds) before it exited, and so did a restart.
 //
+// Pieces already saved when it is dropped stay in the store, read by nobody,
+// until the next snapshot begins or the store is opened again (state_store.h).
+//
 // Thread safety: owned by the serving thread; the helper shares only `cancel`
-// and the copies it was given.
+// and what it was given: copies, and the replaced core, which the serving
+// thread no longer touches.
 #pragma once
 
 #include <atomic>
@@ -16,6 +24,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -40,6 +49,19 @@ struct PendingSnapshot {
   std::int64_t rows = 0;  // journal rows it replaces
   std::chrono::steady_clock::time_point taken;
   double image_ms = 0;  // serving-thread time at the image
+
+  // Once encoded (PollSnapshot): the text, saved a slice at a time.
+  std::optional<std::pair<std::string, std::string>> encoded;
+  std::int64_t id = 0;     // the store's snapshot (BeginCoreSnapshot); 0: not begun
+  std::size_t saved = 0;   // bytes of encoded->first appended
+  std::chrono::steady_clock::time_point next_slice;  // no slice before
+  int slices = 0;
+  double save_ms = 0;       // serving-thread time in slices, in all
+  double longest_ms = 0;    // ... in the longest one
+  double commit_ms = 0;
+  bool committed = false;
+  double compact_ms = 0;  // deleting what it replaced, after the commit
+  bool compacted = false;
 };
 
 }  // namespace aryl::daemon

@@ -40,6 +40,19 @@ Status StateStore::AppendEvent(double time, std::uint64_t job, const std::string
   return AppendEvent(e);
 }
 
+Status StateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
+  return Batch([&]() -> Status {
+    ARYL_ASSIGN_OR_RETURN(std::int64_t id, BeginCoreSnapshot(upto));
+    for (std::size_t at = 0; at < body.size(); at += kCoreSnapshotPieceBytes)
+      ARYL_RETURN_IF_ERROR(AppendCoreSnapshot(id, std::string_view(body).substr(at, kCoreSnapshotPieceBytes)));
+    ARYL_RETURN_IF_ERROR(CommitCoreSnapshot(id));
+    for (;;) {
+      ARYL_ASSIGN_OR_RETURN(bool done, CompactCoreJournal(1 << 20, 1 << 20));
+      if (done) return Status::Ok();
+    }
+  });
+}
+
 Result<std::vector<EventRecord>> StateStore::Events(std::uint64_t job, std::int64_t after, int limit) {
   EventFilter f;
   f.job = job;

@@ -85,6 +85,12 @@ struct DaemonOptions {
   double max_stop_grace = 600.0;         // the most a job may ask for (SubmitJob::stop_grace)
   int max_worker_failures = 3;           // unexpected worker exits before a job fails
   int journal_snapshot_rows = 10000;     // core journal rows between snapshots (0: never)
+  // A snapshot is saved a slice at a time: pieces for at most
+  // snapshot_slice_ms of the serving thread (a piece's transaction takes about
+  // a millisecond; 0: one piece a slice), then at least snapshot_gap_ms for
+  // requests and heartbeats before the next slice.
+  double snapshot_slice_ms = 20;
+  double snapshot_gap_ms = 20;
   std::string throughput_dir;            // optional measured tables (data/throughput)
   // "learned": every job's speed is fitted from the step times its runtime
   // reports (docs/scheduler.md, "Measured speed"); "linear": the tables, else

@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aryl/result.h"
@@ -99,7 +100,9 @@ struct EventFilter {
 // for a replicated, leader-fenced control plane (state/etcd).
 class StateStore {
  public:
-  static constexpr int kSchemaVersion = 2;  // 2: events name their nodes and carry data
+  static constexpr int kSchemaVersion = 3;  // 2: events name their nodes and carry data; 3: snapshot pieces
+  // The pieces SaveCoreSnapshot cuts a snapshot into (and the daemon's).
+  static constexpr std::size_t kCoreSnapshotPieceBytes = 256 * 1024;
 
   // Opens (creating when missing) the SQLite store at `path`; ":memory:" for
   // tests. Fails with Corruption when the file is not an Aryl store,
@@ -149,12 +152,40 @@ class StateStore {
   // --- core journal (replayed into the scheduling core on restart) ---
   virtual Status AppendCoreEvent(double time, const std::string& body) = 0;
   virtual Result<std::vector<std::pair<double, std::string>>> CoreEvents() = 0;
-  // Replaces every core_events row so far with `body`, a snapshot of the core
-  // those rows built (one transaction): the journal is the snapshot, then the
-  // rows after it. CoreSnapshot is nullopt until the first one.
-  // With `upto`, only the rows up to that seq are replaced: the snapshot was
-  // taken there, and rows appended since stay (they follow it).
-  virtual Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) = 0;
+  // The core snapshot: the core those rows built, which replaces them. The
+  // journal is the snapshot in force, then the rows after it. A snapshot of
+  // tens of megabytes is written in pieces, each its own short transaction,
+  // so that its writer (the daemon's serving thread) can answer requests
+  // between them:
+  //  1. BeginCoreSnapshot(upto) starts snapshot `id`, to replace the rows up
+  //     to seq `upto` (nullopt: every row); rows appended later follow it. It
+  //     drops every piece not of the snapshot in force: those of one still
+  //     being written (a newer snapshot cancels an older one; its later
+  //     Append/Commit fail with Cancelled) and those a crash left.
+  //  2. AppendCoreSnapshot(id, piece), any number of times, each its own
+  //     transaction: the pieces are kept aside, read by nobody, while
+  //     journal rows go on being appended between them.
+  //  3. CommitCoreSnapshot(id), one short transaction: snapshot `id` becomes
+  //     the one in force; from then on CoreEvents returns only the rows after
+  //     `upto`. Inside a Batch it commits with the rest of the batch.
+  //     AbortCoreSnapshot(id) instead drops its pieces.
+  //  4. CompactCoreJournal(max_pieces, max_rows), any number of times, each
+  //     its own transaction: deletes up to that many of the pieces and of the
+  //     rows that the snapshot in force made obsolete; true once none is
+  //     left. (A backend that deletes them at the commit has none left.)
+  // A crash (or a store opened again) at any step leaves the previous
+  // snapshot and every row after it: the pieces of a snapshot not committed
+  // are ignored, and dropped when the store is opened by its writer.
+  // CoreSnapshot is the snapshot in force, its pieces joined; nullopt until
+  // the first one.
+  virtual Result<std::int64_t> BeginCoreSnapshot(std::optional<std::int64_t> upto) = 0;
+  virtual Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) = 0;
+  virtual Status CommitCoreSnapshot(std::int64_t id) = 0;
+  virtual Status AbortCoreSnapshot(std::int64_t id) = 0;
+  virtual Result<bool> CompactCoreJournal(int max_pieces, int max_rows) = 0;
+  // Steps 1 to 4 at once, in one transaction (a snapshot that must be in
+  // force before the caller goes on: the daemon's rebuild for a new GPU type).
+  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt);
   // The seq of the newest core_events row (0: none).
   virtual Result<std::int64_t> LastCoreEventSeq() = 0;
   virtual Result<std::optional<std::string>> CoreSnapshot() = 0;

@@ -16,12 +16,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string Pad(std::uint64_t n) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(n));
-  return buf;
-}
-
 json JobJson(const JobRecord& j) {
   return {{"id", j.id},           {"name", j.name},           {"client_token", j.client_token},
           {"spec", j.spec_json},  {"state", JobStateName(j.state)}, {"submit_time", j.submit_time},
@@ -52,6 +46,12 @@ Result<JobRecord> JobFromJson(const json& x) {
 
 EtcdStateStore::~EtcdStateStore() = default;
 
+std::string EtcdStateStore::Pad(std::uint64_t n) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%020llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
 std::string EtcdStateStore::Key(std::string_view table, std::string_view name) const {
   std::string k = opt_.prefix;
   k += "s/";
@@ -70,8 +70,14 @@ Result<std::unique_ptr<EtcdStateStore>> EtcdStateStore::Open(std::shared_ptr<etc
   ARYL_ASSIGN_OR_RETURN(s->index_, SqliteStateStore::Open(":memory:"));
   ARYL_RETURN_IF_ERROR(s->Load());
   if (s->opt_.term > 0) {
+    const bool stray = s->HasStrayChunks();
     s->chunks_.clear();  // a follower (term 0) keeps them for snapshots to come
     ARYL_RETURN_IF_ERROR(s->ReadWriter());
+    // A snapshot a leader was writing when it stopped: never in force, dropped.
+    if (stray) ARYL_RETURN_IF_ERROR(s->Write([&]() -> Status {
+      s->DropStrayChunks();
+      return Status::Ok();
+    }));
   }
   ARYL_ASSIGN_OR_RETURN(auto version, s->index_->GetMeta("schema_version"));
   // The index's own schema_version row is ours; a newer one read from etcd
@@ -111,7 +117,7 @@ Status EtcdStateStore::Load() {
     }
     if (head.empty()) return Status::Ok();
     ARYL_ASSIGN_OR_RETURN(std::string body, SnapshotBody(head));
-    return index_->SetMeta("core_snapshot", body);
+    return index_->SaveCoreSnapshot(body, 0);
   });
 }
 
@@ -212,8 +218,15 @@ Status EtcdStateStore::Lead(Options options) {
     return Status::InvalidArgument("EtcdStateStore::Lead: prefix '" + options.prefix + "' is not the followed '" +
                                    opt_.prefix + "'");
   opt_ = std::move(options);
-  chunks_.clear();  // a leader writes snapshots whole; it never reads chunks again
-  return ReadWriter();
+  const bool stray = HasStrayChunks();
+  chunks_.clear();  // a leader writes its snapshots; it never reads chunks again
+  ARYL_RETURN_IF_ERROR(ReadWriter());
+  if (!stray) return Status::Ok();
+  // The chunks of a snapshot the previous leader did not commit.
+  return Write([&]() -> Status {
+    DropStrayChunks();
+    return Status::Ok();
+  });
 }
 
 Status EtcdStateStore::ReadWriter() {
@@ -463,26 +476,6 @@ Status EtcdStateStore::AppendCoreEvent(double time, const std::string& body) {
 }
 
 Result<std::vector<std::pair<double, std::string>>> EtcdStateStore::CoreEvents() { return index_->CoreEvents(); }
-
-Status EtcdStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
-  return Write([&]() -> Status {
-    ARYL_RETURN_IF_ERROR(index_->SaveCoreSnapshot(body, upto));
-    const std::int64_t id = snapshot_id_ + 1;
-    int chunks = 0;
-    for (std::size_t at = 0; at < body.size() || chunks == 0; at += kSnapshotChunkBytes, ++chunks)
-      pending_.push_back(etcd::Op::Put(Key("snap", Pad(id) + "/" + Pad(chunks)), body.substr(at, kSnapshotChunkBytes)));
-    // The rows it replaces, and every older snapshot's chunks ("snap/head"
-    // sorts after every chunk key, so the range stops short of it).
-    const std::string core = Key("core", "");
-    pending_.push_back(etcd::Op::Delete(core, upto ? Key("core", Pad(static_cast<std::uint64_t>(*upto) + 1))
-                                                   : etcd::PrefixEnd(core)));
-    pending_.push_back(etcd::Op::Delete(Key("snap", ""), Key("snap", Pad(id))));
-    json head = {{"id", id}, {"chunks", chunks}, {"bytes", body.size()}};
-    pending_.push_back(etcd::Op::Put(Key("snap", "head"), head.dump()));
-    snapshot_id_ = id;
-    return Status::Ok();
-  });
-}
 
 Result<std::int64_t> EtcdStateStore::LastCoreEventSeq() { return index_->LastCoreEventSeq(); }
 Result<std::optional<std::string>> EtcdStateStore::CoreSnapshot() { return index_->CoreSnapshot(); }

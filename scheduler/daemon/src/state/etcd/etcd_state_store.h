@@ -45,10 +45,17 @@
 //     transaction that puts a key twice or puts a key it also deletes.
 //     A batch goes as one etcd transaction when it fits (max_txn_ops, etcd's
 //     --max-txn-ops, default 128; max_txn_bytes under --max-request-bytes),
-//     else as several in order. The core snapshot is written chunks first and
-//     its head last, in the last transaction with the removal of the rows it
-//     replaces, so a reader sees the old snapshot or the new one, never half.
-//  5. A standby keeps a store opened with term 0 current (state_follower.h):
+//     else as several in order.
+//  5. The core snapshot (StateStore's steps 1-3): BeginCoreSnapshot deletes
+//     every chunk but the head's (one transaction: a snapshot in flight is
+//     cancelled, a crashed leader's chunks go); each AppendCoreSnapshot puts
+//     its piece's chunks (one transaction each, so the serving thread is
+//     held one piece at a time); CommitCoreSnapshot, one transaction, deletes
+//     the rows it replaces and the older snapshots' chunks and puts the head
+//     last. A reader (a restart, a standby) sees the old snapshot or the new
+//     one, never half: chunks that no head names are ignored, and a leader's
+//     Open deletes them.
+//  6. A standby keeps a store opened with term 0 current (state_follower.h):
 //     ApplyWatched applies each watched batch of P/s/ changes to the index
 //     (puts of every table; deletes of core rows and snapshot chunks, the only
 //     keys a leader deletes; a snapshot head installs the snapshot and drops
@@ -111,7 +118,11 @@ class EtcdStateStore final : public StateStore {
   Result<std::vector<EventRecord>> Events(const EventFilter& filter) override;
   Status AppendCoreEvent(double time, const std::string& body) override;
   Result<std::vector<std::pair<double, std::string>>> CoreEvents() override;
-  Status SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto = std::nullopt) override;
+  Result<std::int64_t> BeginCoreSnapshot(std::optional<std::int64_t> upto) override;
+  Status AppendCoreSnapshot(std::int64_t id, std::string_view piece) override;
+  Status CommitCoreSnapshot(std::int64_t id) override;
+  Status AbortCoreSnapshot(std::int64_t id) override;
+  Result<bool> CompactCoreJournal(int max_pieces, int max_rows) override;
   Result<std::int64_t> LastCoreEventSeq() override;
   Result<std::optional<std::string>> CoreSnapshot() override;
   Status SetMeta(const std::string& key, const std::string& value) override;
@@ -145,6 +156,11 @@ class EtcdStateStore final : public StateStore {
   // P/writer's mod_revision now (0: absent), into writer_revision_.
   Status ReadWriter();
   Status PutJob(std::uint64_t id);
+  // Queues the deletion of every snapshot chunk but those of the one in force
+  // (etcd_core_snapshot.cc); whether chunks_ holds such chunks.
+  void DropStrayChunks();
+  bool HasStrayChunks() const;
+  static std::string Pad(std::uint64_t n);  // 20 digits: keys sort as numbers
   std::string Key(std::string_view table, std::string_view name) const;
 
   std::shared_ptr<etcd::Client> client_;
@@ -155,7 +171,14 @@ class EtcdStateStore final : public StateStore {
   bool reload_ = false;  // etcd may hold more (or less) than the index: Load again
   std::int64_t writer_revision_ = 0;  // P/writer's mod_revision after this store's last transaction
   std::uint64_t writes_ = 0;          // this store's transactions sent (P/writer's n)
-  std::int64_t snapshot_id_ = 0;
+  std::int64_t snapshot_id_ = 0;  // the snapshot in force (its head's id)
+  // The snapshot being written (BeginCoreSnapshot): its id (0: none), the
+  // index's id for it, the rows it replaces, chunks and bytes so far.
+  std::int64_t writing_id_ = 0;
+  std::int64_t writing_index_id_ = 0;
+  std::optional<std::int64_t> writing_upto_;
+  int writing_chunks_ = 0;
+  std::size_t writing_bytes_ = 0;
   std::int64_t revision_ = 0;
   // Snapshot chunk key -> value: while loading, and kept by a follower, whose
   // snapshot's chunks may arrive in batches before its head.

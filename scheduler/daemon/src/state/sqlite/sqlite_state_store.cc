@@ -84,6 +84,20 @@ CREATE TRIGGER IF NOT EXISTS event_nodes_no_update BEFORE UPDATE ON event_nodes
 CREATE TRIGGER IF NOT EXISTS event_nodes_no_delete BEFORE DELETE ON event_nodes
   BEGIN SELECT RAISE(ABORT, 'the event journal is append-only'); END;
 )sql",
+    // v3: the core snapshot in pieces (sqlite_core_snapshot.cc); the one
+    // snapshot a v2 file holds in meta becomes snapshot 1 of one piece.
+    R"sql(
+CREATE TABLE IF NOT EXISTS core_snapshot_pieces(
+  snap INTEGER NOT NULL,
+  k INTEGER NOT NULL,
+  body BLOB NOT NULL,
+  PRIMARY KEY(snap, k));
+INSERT INTO core_snapshot_pieces(snap, k, body)
+  SELECT 1, 0, CAST(value AS BLOB) FROM meta WHERE key = 'core_snapshot';
+INSERT INTO meta(key, value)
+  SELECT 'core_snapshot_head', '1 ' || length(CAST(value AS BLOB)) || ' 0' FROM meta WHERE key = 'core_snapshot';
+DELETE FROM meta WHERE key = 'core_snapshot';
+)sql",
 };
 static_assert(std::size(kMigrations) + 1 == StateStore::kSchemaVersion);
 
@@ -163,6 +177,7 @@ Result<std::unique_ptr<SqliteStateStore>> SqliteStateStore::Open(const std::stri
   }
   ARYL_RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   ARYL_RETURN_IF_ERROR(store->Migrate());
+  ARYL_RETURN_IF_ERROR(store->DropStrayCoreSnapshotPieces());
   return store;
 }
 

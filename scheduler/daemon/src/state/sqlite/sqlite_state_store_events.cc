@@ -88,20 +88,16 @@ Status SqliteStateStore::AppendCoreEvent(double time, const std::string& body) {
 }
 
 Result<std::vector<std::pair<double, std::string>>> SqliteStateStore::CoreEvents() {
-  Stmt q(*stmts_, "SELECT time, body FROM core_events ORDER BY seq;");
+  // Rows the snapshot in force replaces may still be here until compacted.
+  ARYL_ASSIGN_OR_RETURN(SnapshotHead head, CoreSnapshotHead());
+  Stmt q(*stmts_, "SELECT time, body FROM core_events WHERE seq > ? ORDER BY seq;");
   ARYL_RETURN_IF_ERROR(q.status("prepare core events"));
+  q.Bind(1, head.upto);
   std::vector<std::pair<double, std::string>> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) out.emplace_back(q.Real(0), q.Text(1));
   if (rc != SQLITE_DONE) return q.Error("read core events", rc);
   return out;
-}
-
-Status SqliteStateStore::SaveCoreSnapshot(const std::string& body, std::optional<std::int64_t> upto) {
-  return Batch([&]() -> Status {
-    ARYL_RETURN_IF_ERROR(SetMeta("core_snapshot", body));
-    return DeleteCoreEvents(upto);
-  });
 }
 
 Status SqliteStateStore::DeleteCoreEvents(std::optional<std::int64_t> upto) {
@@ -136,7 +132,5 @@ Status SqliteStateStore::RestoreCoreEvent(std::int64_t seq, double time, const s
   q.Bind(3, body);
   return q.Done("restore core event");
 }
-
-Result<std::optional<std::string>> SqliteStateStore::CoreSnapshot() { return GetMeta("core_snapshot"); }
 
 }  // namespace aryl::daemon

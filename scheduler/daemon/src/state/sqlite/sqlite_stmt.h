@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "aryl/status.h"
@@ -88,6 +89,10 @@ class Stmt {
     return Error(what, rc_);
   }
   void Bind(int i, const std::string& v) { sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  // Not copied: `v` must outlive the step (the binding is cleared on scope exit).
+  void BindBlob(int i, std::string_view v) {
+    sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
   void Bind(int i, std::int64_t v) { sqlite3_bind_int64(s_, i, v); }
   void Bind(int i, double v) { sqlite3_bind_double(s_, i, v); }
   void BindNull(int i) { sqlite3_bind_null(s_, i); }
@@ -97,6 +102,10 @@ class Stmt {
   std::string Text(int col) const {
     const unsigned char* t = sqlite3_column_text(s_, col);
     return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, col)) : std::string();
+  }
+  void AppendBlob(int col, std::string* out) const {
+    const void* b = sqlite3_column_blob(s_, col);
+    if (b) out->append(static_cast<const char*>(b), static_cast<std::size_t>(sqlite3_column_bytes(s_, col)));
   }
   std::int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
   double Real(int col) const { return sqlite3_column_double(s_, col); }

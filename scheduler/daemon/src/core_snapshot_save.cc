@@ -1,0 +1,179 @@
+// The daemon's core snapshots off the serving thread: the image taken here,
+// encoded on a helper thread, saved in slices (core_journal.h for the format,
+// state_store.h for the store's side).
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+#include "core_journal.h"
+#include "daemon_impl.h"
+
+namespace aryl::daemon {
+
+namespace {
+// A compaction transaction deletes at most this many (a piece is 256 KB).
+constexpr int kCompactPieces = 4;
+constexpr int kCompactRows = 1000;
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+// After every durable step (Transaction): once the journal holds
+// journal_snapshot_rows rows it is snapshotted, so it never holds many more.
+// The encoding, which grows with the live jobs (about 2 s for 50,000 queued
+// jobs, docs/performance.md), runs on a helper thread, and the save (tens of
+// megabytes) in slices, so that requests are not held up:
+//  1. here, on the serving thread: the core's image (a copy), the live core
+//     replaced by its restore (as SnapshotCore), the newest journal row the
+//     image covers, and a copy of the speed models;
+//  2. a helper thread encodes the image and the speed models;
+//  3. PollSnapshot (every tick and step), once it is encoded, begins the
+//     store's snapshot (StateStore::BeginCoreSnapshot, up to that row) and
+//     appends its pieces, at most snapshot_slice_ms of them per call, a
+//     slice at most every snapshot_gap_ms (DaemonOptions);
+//  4. a slice of its own commits it with the speed models in one short
+//     transaction: from then on it replaces the rows it covers, and rows
+//     appended meanwhile follow it;
+//  5. later slices delete the older snapshot's pieces and those rows
+//     (StateStore::CompactCoreJournal).
+// Until then a restart replays the previous snapshot and every row, which
+// builds the same core. No second snapshot starts while one is pending;
+// SnapshotCore drops the pending one (its Begin cancels the store's).
+void Daemon::Impl::MaybeSnapshot() {
+  PollSnapshot();
+  if (pending_snapshot || !core || opt.journal_snapshot_rows <= 0 || journal_rows < opt.journal_snapshot_rows) return;
+  auto t0 = std::chrono::steady_clock::now();
+  auto upto = store->LastCoreEventSeq();
+  if (!upto.ok()) {
+    spdlog::error("core journal snapshot: {}", upto.status().ToString());
+    return;
+  }
+  // The image is copied once, here, and moved into the restore; the replaced
+  // core goes to the helper, which takes the same image again from it (it is
+  // no longer touched here) and frees it: at 100,000 jobs a second copy of
+  // the image and the old core's destruction cost the serving thread about
+  // as much as the first copy.
+  auto image = core->Snapshot();
+  const double copy_ms = MsSince(t0);
+  auto restored = s::Scheduler::Restore(opt.policy, std::move(image), Catalog(), CoreConfig());
+  if (!restored.ok()) {
+    spdlog::error("core journal snapshot: restore of the image: {}", restored.status().ToString());
+    return;
+  }
+  std::unique_ptr<s::Scheduler> replaced = std::move(core);
+  core = std::move(*restored);
+  PendingSnapshot ps;
+  ps.upto = *upto;
+  ps.rows = journal_rows;
+  ps.taken = t0;
+  std::shared_ptr<const s::SpeedModels> models;
+  if (speed) models = std::make_shared<const s::SpeedModels>(*speed);  // a copy: encoded meanwhile
+  ps.text = std::async(std::launch::async, [replaced = std::move(replaced), models,
+                                            cancel = ps.cancel]() mutable -> Result<std::pair<std::string, std::string>> {
+    if (cancel->load(std::memory_order_relaxed)) return Status::Cancelled("core snapshot: dropped");
+    auto image = replaced->Snapshot();
+    replaced.reset();
+    ARYL_ASSIGN_OR_RETURN(std::string core_json, SnapshotToJson(image, cancel.get()));
+    if (cancel->load(std::memory_order_relaxed)) return Status::Cancelled("core snapshot: dropped");
+    return std::make_pair(std::move(core_json), models ? models->ToJson() : std::string());
+  });
+  ps.image_ms = MsSince(t0);
+  journal_rows = 0;
+  spdlog::info("core journal: a snapshot of {} rows begun (image {:.1f} ms on the serving thread: copy {:.1f} ms, "
+               "restore {:.1f} ms)",
+               ps.rows, ps.image_ms, copy_ms, ps.image_ms - copy_ms);
+  pending_snapshot.emplace(std::move(ps));
+}
+
+Status Daemon::Impl::SaveSnapshotSlice(PendingSnapshot& ps, bool wait) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!wait && t0 < ps.next_slice) return Status::Ok();
+  const std::string& body = ps.encoded->first;
+  if (ps.committed) {
+    // What it replaced goes, a few pieces and rows a transaction.
+    for (;;) {
+      ARYL_ASSIGN_OR_RETURN(bool done, store->CompactCoreJournal(kCompactPieces, kCompactRows));
+      if (done) {
+        ps.compacted = true;
+        break;
+      }
+      if (!wait && MsSince(t0) >= opt.snapshot_slice_ms) break;
+    }
+    ps.compact_ms += MsSince(t0);
+  } else if (ps.id != 0 && ps.saved == body.size()) {
+    // The commit, a slice of its own: one short transaction.
+    ARYL_RETURN_IF_ERROR(store->Batch([&]() -> Status {
+      ARYL_RETURN_IF_ERROR(store->CommitCoreSnapshot(ps.id));
+      if (!ps.encoded->second.empty()) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", ps.encoded->second));
+      return Status::Ok();
+    }));
+    ps.commit_ms = MsSince(t0);
+    ps.committed = true;
+  } else {
+    if (ps.id == 0) {
+      ARYL_ASSIGN_OR_RETURN(ps.id, store->BeginCoreSnapshot(ps.upto));
+    }
+    while (ps.saved < body.size()) {
+      const std::size_t n = std::min(StateStore::kCoreSnapshotPieceBytes, body.size() - ps.saved);
+      ARYL_RETURN_IF_ERROR(store->AppendCoreSnapshot(ps.id, std::string_view(body).substr(ps.saved, n)));
+      ps.saved += n;
+      if (!wait && MsSince(t0) >= opt.snapshot_slice_ms) break;
+    }
+  }
+  const double ms = MsSince(t0);
+  ++ps.slices;
+  ps.save_ms += ms;
+  ps.longest_ms = std::max(ps.longest_ms, ms);
+  ps.next_slice = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double, std::milli>(opt.snapshot_gap_ms));
+  if (wait && !ps.compacted) return SaveSnapshotSlice(ps, wait);
+  return Status::Ok();
+}
+
+void Daemon::Impl::PollSnapshot(bool wait) {
+  if (!pending_snapshot) return;
+  PendingSnapshot& ps = *pending_snapshot;
+  if (!ps.encoded) {
+    if (!wait && ps.text.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    auto text = ps.text.get();
+    if (!text.ok()) {
+      spdlog::error("core journal snapshot: {}", text.status().ToString());
+      journal_rows += ps.rows;  // try again after the next step
+      pending_snapshot.reset();
+      return;
+    }
+    ps.encoded = std::move(*text);
+  }
+  Status st = SaveSnapshotSlice(ps, wait);
+  if (!st.ok() && ps.committed) {
+    // In force; what it replaced is deleted after the next one.
+    spdlog::error("core journal snapshot: compaction: {}", st.ToString());
+    pending_snapshot.reset();
+    return;
+  }
+  if (!st.ok()) {
+    spdlog::error("core journal snapshot: {}", st.ToString());
+    if (ps.id != 0) (void)store->AbortCoreSnapshot(ps.id);  // else the next Begin drops its pieces
+    journal_rows += ps.rows;
+    pending_snapshot.reset();
+    return;
+  }
+  if (!ps.compacted) return;  // more slices to come
+  snapshot_bytes = ps.encoded->first.size();
+  spdlog::info("core journal: {} rows replaced by a snapshot of {} bytes: {:.1f} ms on the serving thread "
+               "(image {:.1f} ms; save {:.1f} ms in {} slices, the longest {:.1f} ms, the commit {:.1f} ms, "
+               "compaction {:.1f} ms; encoded meanwhile, {:.1f} ms in all)",
+               ps.rows, snapshot_bytes, ps.image_ms + ps.save_ms, ps.image_ms, ps.save_ms, ps.slices, ps.longest_ms,
+               ps.commit_ms, ps.compact_ms, MsSince(ps.taken));
+  pending_snapshot.reset();
+}
+
+}  // namespace aryl::daemon
