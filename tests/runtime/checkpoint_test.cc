@@ -9,15 +9,12 @@
 #include <fstream>
 
 #include "aryl/checkpoint.h"
+#include "checkpoint_test_util.h"
 
 namespace aryl {
 namespace {
 
-std::string TempDir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("aryl_ckpt_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
+using namespace ckpt_test;  // NOLINT
 
 // Writes three checkpoints; the newest loads; retention keeps two.
 TEST(Checkpoint, WriteLoadAndRetention) {
@@ -105,75 +102,6 @@ TEST(Checkpoint, InjectedWriteFailureKeepsThePreviousOne) {
 
 // ---- a full disk --------------------------------------------------------------
 
-// A disk of `budget` bytes over a real directory: the used bytes are the sizes
-// of the files in it. A write that does not fit writes what fits (as a real
-// disk leaves a partial file) and fails with NoSpace.
-class BudgetFs : public CheckpointFs {
- public:
-  BudgetFs(std::string dir, uint64_t budget) : dir_(std::move(dir)), budget_(budget) {}
-  Status WriteFileSynced(const std::string& path, std::string_view data) override {
-    uint64_t used = Used(path);
-    if (used + data.size() > budget_) {
-      ++no_space;
-      uint64_t fits = budget_ > used ? budget_ - used : 0;
-      (void)base_->WriteFileSynced(path, data.substr(0, fits));
-      return NoSpace("write " + path + ": injected: disk of " + std::to_string(budget_) +
-                     " bytes is full");
-    }
-    return base_->WriteFileSynced(path, data);
-  }
-  Result<uint64_t> FreeBytes(const std::string&) override {
-    uint64_t used = Used("");
-    return budget_ > used ? budget_ - used : 0;
-  }
-  Status Rename(const std::string& a, const std::string& b) override { return base_->Rename(a, b); }
-  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
-  Result<std::string> ReadFile(const std::string& p) override { return base_->ReadFile(p); }
-  Result<std::vector<std::string>> ListDir(const std::string& d) override {
-    return base_->ListDir(d);
-  }
-  Status CreateDirs(const std::string& d) override { return base_->CreateDirs(d); }
-  Status Remove(const std::string& p) override {
-    ++removes;
-    return base_->Remove(p);
-  }
-  int no_space = 0;  // writes that did not fit
-  int removes = 0;
-
- private:
-  // Bytes held by the files of the directory, but `except` (a file rewritten).
-  uint64_t Used(const std::string& except) const {
-    uint64_t used = 0;
-    std::error_code ec;
-    for (auto& e : std::filesystem::directory_iterator(dir_, ec))
-      if (e.is_regular_file() && e.path().string() != except) used += e.file_size();
-    return used;
-  }
-  std::string dir_;
-  uint64_t budget_;
-  CheckpointFs* base_ = CheckpointFs::Posix();
-};
-
-// The checkpoint files of `dir` (temp files are counted apart), by name.
-struct DirFiles {
-  std::vector<std::string> checkpoints;
-  std::vector<std::string> temps;
-};
-DirFiles FilesOf(const std::string& dir) {
-  DirFiles out;
-  for (auto& e : std::filesystem::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    if (name.find(".tmp.") != std::string::npos)
-      out.temps.push_back(name);
-    else if (name.rfind("ckpt-", 0) == 0)
-      out.checkpoints.push_back(name);
-  }
-  std::sort(out.checkpoints.begin(), out.checkpoints.end());
-  return out;
-}
-
-constexpr size_t kPayload = 64 * 1024;  // bytes; a file is this plus a 40-byte header
-std::string PayloadOf(int64_t step) { return std::string(kPayload, char('a' + step % 26)); }
 
 // Fenced (the scheduler's jobs) and unfenced (standalone) managers alike.
 class CheckpointFullDisk : public ::testing::TestWithParam<int64_t> {
@@ -279,126 +207,6 @@ TEST_P(CheckpointFullDisk, NeverRemovesTheNewestGoodBehindACorruptOne) {
 INSTANTIATE_TEST_SUITE_P(Fencing, CheckpointFullDisk, ::testing::Values(int64_t{0}, int64_t{3000}),
                          [](const auto& info) { return info.param ? "Fenced" : "Unfenced"; });
 
-// A stale copy (an older generation) on a full disk removes nothing: it is
-// refused before it writes a byte (the fence is checked before the file is
-// written, not only at the commit), the live copy's checkpoints all stay,
-// and the stale copy learns it is fenced.
-TEST(CheckpointFence, StaleCopyOnAFullDiskRemovesNothing) {
-  std::string dir = TempDir("fence_full");
-  BudgetFs fs(dir, 3 * (kPayload + 40) + 4096 + 200);  // three checkpoints and the fence's reserve
-  CheckpointManager stale(dir, 3, &fs), live(dir, 3, &fs);
-  stale.set_fence("7", 2001);
-  live.set_fence("7", 3000);
-  ASSERT_TRUE(live.RaiseFence().ok());
-  for (int64_t step = 1; step <= 3; ++step) ASSERT_TRUE(live.Write(step, 2, PayloadOf(step)).ok());
-  auto r = stale.Write(4, 2, PayloadOf(4));
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(CheckpointManager::IsFenced(r.status())) << r.status();
-  EXPECT_EQ(fs.no_space, 0);  // it wrote nothing
-  EXPECT_EQ(FilesOf(dir).checkpoints.size(), 3u);
-  EXPECT_TRUE(FilesOf(dir).temps.empty());
-  auto latest = live.LoadLatest();
-  ASSERT_TRUE(latest.ok()) << latest.status();
-  EXPECT_EQ(latest->info.step, 3);
-}
-
-// A new generation starting on a disk full to the byte still raises the fence
-// (room from the older checkpoints) and restores the newest.
-TEST(CheckpointFence, RaisingTheFenceOnAFullDiskMakesRoom) {
-  std::string dir = TempDir("fence_raise_full");
-  {
-    CheckpointManager old_gen(dir, 3);
-    old_gen.set_fence("7", 2000);
-    for (int64_t step = 1; step <= 3; ++step)
-      ASSERT_TRUE(old_gen.Write(step, 2, PayloadOf(step)).ok());
-  }
-  uint64_t used = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) used += e.file_size();
-  BudgetFs fs(dir, used);  // not a byte free
-  CheckpointManager next(dir, 3, &fs);
-  next.set_fence("7", 3000);
-  ASSERT_TRUE(next.RaiseFence().ok());
-  EXPECT_EQ(fs.no_space, 1);
-  EXPECT_EQ(FilesOf(dir).checkpoints.size(), 2u);  // step 1 made room
-  auto fence = next.Fence();
-  ASSERT_TRUE(fence.ok()) << fence.status();
-  EXPECT_EQ(fence->generation, 3000);
-  auto latest = next.LoadLatest();
-  ASSERT_TRUE(latest.ok()) << latest.status();
-  EXPECT_EQ(latest->info.step, 3);
-}
-
-// A new generation starting on a disk full to the byte with only the newest
-// good checkpoint on it (nothing older to remove) raises the fence from the
-// reserve the earlier raise left; the reserve is written again after each
-// raise, so the generation after it starts too. Without the reserve the raise
-// fails for room (and the job could not start again until the disk empties).
-TEST(CheckpointFence, RaisingTheFenceWithNothingOlderUsesTheReserve) {
-  std::string dir = TempDir("fence_reserve");
-  {
-    CheckpointManager first(dir, 3);
-    first.set_fence("7", 2000);
-    ASSERT_TRUE(first.RaiseFence().ok());  // the start of generation 2000
-    ASSERT_TRUE(first.Write(1, 2, PayloadOf(1)).ok());
-  }
-  ASSERT_TRUE(std::filesystem::exists(dir + "/FENCE.reserve"));
-  uint64_t used = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) used += e.file_size();
-  BudgetFs fs(dir, used);  // not a byte free
-  for (int64_t gen : {3000, 4000}) {
-    CheckpointManager next(dir, 3, &fs);
-    next.set_fence("7", gen);
-    Status raised = next.RaiseFence();
-    ASSERT_TRUE(raised.ok()) << "generation " << gen << ": " << raised;
-    auto fence = next.Fence();
-    ASSERT_TRUE(fence.ok()) << fence.status();
-    EXPECT_EQ(fence->generation, gen);
-    EXPECT_TRUE(std::filesystem::exists(dir + "/FENCE.reserve")) << "generation " << gen;
-    auto latest = next.LoadLatest();
-    ASSERT_TRUE(latest.ok()) << latest.status();
-    EXPECT_EQ(latest->info.step, 1);
-  }
-  EXPECT_EQ(FilesOf(dir).checkpoints.size(), 1u);
-  EXPECT_TRUE(FilesOf(dir).temps.empty());
-  std::filesystem::remove(dir + "/FENCE.reserve");
-  used = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) used += e.file_size();
-  BudgetFs full(dir, used);  // still not a byte free
-  CheckpointManager without(dir, 3, &full);
-  without.set_fence("7", 5000);
-  Status s = without.RaiseFence();
-  EXPECT_TRUE(CheckpointFs::IsNoSpace(s)) << s;
-  EXPECT_TRUE(FilesOf(dir).temps.empty());
-}
-
-// The first checkpoint of a new generation on a disk with room for exactly
-// that checkpoint: the fence (a few bytes) is raised before the file is
-// written, so it does not take the checkpoint's last bytes.
-TEST(CheckpointFence, ANewGenerationsFirstWriteFitsExactly) {
-  std::string dir = TempDir("fence_exact");
-  {
-    CheckpointManager old_gen(dir, 1);
-    old_gen.set_fence("7", 2000);
-    ASSERT_TRUE(old_gen.Write(1, 2, PayloadOf(1)).ok());
-  }
-  uint64_t used = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file()) used += e.file_size();
-  // Room for one more file exactly, and for the fence's new text beside the old.
-  BudgetFs fs(dir, used + kPayload + 40 + 16);
-  CheckpointManager next(dir, 1, &fs);
-  next.set_fence("7", 3000);
-  auto w = next.Write(2, 2, PayloadOf(2));
-  ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(fs.no_space, 0);
-  auto fence = next.Fence();
-  ASSERT_TRUE(fence.ok()) << fence.status();
-  EXPECT_EQ(fence->generation, 3000);
-}
-
 // An I/O error that is not a lack of space removes no checkpoint.
 TEST(Checkpoint, OtherWriteErrorsMakeNoRoom) {
   FailingFs fs;
@@ -483,65 +291,6 @@ TEST(CheckpointRealDisk, TooSmallForTwoKeepsTheFirst) {
   auto latest = m.LoadLatest();
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_EQ(latest->info.step, 1);
-}
-
-// A copy of the job of an older generation (cut off while the job started
-// again elsewhere) cannot commit once the newer one raised the fence: the good
-// checkpoint stays, no temp file is left, and the refusal says "fenced".
-TEST(CheckpointFence, StaleGenerationCannotCommit) {
-  std::string dir = TempDir("fence");
-  CheckpointManager stale(dir, 3), current(dir, 3);
-  stale.set_fence("7", 2001);
-  current.set_fence("7", 3000);
-  ASSERT_TRUE(stale.Write(100, 2, "stale-100").ok());
-  ASSERT_TRUE(current.RaiseFence().ok());
-  auto r = stale.Write(150, 2, "stale-150");
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(CheckpointManager::IsFenced(r.status())) << r.status();
-  EXPECT_NE(r.status().message().find("generation 2001 is stale: generation 3000"), std::string::npos) << r.status();
-  EXPECT_TRUE(CheckpointManager::IsFenced(stale.CheckFence()));
-  EXPECT_TRUE(CheckpointManager::IsFenced(stale.RaiseFence()));
-  EXPECT_TRUE(current.CheckFence().ok());
-  for (auto& e : std::filesystem::directory_iterator(dir))
-    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
-  auto latest = current.LoadLatest();
-  ASSERT_TRUE(latest.ok()) << latest.status();
-  EXPECT_EQ(latest->payload, "stale-100");
-  ASSERT_TRUE(current.Write(120, 2, "current-120").ok());
-  auto fence = current.Fence();
-  ASSERT_TRUE(fence.ok()) << fence.status();
-  EXPECT_EQ(fence->job, "7");
-  EXPECT_EQ(fence->generation, 3000);
-}
-
-// A new job resuming from another job's directory replaces that job's fence;
-// a manager without a generation is not fenced at all (standalone runs).
-TEST(CheckpointFence, OtherJobsAndUnfencedWritersAreNotRefused) {
-  std::string dir = TempDir("fence_other");
-  CheckpointManager old_job(dir), new_job(dir), unfenced(dir);
-  old_job.set_fence("7", 9000);
-  new_job.set_fence("8", 1000);
-  ASSERT_TRUE(old_job.RaiseFence().ok());
-  ASSERT_TRUE(new_job.RaiseFence().ok());
-  EXPECT_TRUE(new_job.Write(1, 1, "a").ok());
-  EXPECT_TRUE(unfenced.Write(2, 1, "b").ok());
-  EXPECT_TRUE(unfenced.CheckFence().ok());
-  auto fence = new_job.Fence();
-  ASSERT_TRUE(fence.ok());
-  EXPECT_EQ(fence->job, "8");
-}
-
-// A damaged fence file is a clear error naming the file, never a silent pass.
-TEST(CheckpointFence, CorruptFenceNamesTheFile) {
-  std::string dir = TempDir("fence_corrupt");
-  CheckpointManager m(dir);
-  m.set_fence("7", 5);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/FENCE") << "seven\n";
-  Status s = m.RaiseFence();
-  EXPECT_TRUE(s.IsCorruption()) << s;
-  EXPECT_NE(s.message().find(dir + "/FENCE"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("seven"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // The etcd backend of the StateStore (EtcdStateStore) and the leader election
 // against a real etcd member on loopback: what one leader writes another reads
-// back whole; a write under a stale term fails and changes nothing; the
-// snapshot survives in chunks; a standby leads once the leader resigns or its
+// back whole; a write under a stale term fails and changes nothing; a standby leads once the leader resigns or its
 // lease runs out.
 #include <gtest/gtest.h>
 
@@ -10,6 +9,7 @@
 #include <thread>
 
 #include "etcd_cluster.h"
+#include "etcd_store_fixture.h"
 #include "state/etcd/etcd_client.h"
 #include "state/etcd/etcd_state_store.h"
 #include "state/etcd/leader_election.h"
@@ -19,48 +19,6 @@ namespace aryl::daemon {
 namespace {
 
 using livetest::EtcdCluster;
-
-class EtcdStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!EtcdCluster::Available()) GTEST_SKIP() << EtcdCluster::kMissing;
-    ASSERT_TRUE(etcd_.Start(1).ok()) << etcd_.Log(0);
-    auto url = etcd::ParseEtcdUrl(etcd_.EtcdUrl("aryl-store-test"));
-    ASSERT_TRUE(url.ok()) << url.status();
-    url_ = *url;
-    etcd::ClientOptions o;
-    o.endpoints = url_.endpoints;
-    auto c = etcd::Client::Connect(o);
-    ASSERT_TRUE(c.ok()) << c.status();
-    client_ = std::move(*c);
-  }
-
-  // Makes this test the leader: a leader key, and its create revision.
-  std::int64_t Lead() {
-    etcd::TxnRequest txn;
-    txn.success.push_back(etcd::Op::Put(url_.prefix + "leader", "{\"endpoint\":\"test\"}"));
-    auto r = client_->Txn(txn);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->revision : 0;
-  }
-
-  Result<std::unique_ptr<EtcdStateStore>> Open(std::int64_t term, std::string* deposed = nullptr) {
-    EtcdStateStore::Options o;
-    o.location = "test";
-    o.prefix = url_.prefix;
-    o.term = term;
-    o.on_deposed = [deposed](const std::string& why) {
-      if (deposed) *deposed = why;
-    };
-    o.max_txn_bytes = 64 * 1024;  // so the big snapshot needs several transactions
-    return EtcdStateStore::Open(client_, o);
-  }
-
-  EtcdCluster etcd_;
-  etcd::EtcdUrl url_;
-  std::shared_ptr<etcd::Client> client_;
-};
-
 TEST_F(EtcdStoreTest, WhatOneLeaderWritesTheNextReadsBack) {
   std::int64_t term = Lead();
   auto s = Open(term);
@@ -409,97 +367,6 @@ TEST_F(EtcdStoreTest, StandbyLeadsAfterResignAndAfterLeaseExpiry) {
   EXPECT_GT(a->term(), b_term);
   EXPECT_LT(took, 2 + 3.0);
   std::printf("leadership moved %.2f s after the leader's keep-alive stopped (TTL 2 s)\n", took);
-}
-
-// Snapshot chunk keys under the prefix (P/s/snap/<id>/<k>), the head excluded.
-std::size_t ChunkKeys(etcd::Client& c, const std::string& prefix) {
-  auto r = c.Range(prefix + "s/snap/", etcd::PrefixEnd(prefix + "s/snap/"));
-  if (!r.ok()) return 0;
-  std::size_t n = 0;
-  for (const auto& kv : r->kvs)
-    if (kv.key != prefix + "s/snap/head") ++n;
-  return n;
-}
-
-// A snapshot appended over many transactions with core rows between them:
-// until its commit another reader (a restart) sees the previous snapshot and
-// every row; after it, the pieces joined and only the later rows.
-TEST_F(EtcdStoreTest, SnapshotInPiecesWithRowsBetween) {
-  const std::int64_t term = Lead();
-  auto s = Open(term);
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE((*s)->SaveCoreSnapshot("old").ok());
-  for (int i = 1; i <= 3; ++i) ASSERT_TRUE((*s)->AppendCoreEvent(i, "row" + std::to_string(i)).ok());
-  auto id = (*s)->BeginCoreSnapshot(*(*s)->LastCoreEventSeq());
-  ASSERT_TRUE(id.ok()) << id.status();
-  std::string whole;
-  const std::uint64_t txns = (*s)->transactions();
-  for (int k = 0; k < 12; ++k) {
-    std::string piece = std::string(k == 5 ? 700 * 1024 : 1000 + k, static_cast<char>('a' + k));  // one of two chunks
-    whole += piece;
-    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, piece).ok());
-    ASSERT_TRUE((*s)->AppendCoreEvent(10 + k, "between" + std::to_string(k)).ok());
-  }
-  EXPECT_GE((*s)->transactions() - txns, 24u);  // a piece is a transaction of its own
-  {
-    auto reader = Open(0);
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    EXPECT_EQ(**(*reader)->CoreSnapshot(), "old");
-    EXPECT_EQ((*reader)->CoreEvents()->size(), 15u);
-  }
-  ASSERT_TRUE((*s)->CommitCoreSnapshot(*id).ok());
-  EXPECT_EQ(**(*s)->CoreSnapshot(), whole);
-  EXPECT_EQ(ChunkKeys(*client_, url_.prefix), 13u);  // the old snapshot's chunk went
-  auto again = Open(term);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(**(*again)->CoreSnapshot(), whole);
-  auto rows = (*again)->CoreEvents();
-  ASSERT_EQ(rows->size(), 12u);
-  EXPECT_EQ(rows->front().second, "between0");
-  EXPECT_EQ(*rows, *(*s)->CoreEvents());
-}
-
-// The leader stops half-way through a snapshot: a new leader's store reads
-// the previous snapshot and every row, and deletes the orphaned chunks; a
-// newer snapshot begun while one is in flight cancels the older.
-TEST_F(EtcdStoreTest, RestartMidSnapshotAndNewerCancelsOlder) {
-  const std::int64_t term = Lead();
-  {
-    auto s = Open(term);
-    ASSERT_TRUE(s.ok()) << s.status();
-    ASSERT_TRUE((*s)->AppendCoreEvent(1, "row1").ok());
-    ASSERT_TRUE((*s)->SaveCoreSnapshot("kept").ok());
-    ASSERT_TRUE((*s)->AppendCoreEvent(2, "row2").ok());
-    auto id = (*s)->BeginCoreSnapshot(*(*s)->LastCoreEventSeq());
-    ASSERT_TRUE(id.ok());
-    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, "half of").ok());
-    ASSERT_TRUE((*s)->AppendCoreSnapshot(*id, " a snapshot").ok());
-    ASSERT_TRUE((*s)->AppendCoreEvent(3, "row3").ok());
-  }
-  EXPECT_EQ(ChunkKeys(*client_, url_.prefix), 3u);
-  auto s = Open(term);
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(ChunkKeys(*client_, url_.prefix), 1u);
-  EXPECT_EQ(**(*s)->CoreSnapshot(), "kept");
-  auto rows = (*s)->CoreEvents();
-  ASSERT_EQ(rows->size(), 2u);
-  EXPECT_EQ((*rows)[0].second, "row2");
-  // Newer cancels older.
-  auto older = (*s)->BeginCoreSnapshot(*(*s)->LastCoreEventSeq());
-  ASSERT_TRUE(older.ok());
-  ASSERT_TRUE((*s)->AppendCoreSnapshot(*older, "older").ok());
-  auto newer = (*s)->BeginCoreSnapshot(*(*s)->LastCoreEventSeq());
-  ASSERT_TRUE(newer.ok());
-  EXPECT_EQ((*s)->AppendCoreSnapshot(*older, "more").code(), Status::Code::kCancelled);
-  EXPECT_EQ((*s)->CommitCoreSnapshot(*older).code(), Status::Code::kCancelled);
-  EXPECT_EQ(ChunkKeys(*client_, url_.prefix), 1u);
-  ASSERT_TRUE((*s)->AppendCoreSnapshot(*newer, "newer").ok());
-  ASSERT_TRUE((*s)->CommitCoreSnapshot(*newer).ok());
-  auto t = Open(term);
-  ASSERT_TRUE(t.ok());
-  EXPECT_EQ(**(*t)->CoreSnapshot(), "newer");
-  EXPECT_TRUE((*t)->CoreEvents()->empty());
-  EXPECT_EQ(ChunkKeys(*client_, url_.prefix), 1u);
 }
 
 }  // namespace
