@@ -194,7 +194,7 @@ class Agent::Impl final : public WorkerHost {
   }
 
   void OnPush(const p::Message& msg) {
-    if (session->FromDeposedLeader(msg)) return;
+    if (session->FromDeposedLeader(msg) || session->Overtaken(msg)) return;
     if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
       if (core->OnNewGeneration(*m) && UsesStore(m->store_endpoint)) announcer.Plan(*m, Now());
       return;

@@ -55,6 +55,7 @@ class SchedulerSession final : public SchedulerLink {
   // Whether `msg` comes from a deposed leader (a term below the newest seen);
   // otherwise remembers its term. Logs a refusal.
   bool FromDeposedLeader(const protocol::Message& msg) { return core_.FromDeposedLeader(msg); }
+  bool Overtaken(const protocol::Message& msg) const { return core_.Overtaken(msg); }
   void OnHeartbeatAck(const protocol::HeartbeatAck& a);
   // An Error push: a standby or a scheduler that does not know this agent
   // means registering again; any other is logged.

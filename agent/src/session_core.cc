@@ -75,6 +75,8 @@ p::AgentRegister SessionCore::MakeRegister(p::AgentRegister report, double now) 
   register_sent_ = now;  // monotonic (clock.h): the lease's clock too
   report.instance = instance_;
   report.seq = ++seq_;  // one counter with the heartbeats (protocol step 1)
+  register_seq_ = seq_;
+  report.acked = acked_;  // 6
   return report;
 }
 
@@ -89,6 +91,7 @@ SessionCore::Registered SessionCore::OnRegistered(const p::AgentRegistered& repl
   }
   Move(Event::kAccepted);  // b
   out.kind = Registered::Kind::kRegistered;
+  acked_ = std::max(acked_, register_seq_);  // 6
   ever_registered_ = true;
   last_ack_ = now;
   lease_.Renew(register_sent_, reply.lease_seconds);
@@ -118,6 +121,7 @@ SessionCore::Failed SessionCore::OnRegisterFailed(const Status& why, double now)
 p::Heartbeat SessionCore::MakeHeartbeat(p::Heartbeat hb, double now) {
   last_heartbeat_ = now;
   hb.seq = ++seq_;
+  hb.acked = acked_;  // 6
   lease_.Sent(hb.seq, now);
   return hb;
 }
@@ -126,6 +130,7 @@ bool SessionCore::OnHeartbeatAck(const p::HeartbeatAck& ack, double now) {
   if (ack.scheduler_epoch != scheduler_epoch_) return false;
   lease_.Acked(ack.seq, ack.lease_seconds);
   last_ack_ = now;
+  acked_ = std::max(acked_, ack.seq);  // 6
   return true;
 }
 
@@ -145,6 +150,17 @@ bool SessionCore::LeaderLeft() {
 bool SessionCore::FromDeposedLeader(const p::Message& msg) {
   auto t = TermOf(msg);
   return t && Deposed(*t, Describe(msg));
+}
+
+bool SessionCore::Overtaken(const p::Message& msg) const {
+  const auto* m = std::get_if<p::StartWorkers>(&msg);
+  if (!m || m->ack_floor.value_or(0) == 0 || *m->ack_floor >= acked_) return false;
+  std::string workers;
+  for (const auto& w : m->workers) workers += (workers.empty() ? "" : ",") + std::to_string(w.worker);
+  spdlog::warn("start of job {} workers {} (generation {}) refused: sent before the acknowledgement of report {}, "
+               "which overtook it (the scheduler gives it up)",
+               m->job, workers, m->generation, acked_);
+  return true;
 }
 
 bool SessionCore::Deposed(std::uint64_t t, std::string_view what) {

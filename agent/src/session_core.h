@@ -20,6 +20,11 @@
 //     registration answered with a deposed term asks for a failover.
 //  5. An Error push from a standby or from a scheduler that does not know
 //     this agent means registering again, now.
+//  6. Start confirmation (messages.h, d-f): the newest report the scheduler
+//     acknowledged (a registration's answer, a HeartbeatAck taken) goes in
+//     every registration and heartbeat as `acked`; a StartWorkers whose
+//     ack_floor is below it was overtaken by a later acknowledgement and is
+//     refused.
 //
 // States:
 //  1. kUnregistered: not registered with any leader (a new process, or told
@@ -154,6 +159,11 @@ class SessionCore {
   // 4. Whether `msg` comes from a deposed leader (a term below the newest
   // seen); otherwise remembers its term. Logs a refusal.
   bool FromDeposedLeader(const protocol::Message& msg);
+  // 6. Whether `msg` is a StartWorkers that an acknowledgement sent after it
+  // overtook (its ack_floor is below acked()): refused, the scheduler gives it
+  // up. Logs a refusal.
+  bool Overtaken(const protocol::Message& msg) const;
+  std::uint64_t acked() const { return acked_; }
 
   enum class ErrorKind {
     kStandby,       // g: the leader moved; register again
@@ -191,6 +201,8 @@ class SessionCore {
   double last_register_try_ = -10;
   double register_sent_ = 0;  // kRegistering: when the registration on its way left
   std::uint64_t seq_ = 0;
+  std::uint64_t register_seq_ = 0;  // of the registration on its way
+  std::uint64_t acked_ = 0;         // 6: the newest report acknowledged
   SchedulerLease lease_;  // how long workers may run without the scheduler
   std::uint64_t term_ = 0;  // the highest scheduler term seen here
   std::uint64_t scheduler_epoch_ = 0;

@@ -277,8 +277,9 @@ void DrivenCluster::OnCommand(DrivenAgent& a, const p::Message& msg) {
     runtime_.NoteGeneration(m->job, m->generation, m->members, &m->workers, now());
   if (auto* m = std::get_if<p::NewGeneration>(&msg))
     runtime_.NoteGeneration(m->job, m->generation, m->members, nullptr, now());
-  // As aryl-agent's OnPush: a deposed leader's message goes no further.
-  if (a.session->FromDeposedLeader(msg)) return;
+  // As aryl-agent's OnPush: a deposed leader's message, or a start overtaken
+  // by a later acknowledgement, goes no further.
+  if (a.session->FromDeposedLeader(msg) || a.session->Overtaken(msg)) return;
   if (auto* m = std::get_if<p::NewGeneration>(&msg)) {
     bool taken = false;
     {

@@ -21,8 +21,10 @@ struct NetworkFaults {
   double loss = 0;       // probability that a message is lost
   double duplicate = 0;  // probability that it arrives twice
   double max_delay = 0;  // s: each copy is late by a uniform [0, max_delay]
+  double lag = 0;        // s: a stalled link, the same with [0, lag] where longer
   std::uint64_t seed = 1;
-  bool any() const { return loss > 0 || duplicate > 0 || max_delay > 0; }
+  bool any() const { return loss > 0 || duplicate > 0 || max_delay > 0 || lag > 0; }
+  double most_late() const { return max_delay > lag ? max_delay : lag; }
 };
 
 class FaultyNetwork {
@@ -59,7 +61,7 @@ class FaultyNetwork {
     const int copies = Draw() < faults_.duplicate ? 2 : 1;
     duplicated_ += copies - 1;
     for (int i = 0; i < copies; ++i) {
-      const double delay = faults_.max_delay > 0 ? Draw() * faults_.max_delay : 0;
+      const double delay = faults_.most_late() > 0 ? Draw() * faults_.most_late() : 0;
       if (delay <= 0) {
         out.push_back(f);
       } else {

@@ -15,7 +15,7 @@ constexpr std::pair<DaemonFault, const char*> kNames[] = {
     {kDaemonRestart, "restart"}, {kDaemonPartition, "partition"}, {kDaemonDisk, "disk"},
     {kDaemonLoss, "loss"},       {kDaemonDup, "dup"},            {kDaemonDelay, "delay"},
     {kDaemonOneWay, "oneway"},   {kDaemonAgentCrash, "agent"},   {kDaemonCheckpoint, "ckpt"},
-    {kDaemonCheckpointDisk, "cdisk"}};
+    {kDaemonCheckpointDisk, "cdisk"}, {kDaemonLag, "lag"}};
 
 }  // namespace
 
@@ -40,7 +40,7 @@ Result<unsigned> ParseDaemonFaults(const std::string& list) {
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return word == n.second; });
     if (it == std::end(kNames))
       return Status::InvalidArgument("--faults: unknown fault '" + word +
-                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, ckpt, cdisk, loss, dup, delay, oneway; process, network, all, none)");
+                                     "' for --daemon (known: kill, loan, pause, restart, partition, disk, agent, ckpt, cdisk, loss, dup, delay, oneway, lag; process, network, all, none)");
     out |= it->first;
   }
   return out;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--help" || a == "-h") {
       std::printf("aryl-simtest --seeds A:B [--faults kill,loan,network|all|none] | --replay SEED\n"
-                  "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway|process|network|all|none]\n"
+                  "aryl-simtest --daemon --seeds A:B [--faults kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway,lag|process|network|all|none]\n"
                   "Runs the live system's deterministic simulation for each seed (docs/simtest.md); --daemon\n"
                   "runs the scheduler daemon's own handlers and state under seeded faults; with --replay,\n"
                   "--daemon-log adds the daemon's own log lines to the trace, at virtual time.\n");

@@ -268,5 +268,36 @@ TEST(SessionCore, LateAnswersAndOtherErrorsChangeNothing) {
   EXPECT_EQ(s.state(), State::kRegistered);
 }
 
+// 6. The newest acknowledged report goes in every report; a start sent
+// before a later acknowledgement arrived is refused.
+TEST(SessionCore, ReportsCarryTheNewestAcknowledgedAndOvertakenStartsAreRefused) {
+  SessionCore s(42, false, kRequestTimeout);
+  EXPECT_EQ(s.MakeRegister({}, 10).acked, 0u) << "nothing acknowledged yet";
+  ASSERT_EQ(s.OnRegistered(Answer(), 10.5).kind, Kind::kRegistered);
+  EXPECT_EQ(s.acked(), 1u) << "the answer acknowledges registration 1";
+  p::Heartbeat h2 = s.MakeHeartbeat({}, 11), h3 = s.MakeHeartbeat({}, 11.5);
+  EXPECT_EQ(h2.acked, 1u);
+  EXPECT_TRUE(s.OnHeartbeatAck(Ack(h3.seq), 12));
+  EXPECT_TRUE(s.OnHeartbeatAck(Ack(h2.seq), 12.1)) << "a late ack is taken";
+  EXPECT_EQ(s.acked(), 3u) << "and does not move it back";
+  EXPECT_FALSE(s.OnHeartbeatAck(Ack(9, 8), 12.2)) << "another epoch";
+  EXPECT_EQ(s.acked(), 3u);
+  EXPECT_EQ(s.MakeHeartbeat({}, 12.5).acked, 3u);
+
+  p::StartWorkers start;
+  start.job = 1;
+  start.workers = {{4, 0, 0}};
+  start.ack_floor = 2;  // sent before the ack of report 3
+  EXPECT_TRUE(s.Overtaken(p::Message(start)));
+  start.ack_floor = 3;
+  EXPECT_FALSE(s.Overtaken(p::Message(start)));
+  start.ack_floor = 0;
+  EXPECT_FALSE(s.Overtaken(p::Message(start))) << "0: not numbered";
+  start.ack_floor.reset();
+  EXPECT_FALSE(s.Overtaken(p::Message(start))) << "absent: a scheduler of an older version";
+  p::NewGeneration ng;
+  EXPECT_FALSE(s.Overtaken(p::Message(ng))) << "only starts";
+}
+
 }  // namespace
 }  // namespace aryl::agent

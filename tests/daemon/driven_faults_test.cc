@@ -201,21 +201,22 @@ TEST(DrivenDaemon, AnAgentCrashAndQuickRestartRestartsItsJob) {
   EXPECT_LT(c.now() - back, 10.0) << "waited out a lease no worker could use\n" << Kinds(c, *job);
 }
 
-// A start that never reached t2 is given up while the state disk is full:
-// the give-up cannot be recorded, and the failed write reloads the job with
-// those workers. They come back unconfirmed, so they are given up again
-// until it can be recorded, and the job forms on the other workers' start.
-// Reloaded as confirmed, the job waited for them for ever (aryl-simtest
-// --daemon --replay 17, 144, 259, 292, 434).
+// A start that never reached t2 is given up while the state disk is full
+// (t2 hears again: its heartbeats carry an acknowledgement newer than the
+// start, start_confirm.h): the give-up cannot be recorded, and the failed
+// write reloads the job with those workers. They come back unconfirmed, so
+// they are given up again until it can be recorded, and the job forms on the
+// other workers' start. Reloaded as confirmed, the job waited for them for
+// ever (aryl-simtest --daemon --replay 17, 144, 259, 292, 434).
 TEST(DrivenDaemon, AStartGivenUpWhileTheDiskIsFullStaysGivenUp) {
   FullDiskStore* store = nullptr;
   TestCluster c(DrivenCluster::Defaults(), FullDisk(&store));
   auto job = StartWhileT2IsDeaf(c);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   *store->full = true;
+  c.agent("t2").deaf = false;
   c.Run(15);
   EXPECT_GT(store->refused, 0);
-  c.agent("t2").deaf = false;
   *store->full = false;
   ASSERT_TRUE(c.RunUntil([&] { return c.Formed(*job) > 0 && c.Step(*job) > 0; }, 60)) << Kinds(c, *job);
   EXPECT_EQ(c.CountWorkers(*job), 4);

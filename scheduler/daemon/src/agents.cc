@@ -37,6 +37,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
     Node& n = nodes[id];
     n.instance = m.instance;
     n.report_seq = m.seq.value_or(0);
+    // Acknowledged by the AgentRegistered below (start_confirm.h).
+    n.acked_seq = new_process ? n.report_seq : std::max(n.acked_seq, n.report_seq);
     if (is_new) {
       n.id = id;
       n.pool = m.pool;
@@ -70,7 +72,7 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
       ARYL_RETURN_IF_ERROR(HandleWorkerExit(ex));
       Send(n.id, p::WorkerExitAck{ex.job, ex.worker});
     }
-    Reconcile(n, m.workers, true);
+    Reconcile(n, m.workers, StartReport{m.seq.value_or(0), m.acked.value_or(0), true});
     // A job waiting out this agent's lease need not wait once the agent says
     // it runs none of the job's workers: no second copy can be running.
     // The jobs that wait on this node's lease only (lease_waits), not every live job.
@@ -134,7 +136,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::AgentRegis
 // - at a registration, an expected worker that is not listed exited while
 //   the agent was away: gone (a start not yet confirmed excepted).
 // O(the workers listed + the node's workers).
-void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& running, bool registration) {
+void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& running, const StartReport& report) {
+  const bool registration = report.registration;
   std::set<std::pair<p::JobId, p::WorkerId>> reported;
   std::set<p::JobId> stray_jobs;
   for (const auto& rw : running) {
@@ -178,18 +181,24 @@ void Daemon::Impl::Reconcile(Node& n, const std::vector<p::RunningWorker>& runni
     if (auto jit = jobs.find(jid); jit != jobs.end() && !stray_jobs.count(jid) && jit->second.stray_nodes.erase(n.id))
       pending_converge.insert(jid);
   }
-  if (!registration) return ConfirmStarts(n, reported);
+  if (!registration) return ConfirmStarts(n, reported, report);
   // Workers the daemon expected there but the agent no longer runs: they
   // exited while we were apart. Not a start the agent has not listed yet:
   // the registration may have been sent before the start arrived (seed 387
   // of aryl-simtest --daemon: under a 2.7 s delay that made a new worker
-  // "gone" and a second group start beside it); ConfirmStarts gives it up
-  // if it never shows. The node's workers only (workers_on).
+  // "gone" and a second group start beside it), unless the registration
+  // says the agent refuses it for ever (start_confirm.h). The node's workers
+  // only (workers_on).
   auto on = registry.workers_on().find(n.id);
   if (on == registry.workers_on().end()) return;
   std::vector<std::pair<p::JobId, p::WorkerId>> gone;
-  for (const auto& key : on->second)
-    if (!reported.count(key) && jobs.at(key.first).workers.at(key.second).start_watch < 0) gone.push_back(key);
+  for (const auto& key : on->second) {
+    if (reported.count(key)) continue;
+    Worker& w = jobs.at(key.first).workers.at(key.second);
+    if (w.start_watch < 0 || JudgeUnlistedStart(w.start_floor, registry.watch_now() - w.start_watch, report,
+                                                kStartConfirmSeconds) == StartVerdict::kGone)
+      gone.push_back(key);
+  }
   for (const auto& [jid, wid] : gone) WorkerGone(n, jobs.at(jid), wid, "lost");
 }
 
@@ -201,19 +210,25 @@ void Daemon::Impl::WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std:
   pending_converge.insert(j.rec.id);
 }
 
-// A start is confirmed once the agent lists the worker. One still unlisted
-// kStartConfirmSeconds of watching after its StartWorkers went out never ran:
-// the message was lost (a connection that broke) or refused (the agent held
-// no lease then). Without this, the job would wait for it for ever. Watch
-// time (LivenessTick), so that heartbeats read after a pause, sent before
-// the start arrived, do not count against it. O(the node's workers).
-void Daemon::Impl::ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported) {
+// A start is confirmed once the agent lists the worker. One that a heartbeat
+// does not list is given up as start_confirm.h says: once the agent's
+// acknowledged report is newer than the start (it refuses the start for
+// ever), or, from an agent that does not say (an older version), once it
+// went out kStartConfirmSeconds of watching ago (watch time, LivenessTick, so
+// that heartbeats read after a pause do not count against it). Before the
+// acknowledgement rule, a wire late by more than those 6 s made a start that
+// then arrived and ran "never ran", and a fresh group started beside it
+// (aryl-simtest --daemon --faults lag, seeds 14 and 29). O(the node's workers).
+void Daemon::Impl::ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported,
+                                 const StartReport& report) {
   auto on = registry.workers_on().find(n.id);
   if (on == registry.workers_on().end()) return;
   std::vector<std::pair<p::JobId, p::WorkerId>> never_ran;
   for (const auto& [jid, wid] : on->second) {
-    const Worker& w = jobs.at(jid).workers.at(wid);
-    if (w.start_watch >= 0 && !reported.count({jid, wid}) && registry.watch_now() - w.start_watch > kStartConfirmSeconds)
+    Worker& w = jobs.at(jid).workers.at(wid);
+    if (w.start_watch >= 0 && !reported.count({jid, wid}) &&
+        JudgeUnlistedStart(w.start_floor, registry.watch_now() - w.start_watch, report, kStartConfirmSeconds) ==
+            StartVerdict::kGone)
       never_ran.emplace_back(jid, wid);
   }
   for (const auto& [jid, wid] : never_ran)
@@ -232,10 +247,11 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
   }
   Heard(it->second);
   Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
+  it->second.acked_seq = std::max(it->second.acked_seq, m.seq);
   // One that a later report overtook says nothing new of the workers.
   if (it->second.Stale(it->second.instance, m.seq)) return std::nullopt;
   it->second.report_seq = m.seq;
-  Reconcile(it->second, m.workers, false);
+  Reconcile(it->second, m.workers, StartReport{m.seq, m.acked.value_or(0), false});
   // A full log disk cuts the workers' output: an event when it fills, one when
   // space returns (aryl events, aryl_log_disk_full_total).
   Node& n = it->second;

@@ -197,8 +197,14 @@ Status Daemon::Impl::LoadState() {
         const Worker* ow = nullptr;
         if (old != jobs.end())
           if (auto it = old->second.workers.find(wk.id); it != old->second.workers.end()) ow = &it->second;
-        if (ow) wk.start_watch = ow->start_watch;
-        else if (started_at > 0) wk.start_watch = registry.watch_now();
+        if (ow) {
+          wk.start_watch = ow->start_watch;
+          wk.start_floor = ow->start_floor;
+        } else if (started_at > 0) {
+          // Its start went out with a floor no newer than the node's acknowledgements now.
+          wk.start_watch = registry.watch_now();
+          if (auto nit = loaded_nodes.find(wk.agent); nit != loaded_nodes.end()) wk.start_floor = nit->second.acked_seq;
+        }
         if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
           return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +
                                     " (bad id, rank, slot or unknown node)");

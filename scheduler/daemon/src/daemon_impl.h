@@ -74,6 +74,7 @@
 #include "authz.h"
 #include "live_job.h"
 #include "pending_snapshot.h"
+#include "start_confirm.h"
 #include "aryl/daemon/converger.h"
 #include "aryl/daemon/job_machine.h"
 #include "daemon_constants.h"
@@ -322,8 +323,9 @@ class Daemon::Impl {
   // The worker id of rank 0 among the job's staying workers; -1 when none.
   static std::int64_t RankZero(const Job& j);
   std::optional<p::Message> On(const p::ReplyTo& from, p::AgentRegister& m);
-  void Reconcile(Node& n, const std::vector<p::RunningWorker>& running, bool registration);
-  void ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported);
+  void Reconcile(Node& n, const std::vector<p::RunningWorker>& running, const StartReport& report);
+  void ConfirmStarts(const Node& n, const std::set<std::pair<p::JobId, p::WorkerId>>& reported,
+                     const StartReport& report);
   static constexpr double kStartConfirmSeconds = 6, kStrayKillEvery = 2;  // watch time
   void WorkerGone(const Node& n, Job& j, p::WorkerId wid, const std::string& why);  // exited unseen, never ran
   std::optional<p::Message> On(const p::ReplyTo& from, p::Heartbeat& m);

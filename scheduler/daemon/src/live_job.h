@@ -105,6 +105,10 @@ struct LiveNode {
   bool Stale(std::uint64_t from_instance, std::uint64_t seq) const {
     return seq != 0 && from_instance == instance && seq <= report_seq;
   }
+  // The newest report of that process acknowledged (AgentRegistered,
+  // HeartbeatAck): the ack_floor of a start sent now (start_confirm.h).
+  // Memory only.
+  std::uint64_t acked_seq = 0;
   bool log_disk_full = false;  // its last heartbeat said its log disk is full (memory only)
   std::string store_endpoint;
   std::string loan_state = "available";  // available | held | loaned
@@ -152,6 +156,9 @@ struct LiveWorker {
   // agent listed it (a heartbeat or a registration), and for restored workers
   // (their agent's registration reconciles them). Memory only.
   double start_watch = -1;
+  // Its StartWorkers's ack_floor (start_confirm.h); 0: not known (restored).
+  // Memory only.
+  std::uint64_t start_floor = 0;
 };
 struct LiveJob {
   JobRecord rec;

@@ -31,6 +31,9 @@ struct AgentRegister {
   // The report's number (step 1): from the counter Heartbeat.seq comes from.
   // Absent: unnumbered (an agent of an older version), always read.
   std::optional<std::uint64_t> seq{};
+  // The newest report of this process that a scheduler acknowledged when this
+  // one was sent (start confirmation, messages.h); absent: not kept.
+  std::optional<std::uint64_t> acked{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -45,6 +48,7 @@ struct AgentRegister {
     v("instance", instance);
     v("serving", serving);
     v("seq", seq);
+    v("acked", acked);
   }
   bool operator==(const AgentRegister&) const = default;
 };
@@ -81,6 +85,8 @@ struct Heartbeat {
   // Bytes free on the file system of the agent's log directory (-1: unknown):
   // workers' output is cut when it fills, so the scheduler says so.
   std::int64_t log_free_bytes = -1;
+  // As AgentRegister.acked: the newest acknowledged report when this one was sent.
+  std::optional<std::uint64_t> acked{};
   template <typename V>
   void Visit(V& v) {
     v("agent_id", agent_id, {.non_empty = true});
@@ -88,6 +94,7 @@ struct Heartbeat {
     v("free_slots", free_slots, {.min = 0});
     v("workers", workers);
     v("log_free_bytes", log_free_bytes, {.min = -1});
+    v("acked", acked);
   }
   bool operator==(const Heartbeat&) const = default;
 };
@@ -139,6 +146,10 @@ struct StartWorkers {
   // TORCHELASTIC_RESTART_COUNT); unset = 0.
   std::optional<std::int64_t> restart_count{};
   std::uint64_t term = 0;  // the sender's fencing token (term fencing, above)
+  // The newest report of the agent's process the scheduler had acknowledged
+  // when it sent this start (start confirmation, messages.h); absent or 0:
+  // not numbered (a scheduler of an older version), never refused for it.
+  std::optional<std::uint64_t> ack_floor{};
   template <typename V>
   void Visit(V& v) {
     v("job", job);
@@ -155,6 +166,7 @@ struct StartWorkers {
     v("owner_uid", owner_uid, {.min = 0, .max = 4294967295LL});
     v("restart_count", restart_count, {.min = 0});
     v("term", term);
+    v("ack_floor", ack_floor);
   }
   Status Validate() const;  // argv[0] non-empty, every started worker is a member
   bool operator==(const StartWorkers&) const = default;

@@ -60,6 +60,26 @@
 //      only while the agent has seen no term.
 //  A scheduler whose state file was restored from an older copy starts with a
 //  lower term than its agents have seen: they refuse it until they restart.
+//  Start confirmation (steps 1-3). A StartWorkers that is late must not run
+//  after the scheduler gave it up, nor be given up while it may still run:
+//   d. The scheduler numbers each start with `ack_floor`, the newest report
+//      (registration or heartbeat seq) of the agent's process it had
+//      acknowledged when it sent the start; every later acknowledgement
+//      (AgentRegistered, HeartbeatAck) is of a newer report.
+//   e. The agent keeps the newest report acknowledged to it (`acked`) and
+//      sends it in every registration and heartbeat. It refuses a start whose
+//      ack_floor is below it: an acknowledgement sent after that start
+//      overtook it.
+//   f. A start that a report with acked > its ack_floor does not list never
+//      runs (refused, or already ended: its WorkerExited says so): the
+//      scheduler gives it up at once. One that no such report has covered
+//      yet is waited for, however late the wire is; a lost agent's lease
+//      settles it. A start the scheduler restored from its state file (its
+//      ack_floor is gone with the old process) is numbered with the first
+//      report read after the agent registered again (that process's
+//      starts carry an older term: refused from then on). An agent that
+//      sends no `acked` (an older version): a start unlisted for 6 s of
+//      watching is given up (the time rule it had).
 //
 //  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
 //  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply (a page); JobStatus ⇠

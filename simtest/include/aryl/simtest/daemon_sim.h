@@ -24,6 +24,9 @@
 //              overtake each other)
 //   oneway     a training agent hears nothing (deaf) or is not heard (mute) for
 //              2-40 s
+//   lag        for 5-60 s, each message is late by up to 4-12 s (a stalled
+//              link, TCP's retransmission backoff): an acknowledgement may
+//              arrive after the scheduler's margin beyond the lease
 //   agent      an agent's process crashes, its workers with it; a new one
 //              registers 0.5-12 s later
 //   ckpt       1-2 kills timed to land inside a checkpoint write: its writer
@@ -90,15 +93,16 @@ enum DaemonFault : unsigned {
   kDaemonAgentCrash = 1u << 10,
   kDaemonCheckpoint = 1u << 11,
   kDaemonCheckpointDisk = 1u << 12,
-  kDaemonAll = (1u << 13) - 1,
+  kDaemonLag = 1u << 13,
+  kDaemonAll = (1u << 14) - 1,
   // The groups CI runs apart: faults of processes and disks, and of the wire.
   kDaemonProcess = kDaemonKill | kDaemonLoan | kDaemonPause | kDaemonRestart | kDaemonPartition | kDaemonDisk |
                    kDaemonAgentCrash | kDaemonCheckpoint | kDaemonCheckpointDisk,
-  kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay,
+  kDaemonNetwork = kDaemonLoss | kDaemonDup | kDaemonDelay | kDaemonOneWay | kDaemonLag,
 };
 
-// "kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway",
-// the groups "process" (kill..cdisk) and "network" (the last four), "all" or
+// "kill,loan,pause,restart,partition,disk,agent,ckpt,cdisk,loss,dup,delay,oneway,lag",
+// the groups "process" (kill..cdisk) and "network" (the last five), "all" or
 // "none".
 Result<unsigned> ParseDaemonFaults(const std::string& list);
 std::string DaemonFaultsString(unsigned faults);
