@@ -133,6 +133,49 @@ TEST_F(EtcdStoreTest, ABatchThatWritesAKeyTwiceLands) {
   EXPECT_EQ(*(*t)->CoreEvents(), *(*s)->CoreEvents());
 }
 
+// A state of many keys read back whole in small pages: etcd visits each key
+// for its own page and for the few pages that look for a table's first key,
+// not once per page before it (a range with a limit counts every key up to
+// its range_end: pages up to the prefix's end would visit N^2 / 2 x page keys).
+TEST_F(EtcdStoreTest, AStateReadInPagesVisitsEachKeyAFewTimes) {
+  const std::int64_t term = Lead();
+  auto s = Open(term);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Batch([&]() -> Status {
+    for (int i = 0; i < 1200; ++i) {
+      JobRecord j;
+      j.name = "job" + std::to_string(i);
+      j.spec_json = "{}";
+      ARYL_RETURN_IF_ERROR((*s)->InsertJob(j).status());
+    }
+    for (int i = 0; i < 40; ++i)
+      ARYL_RETURN_IF_ERROR((*s)->UpsertNode({"n" + std::to_string(i), "training", "cpu", 1, "available", 0}));
+    return Status::Ok();
+  }).ok());
+  std::string body;
+  for (int k = 0; k < 5; ++k) body += std::string(StateStore::kCoreSnapshotPieceBytes, static_cast<char>('a' + k));
+  ASSERT_TRUE((*s)->SaveCoreSnapshot(body).ok());  // 5 chunks and a head
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE((*s)->AppendCoreEvent(i, "row" + std::to_string(i)).ok());
+
+  for (std::int64_t page : {1000, 30}) {
+    EtcdStateStore::Options o;
+    o.location = "test";
+    o.prefix = url_.prefix;
+    o.term = term;
+    o.load_page_keys = page;
+    o.load_page_chunks = 2;
+    auto t = EtcdStateStore::Open(client_, o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::size_t n = (*t)->loaded_keys();
+    EXPECT_GE(n, 1200u + 40 + 6 + 7) << page;
+    EXPECT_LE((*t)->load_counted_keys(), 4 * n) << page;
+    EXPECT_EQ((*t)->ListJobs()->size(), 1200u);
+    EXPECT_EQ((*t)->ListNodes()->size(), 40u);
+    EXPECT_EQ(**(*t)->CoreSnapshot(), body);
+    EXPECT_EQ(*(*t)->CoreEvents(), *(*s)->CoreEvents());
+  }
+}
+
 // etcd stops answering (the member is stopped: every request runs into its
 // timeout). A write rides it out for retry_seconds and one try, gives up
 // with Unavailable and reports it (on_unavailable: the daemon freezes); with

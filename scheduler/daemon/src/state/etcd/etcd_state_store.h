@@ -14,8 +14,10 @@
 //
 // How it works:
 //  1. Open (by a scheduler that just won the election) reads every P/s/ key
-//     in pages at one revision into a local in-memory SQLite store, the
-//     index, which answers every query (the same SQL as the SQLite backend).
+//     at one revision into a local in-memory SQLite store, the index, which
+//     answers every query (the same SQL as the SQLite backend): in pages
+//     that end where their keys' numbers do, so that etcd visits each key
+//     about once, not once per page (Load).
 //  2. A mutating call applies itself to the index inside an index
 //     transaction and queues the etcd operations it implies; at the end of
 //     the outermost Batch (or of the call itself) they go to etcd as
@@ -96,6 +98,10 @@ class EtcdStateStore final : public StateStore {
     // Called when a write gives up with Unavailable (etcd unreachable or
     // without quorum), with why: the leader freezes until etcd answers again.
     std::function<void(const std::string&)> on_unavailable;
+    // Reading the state (Open, a reload): keys per request, and snapshot
+    // chunks (512 KB each) per request (Load).
+    std::int64_t load_page_keys = 1000;
+    std::int64_t load_page_chunks = 16;
   };
   static Result<std::unique_ptr<EtcdStateStore>> Open(std::shared_ptr<etcd::Client> client, Options options);
   ~EtcdStateStore() override;
@@ -139,12 +145,19 @@ class EtcdStateStore final : public StateStore {
 
   // Keys read at Open and etcd transactions written since (for tests, metrics).
   std::size_t loaded_keys() const { return loaded_keys_; }
+  // The keys etcd visited to answer the reads of Open (and of reloads): the
+  // sum of their ranges' counts.
+  std::size_t load_counted_keys() const { return load_counted_keys_; }
   std::size_t watched_events() const { return watched_events_; }
   std::uint64_t transactions() const { return transactions_; }
 
  private:
   EtcdStateStore() = default;
   Status Load();
+  // Reads [lo, hi) in pages of `limit` keys at *revision (0: the first
+  // page's), into the index; the snapshot's head into *head.
+  Status ReadRegion(const std::string& lo, const std::string& hi, std::int64_t limit, std::int64_t* revision,
+                    std::string* head);
   Status Apply(const etcd::KeyValue& kv, std::string* head);
   // The core snapshot a head names, from chunks_.
   Result<std::string> SnapshotBody(const std::string& head);
@@ -184,6 +197,7 @@ class EtcdStateStore final : public StateStore {
   // snapshot's chunks may arrive in batches before its head.
   std::map<std::string, std::string> chunks_;
   std::size_t loaded_keys_ = 0;
+  std::size_t load_counted_keys_ = 0;
   std::size_t watched_events_ = 0;
   std::uint64_t transactions_ = 0;
 };
