@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "state/etcd/etcd_state_store.h"
+#include "state/sqlite/sqlite_state_store.h"
 
 namespace aryl::daemon {
 
