@@ -3,6 +3,7 @@
 // events after it instead of the whole history).
 #include <random>
 
+#include "aryl/sched/policy.h"
 #include "test_util.h"
 
 namespace aryl::sched::testing {

@@ -65,12 +65,12 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy,
   return Impl::Assemble(policy, config, std::move(p), std::move(state));
 }
 
-Status Scheduler::ForgetEnded() {
-  ARYL_ASSIGN_OR_RETURN(auto p, MakePolicy(impl_->name, impl_->config));
+Result<std::unique_ptr<Policy>> Scheduler::ForgetEnded() {
+  ARYL_ASSIGN_OR_RETURN(std::unique_ptr<Policy> p, MakePolicy(impl_->name, impl_->config));
   ARYL_RETURN_IF_ERROR(p->LoadState(impl_->policy->SaveState()));
   impl_->state->ForgetEnded();
-  impl_->policy = std::move(p);
-  return Status::Ok();
+  std::swap(impl_->policy, p);
+  return std::move(p);
 }
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }

@@ -72,9 +72,11 @@ class Scheduler {
   // without copying the state. The action observer stays. A driver that
   // replaces its scheduler by the restored copy at every snapshot, so that it
   // is exactly what a restart builds, does this instead (at 100,000 jobs the
-  // copy and the restore cost hundreds of milliseconds). Errors: the
-  // policy's LoadState (then nothing changed).
-  Status ForgetEnded();
+  // copy and the restore cost hundreds of milliseconds). Returns the policy
+  // it replaced, for the caller to free where its caches cost nothing (a
+  // driver's helper thread). Errors: the policy's LoadState (then nothing
+  // changed).
+  Result<std::unique_ptr<Policy>> ForgetEnded();
 
   Result<Plan> Handle(const Event& event);
   // Steps 1-3 of Handle without the policy's round: the plan holds only the
