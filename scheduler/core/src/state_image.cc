@@ -29,7 +29,10 @@ void ClusterState::ImageInto(StateImage& image) const {
 void ClusterState::ForgetEnded() {
   JobIndex& x = job_index_;
   const bool indexed = x.size == jobs_.size();
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
+  // Every job running or queued: nothing to forget, and no walk of the map
+  // (about 20 ms at 100,000 jobs).
+  const bool none_ended = jobs_.size() == running_.size() + queued_.size();
+  for (auto it = none_ended ? jobs_.end() : jobs_.begin(); it != jobs_.end();) {
     if (it->second.status == JobStatus::kQueued || it->second.status == JobStatus::kRunning) {
       ++it;
       continue;
