@@ -5,16 +5,20 @@
 //
 // Dropping one (a newer snapshot, a reload of the state, the daemon's end)
 // cancels the encoding and waits for the helper, which stops at its next job
-// or server: a few microseconds of work, not the whole encoding, then frees
-// the image it was given. Before this,
-// a scheduler that stopped while a 50 MB snapshot was being encoded waited
-// for that encoding (seconds) before it exited, and so did a restart.
+// or server: a few microseconds of work, not the whole encoding, then
+// empties the image it was given (the next snapshot copies into its
+// memory). Before this, a scheduler that stopped while a 50 MB snapshot was
+// being encoded waited for that encoding (seconds) before it exited, and so
+// did a restart.
 //
 // Pieces already saved when it is dropped stay in the store, read by nobody,
 // until the next snapshot begins or the store is opened again (state_store.h).
 //
 // Thread safety: owned by the serving thread; the helper shares only `cancel`
-// and what it was given: copies (the core's image, the speed models).
+// and what it was given: copies (the core's image, the speed models) and the
+// replaced policy, which the serving thread no longer touches. The image is
+// Daemon::Impl::snapshot_image, which the serving thread touches again only
+// once no snapshot is pending (after the helper's result, or its wait here).
 #pragma once
 
 #include <atomic>
