@@ -9,6 +9,13 @@
 //   BM_Reclaim/loaned/k/servers: the greedy reclaim decision for k of <loaned>
 //     loaned servers on <servers> servers, the cluster busy as above (1.6
 //     running jobs per server, no queue).
+//   BM_Image/servers/running/queued/step: a driver's snapshot of the state
+//     (busy as in BM_Round): step=0 the copy of its image
+//     (ClusterState::Image), step=1 the state built again from it
+//     (ClusterState::FromImage), as the daemon did on its serving thread for
+//     every core snapshot; step=2 the copy into the last image's memory
+//     (ClusterState::ImageInto), what it does now (docs/performance.md,
+//     issue 39).
 //   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
 //   BM_FitSpeed/configs: one speed-model fit (FitSpeed, speed_model.h) of a job
 //     measured at <configs> configurations (1, 2, 4, ... A100s over 8-GPU
@@ -222,6 +229,54 @@ BENCHMARK(BM_Reclaim)
     ->ArgNames({"loaned", "k", "servers"})
     ->Args({400, 100, 1250})
     ->Args({4000, 1000, 12500})  // 100,000 GPUs, 32,000 of them loaned
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Image(benchmark::State& bm) {
+  const int servers = static_cast<int>(bm.range(0));
+  ClusterState state =
+      BusyCluster(servers, servers / 5, static_cast<int>(bm.range(1)), static_cast<int>(bm.range(2)), 4);
+  const bool restore = bm.range(3) == 1;
+  StateImage reused;
+  for (auto _ : bm) {
+    if (bm.range(3) == 2) {
+      state.ImageInto(reused);
+      benchmark::DoNotOptimize(reused);
+      bm.PauseTiming();  // emptied by the helper thread
+      reused.jobs.clear();
+      reused.servers.clear();
+      bm.ResumeTiming();
+      continue;
+    }
+    if (!restore) {
+      StateImage image = state.Image();
+      benchmark::DoNotOptimize(image);
+      bm.PauseTiming();  // its destruction is the helper thread's
+      image = StateImage();
+      bm.ResumeTiming();
+      continue;
+    }
+    bm.PauseTiming();
+    StateImage image = state.Image();
+    bm.ResumeTiming();
+    auto restored = ClusterState::FromImage(std::move(image), Catalog(), SchedulerConfig{});
+    if (!restored.ok()) {
+      bm.SkipWithError(restored.status().ToString().c_str());
+      return;
+    }
+    bm.PauseTiming();
+    restored = Status::Cancelled("");
+    bm.ResumeTiming();
+  }
+  bm.counters["jobs"] = static_cast<double>(state.running().size() + state.queued().size());
+}
+BENCHMARK(BM_Image)
+    ->ArgNames({"servers", "running", "queued", "step"})
+    ->Args({5000, 8000, 32000, 0})
+    ->Args({5000, 8000, 32000, 1})
+    ->Args({5000, 8000, 32000, 2})
+    ->Args({12500, 20000, 80000, 0})
+    ->Args({12500, 20000, 80000, 1})
+    ->Args({12500, 20000, 80000, 2})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Knapsack(benchmark::State& bm) {

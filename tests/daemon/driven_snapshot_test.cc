@@ -45,6 +45,12 @@ class DrivenSnapshot : public ::testing::Test {
     }
     return out;
   }
+  // How many snapshots began (the live core forgot its ended jobs).
+  std::size_t Begun() {
+    std::size_t begun = 0;
+    for (const auto& l : lines_->lines) begun += l.find(" rows begun ") != std::string::npos;
+    return begun;
+  }
   std::shared_ptr<spdlog::logger> saved_;
   std::shared_ptr<CoreLines> lines_;
 };
@@ -101,6 +107,45 @@ TEST_F(DrivenSnapshot, SavedInSlicesWithRowsBetweenRestoresTheSameCore) {
     EXPECT_EQ(row->generation, rows[i].generation) << "job " << jobs[i];
     EXPECT_EQ(row->pending_reason, rows[i].pending_reason) << "job " << jobs[i];
   }
+}
+
+// Jobs cancelled between snapshots: each snapshot forgets them in the live
+// core (Scheduler::ForgetEnded, in place of a restore), and a restart on
+// the state left builds a core that decides as the live one: every job's
+// state, size and reason the same, before and after a few more rounds.
+TEST_F(DrivenSnapshot, EndedJobsForgottenInPlaceRestoreTheSameCore) {
+  DaemonOptions o = DrivenCluster::Defaults();
+  o.journal_snapshot_rows = 100;
+  o.max_jobs_per_user = 0;
+  o.submit_rate_per_user = 0;
+  TestCluster c(o, /*restartable=*/true);
+  for (int i = 0; i < 12; ++i) c.AddAgent("t" + std::to_string(i), p::Pool::kTraining, 8);
+  std::vector<p::JobId> jobs;
+  for (int i = 0; i < 400; ++i) {
+    auto job = c.Submit(Elastic(1, 1 + i % 4));
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    jobs.push_back(*job);
+    if (i % 7 == 6) ASSERT_TRUE(c.Call<p::Ok>(p::CancelJob{jobs[i - 3]}).ok());
+    if (i % 50 == 49) c.Run(DrivenCluster::kTick);
+  }
+  c.Run(2.0);
+  ASSERT_GE(Begun(), 3u);
+  std::vector<p::JobRow> rows;
+  for (auto id : jobs) rows.push_back(*c.Job(id));
+  c.RestartDaemon();
+  ASSERT_TRUE(c.start_failures().empty()) << c.start_failures().front();
+  c.Run(2.0);
+  int cancelled = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto row = c.Job(jobs[i]);
+    ASSERT_TRUE(row.ok());
+    cancelled += row->state == p::JobState::kCancelled;
+    EXPECT_EQ(row->state, rows[i].state) << "job " << jobs[i];
+    EXPECT_EQ(row->workers, rows[i].workers) << "job " << jobs[i];
+    EXPECT_EQ(row->generation, rows[i].generation) << "job " << jobs[i];
+    EXPECT_EQ(row->pending_reason, rows[i].pending_reason) << "job " << jobs[i];
+  }
+  EXPECT_GT(cancelled, 40);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // events after it instead of the whole history).
 #include <random>
 
+#include "aryl/sched/policy.h"
 #include "test_util.h"
 
 namespace aryl::sched::testing {
@@ -131,6 +132,71 @@ TEST_P(SnapshotTest, RestoredSchedulerPlansAsTheOriginal) {
   EXPECT_GT(actions, 20) << "the events made the policy act";
   ExpectSameImage(a->state().Image(), b->state().Image());
   EXPECT_TRUE(b->state().CheckInvariants().ok());
+}
+
+// As above, three schedulers from the same 150 events: the original, its
+// restored copy, and one that forgot its ended jobs in place (ForgetEnded,
+// what the daemon does at a snapshot); the last is the restored copy's equal,
+// and all three plan alike from then on, through two more ForgetEnded.
+TEST_P(SnapshotTest, ForgetEndedIsTheRestoredCopy) {
+  SchedulerConfig cfg;
+  cfg.checkpoint_interval = 20;
+  auto made_a = Scheduler::Create(GetParam(), Servers(6, 3), Catalog(), cfg);
+  auto made_c = Scheduler::Create(GetParam(), Servers(6, 3), Catalog(), cfg);
+  ASSERT_TRUE(made_a.ok() && made_c.ok());
+  auto& a = *made_a;
+  auto& c = *made_c;
+  std::mt19937 rng(17);
+  JobId next_job = 1;
+  double t = 0;
+  for (int i = 0; i < 150; ++i) {
+    t += (rng() % 100) / 10.0;
+    Event e = RandomEvent(*a, rng, t, &next_job);
+    ASSERT_TRUE(a->Handle(e).ok());
+    ASSERT_TRUE(c->Handle(e).ok());
+  }
+  auto restored = Scheduler::Restore(GetParam(), a->Snapshot(), Catalog(), cfg);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  auto& b = *restored;
+  const auto log_id = c->state().queue_log_id();
+  ASSERT_TRUE(c->ForgetEnded().ok());
+  EXPECT_NE(c->state().queue_log_id(), log_id) << "policies' queue orders start again";
+  EXPECT_TRUE(c->state().queue_log().empty());
+  EXPECT_EQ(c->state().jobs().size(), b->state().jobs().size()) << "ended jobs forgotten";
+  EXPECT_LT(c->state().jobs().size(), a->state().jobs().size());
+  ExpectSameImage(b->state().Image(), c->state().Image());
+  EXPECT_EQ(b->Snapshot().policy_state, c->Snapshot().policy_state);
+  EXPECT_TRUE(c->state().CheckInvariants().ok());
+  for (JobId id = 1; id < next_job; ++id) {
+    const JobInfo* x = b->state().job(id);
+    const JobInfo* y = c->state().job(id);
+    ASSERT_EQ(x == nullptr, y == nullptr) << "job " << id;
+    if (x) {
+      EXPECT_EQ(x->queue, y->queue);
+    }
+  }
+  int actions = 0;
+  for (int i = 0; i < 150; ++i) {
+    t += (rng() % 100) / 10.0;
+    Event e = RandomEvent(*a, rng, t, &next_job);
+    auto pa = a->Handle(e);
+    auto pb = b->Handle(e);
+    auto pc = c->Handle(e);
+    ASSERT_EQ(pa.ok(), pb.ok()) << "event " << i;
+    ASSERT_EQ(pa.ok(), pc.ok()) << "event " << i;
+    if (!pa.ok()) continue;
+    ASSERT_EQ(PlanText(*pa), PlanText(*pb)) << "event " << i;
+    ASSERT_EQ(PlanText(*pa), PlanText(*pc)) << "event " << i;
+    actions += static_cast<int>(pa->actions.size());
+    ASSERT_EQ(a->NextWakeup(), c->NextWakeup());
+    if (i == 50 || i == 100) {
+      ASSERT_TRUE(c->ForgetEnded().ok());
+      ExpectSameImage(a->state().Image(), c->state().Image());
+    }
+  }
+  EXPECT_GT(actions, 20) << "the events made the policy act";
+  ExpectSameImage(b->state().Image(), c->state().Image());
+  EXPECT_TRUE(c->state().CheckInvariants().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, SnapshotTest, ::testing::Values("aryl", "baseline", "tiresias", "optimus"));

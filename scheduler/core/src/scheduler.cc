@@ -51,6 +51,10 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const std::string& policy,
 }
 
 Scheduler::Image Scheduler::Snapshot() const { return {impl_->state->Image(), impl_->policy->SaveState()}; }
+void Scheduler::SnapshotInto(Image& image) const {
+  impl_->state->ImageInto(image.state);
+  image.policy_state = impl_->policy->SaveState();
+}
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy, Image image,
                                                       std::shared_ptr<const ThroughputCatalog> thr,
@@ -59,6 +63,14 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Restore(const std::string& policy,
   ARYL_RETURN_IF_ERROR(p->LoadState(image.policy_state));
   ARYL_ASSIGN_OR_RETURN(auto state, ClusterState::FromImage(std::move(image.state), std::move(thr), config));
   return Impl::Assemble(policy, config, std::move(p), std::move(state));
+}
+
+Result<std::unique_ptr<Policy>> Scheduler::ForgetEnded() {
+  ARYL_ASSIGN_OR_RETURN(std::unique_ptr<Policy> p, MakePolicy(impl_->name, impl_->config));
+  ARYL_RETURN_IF_ERROR(p->LoadState(impl_->policy->SaveState()));
+  impl_->state->ForgetEnded();
+  std::swap(impl_->policy, p);
+  return std::move(p);
 }
 
 const ClusterState& Scheduler::state() const { return *impl_->state; }

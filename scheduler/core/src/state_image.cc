@@ -1,7 +1,6 @@
 // ClusterState <-> StateImage: the snapshot a driver keeps instead of the
 // whole history of events (see StateImage in state.h).
 #include <algorithm>
-#include <set>
 
 #include "aryl/sched/queues.h"
 #include "aryl/sched/state.h"
@@ -10,15 +9,49 @@ namespace aryl::sched {
 
 StateImage ClusterState::Image() const {
   StateImage image;
+  ImageInto(image);
+  return image;
+}
+
+void ClusterState::ImageInto(StateImage& image) const {
   image.now = now_;
   image.servers = servers_;
-  std::set<JobId> active(running_.begin(), running_.end());
-  active.insert(queued_.begin(), queued_.end());
-  image.jobs.reserve(active.size());
-  for (JobId id : active) image.jobs.push_back(*FindJob(id));
+  // jobs_ is in id order: the running and queued ones, without a set of them.
+  image.jobs.clear();
+  image.jobs.reserve(running_.size() + queued_.size());
+  for (const auto& [id, j] : jobs_) {
+    if (j.status == JobStatus::kQueued || j.status == JobStatus::kRunning) image.jobs.push_back(j);
+  }
   image.reclaims = reclaims_;
   image.draining = draining_;
-  return image;
+}
+
+void ClusterState::ForgetEnded() {
+  JobIndex& x = job_index_;
+  const bool indexed = x.size == jobs_.size();
+  // Every job running or queued: nothing to forget, and no walk of the map
+  // (about 20 ms at 100,000 jobs).
+  const bool none_ended = jobs_.size() == running_.size() + queued_.size();
+  for (auto it = none_ended ? jobs_.end() : jobs_.begin(); it != jobs_.end();) {
+    if (it->second.status == JobStatus::kQueued || it->second.status == JobStatus::kRunning) {
+      ++it;
+      continue;
+    }
+    if (indexed) {
+      const JobId id = it->first;
+      if (static_cast<size_t>(id) < x.dense.size() && x.dense[id] == &it->second) {
+        x.dense[id] = nullptr;
+      } else {
+        x.sparse.erase(id);
+      }
+      --x.size;
+    }
+    it = jobs_.erase(it);
+  }
+  if (!indexed) x = JobIndex();  // rebuilt at the next lookup
+  queue_log_id_ = InstanceId();
+  queue_epoch_ = 0;
+  queue_log_.clear();
 }
 
 Result<ClusterState> ClusterState::FromImage(StateImage image, std::shared_ptr<const ThroughputCatalog> thr,

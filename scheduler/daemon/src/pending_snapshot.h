@@ -5,18 +5,20 @@
 //
 // Dropping one (a newer snapshot, a reload of the state, the daemon's end)
 // cancels the encoding and waits for the helper, which stops at its next job
-// or server: a few microseconds of work, not the whole encoding (or, when it
-// is still taking the image from the replaced core, once that copy is done:
-// about 0.2 s at 100,000 jobs). Before this,
-// a scheduler that stopped while a 50 MB snapshot was being encoded waited
-// for that encoding (seconds) before it exited, and so did a restart.
+// or server: a few microseconds of work, not the whole encoding, then
+// empties the image it was given (the next snapshot copies into its
+// memory). Before this, a scheduler that stopped while a 50 MB snapshot was
+// being encoded waited for that encoding (seconds) before it exited, and so
+// did a restart.
 //
 // Pieces already saved when it is dropped stay in the store, read by nobody,
 // until the next snapshot begins or the store is opened again (state_store.h).
 //
 // Thread safety: owned by the serving thread; the helper shares only `cancel`
-// and what it was given: copies, and the replaced core, which the serving
-// thread no longer touches.
+// and what it was given: copies (the core's image, the speed models) and the
+// replaced policy, which the serving thread no longer touches. The image is
+// Daemon::Impl::snapshot_image, which the serving thread touches again only
+// once no snapshot is pending (after the helper's result, or its wait here).
 #pragma once
 
 #include <atomic>

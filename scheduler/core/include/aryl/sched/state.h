@@ -187,6 +187,10 @@ class ClusterState {
 
   // The active state (see StateImage). O(servers + active jobs).
   StateImage Image() const;
+  // The same into `image`, whose vectors keep their capacity: a driver that
+  // takes an image at every snapshot reuses the last one's memory instead of
+  // faulting in new pages (about a quarter of the copy at 100,000 jobs).
+  void ImageInto(StateImage& image) const;
   // A state equal to the one `image` was taken of, ended jobs forgotten. A job
   // whose `curves` do not have one entry per GPU type of the image's servers
   // gets them built again from `thr` (a server of a new GPU type joined).
@@ -194,6 +198,14 @@ class ClusterState {
   // bookkeeping that CheckInvariants refuses (Corruption naming the problem).
   static Result<ClusterState> FromImage(StateImage image, std::shared_ptr<const ThroughputCatalog> thr,
                                         SchedulerConfig config);
+  // In place, what FromImage(Image()) builds under this state's own config
+  // and catalog: ended jobs forgotten, the queue log started again (a new
+  // queue_log_id(), as for a copy); everything else is already what FromImage
+  // would rebuild (a live state keeps its bookkeeping consistent). A driver
+  // that keeps snapshots calls it instead of replacing the state by its
+  // restored copy, which at 100,000 jobs costs the copy again. O(jobs()),
+  // O(1) when no job ended.
+  void ForgetEnded();
 
   Seconds now() const { return now_; }
   const SchedulerConfig& config() const { return config_; }
