@@ -227,9 +227,7 @@ class Daemon::Impl {
   std::int64_t journal_rows = 0;    // core_events rows since the snapshot
   std::size_t snapshot_bytes = 0;   // size of the last snapshot written
   std::optional<PendingSnapshot> pending_snapshot;  // dropping it cancels its encoding
-  // The last snapshot's image, emptied by the helper that encoded it: the
-  // next image is copied into its memory (MaybeSnapshot). Touched by the
-  // serving thread only while no snapshot is pending.
+  // The last image, emptied by its encoder: the next is copied into its memory (serving thread, none pending).
   std::shared_ptr<s::Scheduler::Image> snapshot_image;
   static s::ServerSpec CoreSpec(const Node& n);
   s::SchedulerConfig CoreConfig() const;
