@@ -61,6 +61,34 @@ class DrivenSnapshot : public ::testing::Test {
     while (Committed().size() < Begun() && std::chrono::steady_clock::now() < deadline) c.Run(DrivenCluster::kTick);
     ASSERT_EQ(Committed().size(), Begun()) << "a snapshot still not committed after 60 s";
   }
+  // The jobs' rows once no job's state, size, generation or reason changed
+  // over 6 virtual seconds, longer than a stop's grace (bounded): elastic jobs
+  // that restart to resize are not caught half-way, their workers stopping
+  // and their next start due.
+  std::vector<p::JobRow> Quiescent(TestCluster& c, const std::vector<p::JobId>& jobs) {
+    auto rows = [&] {
+      std::vector<p::JobRow> out;
+      for (auto id : jobs) out.push_back(*c.Job(id));
+      return out;
+    };
+    auto same = [](const std::vector<p::JobRow>& a, const std::vector<p::JobRow>& b) {
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (a[i].state != b[i].state || a[i].workers != b[i].workers || a[i].generation != b[i].generation ||
+            a[i].pending_reason != b[i].pending_reason)
+          return false;
+      return true;
+    };
+    std::vector<p::JobRow> last = rows();
+    for (int i = 0; i < 20; ++i) {
+      c.Run(6.0);
+      Settle(c);
+      std::vector<p::JobRow> now = rows();
+      if (same(now, last)) return now;
+      last = std::move(now);
+    }
+    ADD_FAILURE() << "the jobs never stood still for 6 s";
+    return last;
+  }
   std::shared_ptr<spdlog::logger> saved_;
   std::shared_ptr<CoreLines> lines_;
 };
@@ -95,10 +123,9 @@ TEST_F(DrivenSnapshot, SavedInSlicesWithRowsBetweenRestoresTheSameCore) {
   });
   EXPECT_GT(std::stoll(big[2].str()), static_cast<long long>(2 * StateStore::kCoreSnapshotPieceBytes));
   EXPECT_GE(std::stoi(big[3].str()), 4) << big[0].str();
+  const std::vector<p::JobRow> rows = Quiescent(c, jobs);
   auto before = c.Call<p::StatusReply>(p::StatusRequest{});
   ASSERT_TRUE(before.ok()) << before.status().ToString();
-  std::vector<p::JobRow> rows;
-  for (auto id : jobs) rows.push_back(*c.Job(id));
 
   const std::size_t logged = lines_->lines.size();
   c.RestartDaemon();
@@ -148,8 +175,7 @@ TEST_F(DrivenSnapshot, EndedJobsForgottenInPlaceRestoreTheSameCore) {
   c.Run(2.0);
   ASSERT_NO_FATAL_FAILURE(Settle(c));
   ASSERT_GE(Begun(), 3u);
-  std::vector<p::JobRow> rows;
-  for (auto id : jobs) rows.push_back(*c.Job(id));
+  const std::vector<p::JobRow> rows = Quiescent(c, jobs);
   c.RestartDaemon();
   ASSERT_TRUE(c.start_failures().empty()) << c.start_failures().front();
   c.Run(2.0);

@@ -246,8 +246,8 @@ std::optional<p::Message> Daemon::Impl::On(const p::ReplyTo& from, p::Heartbeat&
     return std::nullopt;
   }
   Heard(it->second);
-  Send(from.peer.identity, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
-  it->second.acked_seq = std::max(it->second.acked_seq, m.seq);
+  // To the node (its route, from.peer.identity): SendNow raises its acked_seq as it goes.
+  Send(m.agent_id, p::HeartbeatAck{m.seq, opt.agent_lease, scheduler_epoch, term});
   // One that a later report overtook says nothing new of the workers.
   if (it->second.Stale(it->second.instance, m.seq)) return std::nullopt;
   it->second.report_seq = m.seq;

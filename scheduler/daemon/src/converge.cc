@@ -193,6 +193,7 @@ Status Daemon::Impl::StartGeneration(Job& j, const ConvergeResult& plan,
     w.slot = jn.slot;
     w.joined = plan.generation;
     w.start_watch = registry.watch_now();
+    // Raised as its start goes out (SendNow); this one stands for a start never sent.
     if (auto nit = nodes.find(jn.node); nit != nodes.end()) w.start_floor = nit->second.acked_seq;
     joiners[jn.node].push_back({w.id, 0, w.slot});
     table.AddWorker(j, w);
@@ -296,11 +297,7 @@ Status Daemon::Impl::StartGeneration(Job& j, const ConvergeResult& plan,
     sw.owner = j.spec.owner.value_or("local");
     sw.owner_uid = j.spec.owner_uid;
     sw.restart_count = j.starts - 1;
-    // The workers' start_floor (start_confirm.h): refused by the agent once a
-    // later acknowledgement reached it first.
-    if (auto nit = nodes.find(agent); nit != nodes.end() && nit->second.acked_seq > 0)
-      sw.ack_floor = nit->second.acked_seq;
-    Push(agent, sw);
+    Push(agent, sw);  // its ack_floor stamped as it goes out (SendNow)
   }
   int size = static_cast<int>(members.size());
   j.rec.state = size > 0 ? JobState::kRunning : j.rec.state;

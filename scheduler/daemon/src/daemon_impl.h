@@ -233,15 +233,15 @@ class Daemon::Impl {
   s::SchedulerConfig CoreConfig() const;
 
   // --- plan.cc
-  // Runs `body` as one durable step (outbox.h): its store writes in one
-  // transaction, its messages to agents and clients (Send) held back until
-  // that transaction commits. When it fails (a full disk, an I/O error) none
-  // of it happened: the messages are dropped and memory is reloaded from the
-  // store. Nested calls are part of the outermost one.
+  // Runs `body` as one durable step (outbox.h): its store writes in one transaction, its messages to agents
+  // and clients (Send) held back until that transaction commits. When it fails (a full disk, an I/O error)
+  // none of it happened: the messages are dropped and memory is reloaded from the store. Nested calls are
+  // part of the outermost one.
   Status Transaction(const std::string& what, const std::function<Status()>& body);
   void Send(const std::string& identity, const p::Message& msg) { outbox.Send(identity, msg); }
-  // Over `port`: to an agent's route, a command stamped with this daemon's term.
+  // Over `port`: to an agent's route, a command stamped with this daemon's term (and start confirmation's seqs).
   void SendNow(const std::string& identity, const p::Message& msg);
+  template <typename M> void StampStartConfirmation(Node& n, M& m);
   Outbox outbox{[this](const std::string& identity, const p::Message& msg) { SendNow(identity, msg); }};
   // Applies an event to the core and executes its plan; the policy's round
   // follows in RoundTick (round = true: this is that round's Tick).

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "core_journal.h"
 #include "aryl/hash.h"
@@ -32,12 +33,33 @@ void Daemon::Impl::SendNow(const std::string& identity, const p::Message& msg) {
     if constexpr (requires { m.term; }) {
       auto stamped = m;
       stamped.term = term;
+      if (n != nodes.end()) StampStartConfirmation(n->second, stamped);
       return port->Push(route, stamped);
     } else {
       return port->Push(route, msg);
     }
   }, msg);
   if (!st.ok()) spdlog::debug("push {} to {}: {}", p::TypeName(msg), identity, st.ToString());
+}
+
+// Start confirmation (start_confirm.h) counts what went out, in the order it
+// went: an acknowledgement raises the node's acked_seq when it is sent, and a
+// start takes the acked_seq of that moment as its ack_floor, and so do its
+// workers. (At creation it could be older than an acknowledgement sent while
+// the start waited in the Outbox for its transaction: the agent would refuse
+// it for nothing.)
+template <typename M>
+void Daemon::Impl::StampStartConfirmation(Node& n, M& m) {
+  if constexpr (std::is_same_v<M, p::HeartbeatAck>) {
+    n.acked_seq = std::max(n.acked_seq, m.seq);
+  } else if constexpr (std::is_same_v<M, p::StartWorkers>) {
+    if (n.acked_seq == 0) return;  // an agent that numbers no report
+    m.ack_floor = n.acked_seq;
+    if (auto jit = jobs.find(m.job); jit != jobs.end())
+      for (const auto& wp : m.workers)
+        if (auto w = jit->second.workers.find(wp.worker); w != jit->second.workers.end() && w->second.agent == n.id)
+          w->second.start_floor = n.acked_seq;
+  }
 }
 
 // An event is applied to the core at once (its own actions, a failed server's
