@@ -45,5 +45,14 @@ TEST(StartConfirm, AnUnknownFloorIsNumberedWithTheReportThatFirstMissesIt) {
   EXPECT_EQ(JudgeUnlistedStart(floor, 3, Heartbeat(32, 31), kConfirm), StartVerdict::kGone);
 }
 
+// 0. Reloaded after a failed write gave it up: it may have ended, its exit
+// on the way again; acknowledgements say nothing of that.
+TEST(StartConfirm, AReloadedStartKeepsTheTimeRule) {
+  std::uint64_t floor = kFloorByTime;
+  EXPECT_EQ(JudgeUnlistedStart(floor, 1, Heartbeat(40, 39), kConfirm), StartVerdict::kWait);
+  EXPECT_EQ(JudgeUnlistedStart(floor, 7, Heartbeat(41, 40), kConfirm), StartVerdict::kGone);
+  EXPECT_EQ(floor, kFloorByTime);
+}
+
 }  // namespace
 }  // namespace aryl::daemon

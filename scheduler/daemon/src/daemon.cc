@@ -201,9 +201,9 @@ Status Daemon::Impl::LoadState() {
           wk.start_watch = ow->start_watch;
           wk.start_floor = ow->start_floor;
         } else if (started_at > 0) {
-          // Its start went out with a floor no newer than the node's acknowledgements now.
+          // It may have ended, its exit on the way again: start_confirm.h, rule 0.
           wk.start_watch = registry.watch_now();
-          if (auto nit = loaded_nodes.find(wk.agent); nit != loaded_nodes.end()) wk.start_floor = nit->second.acked_seq;
+          wk.start_floor = kFloorByTime;
         }
         if (wk.id < 0 || wk.id >= j.next_worker || wk.rank < 0 || wk.slot < 0 || !loaded_nodes.count(wk.agent))
           return Status::Corruption("state file: " + where + ": workers_json: worker " + x.dump() +

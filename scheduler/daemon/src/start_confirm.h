@@ -6,6 +6,10 @@
 // Rules, for a start not yet confirmed (its worker never listed) and a report
 // (registration or heartbeat) of its agent's current process that does not
 // list it:
+//  0. The worker was reloaded after a failed state write had given it up in
+//     memory (kFloorByTime): it may have run and ended, its exit not yet
+//     recorded and on its way again (the agent resends it until acked). Not
+//     listed says nothing then: the time rule of 1, which gives the exit time.
 //  1. The report carries no `acked` (an agent of an older version, or a new
 //     process's first registration, before any acknowledgement): a
 //     registration settles nothing (it may have left before the start
@@ -35,11 +39,13 @@ struct StartReport {
 
 enum class StartVerdict { kWait, kGone };
 
+inline constexpr std::uint64_t kFloorByTime = ~std::uint64_t{0};  // rule 0
+
 // `floor`: the start's ack_floor, numbered here when unknown (rule 2).
 // `watched`: watch seconds since the StartWorkers went out.
 inline StartVerdict JudgeUnlistedStart(std::uint64_t& floor, double watched, const StartReport& r,
                                        double confirm_seconds) {
-  if (r.acked == 0)  // 1
+  if (r.acked == 0 || floor == kFloorByTime)  // 1, 0
     return !r.registration && watched > confirm_seconds ? StartVerdict::kGone : StartVerdict::kWait;
   if (floor == 0) {  // 2
     floor = r.seq;
