@@ -15,10 +15,10 @@
 //     registration settles nothing (it may have left before the start
 //     arrived); a heartbeat gives the start up once it went out
 //     `confirm_seconds` of watching ago (the time rule).
-//  2. The start's floor is unknown (0: restored from the state file, its
-//     StartWorkers sent by a scheduler process whose term the agent refuses
-//     once it heard this one's): it is numbered with this report's seq and
-//     waited for.
+//  2. The start's floor is unknown (0: made before any numbered report of
+//     its agent was acknowledged; a guard, since a connected agent that
+//     numbers its reports has had its registration acknowledged): it is
+//     numbered with this report's seq and waited for.
 //  3. The report's `acked` is above the floor: an acknowledgement sent after
 //     the start reached the agent before this report left, so the agent took
 //     the start before it (and would list the worker, or has reported its
