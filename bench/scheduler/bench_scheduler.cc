@@ -14,8 +14,11 @@
 //     (ClusterState::Image), step=1 the state built again from it
 //     (ClusterState::FromImage), as the daemon did on its serving thread for
 //     every core snapshot; step=2 the copy into the last image's memory
-//     (ClusterState::ImageInto), what it does now (docs/performance.md,
-//     issue 39).
+//     (ClusterState::ImageInto) emptied after each (the helper thread's
+//     clear, as the daemon did until the image was kept whole); step=3 into
+//     the last image kept whole, alternately of two states of the same size
+//     whose jobs differ (models, sizes, placements), what the daemon does now
+//     (docs/performance.md, issue 39).
 //   BM_Knapsack/jobs/capacity: the knapsack dispatcher alone.
 //   BM_FitSpeed/configs: one speed-model fit (FitSpeed, speed_model.h) of a job
 //     measured at <configs> configurations (1, 2, 4, ... A100s over 8-GPU
@@ -237,6 +240,18 @@ void BM_Image(benchmark::State& bm) {
       BusyCluster(servers, servers / 5, static_cast<int>(bm.range(1)), static_cast<int>(bm.range(2)), 4);
   const bool restore = bm.range(3) == 1;
   StateImage reused;
+  if (bm.range(3) == 3) {
+    ClusterState other =
+        BusyCluster(servers, servers / 5, static_cast<int>(bm.range(1)), static_cast<int>(bm.range(2)), 5);
+    bool flip = false;
+    for (auto _ : bm) {
+      (flip ? other : state).ImageInto(reused);
+      benchmark::DoNotOptimize(reused);
+      flip = !flip;
+    }
+    bm.counters["jobs"] = static_cast<double>(reused.jobs.size());
+    return;
+  }
   for (auto _ : bm) {
     if (bm.range(3) == 2) {
       state.ImageInto(reused);
@@ -274,9 +289,11 @@ BENCHMARK(BM_Image)
     ->Args({5000, 8000, 32000, 0})
     ->Args({5000, 8000, 32000, 1})
     ->Args({5000, 8000, 32000, 2})
+    ->Args({5000, 8000, 32000, 3})
     ->Args({12500, 20000, 80000, 0})
     ->Args({12500, 20000, 80000, 1})
     ->Args({12500, 20000, 80000, 2})
+    ->Args({12500, 20000, 80000, 3})
     ->Unit(benchmark::kMillisecond);
 
 void BM_Knapsack(benchmark::State& bm) {

@@ -199,6 +199,59 @@ TEST_P(SnapshotTest, ForgetEndedIsTheRestoredCopy) {
   EXPECT_TRUE(c->state().CheckInvariants().ok());
 }
 
+// A driver keeps its last image and takes the next into it (the daemon's
+// snapshots): each take equals a fresh image, whether the kept one held more
+// jobs, fewer, or other jobs at the same places (another scheduler's).
+TEST_P(SnapshotTest, AnImageTakenIntoAKeptOneIsAFreshImage) {
+  SchedulerConfig cfg;
+  cfg.checkpoint_interval = 20;
+  auto made_a = Scheduler::Create(GetParam(), Servers(6, 3), Catalog(), cfg);
+  auto made_o = Scheduler::Create(GetParam(), Servers(6, 3), Catalog(), cfg);
+  ASSERT_TRUE(made_a.ok() && made_o.ok());
+  auto& a = *made_a;
+  auto& other = *made_o;
+  std::mt19937 rng(23), rng_other(29);
+  JobId next_job = 1, next_other = 1;
+  double t = 0;
+  Scheduler::Image kept;
+  int takes = 0, shrank = 0, grew = 0;
+  for (int i = 0; i < 200; ++i) {
+    t += (rng() % 100) / 10.0;
+    ASSERT_TRUE(a->Handle(RandomEvent(*a, rng, t, &next_job)).ok());
+    ASSERT_TRUE(other->Handle(RandomEvent(*other, rng_other, t, &next_other)).ok());
+    if (i % 7 != 0) continue;
+    // Alternately the other scheduler's image and this one's into the same memory.
+    Scheduler& s = (i / 7) % 2 == 0 ? *a : *other;
+    const std::size_t before = kept.state.jobs.size();
+    s.SnapshotInto(kept);
+    const Scheduler::Image fresh = s.Snapshot();
+    shrank += kept.state.jobs.size() < before;
+    grew += kept.state.jobs.size() > before;
+    ++takes;
+    SCOPED_TRACE("take at event " + std::to_string(i));
+    ExpectSameImage(fresh.state, kept.state);
+    EXPECT_EQ(fresh.policy_state, kept.policy_state);
+    for (std::size_t j = 0; j < fresh.state.jobs.size() && j < kept.state.jobs.size(); ++j) {
+      const JobSpec &x = fresh.state.jobs[j].spec, &y = kept.state.jobs[j].spec;
+      EXPECT_EQ(x.name, y.name);
+      EXPECT_EQ(x.model, y.model);
+      EXPECT_EQ(x.kind, y.kind);
+      EXPECT_EQ(x.min_workers, y.min_workers);
+      EXPECT_EQ(x.max_workers, y.max_workers);
+      EXPECT_EQ(x.total_work, y.total_work);
+      EXPECT_EQ(x.gpu_types, y.gpu_types);
+      EXPECT_EQ(x.queue, y.queue);
+    }
+    // The kept image restores the same scheduler as a fresh one.
+    auto restored = Scheduler::Restore(GetParam(), kept, Catalog(), cfg);
+    ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+    ExpectSameImage(fresh.state, (*restored)->state().Image());
+  }
+  EXPECT_GT(takes, 20);
+  EXPECT_GT(shrank, 0) << "some take went into a larger kept image";
+  EXPECT_GT(grew, 0) << "some take went into a smaller kept image";
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, SnapshotTest, ::testing::Values("aryl", "baseline", "tiresias", "optimus"));
 
 // An image whose bookkeeping disagrees (a server that does not record the

@@ -15,12 +15,24 @@ StateImage ClusterState::Image() const {
 
 void ClusterState::ImageInto(StateImage& image) const {
   image.now = now_;
+  // Element by element into what the image holds (a vector's copy-assignment
+  // assigns the elements it keeps): each server's job list, and below each
+  // job's strings, placement map and curves, reuse their memory instead of
+  // allocating (a job is several allocations; at 100,000 jobs most of the
+  // copy's time was malloc and free).
   image.servers = servers_;
   // jobs_ is in id order: the running and queued ones, without a set of them.
-  image.jobs.clear();
-  image.jobs.reserve(running_.size() + queued_.size());
+  const std::size_t active = running_.size() + queued_.size();
+  if (image.jobs.size() > active) image.jobs.resize(active);
+  std::size_t i = 0;
   for (const auto& [id, j] : jobs_) {
-    if (j.status == JobStatus::kQueued || j.status == JobStatus::kRunning) image.jobs.push_back(j);
+    if (j.status != JobStatus::kQueued && j.status != JobStatus::kRunning) continue;
+    if (i < image.jobs.size()) {
+      image.jobs[i] = j;
+    } else {
+      image.jobs.push_back(j);
+    }
+    ++i;
   }
   image.reclaims = reclaims_;
   image.draining = draining_;

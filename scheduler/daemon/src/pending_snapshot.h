@@ -5,9 +5,9 @@
 //
 // Dropping one (a newer snapshot, a reload of the state, the daemon's end)
 // cancels the encoding and waits for the helper, which stops at its next job
-// or server: a few microseconds of work, not the whole encoding, then
-// empties the image it was given (the next snapshot copies into its
-// memory). Before this, a scheduler that stopped while a 50 MB snapshot was
+// or server: a few microseconds of work, not the whole encoding. The image
+// it was given stays whole (the next snapshot is assigned into it, job by
+// job, reusing its memory). Before this, a scheduler that stopped while a 50 MB snapshot was
 // being encoded waited for that encoding (seconds) before it exited, and so
 // did a restart.
 //

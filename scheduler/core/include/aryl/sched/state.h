@@ -187,9 +187,10 @@ class ClusterState {
 
   // The active state (see StateImage). O(servers + active jobs).
   StateImage Image() const;
-  // The same into `image`, whose vectors keep their capacity: a driver that
-  // takes an image at every snapshot reuses the last one's memory instead of
-  // faulting in new pages (about a quarter of the copy at 100,000 jobs).
+  // The same into `image`, assigned element by element: a driver that keeps
+  // its last image (jobs and servers included) and takes the next into it
+  // reuses that image's memory, each job's strings, placement and curves
+  // too, instead of allocating them again (docs/performance.md, issue 39).
   void ImageInto(StateImage& image) const;
   // A state equal to the one `image` was taken of, ended jobs forgotten. A job
   // whose `curves` do not have one entry per GPU type of the image's servers
