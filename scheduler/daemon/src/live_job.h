@@ -156,7 +156,8 @@ struct LiveWorker {
   // agent listed it (a heartbeat or a registration), and for restored workers
   // (their agent's registration reconciles them). Memory only.
   double start_watch = -1;
-  // Its StartWorkers's ack_floor (start_confirm.h); 0: not known (restored).
+  // Its StartWorkers's ack_floor (start_confirm.h); kFloorByTime: reloaded
+  // after a failed state write (rule 0); 0: not known (rule 2, a guard).
   // Memory only.
   std::uint64_t start_floor = 0;
 };

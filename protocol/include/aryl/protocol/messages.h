@@ -74,12 +74,13 @@
 //      runs (refused, or already ended: its WorkerExited says so): the
 //      scheduler gives it up at once. One that no such report has covered
 //      yet is waited for, however late the wire is; a lost agent's lease
-//      settles it. A start the scheduler restored from its state file (its
-//      ack_floor is gone with the old process) is numbered with the first
-//      report read after the agent registered again (that process's
-//      starts carry an older term: refused from then on). An agent that
-//      sends no `acked` (an older version): a start unlisted for 6 s of
-//      watching is given up (the time rule it had).
+//      settles it. A worker the scheduler restored from its state file is
+//      not waited for: the agent's registration with the new process lists
+//      what runs, and what it does not list is gone (the old process's
+//      starts carry an older term: refused from then on). A worker reloaded
+//      after a failed state write, and an agent that sends no `acked` (an
+//      older version): a start unlisted for 6 s of watching is given up
+//      (the time rule it had).
 //
 //  Client (aryl, aryl-run, an inference cluster manager) ↔ scheduler (DEALER → ROUTER):
 //  10. SubmitJob ⇠ SubmitReply{job}; ListJobs ⇠ JobsReply (a page); JobStatus ⇠
