@@ -16,7 +16,9 @@
 //    etcd, the store's etcd transactions a second.
 //
 //   bench_state --agents 10000 --slots 8 --jobs 100000 [--backend sqlite|etcd]
-//               [--scheduler build/scheduler/aryl-scheduler]
+//               [--scheduler build/scheduler/aryl-scheduler] [--speed linear|learned]
+// --speed learned: the daemon keeps a speed model of every job (its default;
+// the bench's is linear, no models), which every snapshot saves too.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -79,6 +81,7 @@ struct Flags {
   int agents = 10000, slots = 8, jobs = 100000;
   std::string backend = "sqlite";
   std::string scheduler;  // the binary, for the restart of a real process (SQLite)
+  std::string speed = "linear";
 };
 
 // The aryl-scheduler binary on a copy of the state file: seconds from its
@@ -176,6 +179,7 @@ int Run(const Flags& f) {
   DaemonOptions opt = DrivenCluster::Defaults();
   opt.max_jobs_per_user = 0;
   opt.submit_rate_per_user = 0;
+  opt.speed = f.speed;
   opt.agent_timeout = 1e6;  // virtual time stands still while we submit: nobody times out
   opt.agent_lease = 1e6 + 60;
   DrivenCluster c(opt, open);
@@ -295,10 +299,11 @@ int main(int argc, char** argv) {
       else if (a == "--jobs") f.jobs = std::stoi(val());
       else if (a == "--backend") f.backend = val();
       else if (a == "--scheduler") f.scheduler = val();
+      else if (a == "--speed") f.speed = val();
       else {
         std::fprintf(stderr,
                      "usage: bench_state [--agents N] [--slots N] [--jobs N] [--backend sqlite|etcd] "
-                     "[--scheduler PATH]\n");
+                     "[--scheduler PATH] [--speed linear|learned]\n");
         return 2;
       }
     } catch (const std::exception&) {
@@ -307,6 +312,10 @@ int main(int argc, char** argv) {
     }
   }
   if (f.agents < 1 || f.slots < 1 || f.jobs < 0) return 2;
+  if (f.speed != "linear" && f.speed != "learned") {
+    std::fprintf(stderr, "bench_state: --speed: '%s' is neither linear nor learned\n", f.speed.c_str());
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   return Run(f);
 }

@@ -361,13 +361,14 @@ void DrivenCluster::CrashAgent(const std::string& agent) {
 }
 
 void DrivenCluster::Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
-                             bool runtime) {
+                             bool runtime, std::optional<p::StepStats> stats) {
   p::JobProgress m;
   m.job = job;
   m.generation = generation;
   m.step = step;
   m.steps_per_second = 1;
   if (runtime) m.runtime = true;
+  m.stats = std::move(stats);
   Deliver(agent, m);
   Dispatch();
 }

@@ -134,9 +134,10 @@ class DrivenCluster {
   // until the caller sets it false; then a new process (a new instance)
   // registers, as systemd's Restart= would start it.
   void CrashAgent(const std::string& agent);
-  // Rank 0's progress report (the agent relays its runtime's or its log's).
+  // Rank 0's progress report (the agent relays its runtime's or its log's),
+  // with its runtime's step summary when given.
   void Progress(const std::string& agent, p::JobId job, std::int64_t generation, std::int64_t step,
-                bool runtime = false);
+                bool runtime = false, std::optional<p::StepStats> stats = std::nullopt);
   // The workers of `job` the agents run now, by agent.
   std::map<std::string, std::vector<p::RunningWorker>> WorkersOf(p::JobId job) const;
   int CountWorkers(p::JobId job) const;

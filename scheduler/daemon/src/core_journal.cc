@@ -292,8 +292,12 @@ Status Daemon::Impl::SnapshotCore() {
   auto image = core->Snapshot();
   ARYL_ASSIGN_OR_RETURN(std::string text, SnapshotToJson(image));
   ARYL_ASSIGN_OR_RETURN(auto restored, s::Scheduler::Restore(opt.policy, std::move(image), Catalog(), CoreConfig()));
+  // The speed models in the snapshot's text (core_journal.h); the older
+  // copy in meta is emptied after it (a crash between leaves both: the
+  // snapshot's is read).
+  if (speed) text = JoinSnapshot(std::move(text), speed->ToJson());
   ARYL_RETURN_IF_ERROR(store->SaveCoreSnapshot(text));
-  if (speed) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", speed->ToJson()));
+  if (speed) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", ""));
   core = std::move(restored);
   journal_rows = 0;
   snapshot_bytes = text.size();
@@ -323,14 +327,17 @@ Status Daemon::Impl::RebuildCore(std::optional<s::ServerId> recovering) {
     rows.emplace_back(t, std::move(*row));
   }
   std::optional<s::Scheduler::Image> image;
+  std::optional<std::string_view> snapshot_models;
   if (snapshot_text) {
-    auto im = SnapshotFromJson(*snapshot_text);
+    const SnapshotParts parts = SplitSnapshot(*snapshot_text);
+    auto im = SnapshotFromJson(parts.core);
     if (!im.ok()) return Status::Corruption("state file: table meta, key 'core_snapshot': " + im.status().message());
     image = std::move(*im);
+    snapshot_models = parts.models;
     for (const auto& sv : image->state.servers) joined.insert(sv.spec.id);
   }
   // The speed models as the snapshot left them; the rows after it add to them.
-  ARYL_RETURN_IF_ERROR(ResetSpeed(snapshot_text.has_value()));
+  ARYL_RETURN_IF_ERROR(ResetSpeed(snapshot_text.has_value(), snapshot_models));
   std::vector<s::ServerSpec> servers;
   for (const auto& [id, n] : nodes)
     if (!joined.count(n.server_id)) servers.push_back(CoreSpec(n));

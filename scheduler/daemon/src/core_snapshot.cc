@@ -186,7 +186,21 @@ Result<std::string> SnapshotToJson(const s::Scheduler::Image& image, const std::
   }
 }
 
-Result<s::Scheduler::Image> SnapshotFromJson(const std::string& text) {
+std::string JoinSnapshot(std::string core, std::string_view models) {
+  if (models.empty()) return core;
+  core.reserve(core.size() + 1 + models.size());
+  core += '\n';
+  core += models;
+  return core;
+}
+
+SnapshotParts SplitSnapshot(std::string_view text) {
+  const auto nl = text.find('\n');
+  if (nl == std::string_view::npos) return {text, std::nullopt};
+  return {text.substr(0, nl), text.substr(nl + 1)};
+}
+
+Result<s::Scheduler::Image> SnapshotFromJson(std::string_view text) {
   try {
     // Each server and job is converted as soon as it is parsed and dropped
     // from the document, whose nodes are then reused while still in cache:
@@ -223,7 +237,7 @@ Result<s::Scheduler::Image> SnapshotFromJson(const std::string& text) {
     image.state.draining = x.at("draining").get<std::vector<s::ServerId>>();
     return image;
   } catch (const std::exception& e) {
-    return Status::Corruption(std::string("core snapshot: ") + e.what() + " in '" + text.substr(0, 120) + "'");
+    return Status::Corruption(std::string("core snapshot: ") + e.what() + " in '" + std::string(text.substr(0, 120)) + "'");
   }
 }
 

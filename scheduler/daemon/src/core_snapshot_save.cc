@@ -44,13 +44,14 @@ double ThreadCpuMs() {
 //     made in place what its restore would be (Scheduler::ForgetEnded;
 //     SnapshotCore restores a copy), the newest journal row the image covers,
 //     and a copy of the speed models;
-//  2. a helper thread encodes the image and the speed models;
+//  2. a helper thread encodes the image and the speed models, one text
+//     (core_journal.h: the models follow the core in the same pieces);
 //  3. PollSnapshot (every tick and step), once it is encoded, begins the
 //     store's snapshot (StateStore::BeginCoreSnapshot, up to that row) and
 //     appends its pieces, at most snapshot_slice_ms of them per call, a
 //     slice at most every snapshot_gap_ms (DaemonOptions);
-//  4. a slice of its own commits it with the speed models in one short
-//     transaction: from then on it replaces the rows it covers, and rows
+//  4. a slice of its own commits it in one short transaction (which empties
+//     the copy of the models older snapshots kept in meta): from then on it replaces the rows it covers, and rows
 //     appended meanwhile follow it;
 //  5. later slices delete the older snapshot's pieces and those rows
 //     (StateStore::CompactCoreJournal).
@@ -102,15 +103,17 @@ void Daemon::Impl::MaybeSnapshot() {
   ps.taken = t0;
   std::shared_ptr<const s::SpeedModels> models;
   if (speed) models = std::make_shared<const s::SpeedModels>(*speed);  // a copy: encoded meanwhile
+  ps.models = models != nullptr;
   ps.text = std::async(std::launch::async, [image = snapshot_image, models, policy = std::move(*replaced_policy),
-                                            cancel = ps.cancel]() mutable -> Result<std::pair<std::string, std::string>> {
+                                            cancel = ps.cancel]() mutable -> Result<std::string> {
     policy.reset();  // its caches (at 100,000 jobs, milliseconds to free) here
     auto core_json = cancel->load(std::memory_order_relaxed) ? Result<std::string>(Status::Cancelled("core snapshot: dropped"))
                                                              : SnapshotToJson(*image, cancel.get());
-    // Kept whole: the next snapshot is assigned into it.
+    // The image is kept whole: the next snapshot is assigned into it.
     if (!core_json.ok()) return core_json.status();
     if (cancel->load(std::memory_order_relaxed)) return Status::Cancelled("core snapshot: dropped");
-    return std::make_pair(std::move(*core_json), models ? models->ToJson() : std::string());
+    // The models go in the same pieces as the core (core_journal.h).
+    return JoinSnapshot(std::move(*core_json), models ? models->ToJson() : std::string());
   });
   ps.image_ms = MsSince(t0);
   journal_rows = 0;
@@ -123,7 +126,7 @@ void Daemon::Impl::MaybeSnapshot() {
 Status Daemon::Impl::SaveSnapshotSlice(PendingSnapshot& ps, bool wait) {
   const auto t0 = std::chrono::steady_clock::now();
   if (!wait && t0 < ps.next_slice) return Status::Ok();
-  const std::string& body = ps.encoded->first;
+  const std::string& body = *ps.encoded;
   if (ps.committed) {
     // What it replaced goes, a few pieces and rows a transaction.
     for (;;) {
@@ -139,7 +142,8 @@ Status Daemon::Impl::SaveSnapshotSlice(PendingSnapshot& ps, bool wait) {
     // The commit, a slice of its own: one short transaction.
     ARYL_RETURN_IF_ERROR(store->Batch([&]() -> Status {
       ARYL_RETURN_IF_ERROR(store->CommitCoreSnapshot(ps.id));
-      if (!ps.encoded->second.empty()) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", ps.encoded->second));
+      // Its models are in its pieces: the copy an older snapshot left in meta goes.
+      if (ps.models) ARYL_RETURN_IF_ERROR(store->SetMeta("speed_models", ""));
       return Status::Ok();
     }));
     ps.commit_ms = MsSince(t0);
@@ -195,7 +199,7 @@ void Daemon::Impl::PollSnapshot(bool wait) {
     return;
   }
   if (!ps.compacted) return;  // more slices to come
-  snapshot_bytes = ps.encoded->first.size();
+  snapshot_bytes = ps.encoded->size();
   spdlog::info("core journal: {} rows replaced by a snapshot of {} bytes: {:.1f} ms on the serving thread "
                "(image {:.1f} ms; save {:.1f} ms in {} slices, the longest {:.1f} ms, the commit {:.1f} ms, "
                "compaction {:.1f} ms; encoded meanwhile, {:.1f} ms in all)",

@@ -457,16 +457,16 @@ class Daemon::Impl {
   // summaries (docs/scheduler.md, "Measured speed"). The models are an input
   // of the core like its events: each summary and each finished fit is a
   // core-journal row (core_journal.h, SpeedSampleRow, SpeedFitRow) applied in
-  // order on replay, and the journal's snapshot carries the models (meta
-  // "speed_models"), so a restarted scheduler decides on exactly the curves
+  // order on replay, and the journal's snapshot carries the models (its text,
+  // core_journal.h), so a restarted scheduler decides on exactly the curves
   // it had. Fits run on `fitter`'s thread.
   std::shared_ptr<s::SpeedModels> speed;  // CoreConfig().speed
   std::string speed_reference;            // the GPU type speeds are relative to
   std::unique_ptr<SpeedFitter> fitter;    // with `speed`; its fits are of this `speed`
-  // A new, empty SpeedModels (no snapshot) or the snapshot's; before every
-  // core build (fits of the models it replaces are dropped). The reference
-  // GPU type is fixed at the first (meta "speed_reference").
-  Status ResetSpeed(bool from_snapshot);
+  // A new, empty SpeedModels (no snapshot) or the snapshot's (`in_snapshot`,
+  // else meta); before every core build (fits of the models it replaces are
+  // dropped). The reference GPU type is fixed at the first (meta).
+  Status ResetSpeed(bool from_snapshot, std::optional<std::string_view> in_snapshot = {});
   s::SpeedModelOptions SpeedOptions(const std::string& reference) const;
   // An event's part in the models: a submitted job gets its model (and prior)
   // before the core sees it; an ended job's fit joins the cluster's priors after.

@@ -45,17 +45,19 @@ struct PendingSnapshot {
 
   // Set when the snapshot is dropped; the helper gives up (Status::Cancelled).
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
-  // SnapshotToJson of the image, and the speed models' JSON as they were.
-  std::future<Result<std::pair<std::string, std::string>>> text;
+  // The snapshot's text (core_journal.h: SnapshotToJson of the image, then
+  // the speed models' JSON as they were, when there are models).
+  std::future<Result<std::string>> text;
+  bool models = false;  // the text holds speed models: the commit empties meta's copy
   std::int64_t upto = 0;  // the last core_events row it covers
   std::int64_t rows = 0;  // journal rows it replaces
   std::chrono::steady_clock::time_point taken;
   double image_ms = 0;  // serving-thread time at the image
 
   // Once encoded (PollSnapshot): the text, saved a slice at a time.
-  std::optional<std::pair<std::string, std::string>> encoded;
+  std::optional<std::string> encoded;
   std::int64_t id = 0;     // the store's snapshot (BeginCoreSnapshot); 0: not begun
-  std::size_t saved = 0;   // bytes of encoded->first appended
+  std::size_t saved = 0;   // bytes of *encoded appended
   std::chrono::steady_clock::time_point next_slice;  // no slice before
   int slices = 0;
   double save_ms = 0;       // serving-thread time in slices, in all

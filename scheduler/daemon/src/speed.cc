@@ -30,7 +30,8 @@
 // recorded and a fit row installs the journaled parameters without fitting
 // (ApplySpeedFit), so the models after a restart are the ones before it, bit
 // for bit. Sample rows of older journals (not deferred) fit inline as they
-// did then (ApplySpeedSample). The journal's snapshot holds the models (meta
+// did then (ApplySpeedSample). The journal's snapshot holds the models (in
+// its text after the core's, core_journal.h; snapshots saved before: meta
 // "speed_models"). A fit not journaled yet at a stop, or of models that a
 // reload replaced, is not lost for good: after a rebuild every job's due fit
 // starts again (SubmitDueFits).
@@ -64,7 +65,7 @@ s::SpeedModelOptions Daemon::Impl::SpeedOptions(const std::string& reference) co
   return o;
 }
 
-Status Daemon::Impl::ResetSpeed(bool from_snapshot) {
+Status Daemon::Impl::ResetSpeed(bool from_snapshot, std::optional<std::string_view> in_snapshot) {
   if (opt.speed == "linear") return Status::Ok();  // no models: the core reads its catalog
   // The reference type is chosen once (the training pool's first type by
   // name) and kept: fits are relative to it.
@@ -83,12 +84,20 @@ Status Daemon::Impl::ResetSpeed(bool from_snapshot) {
   else fitter = std::make_unique<SpeedFitter>();
   s::SpeedModelOptions options = SpeedOptions(*reference);
   if (from_snapshot) {
-    ARYL_ASSIGN_OR_RETURN(auto text, store->GetMeta(kSpeedModelsKey));
+    // The snapshot's own models; a snapshot saved before they went in its
+    // text: the copy in meta (empty: emptied by a newer snapshot's commit).
+    std::optional<std::string> text;
+    std::string where = "the core snapshot's speed models";
+    if (in_snapshot) {
+      text.emplace(*in_snapshot);
+    } else {
+      ARYL_ASSIGN_OR_RETURN(text, store->GetMeta(kSpeedModelsKey));
+      if (text && text->empty()) text.reset();
+      where = "table meta, key '" + std::string(kSpeedModelsKey) + "'";
+    }
     if (text) {
       auto models = s::SpeedModels::FromJson(*text, options);
-      if (!models.ok())
-        return Status::Corruption("state file: table meta, key '" + std::string(kSpeedModelsKey) +
-                                  "': " + models.status().message());
+      if (!models.ok()) return Status::Corruption("state file: " + where + ": " + models.status().message());
       speed = std::make_shared<s::SpeedModels>(std::move(*models));
       return Status::Ok();
     }
