@@ -17,6 +17,9 @@
 //
 //   bench_state --agents 10000 --slots 8 --jobs 100000 [--backend sqlite|etcd]
 //               [--scheduler build/scheduler/aryl-scheduler] [--speed linear|learned]
+//               [--etcd-members N]
+// --etcd-members: the etcd cluster's size (1 to 7 members on loopback, each
+// with its own data directory and fsyncs; the daemon's client knows them all).
 // --speed learned: the daemon keeps a speed model of every job (its default;
 // the bench's is linear, no models), which every snapshot saves too.
 #include <signal.h>
@@ -82,6 +85,7 @@ struct Flags {
   std::string backend = "sqlite";
   std::string scheduler;  // the binary, for the restart of a real process (SQLite)
   std::string speed = "linear";
+  int etcd_members = 1;
 };
 
 // The aryl-scheduler binary on a copy of the state file: seconds from its
@@ -145,7 +149,7 @@ int Run(const Flags& f) {
       return 1;
     }
     etcd = std::make_unique<aryl::livetest::EtcdCluster>();
-    if (Status st = etcd->Start(1); !st.ok()) {
+    if (Status st = etcd->Start(f.etcd_members); !st.ok()) {
       std::fprintf(stderr, "bench_state: etcd: %s\n", st.ToString().c_str());
       return 1;
     }
@@ -232,8 +236,9 @@ int Run(const Flags& f) {
     summary = sum.dump();
   }
 
-  std::printf("bench_state: %s, %d agents x %d slots, %d jobs (%d refused)\n", f.backend.c_str(), f.agents, f.slots,
-              f.jobs, refused);
+  std::printf("bench_state: %s%s, %d agents x %d slots, %d jobs (%d refused), speed %s\n", f.backend.c_str(),
+              etcd ? (" (" + std::to_string(f.etcd_members) + " members)").c_str() : "", f.agents, f.slots, f.jobs,
+              refused, f.speed.c_str());
   std::printf("  registrations %.1f s (%.0f a second); submissions %.1f s (%.0f a second)\n", register_s,
               f.agents / register_s, submit_s, f.jobs / submit_s);
   if (etcd_store)
@@ -300,10 +305,11 @@ int main(int argc, char** argv) {
       else if (a == "--backend") f.backend = val();
       else if (a == "--scheduler") f.scheduler = val();
       else if (a == "--speed") f.speed = val();
+      else if (a == "--etcd-members") f.etcd_members = std::stoi(val());
       else {
         std::fprintf(stderr,
                      "usage: bench_state [--agents N] [--slots N] [--jobs N] [--backend sqlite|etcd] "
-                     "[--scheduler PATH] [--speed linear|learned]\n");
+                     "[--scheduler PATH] [--speed linear|learned] [--etcd-members N]\n");
         return 2;
       }
     } catch (const std::exception&) {
