@@ -35,8 +35,10 @@ TEST(StartConfirm, AStartIsGivenUpOnlyOnceAnAckSentAfterItReachedTheAgent) {
   EXPECT_EQ(floor, 9u);
 }
 
-// 2. A start restored from the state file: numbered with the first report
-// after the registration, settled by an ack of a later one.
+// 2. A floor not known (a guard: every start the daemon sends is stamped, and
+// restored workers are reconciled by their agent's registration instead):
+// numbered with the first report that misses it, settled by an ack of a
+// later one.
 TEST(StartConfirm, AnUnknownFloorIsNumberedWithTheReportThatFirstMissesIt) {
   std::uint64_t floor = 0;
   EXPECT_EQ(JudgeUnlistedStart(floor, 1, Registration(30, 29), kConfirm), StartVerdict::kWait);
